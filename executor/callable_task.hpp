@@ -1,0 +1,104 @@
+// callable_task — the task body for a plain callable (a lambda, a function).
+//
+// The callable is stored in the slot's inline storage when it fits (48
+// bytes, alignment <= 16) and in one heap box otherwise. If a join state is
+// attached the result or exception goes there; a detached task's exception
+// goes to the executor's on_detached_exception handler.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "executor/executor_core.hpp"
+#include "executor/join_state.hpp"
+#include "executor/task_slot.hpp"
+
+namespace canopy::detail {
+
+template <class Fn, class Result>
+struct callable_body {
+  Fn fn;
+  join_state<Result>* state;  // null when detached
+
+  run_outcome run() {
+    if (state != nullptr && state->cancel_requested()) {
+      state->complete(join_state_base::outcome::cancelled);
+      return run_outcome::completed;
+    }
+    try {
+      if constexpr (std::is_void_v<Result>) {
+        std::invoke(fn);
+        if (state != nullptr) {
+          state->complete(join_state_base::outcome::value);
+        }
+      } else if (state != nullptr) {
+        state->set_value(std::invoke(fn));
+        state->complete(join_state_base::outcome::value);
+      } else {
+        static_cast<void>(std::invoke(fn));
+      }
+    } catch (...) {
+      if (state != nullptr) {
+        state->set_error(std::current_exception());
+        state->complete(join_state_base::outcome::error);
+      } else {
+        current_worker()->core->report_detached_exception(std::current_exception());
+      }
+    }
+    return run_outcome::completed;
+  }
+
+  void finish(task_end end) noexcept {
+    if (state != nullptr) {
+      if (end == task_end::dropped) {
+        state->complete(join_state_base::outcome::cancelled);
+      }
+      state->release_ref();
+    }
+  }
+};
+
+template <class Body>
+constexpr bool fits_inline = sizeof(Body) <= task_slot::storage_size && alignof(Body) <= 16;
+
+// Stores Body in the slot if it fits, else a pointer to a heap Body.
+template <class Body>
+struct body_storage {
+  static Body& get(void* storage) noexcept {
+    if constexpr (fits_inline<Body>) {
+      return *std::launder(static_cast<Body*>(storage));
+    } else {
+      return **std::launder(static_cast<Body**>(storage));
+    }
+  }
+  static void construct(void* storage, Body&& body) {
+    if constexpr (fits_inline<Body>) {
+      ::new (storage) Body(std::move(body));
+    } else {
+      ::new (storage) Body*(new Body(std::move(body)));
+    }
+  }
+  static void destroy(void* storage) noexcept {
+    if constexpr (fits_inline<Body>) {
+      std::launder(static_cast<Body*>(storage))->~Body();
+    } else {
+      delete *std::launder(static_cast<Body**>(storage));
+    }
+  }
+};
+
+template <class Body>
+struct body_vtable {
+  static run_outcome run(void* storage) { return body_storage<Body>::get(storage).run(); }
+  static void destroy(void* storage, task_end end) noexcept {
+    body_storage<Body>::get(storage).finish(end);
+    body_storage<Body>::destroy(storage);
+  }
+  static constexpr task_vtable table{&run, &destroy};
+};
+
+}  // namespace canopy::detail

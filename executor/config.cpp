@@ -1,0 +1,40 @@
+#include "executor/config.hpp"
+
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+namespace canopy {
+
+namespace {
+[[noreturn]] void reject(const std::string& field, std::size_t value, const std::string& rule) {
+  throw std::invalid_argument("canopy::executor_config: " + field + " = " + std::to_string(value) +
+                              " is invalid: " + rule);
+}
+}  // namespace
+
+void executor_config::validate() const {
+  if (worker_count == 0 || worker_count > max_worker_count) {
+    reject("worker_count", worker_count, "must be in 1.." + std::to_string(max_worker_count));
+  }
+  if (signals_per_leaf == 0 || signals_per_leaf > 64 || !std::has_single_bit(signals_per_leaf)) {
+    reject("signals_per_leaf", signals_per_leaf, "must be a power of two in 1..64");
+  }
+  if (max_leaves == 0 || max_leaves > max_leaf_limit) {
+    reject("max_leaves", max_leaves, "must be in 1.." + std::to_string(max_leaf_limit));
+  }
+  if (max_leaves < worker_count) {
+    reject("max_leaves", max_leaves,
+           "must be at least worker_count (" + std::to_string(worker_count) +
+               ") so that every worker owns a leaf");
+  }
+  if (initial_leaves > max_leaves) {
+    reject("initial_leaves", initial_leaves,
+           "must not exceed max_leaves (" + std::to_string(max_leaves) + ")");
+  }
+  if (idle_yield_rounds > 100000) {
+    reject("idle_yield_rounds", idle_yield_rounds, "must be in 0..100000");
+  }
+}
+
+}  // namespace canopy

@@ -1,0 +1,56 @@
+// executor_config — everything an executor is built with, validated once at
+// construction. Invalid values throw std::invalid_argument naming the field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <thread>
+
+namespace canopy {
+
+// What shutdown() does with tasks that have not finished (docs/architecture.md):
+enum class shutdown_policy {
+  // Run every runnable task, and the tasks they spawn, until nothing is
+  // runnable; then destroy the tasks still suspended (their join handles
+  // report "cancelled").
+  drain,
+  // Let running tasks finish their current run; destroy every other task
+  // without running it (join handles report "cancelled").
+  cancel_pending,
+};
+
+struct executor_config {
+  static constexpr std::size_t max_worker_count = 1024;
+  static constexpr std::size_t max_leaf_limit = std::size_t{1} << 16;
+
+  // Worker threads. Default: one per hardware thread. Must be 1..1024.
+  std::size_t worker_count = default_worker_count();
+  // Signal words per leaf (64 tasks each): a power of two in 1..64.
+  std::size_t signals_per_leaf = 64;
+  // Leaves allocated up front (0: one per worker, capped by max_leaves).
+  std::size_t initial_leaves = 0;
+  // Capacity limit in leaves: at most max_leaves * signals_per_leaf * 64
+  // tasks alive at once. 1..65536 and at least worker_count.
+  std::size_t max_leaves = 1024;
+  // Progressive sleep: failed searches that yield the CPU before a worker
+  // announces itself sleepy. 0..100000.
+  std::uint32_t idle_yield_rounds = 32;
+  shutdown_policy on_shutdown = shutdown_policy::drain;
+  // Receives exceptions thrown by tasks spawned without a join handle.
+  // Default: print the message to stderr. Called on the worker thread.
+  std::function<void(std::exception_ptr)> on_detached_exception;
+
+  // Throws std::invalid_argument describing the first invalid field.
+  void validate() const;
+
+  [[nodiscard]] std::size_t tasks_per_leaf() const noexcept { return signals_per_leaf * 64; }
+
+  static std::size_t default_worker_count() noexcept {
+    const unsigned hardware = std::thread::hardware_concurrency();
+    return hardware == 0 ? 1 : hardware;
+  }
+};
+
+}  // namespace canopy

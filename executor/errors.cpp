@@ -1,0 +1,32 @@
+#include "executor/errors.hpp"
+
+#include <string>
+
+namespace canopy {
+
+namespace {
+class executor_error_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "canopy"; }
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::shut_down:
+        return "canopy: the executor is shut down and accepts no new tasks";
+      case errc::at_capacity:
+        return "canopy: every task slot is taken (executor at max_leaves capacity)";
+      case errc::cancelled:
+        return "canopy: the task was cancelled (destroyed without completing)";
+      case errc::worker_thread:
+        return "canopy: this call would block a worker thread of the same executor";
+    }
+    return "canopy: unknown error " + std::to_string(value);
+  }
+};
+}  // namespace
+
+const std::error_category& executor_category() noexcept {
+  static const executor_error_category category;
+  return category;
+}
+
+}  // namespace canopy

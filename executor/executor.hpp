@@ -1,0 +1,128 @@
+// canopy::executor — the public face of the runtime.
+//
+//   canopy::executor pool;                       // one worker per hardware thread
+//   auto answer = pool.spawn([] { return 42; }); // from any thread
+//   int value = answer.join();                   // 42, or rethrows
+//
+// Thread-safety: every member may be called from any thread, including from
+// inside tasks, except shutdown() and the destructor, which must not run on
+// one of this executor's worker threads (they join those threads).
+//
+// Errors:
+//   * spawn() after shutdown() began throws spawn_error(errc::shut_down).
+//   * At capacity (max_leaves full) spawn() blocks the calling thread until a
+//     slot frees; on a worker thread, where blocking could deadlock the pool,
+//     it throws spawn_error(errc::at_capacity) instead. try_spawn() never
+//     blocks and returns the error code.
+//   * An invalid executor_config throws std::invalid_argument naming the field.
+//   * A task's exception travels to join(); for detached tasks it goes to
+//     executor_config::on_detached_exception.
+// Every spawned task either runs or is destroyed at shutdown (counted in
+// stats().dropped_tasks; its join handle reports task_cancelled); either way
+// its destructor runs.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "executor/callable_task.hpp"
+#include "executor/config.hpp"
+#include "executor/errors.hpp"
+#include "executor/executor_core.hpp"
+#include "executor/join_handle.hpp"
+#include "executor/stats.hpp"
+
+namespace canopy {
+
+template <class T>
+struct try_spawn_result {
+  join_handle<T> handle;  // valid only when !error
+  std::error_code error;
+  explicit operator bool() const noexcept { return !error; }
+};
+
+class executor {
+ public:
+  executor() : executor(executor_config{}) {}
+  explicit executor(executor_config config)
+      : core_(std::make_unique<executor_core>(std::move(config))) {}
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
+  ~executor() = default;  // core's destructor runs shutdown()
+
+  // Spawn fn() as a task; returns its join handle.
+  template <class Fn>
+  auto spawn(Fn&& fn) -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
+    using result = std::invoke_result_t<std::decay_t<Fn>&>;
+    auto outcome = spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::block);
+    if (outcome.error) {
+      throw spawn_error(static_cast<errc>(outcome.error.value()));
+    }
+    return std::move(outcome.handle);
+  }
+
+  // Like spawn(), but never blocks: at capacity or after shutdown it
+  // returns the error instead.
+  template <class Fn>
+  auto try_spawn(Fn&& fn) -> try_spawn_result<std::invoke_result_t<std::decay_t<Fn>&>> {
+    using result = std::invoke_result_t<std::decay_t<Fn>&>;
+    return spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::fail);
+  }
+
+  // Spawn without a join handle (cheapest). Exceptions go to the handler.
+  template <class Fn>
+  void spawn_detached(Fn&& fn) {
+    using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
+    body task{std::forward<Fn>(fn), nullptr};
+    if (const std::error_code error = spawn_body(task, spawn_mode::block)) {
+      throw spawn_error(static_cast<errc>(error.value()));
+    }
+  }
+
+  // Stop accepting tasks and finish per executor_config::on_shutdown.
+  // Idempotent; blocks until every worker has exited.
+  void shutdown() { core_->shutdown(); }
+
+  [[nodiscard]] executor_stats stats() const { return core_->stats(); }
+  [[nodiscard]] std::size_t worker_count() const noexcept { return core_->worker_count(); }
+
+  // The runtime underneath, for task kinds built on it (coroutines, fibers).
+  [[nodiscard]] executor_core& core() noexcept { return *core_; }
+
+ private:
+  template <class Result, class Fn>
+  try_spawn_result<Result> spawn_joined(Fn&& fn, spawn_mode mode) {
+    using body = detail::callable_body<std::decay_t<Fn>, Result>;
+    auto* state = new join_state<Result>();  // two references: task + handle
+    body task{std::forward<Fn>(fn), state};
+    std::error_code error;
+    try {
+      error = spawn_body(task, mode);
+    } catch (...) {
+      delete state;
+      throw;
+    }
+    if (error) {
+      delete state;
+      return {join_handle<Result>(), error};
+    }
+    return {join_handle<Result>(state), {}};
+  }
+
+  template <class Body>
+  std::error_code spawn_body(Body& task, spawn_mode mode) {
+    return core_->spawn_body(
+        &detail::body_vtable<Body>::table,
+        [](void* storage, void* context) {
+          detail::body_storage<Body>::construct(storage, std::move(*static_cast<Body*>(context)));
+        },
+        &task, mode, nullptr);
+  }
+
+  std::unique_ptr<executor_core> core_;
+};
+
+}  // namespace canopy

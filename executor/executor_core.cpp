@@ -1,0 +1,579 @@
+#include "executor/executor_core.hpp"
+
+#include <bit>
+#include <cstdio>
+#include <exception>
+#include <system_error>
+
+#include "summary_tree/partition.hpp"
+
+namespace canopy {
+
+namespace {
+
+thread_local worker_context* this_thread_worker = nullptr;
+
+// Where this (non-worker) thread places its spawns: a sticky partition,
+// re-chosen every `placement_batch` spawns so that external work spreads
+// over workers and prefers owners that are idle.
+struct external_placement {
+  const executor_core* core = nullptr;
+  std::size_t partition = 0;
+  std::uint32_t spawned = 0;
+};
+thread_local external_placement this_thread_placement;
+constexpr std::uint32_t placement_batch = 64;
+
+executor_config validated(executor_config config) {
+  config.validate();
+  if (config.initial_leaves == 0) {
+    config.initial_leaves = config.worker_count;
+  }
+  return config;
+}
+
+std::uint64_t next_random(std::uint64_t& state) noexcept {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
+}  // namespace
+
+worker_context* current_worker() noexcept { return this_thread_worker; }
+
+executor_core::executor_core(executor_config config)
+    : config_(validated(std::move(config))),
+      tree_(config_.max_leaves, config_.signals_per_leaf),
+      arena_(config_.signals_per_leaf, config_.initial_leaves, config_.max_leaves,
+             config_.worker_count),
+      sleep_(config_.worker_count,
+             (config_.max_leaves + config_.worker_count - 1) / config_.worker_count,
+             config_.idle_yield_rounds, tree_.permits()) {
+  const std::size_t workers = config_.worker_count;
+  workers_.reserve(workers);
+  for (std::size_t index = 0; index < workers; ++index) {
+    auto state = std::make_unique<worker_state>(tree_.root_word_count());
+    state->context.core = this;
+    state->context.index = index;
+    for (std::size_t leaf = 0; leaf < config_.max_leaves; ++leaf) {
+      if (partition_owner(leaf, workers) == index) {
+        state->own_mask[leaf / 64] |= std::uint64_t{1} << (leaf % 64);
+      }
+    }
+    state->random = 0x9E3779B97F4A7C15ULL * (index + 1);
+    workers_.push_back(std::move(state));
+  }
+  try {
+    for (std::size_t index = 0; index < workers; ++index) {
+      workers_[index]->thread = std::thread([this, index] { worker_main(index); });
+    }
+  } catch (...) {
+    stopping_.store(true, sync::seq_cst);
+    sleep_.wake_all_for_shutdown();
+    for (auto& worker : workers_) {
+      if (worker->thread.joinable()) {
+        worker->thread.join();
+      }
+    }
+    throw;
+  }
+}
+
+executor_core::~executor_core() {
+  if (is_worker_thread()) {
+    std::fputs("canopy: an executor was destroyed from one of its own worker threads\n", stderr);
+    std::terminate();
+  }
+  shutdown();
+}
+
+bool executor_core::is_worker_thread() const noexcept {
+  return this_thread_worker != nullptr && this_thread_worker->core == this;
+}
+
+// ---------------------------------------------------------------- spawning
+
+std::error_code executor_core::spawn_body(const task_vtable* vtable,
+                                          void (*construct)(void* storage, void* context),
+                                          void* context, spawn_mode mode, task_id* spawned) {
+  const bool on_worker = is_worker_thread();
+  std::size_t partition = 0;
+  if (on_worker) {
+    // Worker threads are joined before leftovers are destroyed, so a spawn
+    // from a task only needs the stop flag.
+    if (stopping_.load(sync::acquire)) {
+      return errc::shut_down;
+    }
+    partition = this_thread_worker->index;
+  } else {
+    in_flight_.fetch_add(1, sync::seq_cst);
+    // seq_cst: pairs with shutdown step 1 (store accepting_ = false, then
+    // wait for in_flight_ == 0): either we see the store, or it sees us.
+    if (!accepting_.load(sync::seq_cst)) {
+      in_flight_.fetch_sub(1, sync::release);
+      return errc::shut_down;
+    }
+    partition = place_external();
+  }
+  struct in_flight_guard {
+    executor_core* core;
+    bool active;
+    ~in_flight_guard() {
+      if (active) {
+        // release: shutdown's acquire read of 0 sees our signal.
+        core->in_flight_.fetch_sub(1, sync::release);
+      }
+    }
+  } guard{this, !on_worker};
+
+  std::uint32_t slot = 0;
+  if (const std::error_code error =
+          allocate(partition, on_worker ? spawn_mode::fail : mode, slot)) {
+    return error;
+  }
+  task_slot& target = arena_.slot(slot);
+  try {
+    construct(target.storage, context);
+  } catch (...) {
+    arena_.release(slot);
+    notify_capacity_waiters();
+    throw;
+  }
+  target.vtable = vtable;
+  const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+  // relaxed: the slot is ours alone until its bit is set; set_task_bit's
+  // seq_cst RMW publishes the body, vtable and state to the claiming worker.
+  target.state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
+  if (spawned != nullptr) {
+    *spawned = {slot, generation};
+  }
+  signal_task(slot);
+  return {};
+}
+
+std::size_t executor_core::place_external() noexcept {
+  external_placement& placement = this_thread_placement;
+  const std::size_t workers = config_.worker_count;
+  if (placement.core != this) {
+    placement.core = this;
+    placement.partition = reinterpret_cast<std::uintptr_t>(&placement) / 64 % workers;
+    placement.spawned = 0;
+  }
+  if (++placement.spawned >= placement_batch) {
+    placement.spawned = 0;
+    std::size_t choice = (placement.partition + 1) % workers;
+    for (std::size_t step = 1; step <= workers; ++step) {
+      const std::size_t candidate = (placement.partition + step) % workers;
+      if (sleep_.waker(candidate).latch().load() != sleep_latch::unset) {
+        choice = candidate;  // an owner that is sleepy or parked
+        break;
+      }
+    }
+    placement.partition = choice;
+  }
+  return placement.partition;
+}
+
+std::error_code executor_core::allocate(std::size_t partition, spawn_mode mode,
+                                        std::uint32_t& slot) {
+  const std::size_t workers = config_.worker_count;
+  const auto try_everywhere = [&]() -> bool {
+    for (std::size_t step = 0; step < workers; ++step) {
+      if (auto index = arena_.allocate((partition + step) % workers)) {
+        slot = *index;
+        return true;
+      }
+    }
+    return false;
+  };
+  if (try_everywhere()) {
+    return {};
+  }
+  if (mode == spawn_mode::fail) {
+    return errc::at_capacity;
+  }
+  std::unique_lock lock(capacity_mutex_);
+  // seq_cst: pairs with notify_capacity_waiters(): a worker frees a slot
+  // (seq_cst RMW) then reads this count; we add ourselves, then retry.
+  capacity_waiters_.fetch_add(1, sync::seq_cst);
+  std::error_code result;
+  for (;;) {
+    if (!accepting_.load(sync::seq_cst)) {
+      result = errc::shut_down;
+      break;
+    }
+    if (try_everywhere()) {
+      break;
+    }
+    const std::uint64_t seen = capacity_epoch_;
+    capacity_cv_.wait(lock, [&] {
+      return capacity_epoch_ != seen || !accepting_.load(sync::seq_cst);
+    });
+  }
+  capacity_waiters_.fetch_sub(1, sync::relaxed);
+  return result;
+}
+
+void executor_core::notify_capacity_waiters() noexcept {
+  // seq_cst: second half of the handshake in allocate().
+  if (capacity_waiters_.load(sync::seq_cst) != 0) {
+    const std::lock_guard lock(capacity_mutex_);
+    ++capacity_epoch_;
+    capacity_cv_.notify_all();
+  }
+}
+
+// -------------------------------------------------------------- scheduling
+
+bool executor_core::schedule(task_id id) noexcept {
+  task_slot& target = arena_.slot(id.slot);
+  std::uint64_t state = target.state.load(sync::relaxed);
+  for (;;) {
+    if (task_slot::generation_of(state) != id.generation) {
+      return false;  // the task finished; its slot may hold another task now
+    }
+    if ((state & task_slot::scheduled) != 0) {
+      return true;  // already runnable; this wake is absorbed
+    }
+    // acq_rel: release publishes what the waker wrote before wake() to the
+    // next run (through the task bit, or through end-of-run's fetch_and).
+    if (target.state.compare_exchange_weak(state, state | task_slot::scheduled, sync::acq_rel,
+                                           sync::relaxed)) {
+      break;
+    }
+  }
+  if ((state & task_slot::executing) == 0) {
+    signal_task(id.slot);
+  }
+  return true;
+}
+
+void executor_core::signal_task(std::uint32_t slot) noexcept {
+  const summary_tree::set_outcome outcome =
+      tree_.set_task_bit(arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot));
+  if (outcome.upward.wakes_owed != 0) {
+    sleep_.wake_for_permits(outcome.upward.wakes_owed);
+  } else {
+    sleep_.new_jobs(1);
+  }
+}
+
+void executor_core::owe_wakes(std::uint32_t permits_granted) noexcept {
+  if (permits_granted != 0) {
+    sleep_.wake_for_permits(permits_granted);
+  }
+}
+
+// ----------------------------------------------------------------- workers
+
+void executor_core::worker_main(std::size_t index) {
+  worker_state& self = *workers_[index];
+  this_thread_worker = &self.context;
+  idle_state idle;
+  std::uint32_t slot = 0;
+  while (!stopping_.load(sync::acquire)) {
+    if (find_task(self, slot)) {
+      run_task(self, slot);
+      continue;
+    }
+    sleep_.start_looking(idle);
+    bool found = false;
+    while (!stopping_.load(sync::acquire)) {
+      if (find_task(self, slot)) {
+        sleep_.work_found(tree_.any_active());
+        found = true;
+        run_task(self, slot);
+        break;
+      }
+      const idle_report report = sleep_.no_work_found(index, idle, *this);
+      if (report.parked) {
+        worker_counters::bump(self.counters.parks);
+        worker_counters::bump(self.counters.spurious_wakeups, report.spurious_wakeups);
+        switch (report.reason) {
+          case wake_reason::permit:
+            worker_counters::bump(self.counters.wakes_by_permit);
+            break;
+          case wake_reason::jec:
+            worker_counters::bump(self.counters.wakes_by_jec);
+            break;
+          case wake_reason::shutdown:
+            worker_counters::bump(self.counters.wakes_by_shutdown);
+            break;
+          case wake_reason::none:
+            break;
+        }
+      }
+    }
+    if (!found) {
+      sleep_.work_found(false);
+    }
+  }
+  this_thread_worker = nullptr;
+}
+
+bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
+  // 1. Local yield queue — unless the last task came from it, in which case
+  //    the tree goes first so that yielding lets other ready tasks run.
+  if (!self.last_from_yield) {
+    if (auto yielded = self.yields.pop()) {
+      slot = *yielded;
+      self.last_from_yield = true;
+      if (self.yields.empty()) {
+        sleep_.waker(self.context.index).unmark_yield();
+      }
+      return true;
+    }
+  }
+  // 2. Own partition.
+  if (claim_from_roots(self, true, slot)) {
+    self.last_from_yield = false;
+    return true;
+  }
+  if (auto yielded = self.yields.pop()) {
+    slot = *yielded;
+    self.last_from_yield = true;
+    if (self.yields.empty()) {
+      sleep_.waker(self.context.index).unmark_yield();
+    }
+    return true;
+  }
+  // 3. Steal from other partitions, starting at a random leaf.
+  if (config_.worker_count > 1 && claim_from_roots(self, false, slot)) {
+    worker_counters::bump(self.counters.steals);
+    self.last_from_yield = false;
+    return true;
+  }
+  return false;
+}
+
+bool executor_core::claim_from_roots(worker_state& self, bool own_partition,
+                                     std::uint32_t& slot) {
+  const std::size_t words = (arena_.leaf_limit() + 63) / 64;
+  if (words == 0) {
+    return false;
+  }
+  const std::size_t start_leaf =
+      own_partition ? self.cursor_leaf : next_random(self.random) % (words * 64);
+  const std::size_t start_word = (start_leaf / 64) % words;
+  const unsigned start_bit = static_cast<unsigned>(start_leaf % 64);
+  // The start word is visited twice: bits at/after start_bit first, the
+  // rest at the end, so every active leaf is tried once.
+  for (std::size_t step = 0; step <= words; ++step) {
+    const std::size_t word = (start_word + step) % words;
+    const std::uint64_t mine = self.own_mask[word];
+    std::uint64_t active = tree_.root_word(word) & (own_partition ? mine : ~mine);
+    if (step == 0) {
+      active &= ~std::uint64_t{0} << start_bit;
+    } else if (step == words) {
+      active &= ~(~std::uint64_t{0} << start_bit);
+    }
+    while (active != 0) {
+      const std::size_t leaf = word * 64 + static_cast<std::size_t>(std::countr_zero(active));
+      if (claim_in_leaf(self, leaf, slot)) {
+        if (own_partition) {
+          self.cursor_leaf = leaf;
+        }
+        return true;
+      }
+      active &= active - 1;
+    }
+  }
+  return false;
+}
+
+bool executor_core::claim_in_leaf(worker_state& self, std::size_t leaf, std::uint32_t& slot) {
+  static_cast<void>(self);
+  std::uint64_t signals = tree_.leaf_word(leaf);
+  while (signals != 0) {
+    const std::size_t signal = static_cast<std::size_t>(std::countr_zero(signals));
+    summary_tree::activation upward;
+    const int bit = tree_.claim_task_bit(leaf, signal, 0, upward);
+    owe_wakes(upward.wakes_owed);
+    if (bit >= 0) {
+      slot = arena_.index_of(leaf, signal, static_cast<unsigned>(bit));
+      return true;
+    }
+    signals &= signals - 1;
+  }
+  return false;
+}
+
+void executor_core::run_task(worker_state& self, std::uint32_t slot) {
+  task_slot& target = arena_.slot(slot);
+  const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+  // relaxed: while SCHEDULED the claiming worker is the state's only writer
+  // (schedulers find SCHEDULED and leave it); the claim RMW on the task bit
+  // (or the yield queue, same thread) already ordered the body's writes.
+  target.state.store(task_slot::make_state(generation, task_slot::executing), sync::relaxed);
+  self.context.running = {slot, generation};
+  self.context.has_running = true;
+  const run_outcome outcome = target.vtable->run(target.storage);
+  self.context.has_running = false;
+  worker_counters::bump(self.counters.tasks_run);
+  switch (outcome) {
+    case run_outcome::completed:
+      target.vtable->destroy(target.storage, task_end::completed);
+      // release: a stale waker that reads the new generation fails its CAS;
+      // the slot's teardown is published by arena_.release() below.
+      target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
+      arena_.release(slot);
+      notify_capacity_waiters();
+      break;
+    case run_outcome::suspended: {
+      // acq_rel: acquire pairs with a waker's CAS that set SCHEDULED while
+      // we ran (its writes are visible to the re-run); release pairs with
+      // the next schedule() that finds IDLE.
+      const std::uint64_t previous = target.state.fetch_and(~task_slot::executing, sync::acq_rel);
+      if ((previous & task_slot::scheduled) != 0) {
+        signal_task(slot);  // woken while running: runnable once more
+      }
+      break;
+    }
+    case run_outcome::yielded:
+      // SCHEDULED first, so a concurrent wake is absorbed instead of setting
+      // the task bit while the task also sits in the yield queue (invariant S).
+      target.state.fetch_or(task_slot::scheduled, sync::acq_rel);
+      target.state.fetch_and(~task_slot::executing, sync::acq_rel);
+      worker_counters::bump(self.counters.yields);
+      if (self.yields.push(slot)) {
+        sleep_.waker(self.context.index).mark_yield();
+      }
+      break;
+  }
+}
+
+// ---------------------------------------------------------------- sleeping
+
+bool executor_core::must_stay_awake(std::size_t worker) noexcept {
+  if (stopping_.load(sync::seq_cst)) {
+    return true;
+  }
+  if (sleep_.waker(worker).sync_partition_summary(tree_, worker, config_.worker_count,
+                                                   arena_.leaf_limit())) {
+    return true;
+  }
+  return tree_.any_active();
+}
+
+void executor_core::about_to_block(std::size_t /*worker*/) noexcept {
+  // seq_cst: pairs with shutdown step 2's store; see is_quiescent().
+  if (draining_.load(sync::seq_cst)) {
+    const std::lock_guard lock(drain_mutex_);
+    drain_cv_.notify_all();
+  }
+}
+
+bool executor_core::is_quiescent() noexcept {
+  // Quiescent: every worker parked (latch SLEEPING) across the whole check,
+  // without re-entering the park protocol (same park epoch), and no task bit
+  // visible in between. Then no task ran or was runnable at the moment the
+  // root words were read. All reads seq_cst: they order against the
+  // workers' seq_cst latch transitions and epoch stores.
+  const std::size_t workers = config_.worker_count;
+  std::vector<std::uint64_t> epochs(workers);
+  for (std::size_t index = 0; index < workers; ++index) {
+    epochs[index] = sleep_.park_epoch(index);
+    if (sleep_.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping) {
+      return false;
+    }
+  }
+  if (tree_.any_active()) {
+    return false;
+  }
+  for (std::size_t index = 0; index < workers; ++index) {
+    if (sleep_.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping ||
+        sleep_.park_epoch(index) != epochs[index]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- shutdown
+
+void executor_core::shutdown() {
+  if (is_worker_thread()) {
+    throw std::system_error(make_error_code(errc::worker_thread),
+                            "canopy::executor::shutdown() called from one of its worker threads");
+  }
+  std::call_once(shutdown_once_, [this] {
+    // 1. Refuse new external spawns; wait for spawns already past the check;
+    //    release spawners blocked at capacity (they get errc::shut_down).
+    accepting_.store(false, sync::seq_cst);
+    while (in_flight_.load(sync::acquire) != 0) {
+      sync::yield_thread();
+    }
+    {
+      const std::lock_guard lock(capacity_mutex_);
+      ++capacity_epoch_;
+      capacity_cv_.notify_all();
+    }
+    // 2. Drain policy: wait until every worker is parked with nothing runnable.
+    if (config_.on_shutdown == shutdown_policy::drain) {
+      draining_.store(true, sync::seq_cst);
+      std::unique_lock lock(drain_mutex_);
+      drain_cv_.wait(lock, [this] { return is_quiescent(); });
+    }
+    // 3. Stop: workers leave their loops after the current task.
+    stopping_.store(true, sync::seq_cst);
+    sleep_.wake_all_for_shutdown();
+    // 4. Join every worker.
+    for (auto& worker : workers_) {
+      if (worker->thread.joinable()) {
+        worker->thread.join();
+      }
+    }
+    // 5. Destroy every task still alive (suspended, or pending under
+    //    cancel_pending): its destructor runs, its join handle says cancelled.
+    destroy_leftovers();
+  });
+}
+
+void executor_core::destroy_leftovers() {
+  arena_.for_each_live([this](std::uint32_t slot) {
+    task_slot& target = arena_.slot(slot);
+    if (target.vtable == nullptr) {
+      return;
+    }
+    const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+    target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
+    target.vtable->destroy(target.storage, task_end::dropped);
+    target.vtable = nullptr;
+    arena_.release(slot);
+    dropped_tasks_.fetch_add(1, sync::relaxed);
+  });
+}
+
+executor_stats executor_core::stats() const {
+  executor_stats result;
+  result.workers.reserve(workers_.size());
+  for (const auto& worker : workers_) {
+    result.workers.push_back(worker->counters.snapshot());
+  }
+  result.dropped_tasks = dropped_tasks_.load(sync::relaxed);
+  result.sleeping_workers = sleep_.counters().sleeping();
+  return result;
+}
+
+void executor_core::report_detached_exception(std::exception_ptr error) noexcept {
+  if (config_.on_detached_exception) {
+    try {
+      config_.on_detached_exception(error);
+      return;
+    } catch (...) {
+      std::fputs("canopy: on_detached_exception handler threw; exception lost\n", stderr);
+      return;
+    }
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& failure) {
+    std::fprintf(stderr, "canopy: a detached task threw: %s\n", failure.what());
+  } catch (...) {
+    std::fputs("canopy: a detached task threw a non-std::exception\n", stderr);
+  }
+}
+
+}  // namespace canopy

@@ -1,0 +1,148 @@
+// executor_core — the runtime behind canopy::executor: arena, summary tree,
+// sleep module, workers, and the one scheduling path.
+//
+// This header is the narrow interface that every kind of task (plain
+// callables, C++20 coroutines, Boost.Context fibers) builds on:
+//   spawn_body()  allocate a slot, construct a type-erased body, schedule it
+//   schedule()    make a task runnable (what a waker's wake() calls)
+//   current_task()  the task running on this thread, if any
+// Users normally see only executor.hpp.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "executor/config.hpp"
+#include "executor/errors.hpp"
+#include "executor/stats.hpp"
+#include "executor/task_arena.hpp"
+#include "executor/task_slot.hpp"
+#include "executor/yield_queue.hpp"
+#include "signal_waker/sleep_module.hpp"
+#include "summary_tree/summary_tree.hpp"
+#include "sync/atomics.hpp"
+
+namespace canopy {
+
+class executor_core;
+
+// Per worker thread: who am I, and what am I running.
+struct worker_context {
+  executor_core* core = nullptr;
+  std::size_t index = 0;
+  task_id running{};
+  bool has_running = false;
+};
+
+// The calling thread's worker context, or nullptr on a non-worker thread.
+worker_context* current_worker() noexcept;
+
+// How spawn_body() behaves when every slot is taken.
+enum class spawn_mode {
+  block,  // wait for a slot (non-worker threads); errc::at_capacity on a worker
+  fail,   // return errc::at_capacity at once
+};
+
+class executor_core final : private sleep_probe {
+ public:
+  explicit executor_core(executor_config config);
+  ~executor_core() override;
+  executor_core(const executor_core&) = delete;
+  executor_core& operator=(const executor_core&) = delete;
+
+  // Builds a body into a fresh slot with construct(storage, context) and
+  // schedules it. On failure (errc::shut_down / errc::at_capacity) returns
+  // the error and constructs nothing. `construct` may throw; then the slot
+  // is released and the exception propagates (strong guarantee).
+  std::error_code spawn_body(const task_vtable* vtable,
+                             void (*construct)(void* storage, void* context), void* context,
+                             spawn_mode mode, task_id* spawned);
+
+  // Make task `id` runnable. A stale id (the task finished) is a no-op and
+  // returns false. Any thread.
+  bool schedule(task_id id) noexcept;
+
+  // Stop accepting tasks, finish according to the policy, join the workers,
+  // destroy what is left. Idempotent. Not from a worker thread
+  // (std::system_error with errc::worker_thread).
+  void shutdown();
+
+  [[nodiscard]] executor_stats stats() const;
+
+  // Deliver an exception thrown by a task nobody joins (config's handler,
+  // or a line on stderr). Called on the worker thread that ran the task.
+  void report_detached_exception(std::exception_ptr error) noexcept;
+  [[nodiscard]] std::size_t worker_count() const noexcept { return config_.worker_count; }
+  [[nodiscard]] const executor_config& config() const noexcept { return config_; }
+  [[nodiscard]] bool is_worker_thread() const noexcept;
+
+  // Internal, for tests: the protocol objects.
+  summary_tree& tree() noexcept { return tree_; }
+  sleep_module& sleep() noexcept { return sleep_; }
+  task_arena& arena() noexcept { return arena_; }
+
+ private:
+  struct worker_state {
+    explicit worker_state(std::size_t root_words) : own_mask(root_words, 0) {}
+    worker_context context;
+    yield_queue yields;
+    bool last_from_yield = false;  // fairness: a yielded task lets the tree go first
+    std::vector<std::uint64_t> own_mask;  // per root word: leaves this worker owns
+    std::size_t cursor_leaf = 0;          // where the last own-partition task was found
+    std::uint64_t random = 0;             // xorshift state for steal start points
+    worker_counters counters;
+    std::thread thread;
+  };
+
+  void worker_main(std::size_t index);
+  // One search in the documented order; returns a claimed slot index.
+  bool find_task(worker_state& self, std::uint32_t& slot);
+  bool claim_in_leaf(worker_state& self, std::size_t leaf, std::uint32_t& slot);
+  bool claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot);
+  void run_task(worker_state& self, std::uint32_t slot);
+  void signal_task(std::uint32_t slot) noexcept;
+  void owe_wakes(std::uint32_t permits_granted) noexcept;
+  std::size_t place_external() noexcept;
+  std::error_code allocate(std::size_t partition, spawn_mode mode, std::uint32_t& slot);
+  void notify_capacity_waiters() noexcept;
+  bool is_quiescent() noexcept;
+  void destroy_leftovers();
+
+  // sleep_probe
+  bool must_stay_awake(std::size_t worker) noexcept override;
+  void about_to_block(std::size_t worker) noexcept override;
+
+  executor_config config_;
+  summary_tree tree_;
+  task_arena arena_;
+  sleep_module sleep_;
+  std::vector<std::unique_ptr<worker_state>> workers_;
+
+  // Shutdown flags, each written once (seq_cst; see shutdown()).
+  sync::atomic<bool> accepting_{true};
+  sync::atomic<bool> draining_{false};
+  sync::atomic<bool> stopping_{false};
+  std::once_flag shutdown_once_;
+  std::mutex drain_mutex_;
+  std::condition_variable drain_cv_;
+
+  // Spawners blocked at capacity.
+  sync::atomic<std::uint32_t> capacity_waiters_{0};
+  std::mutex capacity_mutex_;
+  std::condition_variable capacity_cv_;
+  std::uint64_t capacity_epoch_ = 0;  // guarded by capacity_mutex_
+
+  // External spawns between their shutdown check and their signal
+  // (shutdown step 1 waits for zero).
+  sync::atomic<std::uint64_t> in_flight_{0};
+
+  sync::atomic<std::uint64_t> dropped_tasks_{0};
+};
+
+}  // namespace canopy

@@ -1,0 +1,138 @@
+// join_state — the completion record a task shares with its join handle.
+//
+// Word layout (32 bits):
+//   bits 0..1  outcome: pending (0), value (1), error (2), cancelled (3)
+//   bit  2     a continuation is registered (an awaiting coroutine)
+//   bit  3     a thread is blocked in wait_blocking()
+//   bit  4     cancellation was requested before the task started
+// The outcome is written exactly once, by complete(). The result (value or
+// exception) is written before complete() and read after observing a
+// non-pending outcome with acquire.
+//
+// Lifetime: intrusive reference count, one reference for the task body and
+// one for the join handle; the last release deletes the state.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "executor/errors.hpp"
+#include "sync/atomics.hpp"
+
+namespace canopy {
+
+// Code to run once when a task completes, registered by an awaiter.
+struct continuation {
+  void (*resume)(void* context) noexcept = nullptr;
+  void* context = nullptr;
+};
+
+class join_state_base {
+ public:
+  enum class outcome : std::uint32_t { pending = 0, value = 1, error = 2, cancelled = 3 };
+
+  join_state_base() = default;
+  join_state_base(const join_state_base&) = delete;
+  join_state_base& operator=(const join_state_base&) = delete;
+
+  void add_ref() noexcept { refs_.fetch_add(1, sync::relaxed); }
+  void release_ref() noexcept {
+    // acq_rel: the last owner must see every write the other owner made
+    // before dropping its reference (the usual shared_ptr reasoning).
+    if (refs_.fetch_sub(1, sync::acq_rel) == 1) {
+      destroy_self();
+    }
+  }
+
+  [[nodiscard]] outcome status() const noexcept {
+    // acquire: pairs with complete(); the result is readable after this.
+    return static_cast<outcome>(word_.load(sync::acquire) & outcome_mask);
+  }
+  [[nodiscard]] bool ready() const noexcept { return status() != outcome::pending; }
+
+  // Task side, exactly once: publish the outcome, then run the continuation
+  // and wake blocked joiners if there are any.
+  void complete(outcome result) noexcept;
+
+  // Awaiter side: register `next` to run at completion. False if the task
+  // already completed (then nothing is registered; do not suspend).
+  [[nodiscard]] bool set_continuation(continuation next) noexcept;
+
+  // Joiner side: block the calling thread until the outcome is set.
+  void wait_blocking() noexcept;
+
+  // Ask that the task not start. True if the request was registered before
+  // completion (a task that already started runs to its end regardless).
+  bool request_cancel() noexcept;
+  [[nodiscard]] bool cancel_requested() const noexcept {
+    return (word_.load(sync::acquire) & cancel_bit) != 0;
+  }
+
+ protected:
+  virtual ~join_state_base() = default;
+
+ private:
+  virtual void destroy_self() noexcept { delete this; }
+
+  static constexpr std::uint32_t outcome_mask = 3;
+  static constexpr std::uint32_t continuation_bit = 1U << 2;
+  static constexpr std::uint32_t blocked_bit = 1U << 3;
+  static constexpr std::uint32_t cancel_bit = 1U << 4;
+
+  sync::atomic<std::uint32_t> word_{0};
+  sync::atomic<std::uint32_t> refs_{2};
+  continuation continuation_{};
+};
+
+// The result slot for a task returning T.
+template <class T>
+class join_state final : public join_state_base {
+ public:
+  template <class... Args>
+  void set_value(Args&&... args) {
+    value_.emplace(std::forward<Args>(args)...);
+  }
+  void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
+
+  // Joiner side, after ready(): the value, or rethrow the task's exception,
+  // or throw task_cancelled.
+  T take() {
+    switch (status()) {
+      case outcome::value:
+        return std::move(*value_);
+      case outcome::error:
+        std::rethrow_exception(error_);
+      default:
+        throw task_cancelled();
+    }
+  }
+
+ private:
+  std::optional<T> value_;
+  std::exception_ptr error_;
+};
+
+template <>
+class join_state<void> final : public join_state_base {
+ public:
+  void set_value() noexcept {}
+  void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
+  void take() {
+    switch (status()) {
+      case outcome::value:
+        return;
+      case outcome::error:
+        std::rethrow_exception(error_);
+      default:
+        throw task_cancelled();
+    }
+  }
+
+ private:
+  std::exception_ptr error_;
+};
+
+}  // namespace canopy

@@ -1,0 +1,67 @@
+// Executor statistics: per-worker counters and the snapshot stats() returns.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sync/atomics.hpp"
+
+namespace canopy {
+
+struct worker_stats {
+  std::uint64_t tasks_run = 0;         // task runs (a yielded task counts once per run)
+  std::uint64_t steals = 0;            // tasks claimed from another worker's partition
+  std::uint64_t yields = 0;            // runs that ended by yielding
+  std::uint64_t parks = 0;             // times the worker blocked on its SignalWaker
+  std::uint64_t wakes_by_permit = 0;   // parks ended by a permit (a leaf became active)
+  std::uint64_t wakes_by_jec = 0;      // parks ended by the JEC path
+  std::uint64_t wakes_by_shutdown = 0; // parks ended by shutdown
+  std::uint64_t spurious_wakeups = 0;  // returns from the park backend while still SLEEPING
+};
+
+struct executor_stats {
+  std::vector<worker_stats> workers;
+  std::uint64_t dropped_tasks = 0;     // tasks destroyed without completing
+  std::uint32_t sleeping_workers = 0;  // workers parked when the snapshot was taken
+
+  [[nodiscard]] worker_stats total() const noexcept {
+    worker_stats sum;
+    for (const worker_stats& one : workers) {
+      sum.tasks_run += one.tasks_run;
+      sum.steals += one.steals;
+      sum.yields += one.yields;
+      sum.parks += one.parks;
+      sum.wakes_by_permit += one.wakes_by_permit;
+      sum.wakes_by_jec += one.wakes_by_jec;
+      sum.wakes_by_shutdown += one.wakes_by_shutdown;
+      sum.spurious_wakeups += one.spurious_wakeups;
+    }
+    return sum;
+  }
+};
+
+// The live counters of one worker. Written only by that worker (relaxed
+// load + store, no RMW), read by stats() from any thread.
+struct alignas(sync::cache_line) worker_counters {
+  sync::atomic<std::uint64_t> tasks_run{0};
+  sync::atomic<std::uint64_t> steals{0};
+  sync::atomic<std::uint64_t> yields{0};
+  sync::atomic<std::uint64_t> parks{0};
+  sync::atomic<std::uint64_t> wakes_by_permit{0};
+  sync::atomic<std::uint64_t> wakes_by_jec{0};
+  sync::atomic<std::uint64_t> wakes_by_shutdown{0};
+  sync::atomic<std::uint64_t> spurious_wakeups{0};
+
+  static void bump(sync::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
+    counter.store(counter.load(sync::relaxed) + by, sync::relaxed);
+  }
+
+  [[nodiscard]] worker_stats snapshot() const noexcept {
+    return {tasks_run.load(sync::relaxed),       steals.load(sync::relaxed),
+            yields.load(sync::relaxed),          parks.load(sync::relaxed),
+            wakes_by_permit.load(sync::relaxed), wakes_by_jec.load(sync::relaxed),
+            wakes_by_shutdown.load(sync::relaxed), spurious_wakeups.load(sync::relaxed)};
+  }
+};
+
+}  // namespace canopy

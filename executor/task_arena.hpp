@@ -1,0 +1,124 @@
+// task_arena — storage for task slots, grown by whole leaves.
+//
+// Slot index = leaf * tasks_per_leaf + signal * 64 + bit: the same
+// coordinates as the task's bit in the summary tree. Each leaf has one
+// occupancy word per signal word (bit set = slot holds a live task).
+//
+// Allocation is per partition (partition_owner(leaf) == partition): a
+// partition scans its leaves' occupancy words from a moving cursor and
+// claims a clear bit with fetch_or. When every slot of the partition is
+// taken it grows by one leaf (leaf index partition + k * workers) until
+// max_leaves; then allocation in that partition fails and the caller tries
+// another partition, or reports "at capacity". A task is never dropped or
+// overwritten to make room.
+//
+// Thread-safety: allocate()/release()/slot() from any thread; growth is
+// serialised by a mutex. A slot is released only after the worker that ran
+// it is completely done with it (its body destroyed, generation bumped).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "executor/task_slot.hpp"
+#include "sync/atomics.hpp"
+
+namespace canopy {
+
+class task_arena {
+ public:
+  task_arena(std::size_t signals_per_leaf, std::size_t initial_leaves, std::size_t max_leaves,
+             std::size_t partition_count);
+  ~task_arena();
+  task_arena(const task_arena&) = delete;
+  task_arena& operator=(const task_arena&) = delete;
+
+  [[nodiscard]] std::size_t tasks_per_leaf() const noexcept { return tasks_per_leaf_; }
+  [[nodiscard]] std::size_t max_leaves() const noexcept { return max_leaves_; }
+  [[nodiscard]] std::size_t capacity() const noexcept { return max_leaves_ * tasks_per_leaf_; }
+
+  // One past the highest leaf index allocated so far.
+  [[nodiscard]] std::size_t leaf_limit() const noexcept {
+    return leaf_limit_.load(sync::acquire);
+  }
+
+  // Claim a free slot in `partition`, growing it if full. Returns the slot
+  // index, or nothing if the partition is at its maximum size. May throw
+  // std::bad_alloc when growing.
+  [[nodiscard]] std::optional<std::uint32_t> allocate(std::size_t partition);
+
+  // Return a slot to the free set. Its body must already be destroyed.
+  void release(std::uint32_t index) noexcept;
+
+  [[nodiscard]] task_slot& slot(std::uint32_t index) const noexcept {
+    // acquire: pairs with the release store that published the leaf.
+    return leaves_[index >> leaf_shift_].load(sync::acquire)->slots[index & leaf_mask_];
+  }
+
+  [[nodiscard]] std::size_t leaf_of(std::uint32_t index) const noexcept {
+    return index >> leaf_shift_;
+  }
+  [[nodiscard]] std::size_t signal_of(std::uint32_t index) const noexcept {
+    return (index & leaf_mask_) >> 6;
+  }
+  [[nodiscard]] unsigned bit_of(std::uint32_t index) const noexcept { return index & 63U; }
+  [[nodiscard]] std::uint32_t index_of(std::size_t leaf, std::size_t signal,
+                                       unsigned bit) const noexcept {
+    return static_cast<std::uint32_t>((leaf << leaf_shift_) | (signal << 6) | bit);
+  }
+
+  // Live (occupied) slots right now; exact only when no thread allocates or
+  // releases concurrently.
+  [[nodiscard]] std::size_t live_count() const noexcept;
+
+  // Shutdown only (no concurrent allocation or release): call fn(index) for
+  // every occupied slot.
+  template <class Fn>
+  void for_each_live(Fn&& fn) const {
+    const std::size_t limit = leaf_limit();
+    for (std::size_t leaf = 0; leaf < limit; ++leaf) {
+      leaf_block* block = leaves_[leaf].load(sync::acquire);
+      if (block == nullptr) {
+        continue;
+      }
+      for (std::size_t signal = 0; signal < signals_per_leaf_; ++signal) {
+        std::uint64_t occupied = block->occupancy[signal].load(sync::acquire);
+        while (occupied != 0) {
+          const unsigned bit = static_cast<unsigned>(__builtin_ctzll(occupied));
+          occupied &= occupied - 1;
+          fn(index_of(leaf, signal, bit));
+        }
+      }
+    }
+  }
+
+ private:
+  struct leaf_block {
+    explicit leaf_block(std::size_t signals, std::size_t tasks);
+    std::unique_ptr<task_slot[]> slots;
+    std::unique_ptr<sync::atomic<std::uint64_t>[]> occupancy;
+  };
+  struct alignas(sync::cache_line) partition_state {
+    sync::atomic<std::uint32_t> leaves{0};  // leaves this partition owns
+    sync::atomic<std::uint32_t> cursor{0};  // occupancy word to try first (hint)
+  };
+
+  std::optional<std::uint32_t> try_claim_in(std::size_t partition) noexcept;
+  bool grow(std::size_t partition);
+
+  std::size_t signals_per_leaf_;
+  std::size_t tasks_per_leaf_;
+  unsigned leaf_shift_;
+  std::uint32_t leaf_mask_;
+  std::size_t max_leaves_;
+  std::size_t partition_count_;
+  std::unique_ptr<sync::atomic<leaf_block*>[]> leaves_;
+  std::unique_ptr<partition_state[]> partitions_;
+  sync::atomic<std::size_t> leaf_limit_{0};
+  std::mutex growth_mutex_;
+};
+
+}  // namespace canopy

@@ -1,0 +1,69 @@
+#include "signal_waker/signal_waker.hpp"
+
+#include "summary_tree/partition.hpp"
+
+namespace canopy {
+
+signal_waker::signal_waker(std::size_t max_partition_leaves, park_backend& backend)
+    : backend_(backend),
+      summary_words_((max_partition_leaves + summary_tree::bits_per_word - 1) /
+                     summary_tree::bits_per_word),
+      partition_summary_(std::make_unique<sync::atomic<std::uint64_t>[]>(
+          summary_words_ == 0 ? 1 : summary_words_)) {}
+
+bool signal_waker::sync_partition_summary(const summary_tree& tree, std::size_t worker,
+                                          std::size_t worker_count,
+                                          std::size_t leaf_count) noexcept {
+  const std::size_t leaves = partition_size(worker, leaf_count, worker_count);
+  bool any = false;
+  for (std::size_t word = 0; word * summary_tree::bits_per_word < leaves; ++word) {
+    std::uint64_t summary = 0;
+    const std::size_t first = word * summary_tree::bits_per_word;
+    for (std::size_t bit = 0; bit < summary_tree::bits_per_word && first + bit < leaves; ++bit) {
+      if (tree.leaf_word(partition_leaf(worker, first + bit, worker_count)) != 0) {
+        summary |= std::uint64_t{1} << bit;
+      }
+    }
+    partition_summary_[word].store(summary, sync::relaxed);
+    any = any || summary != 0;
+  }
+  if (any) {
+    status_.fetch_or(task_bit, sync::relaxed);
+  } else {
+    status_.fetch_and(~task_bit, sync::relaxed);
+  }
+  return any;
+}
+
+std::uint32_t signal_waker::park() noexcept {
+  std::uint32_t spurious = 0;
+  for (;;) {
+    backend_.wait(latch_.word(), sleep_latch::sleeping);
+    if (latch_.load() != sleep_latch::sleeping) {
+      return spurious;
+    }
+    ++spurious;
+  }
+}
+
+bool signal_waker::claim(wake_reason reason) noexcept {
+  // seq_cst read: a waker that sees SLEEPY here (and so does not claim) is
+  // ordered before the sleeper's SLEEPY -> SLEEPING and its fence, after
+  // which the sleeper re-checks for the work this waker posted.
+  if (latch_.word().load(sync::seq_cst) != sleep_latch::sleeping) {
+    return false;
+  }
+  wake_reason_.store(static_cast<std::uint32_t>(reason), sync::relaxed);
+  return latch_.claim_sleeper();
+}
+
+bool signal_waker::force_wake(wake_reason reason) noexcept {
+  wake_reason_.store(static_cast<std::uint32_t>(reason), sync::relaxed);
+  const bool was_sleeping = latch_.set() == sleep_latch::sleeping;
+  if (was_sleeping) {
+    unpark();
+  }
+  return was_sleeping;
+}
+
+}  // namespace canopy

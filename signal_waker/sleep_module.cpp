@@ -1,0 +1,165 @@
+#include "signal_waker/sleep_module.hpp"
+
+#include <algorithm>
+
+namespace canopy {
+
+sleep_module::sleep_module(std::size_t worker_count, std::size_t max_partition_leaves,
+                           std::uint32_t yield_rounds, permit_semaphore& permits)
+    : yield_rounds_(yield_rounds),
+      permits_(permits),
+      backend_(std::make_unique<futex_park_backend>()),
+      park_epochs_(std::make_unique<padded_epoch[]>(worker_count)) {
+  wakers_.reserve(worker_count);
+  for (std::size_t index = 0; index < worker_count; ++index) {
+    wakers_.push_back(std::make_unique<signal_waker>(max_partition_leaves, *backend_));
+  }
+}
+
+void sleep_module::start_looking(idle_state& idle) noexcept {
+  idle.rounds = 0;
+  counters_.add_inactive();
+}
+
+std::uint32_t sleep_module::work_found(bool more_work_visible) noexcept {
+  const atomic_counters::counters after = counters_.sub_inactive();
+  if (more_work_visible && after.sleeping() > 0 && after.awake_but_idle() == 0) {
+    return wake_any(1, wake_reason::jec);
+  }
+  return 0;
+}
+
+idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
+                                        sleep_probe& probe) noexcept {
+  if (idle.rounds < yield_rounds_) {
+    ++idle.rounds;
+    sync::yield_thread();
+    return {};
+  }
+  if (idle.rounds == yield_rounds_) {
+    idle.jec_snapshot = counters_.announce_sleepy();
+    // Pairs with the fence in new_jobs(): either the poster's counter read
+    // sees our sleepy toggle, or our next search sees the poster's task bit.
+    sync::fence_seq_cst();
+    ++idle.rounds;
+    return {};
+  }
+  return try_sleep(worker, idle, probe);
+}
+
+idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
+                                    sleep_probe& probe) noexcept {
+  signal_waker& waker = *wakers_[worker];
+  sleep_latch& latch = waker.latch();
+  // Owner-only counter; seq_cst store so the drain check's seq_cst reads
+  // order it against our latch transitions below.
+  park_epochs_[worker].value.store(park_epochs_[worker].value.load(sync::relaxed) + 1,
+                                   sync::seq_cst);
+
+  if (!latch.get_sleepy()) {  // a waker set us: search again from scratch
+    latch.reset();
+    idle.rounds = 0;
+    return {};
+  }
+  if (probe.must_stay_awake(worker)) {
+    latch.reset();
+    idle.rounds = yield_rounds_;  // re-announce sleepy after the next search
+    return {};
+  }
+  // Count ourselves as a sleeper while still SLEEPY: wakers claim only
+  // SLEEPING latches, so every latch they can claim belongs to a counted
+  // sleeper and the claimer's decrement never underflows.
+  for (;;) {
+    const atomic_counters::counters seen = counters_.load();
+    if (seen.jec() != idle.jec_snapshot) {
+      // Work was posted since we got sleepy: search again before parking.
+      latch.reset();
+      idle.rounds = yield_rounds_;
+      return {};
+    }
+    if (counters_.try_add_sleeping(seen)) {
+      break;
+    }
+  }
+  permits_.add_sleeper();
+  if (!latch.fall_asleep()) {
+    // Only a forced wake (shutdown) sets a SLEEPY latch; it saw no SLEEPING
+    // latch, so the bookkeeping is ours.
+    forget_sleeper();
+    latch.reset();
+    idle.rounds = 0;
+    return {};
+  }
+  // Pairs with every producer's seq_cst root RMW + semaphore read
+  // (summary_tree::activate_root / permit_semaphore::release), with the fence
+  // in new_jobs(), and with the seq_cst latch read of a waker that found us
+  // still SLEEPY: after it, either we see their task or permit, or they see
+  // us SLEEPING and claim us.
+  sync::fence_seq_cst();
+  if (permits_.try_acquire() || probe.must_stay_awake(worker)) {
+    if (latch.abort_sleep()) {
+      forget_sleeper();
+    }  // else a waker claimed us first and did the bookkeeping
+    latch.reset();
+    idle.rounds = 0;
+    return {};
+  }
+  probe.about_to_block(worker);
+  idle_report report;
+  report.spurious_wakeups = waker.park();
+  report.parked = true;
+  report.reason = waker.take_wake_reason();
+  latch.reset();
+  idle.rounds = 0;
+  return report;
+}
+
+std::uint32_t sleep_module::wake_for_permits(std::uint32_t permits) noexcept {
+  return wake_any(permits, wake_reason::permit);
+}
+
+std::uint32_t sleep_module::new_jobs(std::uint32_t jobs) noexcept {
+  // Pairs with the fence after announce_sleepy() and the one in try_sleep():
+  // the task bit the caller just set is ordered before our counter read.
+  sync::fence_seq_cst();
+  const atomic_counters::counters seen = counters_.announce_new_jobs();
+  const std::uint32_t sleeping = seen.sleeping();
+  if (sleeping == 0) {
+    return 0;
+  }
+  const std::uint32_t awake_but_idle = seen.awake_but_idle();
+  if (awake_but_idle >= jobs) {
+    return 0;  // searching workers will find the work without a wake
+  }
+  return wake_any(std::min(jobs - awake_but_idle, sleeping), wake_reason::jec);
+}
+
+std::uint32_t sleep_module::wake_any(std::uint32_t count, wake_reason reason) noexcept {
+  const std::size_t workers = wakers_.size();
+  const std::size_t start = wake_cursor_.fetch_add(1, sync::relaxed) % workers;
+  std::uint32_t woken = 0;
+  for (std::size_t step = 0; step < workers && woken < count; ++step) {
+    signal_waker& waker = *wakers_[(start + step) % workers];
+    if (waker.claim(reason)) {
+      forget_sleeper();
+      waker.unpark();
+      ++woken;
+    }
+  }
+  return woken;
+}
+
+void sleep_module::forget_sleeper() noexcept {
+  counters_.sub_sleeping();
+  static_cast<void>(permits_.remove_sleeper());
+}
+
+void sleep_module::wake_all_for_shutdown() noexcept {
+  for (auto& waker : wakers_) {
+    if (waker->force_wake(wake_reason::shutdown)) {
+      forget_sleeper();
+    }
+  }
+}
+
+}  // namespace canopy

@@ -1,0 +1,119 @@
+// sleep_module — when a worker parks and whom a poster wakes.
+//
+// It owns the workers' SignalWakers and the packed atomic_counters, and
+// shares the summary tree's permit_semaphore. The full protocol, with the
+// argument for why no wakeup is lost, is docs/architecture.md; in short:
+//
+// A worker that found no work calls no_work_found() once per failed search:
+//   1. rounds < yield_rounds: yield the CPU, search again.
+//   2. rounds == yield_rounds: announce sleepy (JEC active -> sleepy), keep
+//      the JEC snapshot taken after the toggle, seq_cst fence, search again.
+//   3. then try_sleep():
+//      a. latch UNSET -> SLEEPY (fails if a waker set it: search again);
+//      b. probe for work (partition summary sync + tree + shutdown flag);
+//      c. CAS counters: only if the JEC still equals the snapshot, sleeping+1;
+//      d. permit_semaphore.add_sleeper();
+//      e. latch SLEEPY -> SLEEPING (now claimable by wakers);
+//      f. seq_cst fence, then take an outstanding permit or probe once more;
+//         if either succeeds, abort (SLEEPING -> UNSET, undo c and d);
+//      g. block on the latch word until a waker claims it (SLEEPING -> SET).
+// A poster calls wake_for_permits(n) when the tree granted n permits, and
+// new_jobs(n) otherwise (the JEC path). A waker that claims a sleeper's latch
+// — not the sleeper — decrements the sleeping count and the semaphore's
+// sleeper count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "signal_waker/atomic_counters.hpp"
+#include "signal_waker/signal_waker.hpp"
+#include "summary_tree/permit_semaphore.hpp"
+#include "sync/atomics.hpp"
+
+namespace canopy {
+
+// Per-worker progress through the idle rounds. Owned by the worker thread.
+struct idle_state {
+  std::uint32_t rounds = 0;
+  std::uint32_t jec_snapshot = 0;
+};
+
+// The final checks a worker runs before committing to park. Implemented by
+// the executor; called only from the worker's own thread.
+class sleep_probe {
+ public:
+  virtual ~sleep_probe() = default;
+  // True if `worker` must not park: visible work anywhere, or shutdown.
+  [[nodiscard]] virtual bool must_stay_awake(std::size_t worker) noexcept = 0;
+  // Called with the latch SLEEPING, right before blocking (drain detection).
+  virtual void about_to_block(std::size_t worker) noexcept = 0;
+};
+
+// What one no_work_found() call did, for the worker's statistics.
+struct idle_report {
+  bool parked = false;              // the worker blocked and was woken
+  wake_reason reason = wake_reason::none;
+  std::uint32_t spurious_wakeups = 0;
+};
+
+class sleep_module {
+ public:
+  sleep_module(std::size_t worker_count, std::size_t max_partition_leaves,
+               std::uint32_t yield_rounds, permit_semaphore& permits);
+
+  [[nodiscard]] std::size_t worker_count() const noexcept { return wakers_.size(); }
+  signal_waker& waker(std::size_t worker) noexcept { return *wakers_[worker]; }
+
+  // Worker: ran out of work and starts searching (inactive + 1).
+  void start_looking(idle_state& idle) noexcept;
+
+  // Worker: a search started by start_looking() found work (inactive - 1).
+  // If `more_work_visible` and nobody else is awake and idle, one more
+  // sleeper is woken to share the backlog; returns how many were woken.
+  std::uint32_t work_found(bool more_work_visible) noexcept;
+
+  // Worker: a search failed. Progresses through the idle rounds and may park.
+  idle_report no_work_found(std::size_t worker, idle_state& idle, sleep_probe& probe) noexcept;
+
+  // Poster, permit path: the tree granted `permits` permits; wake that many.
+  std::uint32_t wake_for_permits(std::uint32_t permits) noexcept;
+
+  // Poster, JEC path: `jobs` tasks became runnable without a permit. Wakes
+  // sleepers only if fewer workers are awake and idle than there are jobs.
+  std::uint32_t new_jobs(std::uint32_t jobs) noexcept;
+
+  // Shutdown: set every latch; unpark the parked ones.
+  void wake_all_for_shutdown() noexcept;
+
+  [[nodiscard]] atomic_counters::counters counters() const noexcept { return counters_.load(); }
+
+  // Incremented (owner only) each time a worker enters try_sleep; lets the
+  // executor tell "parked the whole time" from "woke and parked again".
+  [[nodiscard]] std::uint64_t park_epoch(std::size_t worker) const noexcept {
+    return park_epochs_[worker].value.load(sync::seq_cst);
+  }
+
+ private:
+  idle_report try_sleep(std::size_t worker, idle_state& idle, sleep_probe& probe) noexcept;
+  std::uint32_t wake_any(std::uint32_t count, wake_reason reason) noexcept;
+  // Bookkeeping owed by whoever moved a latch out of SLEEPING.
+  void forget_sleeper() noexcept;
+
+  struct alignas(sync::cache_line) padded_epoch {
+    sync::atomic<std::uint64_t> value{0};
+  };
+
+  std::uint32_t yield_rounds_;
+  permit_semaphore& permits_;
+  atomic_counters counters_;
+  std::unique_ptr<park_backend> backend_;
+  std::vector<std::unique_ptr<signal_waker>> wakers_;
+  std::unique_ptr<padded_epoch[]> park_epochs_;
+  // Where the next wake scan starts, so wakes spread over workers. A hint only.
+  sync::atomic<std::uint32_t> wake_cursor_{0};
+};
+
+}  // namespace canopy

@@ -1,0 +1,47 @@
+// The one place Canopy's protocol code gets its atomics, fences and threads.
+//
+// Every word of the scheduling protocol (summary tree, permit semaphore,
+// sleep counters, latches, task states) is declared through these aliases so
+// that a model-checking build can swap them for a checker's instrumented types
+// without touching the protocol code. Nothing here adds behaviour.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+namespace canopy::sync {
+
+template <class T>
+using atomic = std::atomic<T>;
+
+using memory_order = std::memory_order;
+inline constexpr memory_order relaxed = std::memory_order_relaxed;
+inline constexpr memory_order acquire = std::memory_order_acquire;
+inline constexpr memory_order release = std::memory_order_release;
+inline constexpr memory_order acq_rel = std::memory_order_acq_rel;
+inline constexpr memory_order seq_cst = std::memory_order_seq_cst;
+
+// A full fence. Used only where a store-then-load handshake between two
+// threads on *different* words must not be reordered (the store-buffering
+// pattern); each call site names the fence it pairs with.
+inline void fence_seq_cst() noexcept { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+// Busy-wait hint for short spins.
+inline void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Give the CPU away for one scheduling round (the progressive-sleep yield phase).
+inline void yield_thread() noexcept { std::this_thread::yield(); }
+
+using thread = std::thread;
+
+// Size of the destructive-interference unit; shared hot words are padded to it.
+inline constexpr std::size_t cache_line = 64;
+
+}  // namespace canopy::sync

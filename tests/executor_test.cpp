@@ -1,0 +1,367 @@
+// executor: spawning, joining, errors, shutdown policies, capacity, stats.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <latch>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "executor/executor.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::executor_config;
+
+namespace {
+
+executor_config small_config(std::size_t workers) {
+  executor_config config;
+  config.worker_count = workers;
+  config.idle_yield_rounds = 4;
+  return config;
+}
+
+// Blocks until `count` arrivals; tasks use it to prove they ran.
+class countdown {
+ public:
+  explicit countdown(long count) : remaining_(count) {}
+  void arrive() {
+    const std::lock_guard lock(mutex_);
+    if (--remaining_ == 0) {
+      cv_.notify_all();
+    }
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return remaining_ <= 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  long remaining_;
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("spawn and join return values on every pool size", workers_t,
+                          spawn_join_sizes) {
+  canopy::testing::watchdog guard("spawn and join", 60);
+  executor pool(small_config(workers_t::value));
+  std::vector<canopy::join_handle<int>> handles;
+  for (int index = 0; index < 1000; ++index) {
+    handles.push_back(pool.spawn([index] { return index * 2; }));
+  }
+  long sum = 0;
+  for (auto& handle : handles) {
+    sum += handle.join();
+  }
+  CHECK(sum == 999L * 1000L);
+}
+TEST_CASE_TEMPLATE_INVOKE(spawn_join_sizes, std::integral_constant<std::size_t, 1>,
+                          std::integral_constant<std::size_t, 2>,
+                          std::integral_constant<std::size_t, 4>);
+
+TEST_CASE("join rethrows the task's exception") {
+  canopy::testing::watchdog guard("join rethrows", 30);
+  executor pool(small_config(2));
+  auto handle = pool.spawn([]() -> int { throw std::runtime_error("task failed on purpose"); });
+  CHECK_THROWS_WITH_AS(handle.join(), "task failed on purpose", std::runtime_error);
+}
+
+TEST_CASE("void tasks and detached tasks run") {
+  canopy::testing::watchdog guard("void and detached", 30);
+  executor pool(small_config(2));
+  std::atomic<int> ran{0};
+  auto handle = pool.spawn([&] { ran.fetch_add(1); });
+  handle.join();
+  countdown done(100);
+  for (int index = 0; index < 100; ++index) {
+    pool.spawn_detached([&] {
+      ran.fetch_add(1);
+      done.arrive();
+    });
+  }
+  done.wait();
+  CHECK(ran.load() == 101);
+}
+
+TEST_CASE("tasks spawned from inside tasks run, on the spawning worker's partition") {
+  canopy::testing::watchdog guard("nested spawn", 30);
+  executor pool(small_config(2));
+  std::atomic<int> children{0};
+  countdown done(1000);
+  pool.spawn_detached([&] {
+    for (int index = 0; index < 1000; ++index) {
+      pool.spawn_detached([&] {
+        children.fetch_add(1);
+        done.arrive();
+      });
+    }
+  });
+  done.wait();
+  CHECK(children.load() == 1000);
+}
+
+TEST_CASE("spawn after shutdown is a clear error") {
+  executor pool(small_config(2));
+  pool.shutdown();
+  CHECK_THROWS_AS(pool.spawn([] { return 1; }), canopy::spawn_error);
+  try {
+    pool.spawn_detached([] {});
+    FAIL("spawn after shutdown did not throw");
+  } catch (const canopy::spawn_error& error) {
+    CHECK(error.code() == canopy::errc::shut_down);
+    CHECK(std::string(error.what()).find("shut down") != std::string::npos);
+  }
+  auto attempt = pool.try_spawn([] { return 1; });
+  CHECK_FALSE(attempt);
+  CHECK(attempt.error == canopy::errc::shut_down);
+  pool.shutdown();  // idempotent
+}
+
+TEST_CASE("invalid configurations are rejected at construction with a named field") {
+  const auto rejects = [](executor_config config, const std::string& field) {
+    try {
+      executor pool(std::move(config));
+      FAIL("configuration was accepted");
+    } catch (const std::invalid_argument& error) {
+      CHECK(std::string(error.what()).find(field) != std::string::npos);
+    }
+  };
+  executor_config config;
+  config.worker_count = 0;
+  rejects(config, "worker_count");
+  config.worker_count = static_cast<std::size_t>(-1);  // "negative" after conversion
+  rejects(config, "worker_count");
+  config = executor_config{};
+  config.worker_count = 2;
+  config.max_leaves = 0;
+  rejects(config, "max_leaves");
+  config.max_leaves = std::size_t{1} << 40;
+  rejects(config, "max_leaves");
+  config.max_leaves = 1;  // fewer leaves than workers
+  rejects(config, "max_leaves");
+  config = executor_config{};
+  config.worker_count = 2;
+  config.signals_per_leaf = 3;
+  rejects(config, "signals_per_leaf");
+  config.signals_per_leaf = 128;
+  rejects(config, "signals_per_leaf");
+  config = executor_config{};
+  config.worker_count = 2;
+  config.initial_leaves = 5000;
+  rejects(config, "initial_leaves");
+}
+
+TEST_CASE("try_spawn at capacity returns at_capacity; spawn blocks until a slot frees") {
+  canopy::testing::watchdog guard("capacity", 60);
+  executor_config config = small_config(1);
+  config.signals_per_leaf = 1;  // 64 tasks a leaf
+  config.max_leaves = 1;        // capacity: 64 tasks
+  executor pool(config);
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open = false;
+  std::atomic<int> ran{0};
+  auto blocked_task = [&] {
+    std::unique_lock lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return open; });
+    ran.fetch_add(1);
+  };
+  std::vector<canopy::join_handle<void>> handles;
+  for (int index = 0; index < 64; ++index) {
+    auto attempt = pool.try_spawn(blocked_task);
+    REQUIRE(attempt);
+    handles.push_back(std::move(attempt.handle));
+  }
+  auto full = pool.try_spawn(blocked_task);
+  CHECK_FALSE(full);
+  CHECK(full.error == canopy::errc::at_capacity);
+
+  // A blocking spawn waits; it completes once the gate opens and slots free.
+  std::atomic<bool> spawned{false};
+  std::thread spawner([&] {
+    pool.spawn([&] { ran.fetch_add(1); }).join();
+    spawned.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(spawned.load());
+  {
+    const std::lock_guard lock(gate_mutex);
+    open = true;
+  }
+  gate_cv.notify_all();
+  spawner.join();
+  for (auto& handle : handles) {
+    handle.join();
+  }
+  CHECK(spawned.load());
+  CHECK(ran.load() == 65);
+}
+
+TEST_CASE("cancel before start: the task never runs and join reports cancelled") {
+  canopy::testing::watchdog guard("cancel", 30);
+  executor pool(small_config(1));
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open = false;
+  std::latch started(1);
+  auto blocker = pool.spawn([&] {
+    started.count_down();
+    std::unique_lock lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return open; });
+  });
+  started.wait();  // the only worker is now busy
+  std::atomic<bool> ran{false};
+  auto victim = pool.spawn([&] { ran.store(true); });
+  CHECK(victim.cancel());
+  {
+    const std::lock_guard lock(gate_mutex);
+    open = true;
+  }
+  gate_cv.notify_all();
+  blocker.join();
+  CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
+  CHECK_FALSE(ran.load());
+}
+
+TEST_CASE("shutdown(drain) runs pending tasks and the tasks they spawn") {
+  canopy::testing::watchdog guard("drain", 60);
+  std::atomic<int> ran{0};
+  {
+    executor pool(small_config(2));
+    for (int index = 0; index < 200; ++index) {
+      pool.spawn_detached([&] {
+        ran.fetch_add(1);
+        pool.spawn_detached([&] { ran.fetch_add(1); });
+      });
+    }
+    pool.shutdown();
+    CHECK(pool.stats().dropped_tasks == 0);
+  }
+  CHECK(ran.load() == 400);
+}
+
+TEST_CASE("shutdown(cancel_pending) destroys unstarted tasks and runs their destructors") {
+  canopy::testing::watchdog guard("cancel_pending", 60);
+  struct tracked {
+    std::atomic<int>* destroyed;
+    std::atomic<int>* ran;
+    bool owner = true;
+    tracked(std::atomic<int>* d, std::atomic<int>* r) : destroyed(d), ran(r) {}
+    tracked(tracked&& other) noexcept
+        : destroyed(other.destroyed), ran(other.ran), owner(std::exchange(other.owner, false)) {}
+    ~tracked() {
+      if (owner) {
+        destroyed->fetch_add(1);
+      }
+    }
+    void operator()() const { ran->fetch_add(1); }
+  };
+  std::atomic<int> destroyed{0};
+  std::atomic<int> ran{0};
+  std::vector<canopy::join_handle<void>> handles;
+  std::uint64_t dropped = 0;
+  {
+    executor_config config = small_config(1);
+    config.on_shutdown = canopy::shutdown_policy::cancel_pending;
+    executor pool(config);
+    std::mutex gate_mutex;
+    std::condition_variable gate_cv;
+    bool open = false;
+    std::latch started(1);
+    pool.spawn_detached([&] {
+      started.count_down();
+      std::unique_lock lock(gate_mutex);
+      gate_cv.wait(lock, [&] { return open; });
+    });
+    started.wait();
+    for (int index = 0; index < 50; ++index) {
+      handles.push_back(pool.spawn(tracked(&destroyed, &ran)));
+    }
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const std::lock_guard lock(gate_mutex);
+      open = true;
+      gate_cv.notify_all();
+    });
+    pool.shutdown();
+    opener.join();
+    dropped = pool.stats().dropped_tasks;
+  }
+  int cancelled = 0;
+  for (auto& handle : handles) {
+    try {
+      handle.join();
+    } catch (const canopy::task_cancelled&) {
+      ++cancelled;
+    }
+  }
+  CHECK(destroyed.load() == 50);                // every body's destructor ran
+  CHECK(ran.load() + cancelled == 50);          // each either ran or was reported dropped
+  CHECK(static_cast<int>(dropped) == cancelled);
+  CHECK(cancelled > 0);
+}
+
+TEST_CASE("join from a worker thread is an error, not a deadlock") {
+  canopy::testing::watchdog guard("join on worker", 30);
+  executor pool(small_config(1));
+  auto inner_error = pool.spawn([&]() -> std::string {
+    auto inner = pool.spawn([] { return 1; });
+    try {
+      inner.join();
+      return "no error";
+    } catch (const std::system_error& error) {
+      return error.code() == canopy::errc::worker_thread ? "worker_thread" : "other";
+    }
+  });
+  CHECK(inner_error.join() == "worker_thread");
+}
+
+TEST_CASE("shutdown from a worker thread is an error") {
+  canopy::testing::watchdog guard("shutdown on worker", 30);
+  executor pool(small_config(2));
+  auto result = pool.spawn([&]() -> bool {
+    try {
+      pool.shutdown();
+      return false;
+    } catch (const std::system_error& error) {
+      return error.code() == canopy::errc::worker_thread;
+    }
+  });
+  CHECK(result.join());
+}
+
+TEST_CASE("work spreads over all workers and they are asleep afterwards") {
+  canopy::testing::watchdog guard("spread", 60);
+  executor pool(small_config(4));
+  countdown done(4000);
+  for (int index = 0; index < 4000; ++index) {
+    pool.spawn_detached([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      done.arrive();
+    });
+  }
+  done.wait();
+  const auto stats = pool.stats();
+  std::uint64_t total = 0;
+  for (const auto& worker : stats.workers) {
+    CHECK(worker.tasks_run > 0);
+    total += worker.tasks_run;
+  }
+  CHECK(total == 4000);
+  // Idle workers park: wait (bounded) until all four are asleep.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool.stats().sleeping_workers != 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(pool.stats().sleeping_workers == 4);
+}
