@@ -289,7 +289,6 @@ void executor_core::worker_main(std::size_t index) {
       }
       const idle_report report = sleep_.no_work_found(index, idle, *this);
       if (report.parked) {
-        worker_counters::bump(self.counters.parks);
         worker_counters::bump(self.counters.spurious_wakeups, report.spurious_wakeups);
         switch (report.reason) {
           case wake_reason::permit:
@@ -457,7 +456,8 @@ bool executor_core::must_stay_awake(std::size_t worker) noexcept {
   return tree_.any_active();
 }
 
-void executor_core::about_to_block(std::size_t /*worker*/) noexcept {
+void executor_core::about_to_block(std::size_t worker) noexcept {
+  worker_counters::bump(workers_[worker]->counters.parks);
   // seq_cst: pairs with shutdown step 2's store; see is_quiescent().
   if (draining_.load(sync::seq_cst)) {
     const std::lock_guard lock(drain_mutex_);

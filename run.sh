@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Canopy's one entry point.
+#   ./run.sh demo                      build, then run the demo (the main job)
+#   ./run.sh test [--sanitize=thread|address]
+#                                      build and run every test; last line:
+#                                      "tests: N passed, M failed"
+#   ./run.sh bench [--scaling] [--rounds K]
+#                                      Release build, Canopy vs oneTBB vs Boost.Asio
+# Missing Debian packages are installed with apt-get (as root, or via sudo).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev)
+bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3)
+
+ensure_packages() {
+  local missing=()
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "run.sh: installing missing packages: ${missing[*]}" >&2
+  local sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq >&2 || true
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >&2
+}
+
+# configure DIR [meson options...]: set up (once) and build DIR.
+configure_and_build() {
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >&2
+  fi
+  ninja -C "$dir" >&2
+}
+
+run_tests() {
+  local sanitize=""
+  for argument in "$@"; do
+    case "$argument" in
+      --sanitize=thread | --sanitize=address) sanitize=${argument#--sanitize=} ;;
+      *) echo "run.sh test: unknown option '$argument' (use --sanitize=thread|address)" >&2; exit 2 ;;
+    esac
+  done
+  ensure_packages "${core_packages[@]}"
+  local dir=build runner=()
+  export CANOPY_STRESS_DIVISOR=1 CANOPY_TIMEOUT_SCALE=1
+  case "$sanitize" in
+    thread)
+      dir=build-tsan
+      configure_and_build "$dir" -Db_sanitize=thread -Db_lundef=false
+      export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+      export CANOPY_STRESS_DIVISOR=20 CANOPY_TIMEOUT_SCALE=10
+      # TSan's shadow memory layout rejects high-entropy ASLR on new kernels.
+      runner=(setarch "$(uname -m)" -R)
+      ;;
+    address)
+      dir=build-asan
+      configure_and_build "$dir" -Db_sanitize=address,undefined -Db_lundef=false
+      export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+      export CANOPY_STRESS_DIVISOR=10 CANOPY_TIMEOUT_SCALE=5
+      ;;
+    *) configure_and_build "$dir" ;;
+  esac
+
+  local passed=0 failed=0
+  local binaries
+  binaries=$(find "$dir/tests" -maxdepth 1 -type f -name '*_test' -perm -u+x | sort)
+  for binary in $binaries; do
+    local name log status summary
+    name=$(basename "$binary")
+    log=$(mktemp)
+    echo "== $name${sanitize:+ ($sanitize)}" >&2
+    set +e
+    timeout 1500 "${runner[@]}" "$binary" >"$log" 2>&1
+    status=$?
+    set -e
+    summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -1 || true)
+    if [ -n "$summary" ]; then
+      local ok bad
+      ok=$(echo "$summary" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
+      bad=$(echo "$summary" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
+      passed=$((passed + ok))
+      failed=$((failed + bad))
+      if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        failed=$((failed + 1))  # clean summary but non-zero exit: a sanitizer report
+      fi
+    else
+      failed=$((failed + 1))    # crashed, hung (watchdog) or killed before its summary
+    fi
+    if [ "$status" -ne 0 ]; then
+      echo "-- $name FAILED (exit $status); its output:" >&2
+      tail -60 "$log" >&2
+    else
+      echo "   $summary" >&2
+    fi
+    rm -f "$log"
+  done
+  echo "tests: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+
+run_demo() {
+  ensure_packages "${core_packages[@]}"
+  configure_and_build build-release --buildtype=release
+  ./build-release/demo/canopy_demo "$@"
+}
+
+run_bench() {
+  ensure_packages "${core_packages[@]}" "${bench_packages[@]}"
+  configure_and_build build-release --buildtype=release
+  meson configure build-release -Dbench=true >&2
+  ninja -C build-release >&2
+  bash bench/run_bench.sh build-release/bench/canopy_bench "$@"
+}
+
+command=${1:-}
+[ $# -gt 0 ] && shift
+case "$command" in
+  test) run_tests "$@" ;;
+  demo) run_demo "$@" ;;
+  bench) run_bench "$@" ;;
+  *)
+    echo "usage: ./run.sh demo | test [--sanitize=thread|address] | bench [--scaling]" >&2
+    exit 2
+    ;;
+esac
