@@ -1,2 +1,212 @@
+// signal_waker/: counters, latch, SignalWaker and the sleep module, alone.
 #include <doctest/doctest.h>
-TEST_CASE("placeholder") { CHECK(true); }
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "signal_waker/atomic_counters.hpp"
+#include "signal_waker/signal_waker.hpp"
+#include "signal_waker/sleep_latch.hpp"
+#include "signal_waker/sleep_module.hpp"
+#include "summary_tree/summary_tree.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::atomic_counters;
+using canopy::sleep_latch;
+
+namespace {
+
+// A probe whose answer the test controls.
+class scripted_probe final : public canopy::sleep_probe {
+ public:
+  std::atomic<bool> stay_awake{false};
+  std::atomic<int> blocks{0};
+  bool must_stay_awake(std::size_t /*worker*/) noexcept override { return stay_awake.load(); }
+  void about_to_block(std::size_t /*worker*/) noexcept override { blocks.fetch_add(1); }
+};
+
+// Wait (bounded) until pred() holds.
+template <class Pred>
+bool eventually(Pred pred, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("atomic_counters: the JEC has two toggles and the snapshot detects posts") {
+  atomic_counters counters;
+  CHECK(counters.load().jec() == 0);  // starts sleepy (even)
+  const auto posted = counters.announce_new_jobs();
+  CHECK(posted.jec() == 1);  // sleepy -> active
+  CHECK(counters.announce_new_jobs().jec() == 1);  // already active: unchanged
+  const std::uint32_t snapshot = counters.announce_sleepy();
+  CHECK(snapshot == 2);  // active -> sleepy, snapshot taken after the toggle
+  CHECK(counters.announce_sleepy() == 2);  // a second sleepy worker: unchanged
+  CHECK(counters.load().jec() == snapshot);  // nothing posted: a sleeper may sleep
+  counters.announce_new_jobs();
+  CHECK(counters.load().jec() != snapshot);  // a post after sleepy is detected
+}
+
+TEST_CASE("atomic_counters: thread counts and awake_but_idle") {
+  atomic_counters counters;
+  counters.add_inactive();
+  counters.add_inactive();
+  counters.add_inactive();
+  auto seen = counters.load();
+  CHECK(seen.inactive() == 3);
+  CHECK(counters.try_add_sleeping(seen));
+  CHECK(counters.load().sleeping() == 1);
+  CHECK(counters.load().awake_but_idle() == 2);
+  CHECK_FALSE(counters.try_add_sleeping(seen));  // stale snapshot: refused
+  const auto after = counters.sub_inactive();
+  CHECK(after.inactive() == 2);
+  counters.sub_sleeping();
+  CHECK(counters.load().sleeping() == 0);
+}
+
+TEST_CASE("sleep_latch: owner transitions, waker claims only SLEEPING") {
+  sleep_latch latch;
+  CHECK_FALSE(latch.claim_sleeper());  // UNSET: nothing to claim
+  CHECK(latch.get_sleepy());
+  CHECK_FALSE(latch.claim_sleeper());  // SLEEPY: not claimable yet
+  CHECK(latch.fall_asleep());
+  CHECK(latch.claim_sleeper());  // SLEEPING -> SET
+  CHECK(latch.load() == sleep_latch::set_);
+  CHECK_FALSE(latch.abort_sleep());  // the waker owns it now
+  latch.reset();
+  CHECK(latch.load() == sleep_latch::unset);
+  CHECK(latch.get_sleepy());
+  CHECK(latch.set() == sleep_latch::sleepy);  // forced wake while sleepy
+  CHECK_FALSE(latch.fall_asleep());           // ... prevents the sleep
+}
+
+TEST_CASE("signal_waker: partition summary follows the leaf words of the partition") {
+  canopy::futex_park_backend backend;
+  canopy::summary_tree tree(10, 2);
+  constexpr std::size_t workers = 3;
+  canopy::signal_waker waker(4, backend);  // worker 1 owns leaves 1, 4, 7
+  CHECK_FALSE(waker.sync_partition_summary(tree, 1, workers, 10));
+  CHECK((waker.status() & canopy::signal_waker::task_bit) == 0);
+  static_cast<void>(tree.set_task_bit(3, 0, 0));  // worker 0's leaf: not ours
+  CHECK_FALSE(waker.sync_partition_summary(tree, 1, workers, 10));
+  static_cast<void>(tree.set_task_bit(7, 1, 9));  // ours, partition position 2
+  CHECK(waker.sync_partition_summary(tree, 1, workers, 10));
+  CHECK(waker.partition_summary_word(0) == 0b100);
+  CHECK((waker.status() & canopy::signal_waker::task_bit) != 0);
+  canopy::summary_tree::activation upward;
+  CHECK(tree.claim_task_bit(7, 1, 0, upward) == 9);
+  CHECK_FALSE(waker.sync_partition_summary(tree, 1, workers, 10));
+  CHECK((waker.status() & canopy::signal_waker::task_bit) == 0);
+}
+
+TEST_CASE("signal_waker: a claimed sleeper is unparked and learns why") {
+  canopy::testing::watchdog guard("park/unpark", 30);
+  canopy::futex_park_backend backend;
+  canopy::signal_waker waker(1, backend);
+  REQUIRE(waker.latch().get_sleepy());
+  REQUIRE(waker.latch().fall_asleep());
+  std::atomic<bool> returned{false};
+  std::thread sleeper([&] {
+    waker.park();
+    returned.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(returned.load());  // really blocked
+  REQUIRE(waker.claim(canopy::wake_reason::permit));
+  waker.unpark();
+  sleeper.join();
+  CHECK(returned.load());
+  CHECK(waker.take_wake_reason() == canopy::wake_reason::permit);
+}
+
+TEST_CASE("sleep_module: a worker parks after its rounds; new_jobs wakes it via the JEC") {
+  canopy::testing::watchdog guard("sleep module", 30);
+  canopy::permit_semaphore permits;
+  canopy::sleep_module sleep(1, 1, 3, permits);
+  scripted_probe probe;
+  std::atomic<int> parks{0};
+  std::atomic<int> jec_wakes{0};
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    canopy::idle_state idle;
+    sleep.start_looking(idle);
+    while (!stop.load()) {
+      const canopy::idle_report report = sleep.no_work_found(0, idle, probe);
+      if (report.parked) {
+        parks.fetch_add(1);
+        if (report.reason == canopy::wake_reason::jec) {
+          jec_wakes.fetch_add(1);
+        }
+      }
+    }
+    sleep.work_found(false);
+  });
+  REQUIRE(eventually([&] { return sleep.counters().sleeping() == 1; }));
+  CHECK(permits.load().sleepers == 1);
+  CHECK(probe.blocks.load() == 1);
+  CHECK(sleep.new_jobs(1) == 1);  // nobody awake and idle: wake the sleeper
+  REQUIRE(eventually([&] { return parks.load() == 1; }));
+  CHECK(jec_wakes.load() == 1);
+  // The waker, not the sleeper, took it off the sleeping count.
+  REQUIRE(eventually([&] { return sleep.counters().sleeping() == 1; }));  // parked again
+  CHECK(sleep.wake_for_permits(1) == 1);
+  REQUIRE(eventually([&] { return parks.load() == 2; }));
+  stop.store(true);
+  sleep.wake_all_for_shutdown();
+  worker.join();
+  CHECK(sleep.counters().sleeping() == 0);
+  CHECK(sleep.counters().inactive() == 0);
+  CHECK(permits.load().sleepers == 0);
+}
+
+TEST_CASE("sleep_module: new_jobs wakes nobody while enough workers are awake and idle") {
+  canopy::permit_semaphore permits;
+  canopy::sleep_module sleep(2, 1, 0, permits);
+  canopy::idle_state idle;
+  sleep.start_looking(idle);  // one awake-but-idle worker, nobody sleeping
+  CHECK(sleep.new_jobs(1) == 0);
+  CHECK(sleep.counters().jec() % 2 == 1);  // but the JEC went active
+  sleep.work_found(false);
+}
+
+TEST_CASE("sleep_module: a JEC change between sleepy and sleep prevents the park") {
+  canopy::testing::watchdog guard("jec abort", 30);
+  canopy::permit_semaphore permits;
+  canopy::sleep_module sleep(1, 1, 0, permits);
+  scripted_probe probe;
+  canopy::idle_state idle;
+  sleep.start_looking(idle);
+  // Round 0 == yield_rounds: announce sleepy.
+  CHECK_FALSE(sleep.no_work_found(0, idle, probe).parked);
+  CHECK(sleep.counters().jec() % 2 == 0);
+  sleep.new_jobs(1);  // work posted while sleepy
+  // The next call tries to sleep, sees the JEC moved and returns at once.
+  CHECK_FALSE(sleep.no_work_found(0, idle, probe).parked);
+  CHECK(sleep.counters().sleeping() == 0);
+  CHECK(probe.blocks.load() == 0);
+  sleep.work_found(false);
+}
+
+TEST_CASE("sleep_module: the final probe keeps a worker awake") {
+  canopy::permit_semaphore permits;
+  canopy::sleep_module sleep(1, 1, 0, permits);
+  scripted_probe probe;
+  probe.stay_awake.store(true);
+  canopy::idle_state idle;
+  sleep.start_looking(idle);
+  for (int round = 0; round < 10; ++round) {
+    CHECK_FALSE(sleep.no_work_found(0, idle, probe).parked);
+  }
+  CHECK(probe.blocks.load() == 0);
+  CHECK(sleep.counters().sleeping() == 0);
+  CHECK(permits.load().sleepers == 0);
+  sleep.work_found(false);
+}
