@@ -6,6 +6,15 @@
 
 namespace canopy {
 
+#ifdef CANOPY_MODEL_CHECK
+// Model-checking build: parking is a state of the checker's logical thread.
+void futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
+  model::park_on(&word, expected, word.peek());
+}
+void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept {
+  model::unpark_on(&word);
+}
+#else
 namespace {
 long futex(sync::atomic<std::uint32_t>& word, int operation, std::uint32_t value) noexcept {
   static_assert(sizeof(sync::atomic<std::uint32_t>) == sizeof(std::uint32_t));
@@ -24,5 +33,7 @@ void futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t e
 void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept {
   futex(word, FUTEX_WAKE_PRIVATE, 1);
 }
+
+#endif
 
 }  // namespace canopy

@@ -10,8 +10,24 @@
 #include <cstdint>
 #include <thread>
 
+#ifdef CANOPY_MODEL_CHECK
+#include "sync/model_atomic.hpp"
+#endif
+
 namespace canopy::sync {
 
+#ifdef CANOPY_MODEL_CHECK
+// Model-checking build (tests/model/): every operation is a schedule point.
+template <class T>
+using atomic = model::atomic<T>;
+using memory_order = int;
+inline constexpr memory_order relaxed = 0;
+inline constexpr memory_order acquire = 0;
+inline constexpr memory_order release = 0;
+inline constexpr memory_order acq_rel = 0;
+inline constexpr memory_order seq_cst = 0;
+inline void fence_seq_cst() noexcept { model::schedule_point(); }
+#else
 template <class T>
 using atomic = std::atomic<T>;
 
@@ -26,6 +42,7 @@ inline constexpr memory_order seq_cst = std::memory_order_seq_cst;
 // threads on *different* words must not be reordered (the store-buffering
 // pattern); each call site names the fence it pairs with.
 inline void fence_seq_cst() noexcept { std::atomic_thread_fence(std::memory_order_seq_cst); }
+#endif
 
 // Busy-wait hint for short spins.
 inline void spin_pause() noexcept {
@@ -37,7 +54,13 @@ inline void spin_pause() noexcept {
 }
 
 // Give the CPU away for one scheduling round (the progressive-sleep yield phase).
-inline void yield_thread() noexcept { std::this_thread::yield(); }
+inline void yield_thread() noexcept {
+#ifdef CANOPY_MODEL_CHECK
+  model::schedule_point();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 using thread = std::thread;
 
