@@ -1,0 +1,339 @@
+#!/usr/bin/python3
+"""Runs every canopy_bench workload on canopy and its peers and compares them.
+
+usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
+                    [--timeout S] [--scaling]
+
+For each workload the peers run interleaved (canopy, tbb, asio, then the next
+workload), K rounds over. Every JSON line goes to results/latest.jsonl (the
+previous latest.jsonl is kept as results/previous.jsonl first), a table goes
+to stdout, and results/ratios.svg plots each peer's value divided by the best
+peer's. Lower is better for every workload. A run that fails or whose
+implementation is not built shows as n/a; the driver carries on.
+
+--scaling additionally sweeps spawn_remote, fib and yield_many over 1, 2, 4,
+... up to nproc threads for every peer, into results/scaling.jsonl and
+results/scaling.svg.
+
+Needs only python3's standard library, and gnuplot for the plots.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+PEERS = ("canopy", "tbb", "asio")
+PEER_COLORS = {"canopy": "#d95f02", "tbb": "#1f78b4", "asio": "#33a02c"}
+COMPARED_PEERS = ("tbb", "asio")
+SCALING_WORKLOADS = ("spawn_remote", "fib", "yield_many")
+REGRESSION_THRESHOLD_PERCENT = 10.0
+RESULTS_DIRECTORY = Path(__file__).resolve().parent / "results"
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description="Compare canopy with oneTBB and Boost.Asio.")
+    parser.add_argument("binary", type=Path, help="path of the built canopy_bench")
+    parser.add_argument("--rounds", type=positive_integer, default=1,
+                        help="times every (workload, peer) runs, interleaved (default 1)")
+    parser.add_argument("--threads", type=positive_integer, default=os.cpu_count() or 1,
+                        help="worker threads for the comparison (default: nproc)")
+    parser.add_argument("--reps", type=positive_integer, default=None,
+                        help="repetitions per run (default: canopy_bench's own)")
+    parser.add_argument("--timeout", type=positive_integer, default=300,
+                        help="seconds one run may take before it counts as failed (default 300)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also sweep thread counts for " + ", ".join(SCALING_WORKLOADS))
+    return parser.parse_args()
+
+
+def positive_integer(text):
+    number = int(text)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return number
+
+
+def list_workloads(binary):
+    completed = subprocess.run([str(binary), "--list"], capture_output=True, text=True, check=True)
+    return completed.stdout.split()
+
+
+def run_one(binary, workload, peer, threads, reps, timeout):
+    """Returns (record, None) on success or (None, reason) on failure."""
+    command = [str(binary), workload, "--peer", peer, "--threads", str(threads)]
+    if reps is not None:
+        command += ["--reps", str(reps)]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    if completed.returncode != 0:
+        message = completed.stderr.strip().splitlines()
+        return None, message[0] if message else f"exit status {completed.returncode}"
+    try:
+        record = json.loads(completed.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return None, "no JSON line on stdout"
+    return record, None
+
+
+def progress(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_comparison(arguments, workloads, results_file):
+    """Runs every (workload, peer) arguments.rounds times; returns the records."""
+    records = []
+    with results_file.open("w") as output:
+        for round_number in range(1, arguments.rounds + 1):
+            for index, workload in enumerate(workloads, start=1):
+                for peer in PEERS:
+                    prefix = f"[round {round_number}/{arguments.rounds}] " if arguments.rounds > 1 else ""
+                    progress(f"{prefix}[{index}/{len(workloads)}] {workload}: {peer} ...")
+                    record, failure = run_one(arguments.binary, workload, peer, arguments.threads,
+                                              arguments.reps, arguments.timeout)
+                    if failure is not None:
+                        progress(f"    n/a: {failure}")
+                        continue
+                    record["round"] = round_number
+                    records.append(record)
+                    output.write(json.dumps(record) + "\n")
+                    output.flush()
+    return records
+
+
+def read_records(path):
+    if not path.exists():
+        return []
+    with path.open() as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def median_by_key(records, field):
+    """{(workload, peer): median of field over rounds} for records that have it."""
+    grouped = {}
+    for record in records:
+        if field in record and record[field] is not None:
+            grouped.setdefault((record["workload"], record["peer"]), []).append(record[field])
+    return {key: statistics.median(values) for key, values in grouped.items()}
+
+
+def ratio_to_best_peer(value, peer_values):
+    """value ÷ the lowest peer value, or None when either is missing."""
+    available = [peer_value for peer_value in peer_values if peer_value is not None]
+    if value is None or not available:
+        return None
+    best = min(available)
+    if best == 0:
+        return 1.0 if value == 0 else None
+    return value / best
+
+
+def comparison_rows(workloads, records):
+    """One row per workload (and one more for wake_latency's p99)."""
+    medians = median_by_key(records, "value")
+    p99_medians = median_by_key(records, "p99")
+    units = {record["workload"]: record["unit"] for record in records}
+    rows = []
+    for workload in workloads:
+        metrics = [("value", workload, medians)]
+        if any(key[0] == workload for key in p99_medians):
+            metrics.append(("p99", workload + " p99", p99_medians))
+        for metric, label, table in metrics:
+            values = {peer: table.get((workload, peer)) for peer in PEERS}
+            rows.append({
+                "workload": workload,
+                "metric": metric,
+                "label": label,
+                "unit": units.get(workload, ""),
+                "values": values,
+                "ratio": ratio_to_best_peer(values["canopy"], [values[peer] for peer in COMPARED_PEERS]),
+            })
+    return rows
+
+
+def format_number(number):
+    return "n/a" if number is None else f"{number:.4g}"
+
+
+def format_change(current, previous):
+    if current is None or previous is None or previous == 0:
+        return "n/a"
+    change = (current / previous - 1.0) * 100.0
+    flag = "  REGRESSION" if change > REGRESSION_THRESHOLD_PERCENT else ""
+    return f"{change:+.1f}%{flag}"
+
+
+def print_table(rows, previous_rows, threads):
+    previous_canopy = {(row["workload"], row["metric"]): row["values"]["canopy"] for row in previous_rows}
+    header = ["workload", "unit", *PEERS, "ratio"]
+    if previous_rows:
+        header.append("canopy vs previous")
+    lines = [header]
+    for row in rows:
+        line = [row["label"], row["unit"], *(format_number(row["values"][peer]) for peer in PEERS),
+                format_number(row["ratio"])]
+        if previous_rows:
+            line.append(format_change(row["values"]["canopy"],
+                                      previous_canopy.get((row["workload"], row["metric"]))))
+        lines.append(line)
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    print(f"threads: {threads}; ratio = canopy / best of {', '.join(COMPARED_PEERS)}; lower is better")
+    for line in lines:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    regressions = [line[0] for line in lines[1:] if previous_rows and line[-1].endswith("REGRESSION")]
+    if regressions:
+        print(f"canopy regressed by more than {REGRESSION_THRESHOLD_PERCENT:.0f}% on: {', '.join(regressions)}")
+
+
+def gnuplot_available():
+    return shutil.which("gnuplot") is not None
+
+
+def run_gnuplot(script, output):
+    if not gnuplot_available():
+        progress(f"gnuplot not found; {output.name} not written")
+        return
+    completed = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+    if completed.returncode != 0:
+        progress(f"gnuplot failed, {output.name} not written: {completed.stderr.strip()}")
+
+
+def gnuplot_cell(number):
+    return "NaN" if number is None else repr(number)
+
+
+def plot_ratios(rows, output):
+    """Clustered bars: every peer's value divided by the best of tbb and asio."""
+    data = []
+    for row in rows:
+        best_peer_values = [row["values"][peer] for peer in COMPARED_PEERS]
+        ratios = [ratio_to_best_peer(row["values"][peer], best_peer_values) for peer in PEERS]
+        data.append(f'"{row["label"]}" ' + " ".join(gnuplot_cell(ratio) for ratio in ratios))
+    bars = [f'$ratios using {column}{":xtic(1)" if column == 2 else ""} title "{peer}" linecolor "{PEER_COLORS[peer]}"'
+            for column, peer in enumerate(PEERS, start=2)]
+    script = f"""
+set terminal svg size 1100,500 dynamic noenhanced font "sans,11"
+set output "{output}"
+set title "value / best of {' and '.join(COMPARED_PEERS)} (log scale, lower is better; canopy's bar is the ratio)"
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set xtics rotate by -30 scale 0
+set logscale y
+set yrange [0.1:*]
+set grid ytics
+set key top left
+set datafile missing "NaN"
+$ratios << EOD
+{chr(10).join(data)}
+EOD
+plot {", ".join(bars)}, 1 with lines dashtype 2 linecolor "black" notitle
+"""
+    run_gnuplot(script, output)
+
+
+def scaling_thread_counts():
+    processors = os.cpu_count() or 1
+    counts = []
+    threads = 1
+    while threads < processors:
+        counts.append(threads)
+        threads *= 2
+    counts.append(processors)
+    return counts
+
+
+def run_scaling(arguments, results_file):
+    counts = scaling_thread_counts()
+    records = []
+    total = len(SCALING_WORKLOADS) * len(counts)
+    step = 0
+    with results_file.open("w") as output:
+        for workload in SCALING_WORKLOADS:
+            for threads in counts:
+                step += 1
+                for peer in PEERS:
+                    progress(f"[scaling {step}/{total}] {workload} --threads {threads}: {peer} ...")
+                    record, failure = run_one(arguments.binary, workload, peer, threads, arguments.reps,
+                                              arguments.timeout)
+                    if failure is not None:
+                        progress(f"    n/a: {failure}")
+                        continue
+                    records.append(record)
+                    output.write(json.dumps(record) + "\n")
+                    output.flush()
+    return records, counts
+
+
+def plot_scaling(records, counts, output):
+    """One panel per workload: value over thread count, one line per peer."""
+    blocks = []
+    plots = []
+    for panel, workload in enumerate(SCALING_WORKLOADS):
+        unit = next((record["unit"] for record in records if record["workload"] == workload), "")
+        lines = []
+        for peer in PEERS:
+            points = sorted((record["threads"], record["value"]) for record in records
+                            if record["workload"] == workload and record["peer"] == peer)
+            if not points:
+                continue
+            name = f"$data_{panel}_{peer}"
+            blocks.append(f"{name} << EOD\n" + "\n".join(f"{x} {y!r}" for x, y in points) + "\nEOD")
+            lines.append(f'{name} using 1:2 with linespoints title "{peer}" linecolor "{PEER_COLORS[peer]}"')
+        if lines:
+            plots.append(f'set title "{workload}"\nset ylabel "{unit}"\nplot ' + ", ".join(lines))
+        else:
+            plots.append(f'set title "{workload} (no data)"\nplot NaN notitle')
+    script = f"""
+set terminal svg size 1400,450 dynamic noenhanced font "sans,11"
+set output "{output}"
+{chr(10).join(blocks)}
+set multiplot layout 1,{len(SCALING_WORKLOADS)}
+set xlabel "threads"
+set logscale x 2
+set xrange [{counts[0] * 0.8}:{counts[-1] * 1.25}]
+set yrange [0:*]
+set grid
+set key top left
+{chr(10).join(plots)}
+unset multiplot
+"""
+    run_gnuplot(script, output)
+
+
+def main():
+    arguments = parse_arguments()
+    if not os.access(arguments.binary, os.X_OK):
+        sys.exit(f"run_bench.py: {arguments.binary} is not an executable canopy_bench")
+    RESULTS_DIRECTORY.mkdir(parents=True, exist_ok=True)
+    latest = RESULTS_DIRECTORY / "latest.jsonl"
+    previous = RESULTS_DIRECTORY / "previous.jsonl"
+    if latest.exists():
+        shutil.copyfile(latest, previous)
+
+    workloads = list_workloads(arguments.binary)
+    records = run_comparison(arguments, workloads, latest)
+    rows = comparison_rows(workloads, records)
+    previous_records = read_records(previous)
+    previous_rows = comparison_rows(workloads, previous_records) if previous_records else []
+    previous_threads = {record["threads"] for record in previous_records}
+    if previous_threads and previous_threads != {arguments.threads}:
+        progress(f"note: the previous run used {sorted(previous_threads)} threads, this one {arguments.threads}")
+    print_table(rows, previous_rows, arguments.threads)
+    plot_ratios(rows, RESULTS_DIRECTORY / "ratios.svg")
+
+    if arguments.scaling:
+        scaling_records, counts = run_scaling(arguments, RESULTS_DIRECTORY / "scaling.jsonl")
+        plot_scaling(scaling_records, counts, RESULTS_DIRECTORY / "scaling.svg")
+    progress(f"results in {RESULTS_DIRECTORY}")
+
+
+if __name__ == "__main__":
+    main()

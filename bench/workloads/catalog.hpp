@@ -1,0 +1,47 @@
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace canopy::bench {
+
+// What every peer's implementation of a workload shares: its name, the unit
+// of its result (lower is better for all of them) and how often it repeats.
+struct workload_descriptor {
+    std::string_view name;
+    std::string_view unit;
+    // Upper bound on measured repetitions; 0 means "as many as --reps asks".
+    unsigned max_reps = 0;
+    // Whether one unmeasured repetition runs first.
+    bool warm_up = true;
+};
+
+// constexpr, so registrations running during static initialization can check
+// names against it without depending on initialization order.
+inline constexpr std::array<workload_descriptor, 9> workload_catalog{{
+    {"spawn_remote", "ns/task"},
+    {"spawn_local", "ns/task"},
+    {"yield_many", "ns/yield"},
+    {"chained_spawn", "ns/spawn"},
+    {"fib", "ms"},
+    {"fib_fiber", "ms"},
+    {"wake_latency", "us"},
+    // Each repetition sleeps for a second; three are enough to see spinning.
+    {"idle_cpu", "ms", 3},
+    // Only the first burst of a process measures what pending tasks cost:
+    // allocators keep that memory for reuse (oneTBB holds its task objects
+    // in per-thread pools), so a later burst in the same process shows
+    // (close to) no growth. Hence no warm-up and a single repetition.
+    {"spawn_burst_memory", "bytes/task", 1, false},
+}};
+
+[[nodiscard]] constexpr const workload_descriptor* find_workload(std::string_view name) {
+    for (const workload_descriptor& workload : workload_catalog) {
+        if (workload.name == name) {
+            return &workload;
+        }
+    }
+    return nullptr;
+}
+
+}  // namespace canopy::bench
