@@ -37,6 +37,17 @@
 
 namespace canopy {
 
+// Extension point for task kinds that are not callables (a C++20
+// canopy::task<T>, see coroutine/spawn.hpp): specialise task_spawner<Task>
+// with a `handle_type` and
+//   static std::error_code spawn(executor_core&, Task&&, spawn_mode, handle_type& out);
+// and executor::spawn(Task) uses it instead of the callable path.
+template <class Task>
+struct task_spawner {};
+
+template <class Task>
+concept spawnable_task = requires { typename task_spawner<std::remove_cvref_t<Task>>::handle_type; };
+
 template <class T>
 struct try_spawn_result {
   join_handle<T> handle;  // valid only when !error
@@ -62,6 +73,19 @@ class executor {
       throw spawn_error(static_cast<errc>(outcome.error.value()));
     }
     return std::move(outcome.handle);
+  }
+
+  // Spawn a task of another kind (a canopy::task<T> coroutine); returns its
+  // handle (a task_handle<T>, which is a join_handle<T>).
+  template <class Task>
+    requires spawnable_task<Task>
+  auto spawn(Task&& task) -> typename task_spawner<std::remove_cvref_t<Task>>::handle_type {
+    typename task_spawner<std::remove_cvref_t<Task>>::handle_type handle;
+    if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn(
+            *core_, std::forward<Task>(task), spawn_mode::block, handle)) {
+      throw spawn_error(static_cast<errc>(error.value()));
+    }
+    return handle;
   }
 
   // Like spawn(), but never blocks: at capacity or after shutdown it

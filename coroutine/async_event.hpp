@@ -1,0 +1,151 @@
+// async_event — a manual-reset event that tasks wait on without holding a
+// worker. set() and reset() from any thread (workers or not).
+//
+//   canopy::async_event ready;
+//   co_await ready;                  // in a coroutine task
+//   canopy::this_fiber::await(ready) // in a fiber
+//   ready.set();                     // wakes every waiter
+//
+// Waiters are wait_links kept in an intrusive list under a mutex. set()
+// detaches the whole list under the mutex and fires the links outside it.
+// A waiter destroyed while still listed (cancel, shutdown) unlinks itself
+// (disarm), so nothing is deferred. The event must outlive its waiters.
+#pragma once
+
+#include <coroutine>
+#include <mutex>
+
+#include "coroutine/task.hpp"
+#include "coroutine/wait_link.hpp"
+#include "sync/atomics.hpp"
+
+namespace canopy {
+
+class async_event;
+
+namespace detail {
+
+struct event_waiter {
+  wait_link link;  // first member: disarm() gets the link, casts back
+  event_waiter* next = nullptr;
+  event_waiter* prev = nullptr;
+  bool listed = false;  // guarded by the event's mutex
+};
+
+}  // namespace detail
+
+class async_event {
+ public:
+  async_event() = default;
+  explicit async_event(bool initially_set) : set_(initially_set) {}
+  async_event(const async_event&) = delete;
+  async_event& operator=(const async_event&) = delete;
+
+  [[nodiscard]] bool is_set() const noexcept {
+    // acquire: pairs with set()'s release; what the setter wrote before
+    // set() is visible to a waiter that does not suspend.
+    return set_.load(sync::acquire);
+  }
+
+  // Set the event and wake every waiter.
+  void set() noexcept {
+    detail::event_waiter* waiters = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      set_.store(true, sync::release);
+      waiters = std::exchange(head_, nullptr);
+      for (detail::event_waiter* node = waiters; node != nullptr; node = node->next) {
+        node->listed = false;
+      }
+    }
+    while (waiters != nullptr) {
+      detail::event_waiter* const next = waiters->next;  // the node may die in fire()
+      detail::wait_link::fire(&waiters->link);
+      waiters = next;
+    }
+  }
+
+  void reset() noexcept {
+    const std::lock_guard lock(mutex_);
+    set_.store(false, sync::relaxed);
+  }
+
+  // The wait on this event, shared by coroutines and fibers.
+  class wait {
+   public:
+    explicit wait(async_event& event) noexcept : event_(&event) {
+      node_.link.disarm = &disarm;
+      node_.link.source = &event;
+    }
+    wait(const wait& other) noexcept : event_(other.event_), node_(other.node_) {}
+
+    [[nodiscard]] bool ready() const noexcept { return event_->is_set(); }
+    [[nodiscard]] detail::wait_link& link() noexcept { return node_.link; }
+
+    // Register the running task; false if the event is already set.
+    [[nodiscard]] bool arm() noexcept {
+      node_.link.arm_for_current_task();
+      const std::lock_guard lock(event_->mutex_);
+      if (event_->set_.load(sync::relaxed)) {
+        return false;
+      }
+      node_.prev = nullptr;
+      node_.next = event_->head_;
+      if (event_->head_ != nullptr) {
+        event_->head_->prev = &node_;
+      }
+      event_->head_ = &node_;
+      node_.listed = true;
+      return true;
+    }
+
+   private:
+    static bool disarm(detail::wait_link& link) noexcept {
+      auto& node = reinterpret_cast<detail::event_waiter&>(link);
+      auto* event = static_cast<async_event*>(link.source);
+      const std::lock_guard lock(event->mutex_);
+      if (!node.listed) {
+        return false;  // set() took it: a fire() is coming or done
+      }
+      if (node.prev != nullptr) {
+        node.prev->next = node.next;
+      } else {
+        event->head_ = node.next;
+      }
+      if (node.next != nullptr) {
+        node.next->prev = node.prev;
+      }
+      node.listed = false;
+      return true;
+    }
+
+    async_event* event_;
+    detail::event_waiter node_;
+  };
+
+  struct awaiter {
+    wait pending;
+    bool await_ready() const noexcept { return pending.ready(); }
+    template <class Promise>
+    bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
+      detail::task_context& context = detail::context_of(self);
+      context.resume_point = self;
+      context.armed = &pending.link();
+      context.signal = run_outcome::suspended;
+      if (!pending.arm()) {
+        context.armed = nullptr;
+        return false;
+      }
+      return true;
+    }
+    void await_resume() const noexcept {}
+  };
+  awaiter operator co_await() noexcept { return awaiter{wait(*this)}; }
+
+ private:
+  mutable std::mutex mutex_;
+  sync::atomic<bool> set_{false};
+  detail::event_waiter* head_ = nullptr;  // guarded by mutex_
+};
+
+}  // namespace canopy

@@ -1,0 +1,119 @@
+// co_await on a join handle: suspend the awaiting task (no worker held)
+// until the spawned task ends; yield its value or rethrow its exception
+// (task_cancelled if it was destroyed without completing).
+//
+//   auto child = canopy::spawn(work());
+//   int value = co_await child;             // consumes the handle, like join()
+//   int other = co_await canopy::spawn(more());
+//
+// Mechanism: join_state_base::set_continuation registers wait_link::fire,
+// which wakes the awaiting task through the core (schedule(id)). If the
+// child is already done, set_continuation says so and nothing suspends.
+// A handle may be awaited once.
+#pragma once
+
+#include <coroutine>
+#include <stdexcept>
+#include <utility>
+
+#include "coroutine/task.hpp"
+#include "coroutine/wait_link.hpp"
+#include "executor/join_handle.hpp"
+#include "executor/join_state.hpp"
+
+namespace canopy {
+
+namespace detail {
+
+// The wait on one join state, shared by coroutines and fibers.
+template <class T>
+struct join_wait {
+  join_state<T>* state;
+  wait_link link_;
+
+  explicit join_wait(join_state<T>* awaited) noexcept : state(awaited) {
+    link_.disarm = &disarm;
+    link_.source = awaited;
+  }
+
+  [[nodiscard]] bool ready() const noexcept { return state->ready(); }
+  [[nodiscard]] wait_link& link() noexcept { return link_; }
+
+  // Register the running task; false if the child completed first (then
+  // nothing is registered and the caller must not suspend).
+  [[nodiscard]] bool arm() noexcept {
+    link_.arm_for_current_task();
+    return state->set_continuation(continuation{&wait_link::fire, &link_});
+  }
+
+  // A registered continuation cannot be taken back; ask the child to stop
+  // early instead (it is destroyed at its next wake), and let fire() come.
+  static bool disarm(wait_link& link) noexcept {
+    static_cast<join_state<T>*>(link.source)->request_cancel();
+    return false;
+  }
+};
+
+template <class T>
+T take_and_detach(join_handle<T>& handle) {
+  join_state<T>* state = handle.state();
+  struct detach_on_exit {
+    join_handle<T>& handle;
+    ~detach_on_exit() { handle.detach(); }
+  } guard{handle};
+  return state->take();
+}
+
+template <class T>
+class join_awaiter {
+ public:
+  // Borrowing (an lvalue handle) or owning (an rvalue handle).
+  explicit join_awaiter(join_handle<T>& borrowed) : borrowed_(&borrowed), wait_(checked(borrowed)) {}
+  explicit join_awaiter(join_handle<T>&& owned)
+      : owned_(std::move(owned)), wait_(checked(owned_)) {}
+  join_awaiter(join_awaiter&& other) noexcept
+      : borrowed_(other.borrowed_), owned_(std::move(other.owned_)), wait_(other.wait_) {}
+
+  bool await_ready() const noexcept { return wait_.ready(); }
+
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
+    task_context& context = context_of(self);
+    context.resume_point = self;
+    context.armed = &wait_.link();
+    context.signal = run_outcome::suspended;
+    if (!wait_.arm()) {
+      context.armed = nullptr;
+      return false;  // completed meanwhile: continue at once
+    }
+    return true;
+  }
+
+  T await_resume() { return take_and_detach(borrowed_ != nullptr ? *borrowed_ : owned_); }
+
+ private:
+  static join_state<T>* checked(join_handle<T>& handle) {
+    if (!handle.valid()) {
+      throw std::logic_error("canopy: co_await on an empty join handle");
+    }
+    return handle.state();
+  }
+
+  join_handle<T>* borrowed_ = nullptr;
+  join_handle<T> owned_;
+  join_wait<T> wait_;
+};
+
+}  // namespace detail
+
+template <class T>
+detail::join_awaiter<T> operator co_await(join_handle<T>& handle) {
+  return detail::join_awaiter<T>(handle);
+}
+
+template <class T>
+detail::join_awaiter<T> operator co_await(join_handle<T>&& handle) {
+  return detail::join_awaiter<T>(std::move(handle));
+}
+
+}  // namespace canopy

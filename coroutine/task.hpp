@@ -1,0 +1,202 @@
+// task<T> — a lazy C++20 coroutine that becomes an executor task when spawned.
+//
+//   canopy::task<int> answer() { co_return 42; }
+//   canopy::task<int> twice() { co_return 2 * co_await answer(); }   // inline
+//   auto handle = pool.spawn(twice());                                 // a task
+//
+// * Lazy: creating a task<T> runs nothing. It runs when it is co_awaited
+//   (inline, in the awaiting task, by symmetric transfer — no spawn, no
+//   scheduling) or when it is spawned (executor::spawn, canopy::spawn).
+// * A task<T> owns its coroutine frame; it is move-only.
+// * An exception leaving the body is stored and rethrown where the task is
+//   co_awaited (inline) or joined (spawned).
+//
+// How a spawned coroutine runs (coroutine/spawn.hpp has the body): the slot
+// holds the root coroutine handle and a task_context. Every coroutine of the
+// task — the root and the tasks it awaits inline — points at that context.
+// An awaiter that suspends records, in the context, which coroutine to
+// resume (`resume_point`), how the run ends (`signal`) and which wait_link
+// a wake will fire (`armed`); the body's run() returns that signal to the
+// worker. So a waiting task holds no worker and no thread stack.
+#pragma once
+
+#include <coroutine>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "executor/task_slot.hpp"
+
+namespace canopy {
+
+template <class T = void>
+class task;
+
+namespace detail {
+
+struct wait_link;
+
+// Per spawned task, in its slot: what the next run resumes and what the
+// current one ended with. Touched only by the thread running the task (or
+// by the thread destroying it, which then owns it).
+struct task_context {
+  std::coroutine_handle<> resume_point;  // innermost suspended coroutine
+  wait_link* armed = nullptr;            // the link a wake must have fired, or null
+  run_outcome signal = run_outcome::suspended;
+};
+
+class promise_base {
+ public:
+  std::suspend_always initial_suspend() noexcept { return {}; }
+
+  struct final_awaiter {
+    bool await_ready() noexcept { return false; }
+    template <class Promise>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
+      promise_base& promise = self.promise();
+      if (promise.continuation_) {
+        return promise.continuation_;  // inline await: straight back to the awaiter
+      }
+      promise.context_->signal = run_outcome::completed;  // a spawned root: back to the body
+      return std::noop_coroutine();
+    }
+    void await_resume() noexcept {}
+  };
+  final_awaiter final_suspend() noexcept { return {}; }
+
+  void unhandled_exception() noexcept { error_ = std::current_exception(); }
+
+  [[nodiscard]] task_context* context() const noexcept { return context_; }
+  void set_context(task_context* context) noexcept { context_ = context; }
+  void set_continuation(std::coroutine_handle<> next) noexcept { continuation_ = next; }
+  [[nodiscard]] const std::exception_ptr& error() const noexcept { return error_; }
+
+ protected:
+  std::coroutine_handle<> continuation_;
+  task_context* context_ = nullptr;
+  std::exception_ptr error_;
+};
+
+template <class T>
+class task_promise final : public promise_base {
+ public:
+  task<T> get_return_object() noexcept;
+
+  template <class U = T>
+    requires std::is_convertible_v<U&&, T>
+  void return_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+    value_.emplace(std::forward<U>(value));
+  }
+
+  // After completion: the value, or rethrow.
+  T take() {
+    if (error_) {
+      std::rethrow_exception(error_);
+    }
+    return std::move(*value_);
+  }
+  std::optional<T>& value() noexcept { return value_; }
+
+ private:
+  std::optional<T> value_;
+};
+
+template <>
+class task_promise<void> final : public promise_base {
+ public:
+  task<void> get_return_object() noexcept;
+  void return_void() noexcept {}
+  void take() {
+    if (error_) {
+      std::rethrow_exception(error_);
+    }
+  }
+};
+
+// The task context of the coroutine `self` runs in. A canopy awaitable used
+// outside a spawned task (no context) is a programming error: terminate.
+template <class Promise>
+task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
+  static_assert(std::is_base_of_v<promise_base, Promise>,
+                "canopy awaitables can only be co_awaited inside a canopy::task");
+  task_context* context = self.promise().context();
+  if (context == nullptr) {
+    std::fputs("canopy: a canopy::task was resumed outside the executor\n", stderr);
+    std::terminate();
+  }
+  return *context;
+}
+
+}  // namespace detail
+
+template <class T>
+class [[nodiscard]] task {
+ public:
+  static_assert(!std::is_reference_v<T>, "canopy::task<T&> is not supported");
+  using promise_type = detail::task_promise<T>;
+  using value_type = T;
+
+  task() noexcept = default;
+  explicit task(std::coroutine_handle<promise_type> handle) noexcept : handle_(handle) {}
+  task(task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  task& operator=(task&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, {});
+    }
+    return *this;
+  }
+  task(const task&) = delete;
+  task& operator=(const task&) = delete;
+  ~task() { reset(); }
+
+  [[nodiscard]] bool valid() const noexcept { return static_cast<bool>(handle_); }
+
+  // Give up ownership of the frame (the spawner takes it).
+  [[nodiscard]] std::coroutine_handle<promise_type> release() noexcept {
+    return std::exchange(handle_, {});
+  }
+
+  // co_await task: run it inline in the awaiting task (symmetric transfer),
+  // then return its value or rethrow its exception.
+  struct awaiter {
+    std::coroutine_handle<promise_type> child;
+
+    bool await_ready() const noexcept { return false; }
+    template <class Promise>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> parent) noexcept {
+      child.promise().set_continuation(parent);
+      child.promise().set_context(parent.promise().context());
+      return child;
+    }
+    T await_resume() { return child.promise().take(); }
+  };
+  awaiter operator co_await() && noexcept { return awaiter{handle_}; }
+  awaiter operator co_await() & noexcept { return awaiter{handle_}; }
+
+ private:
+  void reset() noexcept {
+    if (handle_) {
+      std::exchange(handle_, {}).destroy();
+    }
+  }
+
+  std::coroutine_handle<promise_type> handle_;
+};
+
+namespace detail {
+
+template <class T>
+task<T> task_promise<T>::get_return_object() noexcept {
+  return task<T>(std::coroutine_handle<task_promise<T>>::from_promise(*this));
+}
+
+inline task<void> task_promise<void>::get_return_object() noexcept {
+  return task<void>(std::coroutine_handle<task_promise<void>>::from_promise(*this));
+}
+
+}  // namespace detail
+
+}  // namespace canopy

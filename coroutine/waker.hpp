@@ -1,0 +1,55 @@
+// waker — a copyable, thread-safe handle that makes one task runnable.
+//
+// A waker is (executor_core*, task_id); wake() is executor_core::schedule(id):
+//   * from any thread, including threads the executor does not own;
+//   * after the task finished, a no-op that returns false (the slot's
+//     generation moved on, so a recycled slot's new task is never woken);
+//   * while the task runs, the task runs once more after this run ends
+//     (several wakes during one run still give one extra run);
+//   * while the task is already runnable, absorbed.
+// A waker must not outlive its executor (the core's arena is where the
+// generation check happens).
+//
+// Waking a task that waits on something else (a join handle, an event) is
+// harmless: its body sees its wait_link still armed and does not resume it.
+#pragma once
+
+#include <stdexcept>
+
+#include "executor/executor_core.hpp"
+#include "executor/task_slot.hpp"
+
+namespace canopy {
+
+class waker {
+ public:
+  waker() noexcept = default;
+  waker(executor_core& core, task_id id) noexcept : core_(&core), id_(id) {}
+
+  // True if the task still existed (it is, or will be, run again).
+  bool wake() const noexcept { return core_ != nullptr && core_->schedule(id_); }
+
+  [[nodiscard]] bool valid() const noexcept { return core_ != nullptr; }
+  [[nodiscard]] task_id id() const noexcept { return id_; }
+  [[nodiscard]] executor_core* core() const noexcept { return core_; }
+
+  friend bool operator==(const waker& a, const waker& b) noexcept {
+    return a.core_ == b.core_ && a.id_.slot == b.id_.slot && a.id_.generation == b.id_.generation;
+  }
+
+ private:
+  executor_core* core_ = nullptr;
+  task_id id_{};
+};
+
+// The waker of the task running on this thread (a callable, a coroutine, a
+// fiber). Throws std::logic_error outside a task.
+inline waker current_waker() {
+  worker_context* worker = current_worker();
+  if (worker == nullptr || !worker->has_running) {
+    throw std::logic_error("canopy::current_waker() called outside a running task");
+  }
+  return waker(*worker->core, worker->running);
+}
+
+}  // namespace canopy

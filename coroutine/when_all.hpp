@@ -1,0 +1,102 @@
+// when_all — run several tasks concurrently and wait for all of them.
+//
+//   auto [a, b] = co_await canopy::when_all(left(), right());   // tuple
+//   std::vector<int> all = co_await canopy::when_all(std::move(tasks));
+//
+// Each task is spawned on the current executor (so they run in parallel),
+// then every join handle is awaited, even after one failed: when_all never
+// returns while one of its tasks still runs. If any task threw, the first
+// exception (in argument order) is rethrown after all have ended. A void
+// task contributes std::monostate to the tuple.
+// Only inside a running task (it spawns with canopy::spawn).
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "coroutine/join_await.hpp"
+#include "coroutine/spawn.hpp"
+#include "coroutine/task.hpp"
+
+namespace canopy {
+
+namespace detail {
+
+template <class T>
+using non_void_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+// Awaits one handle; stores the value, or the first exception seen.
+template <class T>
+struct settle_awaiter : join_awaiter<T> {
+  std::optional<non_void_t<T>>* out;
+  std::exception_ptr* first_error;
+
+  settle_awaiter(join_handle<T>& handle, std::optional<non_void_t<T>>& slot,
+                 std::exception_ptr& first)
+      : join_awaiter<T>(handle), out(&slot), first_error(&first) {}
+
+  void await_resume() noexcept {
+    try {
+      if constexpr (std::is_void_v<T>) {
+        join_awaiter<T>::await_resume();
+        out->emplace();
+      } else {
+        out->emplace(join_awaiter<T>::await_resume());
+      }
+    } catch (...) {
+      if (!*first_error) {
+        *first_error = std::current_exception();
+      }
+    }
+  }
+};
+
+template <class... Ts, std::size_t... Is>
+task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...>, task<Ts>... tasks) {
+  std::tuple<task_handle<Ts>...> handles{canopy::spawn(std::move(tasks))...};
+  std::tuple<std::optional<non_void_t<Ts>>...> results;
+  std::exception_ptr first_error;
+  (co_await settle_awaiter<Ts>(std::get<Is>(handles), std::get<Is>(results), first_error), ...);
+  if (first_error) {
+    std::rethrow_exception(first_error);
+  }
+  co_return std::tuple<non_void_t<Ts>...>(std::move(*std::get<Is>(results))...);
+}
+
+}  // namespace detail
+
+template <class... Ts>
+task<std::tuple<detail::non_void_t<Ts>...>> when_all(task<Ts>... tasks) {
+  return detail::when_all_impl(std::index_sequence_for<Ts...>{}, std::move(tasks)...);
+}
+
+template <class T>
+task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> tasks) {
+  std::vector<task_handle<T>> handles;
+  handles.reserve(tasks.size());
+  for (auto& work : tasks) {
+    handles.push_back(canopy::spawn(std::move(work)));
+  }
+  std::vector<std::optional<detail::non_void_t<T>>> results(handles.size());
+  std::exception_ptr first_error;
+  for (std::size_t index = 0; index < handles.size(); ++index) {
+    co_await detail::settle_awaiter<T>(handles[index], results[index], first_error);
+  }
+  if (first_error) {
+    std::rethrow_exception(first_error);
+  }
+  std::vector<detail::non_void_t<T>> values;
+  values.reserve(results.size());
+  for (auto& result : results) {
+    values.push_back(std::move(*result));
+  }
+  co_return values;
+}
+
+}  // namespace canopy

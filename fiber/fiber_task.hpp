@@ -1,0 +1,216 @@
+// Stackful fibers on Boost.Context as executor tasks.
+//
+//   auto handle = canopy::spawn_fiber(pool, [] {
+//     canopy::this_fiber::yield();
+//     return canopy::this_fiber::await(canopy::spawn_fiber([] { return 41; })) + 1;
+//   });
+//   int value = handle.join();   // 42
+//
+// A fiber is a task whose body switches to a boost::context::fiber with its
+// own stack (fiber/stack_pool.hpp: pooled, guard page below while the
+// mapping budget lasts). Inside it, this_fiber::yield() and
+// this_fiber::await(...) switch back to the worker with run_outcome::yielded
+// / suspended: only the fiber waits, never the worker thread. The next run
+// switches back in, on whichever worker runs it (thread-locals: see
+// docs/coroutines.md — a fiber must not keep a thread_local's address, or
+// assume the same thread, across a yield or an await).
+//
+// The fiber frame (this file's fiber_frame) sits at the top of the fiber's
+// stack, with Boost's record (holding the callable) just below it; the slot
+// body is two pointers. Everything a pending wake may touch lives on the
+// stack, so a fiber destroyed while a wait_link can still fire leaves its
+// stack to that fire() (see coroutine/wait_link.hpp).
+//
+// Cancellation and shutdown unwind the fiber: it is resumed with a request
+// to unwind, and its pending suspension point throws canopy::fiber_unwind,
+// which runs the destructors on its stack. Do not swallow fiber_unwind
+// (catch (...) must rethrow it); a fiber that does finishes early anyway and
+// its result is discarded.
+#pragma once
+
+#include <boost/context/fiber.hpp>
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "coroutine/spawn.hpp"
+#include "coroutine/task_handle.hpp"
+#include "coroutine/wait_link.hpp"
+#include "executor/errors.hpp"
+#include "executor/executor.hpp"
+#include "executor/executor_core.hpp"
+#include "executor/join_state.hpp"
+#include "executor/task_slot.hpp"
+#include "fiber/sanitizer.hpp"
+#include "fiber/stack_pool.hpp"
+
+namespace canopy {
+
+// Thrown at a fiber's suspension point to unwind a cancelled or dropped
+// fiber. Not a std::exception, so `catch (const std::exception&)` lets it pass.
+class fiber_unwind {};
+
+namespace detail {
+
+struct fiber_frame {
+  boost::context::fiber context;  // the suspended fiber (worker side)
+  boost::context::fiber caller;   // where to switch back to (fiber side)
+  wait_link* armed = nullptr;     // the link a wake must have fired, or null
+  run_outcome signal = run_outcome::suspended;
+  join_state_base::outcome result = join_state_base::outcome::pending;
+  bool unwinding = false;         // the next resume throws fiber_unwind
+  fiber_stack stack;
+#if defined(CANOPY_TSAN_FIBERS)
+  void* tsan_fiber = nullptr;
+  void* tsan_return = nullptr;
+#endif
+#if defined(CANOPY_ASAN_FIBERS)
+  void* asan_fake_stack = nullptr;
+  const void* caller_bottom = nullptr;
+  std::size_t caller_size = 0;
+#endif
+};
+
+// Stack + frame at its top. Throws std::bad_alloc.
+fiber_frame* make_fiber_frame(std::size_t stack_size);
+// Frame gone, stack back to the pool (the fiber must have ended).
+void free_fiber_frame(fiber_frame* frame) noexcept;
+// Worker side: run the fiber until it suspends, yields or ends.
+void switch_into(fiber_frame& frame) noexcept;
+// Fiber side: back to whoever switched in. Throws fiber_unwind if the
+// fiber is being unwound when it is resumed.
+void switch_out(fiber_frame& frame);
+// Fiber side: first instructions and last instructions of the fiber.
+void fiber_entered(fiber_frame& frame) noexcept;
+void fiber_leaving(fiber_frame& frame) noexcept;
+// Unwind a fiber that is suspended or never started, then free it.
+void unwind_and_free(fiber_frame* frame) noexcept;
+// The fiber running on this thread, or null. Never inlined: a fiber may
+// resume on another thread, and a cached thread-local address would lie.
+[[gnu::noinline]] fiber_frame* current_fiber() noexcept;
+fiber_frame& checked_current_fiber(const char* what);
+
+std::error_code spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
+                                 spawn_mode mode, task_id* spawned);
+
+// Boost calls deallocate() when the fiber ends; the stack is ours to free
+// later (the frame on it is still read after the fiber ended).
+struct borrowed_stack {
+  boost::context::stack_context allocate() { std::terminate(); }
+  void deallocate(boost::context::stack_context&) noexcept {}
+};
+
+template <class R, class Fn>
+void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
+  // After a fiber_unwind was swallowed, the join state may already be
+  // released (the task completed as cancelled): never touch it then.
+  try {
+    Fn local(std::move(fn));  // destroyed on the fiber, before it ends
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(local);
+      if (!frame.unwinding) {
+        state->set_value();
+        frame.result = join_state_base::outcome::value;
+      }
+    } else {
+      R value = std::invoke(local);
+      if (!frame.unwinding) {
+        state->set_value(std::move(value));
+        frame.result = join_state_base::outcome::value;
+      }
+    }
+  } catch (const fiber_unwind&) {
+    frame.result = join_state_base::outcome::cancelled;
+  } catch (...) {
+    if (!frame.unwinding) {
+      state->set_error(std::current_exception());
+      frame.result = join_state_base::outcome::error;
+    }
+  }
+}
+
+template <class Fn>
+using fiber_result_t = std::invoke_result_t<std::decay_t<Fn>&>;
+
+template <class Fn>
+std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size,
+                               spawn_mode mode, task_handle<fiber_result_t<Fn>>& out) {
+  using R = fiber_result_t<Fn>;
+  using stored = std::decay_t<Fn>;
+  fiber_frame* frame = make_fiber_frame(stack_size);
+  auto* state = new join_state<R>();  // two references: the body's and the handle's
+  try {
+    boost::context::stack_context whole;
+    whole.size = frame->stack.size;
+    whole.sp = static_cast<std::byte*>(frame->stack.base) + frame->stack.size;
+    const boost::context::preallocated below_frame(
+        frame, static_cast<std::size_t>(reinterpret_cast<std::byte*>(frame) -
+                                        static_cast<std::byte*>(frame->stack.base)),
+        whole);
+    frame->context = boost::context::fiber(
+        std::allocator_arg, below_frame, borrowed_stack{},
+        [frame, state, fn = stored(std::forward<Fn>(fn))](
+            boost::context::fiber&& caller) mutable -> boost::context::fiber {
+          frame->caller = std::move(caller);
+          fiber_entered(*frame);
+          if (!frame->unwinding) {
+            run_fiber_function<R>(*frame, state, fn);
+          } else {
+            frame->result = join_state_base::outcome::cancelled;
+          }
+          fiber_leaving(*frame);
+          return std::move(frame->caller);
+        });
+  } catch (...) {
+    free_fiber_frame(frame);
+    delete state;
+    throw;
+  }
+  task_id id;
+  if (const std::error_code error = spawn_fiber_body(core, frame, state, mode, &id)) {
+    unwind_and_free(frame);  // never started: it ends at once
+    delete state;
+    return error;
+  }
+  out = task_handle<R>(state, &core, id);
+  return {};
+}
+
+}  // namespace detail
+
+// Spawn fn() as a fiber with a `stack_size`-byte stack (rounded up to
+// pages) on `pool`. From any thread. Returns its task_handle (a join_handle).
+template <class Fn>
+  requires std::is_invocable_v<std::decay_t<Fn>&>
+auto spawn_fiber(executor& pool, Fn&& fn,
+                 std::size_t stack_size = stack_pool::default_stack_size)
+    -> task_handle<detail::fiber_result_t<Fn>> {
+  task_handle<detail::fiber_result_t<Fn>> handle;
+  if (const std::error_code error = detail::spawn_fiber_on(pool.core(), std::forward<Fn>(fn),
+                                                           stack_size, spawn_mode::block, handle)) {
+    throw spawn_error(static_cast<errc>(error.value()));
+  }
+  return handle;
+}
+
+// Inside a running task: spawn on the same executor (at capacity:
+// spawn_error(errc::at_capacity) instead of blocking the worker).
+template <class Fn>
+  requires std::is_invocable_v<std::decay_t<Fn>&>
+auto spawn_fiber(Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size)
+    -> task_handle<detail::fiber_result_t<Fn>> {
+  task_handle<detail::fiber_result_t<Fn>> handle;
+  if (const std::error_code error = detail::spawn_fiber_on(
+          detail::current_core("canopy::spawn_fiber(fn)"), std::forward<Fn>(fn), stack_size,
+          spawn_mode::block, handle)) {
+    throw spawn_error(static_cast<errc>(error.value()));
+  }
+  return handle;
+}
+
+}  // namespace canopy

@@ -1,0 +1,133 @@
+// this_fiber — what code running on a fiber can do. Each call switches back
+// to the worker (the worker is free meanwhile) and returns when the fiber
+// is resumed, possibly on another worker thread. Outside a fiber each
+// throws std::logic_error.
+//
+//   this_fiber::yield();                    // run again after other ready work
+//   T v = this_fiber::await(handle);        // a join_handle / task_handle: value or rethrow
+//   this_fiber::await(event);               // an async_event
+//   T v = this_fiber::await(some_task());   // a canopy::task<T>: spawned, then awaited
+//   T v = this_fiber::await(awaitable);     // anything a canopy::task can co_await
+//   this_fiber::wait_for_wake();            // until any wake (current_waker())
+// When the fiber is being cancelled or dropped, these throw fiber_unwind.
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "coroutine/async_event.hpp"
+#include "coroutine/join_await.hpp"
+#include "coroutine/spawn.hpp"
+#include "coroutine/task.hpp"
+#include "executor/join_handle.hpp"
+#include "fiber/fiber_task.hpp"
+
+namespace canopy::this_fiber {
+
+namespace detail {
+
+// Suspend on a wait (canopy::detail::join_wait, async_event::wait) until its
+// link fires.
+template <class Wait>
+void suspend_on(Wait& wait, const char* what) {
+  canopy::detail::fiber_frame& frame = canopy::detail::checked_current_fiber(what);
+  if (wait.ready()) {
+    return;
+  }
+  frame.armed = &wait.link();
+  if (!wait.arm()) {
+    frame.armed = nullptr;  // became ready meanwhile
+    return;
+  }
+  frame.signal = run_outcome::suspended;
+  canopy::detail::switch_out(frame);
+}
+
+template <class A>
+concept member_awaitable = requires(A& value) { value.operator co_await(); } ||
+                           requires(A& value) { value.await_resume(); };
+
+template <class A>
+auto await_result_of() {
+  if constexpr (requires(A& value) { value.operator co_await(); }) {
+    return std::type_identity<decltype(std::declval<A&>().operator co_await().await_resume())>{};
+  } else {
+    return std::type_identity<decltype(std::declval<A&>().await_resume())>{};
+  }
+}
+
+template <class A>
+using await_result_t = typename decltype(await_result_of<A>())::type;
+
+}  // namespace detail
+
+[[nodiscard]] inline bool inside() noexcept { return canopy::detail::current_fiber() != nullptr; }
+
+inline void yield() {
+  canopy::detail::fiber_frame& frame = canopy::detail::checked_current_fiber("this_fiber::yield()");
+  frame.armed = nullptr;
+  frame.signal = run_outcome::yielded;
+  canopy::detail::switch_out(frame);
+}
+
+inline void wait_for_wake() {
+  canopy::detail::fiber_frame& frame =
+      canopy::detail::checked_current_fiber("this_fiber::wait_for_wake()");
+  frame.armed = nullptr;
+  frame.signal = run_outcome::suspended;
+  canopy::detail::switch_out(frame);
+}
+
+template <class T>
+T await(join_handle<T>& handle) {
+  if (!handle.valid()) {
+    throw std::logic_error("canopy::this_fiber::await() on an empty join handle");
+  }
+  canopy::detail::join_wait<T> wait(handle.state());
+  detail::suspend_on(wait, "this_fiber::await(handle)");
+  return canopy::detail::take_and_detach(handle);
+}
+
+template <class T>
+T await(join_handle<T>&& handle) {
+  join_handle<T> owned(std::move(handle));
+  return await(owned);
+}
+
+inline void await(async_event& event) {
+  async_event::wait wait(event);
+  detail::suspend_on(wait, "this_fiber::await(event)");
+}
+
+template <class T>
+T await(task<T> work) {
+  canopy::detail::checked_current_fiber("this_fiber::await(task)");
+  return await(canopy::spawn(std::move(work)));
+}
+
+// Any other awaitable a canopy::task can co_await: awaited by a small
+// spawned coroutine task, which this fiber then awaits.
+template <class Awaitable>
+  requires detail::member_awaitable<std::remove_cvref_t<Awaitable>>
+auto await(Awaitable&& awaitable) -> detail::await_result_t<std::remove_cvref_t<Awaitable>> {
+  using stored = std::remove_cvref_t<Awaitable>;
+  using result = detail::await_result_t<stored>;
+  auto bridge = [](stored inner) -> task<result> {
+    if constexpr (std::is_void_v<result>) {
+      co_await inner;
+    } else {
+      co_return co_await inner;
+    }
+  };
+  return await(bridge(stored(std::forward<Awaitable>(awaitable))));
+}
+
+// This fiber's stack: usable bytes, and whether a guard page protects it.
+[[nodiscard]] inline std::size_t stack_size() {
+  return canopy::detail::checked_current_fiber("this_fiber::stack_size()").stack.size;
+}
+[[nodiscard]] inline bool stack_guarded() {
+  return canopy::detail::checked_current_fiber("this_fiber::stack_guarded()").stack.guarded;
+}
+
+}  // namespace canopy::this_fiber

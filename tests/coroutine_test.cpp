@@ -1,0 +1,724 @@
+// C++20 coroutine tasks: task<T>, spawning, awaiting handles, yield,
+// when_all, block_on, wakers, async_event, cancellation, shutdown, scale.
+#include <doctest/doctest.h>
+
+#include <malloc.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <latch>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::async_event;
+using canopy::executor;
+using canopy::executor_config;
+using canopy::task;
+
+namespace {
+
+executor_config config_with(std::size_t workers) {
+  executor_config config;
+  config.worker_count = workers;
+  config.idle_yield_rounds = 4;
+  return config;
+}
+
+long scaled(long iterations) { return iterations / canopy::testing::stress_divisor(); }
+
+// Occupies every worker of a pool until open() (so spawned tasks stay unstarted).
+class gate {
+ public:
+  gate(executor& pool, std::size_t workers) : started_(static_cast<std::ptrdiff_t>(workers)) {
+    for (std::size_t index = 0; index < workers; ++index) {
+      handles_.push_back(pool.spawn([this] {
+        started_.count_down();
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [this] { return open_; });
+      }));
+    }
+    started_.wait();
+  }
+  void open() {
+    {
+      const std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    cv_.notify_all();
+    for (auto& handle : handles_) {
+      handle.join();
+    }
+    handles_.clear();
+  }
+  ~gate() {
+    if (!handles_.empty()) {
+      open();
+    }
+  }
+
+ private:
+  std::latch started_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  std::vector<canopy::join_handle<void>> handles_;
+};
+
+// Sets a flag when destroyed: proves a frame's destructors ran.
+struct destroy_flag {
+  std::atomic<int>* count;
+  explicit destroy_flag(std::atomic<int>& target) : count(&target) {}
+  destroy_flag(const destroy_flag&) = delete;
+  ~destroy_flag() { count->fetch_add(1); }
+};
+
+template <class Predicate>
+bool eventually(Predicate predicate, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return predicate();
+}
+
+task<int> constant(int value) { co_return value; }
+
+task<void> nothing() { co_return; }
+
+task<long> fib(int n) {
+  if (n < 2) {
+    co_return n;
+  }
+  auto left = canopy::spawn(fib(n - 1));
+  auto right = canopy::spawn(fib(n - 2));
+  co_return co_await left + co_await right;
+}
+
+task<long> depth(long n) {
+  if (n == 0) {
+    co_return 0;
+  }
+  co_return 1 + co_await depth(n - 1);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("spawn a task and join its value on every pool size", workers_t,
+                          coroutine_sizes) {
+  canopy::testing::watchdog guard("coroutine spawn/join", 60);
+  executor pool(config_with(workers_t::value));
+  std::vector<canopy::task_handle<int>> handles;
+  for (int index = 0; index < 1000; ++index) {
+    handles.push_back(pool.spawn(constant(index)));
+  }
+  long sum = 0;
+  for (auto& handle : handles) {
+    sum += handle.join();
+  }
+  CHECK(sum == 999L * 1000L / 2);
+  canopy::join_handle<void> plain = pool.spawn(nothing());  // converts to a plain join_handle
+  plain.join();
+  CHECK_FALSE(plain.valid());
+  CHECK(canopy::block_on(pool, fib(15)) == 610);
+}
+TEST_CASE_TEMPLATE_INVOKE(coroutine_sizes, std::integral_constant<std::size_t, 1>,
+                          std::integral_constant<std::size_t, 2>,
+                          std::integral_constant<std::size_t, 4>);
+
+TEST_CASE("a task is lazy: nothing runs until it is awaited or spawned") {
+  canopy::testing::watchdog guard("lazy", 30);
+  std::atomic<int> ran{0};
+  auto body = [&]() -> task<int> {
+    ran.fetch_add(1);
+    co_return 1;
+  };
+  {
+    task<int> never = body();
+    CHECK(never.valid());
+  }  // destroyed unstarted
+  CHECK(ran.load() == 0);
+  executor pool(config_with(2));
+  CHECK(canopy::block_on(pool, body()) == 1);
+  CHECK(ran.load() == 1);
+}
+
+TEST_CASE("co_await task runs it inline; deep inline recursion does not grow the stack") {
+  canopy::testing::watchdog guard("inline await", 60);
+  executor pool(config_with(2));
+  auto outer = []() -> task<int> {
+    const int a = co_await constant(20);
+    const int b = co_await constant(22);
+    co_await nothing();
+    co_return a + b;
+  };
+  CHECK(canopy::block_on(pool, outer()) == 42);
+  // Symmetric transfer: 100,000 nested frames on an 8 MiB thread stack
+  // would overflow if each await were a nested call.
+  const long levels = 100000 / canopy::testing::stress_divisor();
+  CHECK(canopy::block_on(pool, depth(levels)) == levels);
+}
+
+TEST_CASE("exceptions propagate through spawned and inline awaits to join") {
+  canopy::testing::watchdog guard("exceptions", 30);
+  executor pool(config_with(2));
+  auto thrower = []() -> task<int> {
+    co_await canopy::yield_now();
+    throw std::runtime_error("deep failure");
+  };
+  auto middle = [&]() -> task<int> {
+    auto child = canopy::spawn(thrower());
+    co_return co_await child + 1;  // rethrows here
+  };
+  auto top = [&]() -> task<int> {
+    int value = co_await middle();  // inline: rethrows again
+    co_return value;
+  };
+  auto handle = pool.spawn(top());
+  CHECK_THROWS_WITH_AS(handle.join(), "deep failure", std::runtime_error);
+
+  // Caught inside a task, the exception is an ordinary value again.
+  auto catcher = [&]() -> task<std::string> {
+    try {
+      co_await canopy::spawn(thrower());
+    } catch (const std::runtime_error& error) {
+      co_return std::string("caught ") + error.what();
+    }
+    co_return "not thrown";
+  };
+  CHECK(canopy::block_on(pool, catcher()) == "caught deep failure");
+  CHECK_THROWS_AS(canopy::block_on(pool, thrower()), std::runtime_error);
+}
+
+TEST_CASE("co_await on a join handle of a callable task, moved or borrowed") {
+  canopy::testing::watchdog guard("await callable", 30);
+  executor pool(config_with(2));
+  auto body = [&]() -> task<int> {
+    auto first = pool.spawn([] { return 40; });
+    const int a = co_await first;  // borrowed: consumed like join()
+    CHECK_FALSE(first.valid());
+    const int b = co_await pool.spawn([] { return 2; });  // a temporary
+    auto third = pool.spawn([] { return 0; });
+    const int c = co_await std::move(third);
+    co_return a + b + c;
+  };
+  CHECK(canopy::block_on(pool, body()) == 42);
+}
+
+TEST_CASE("yield_now ends the run as yielded and lets other ready tasks run") {
+  canopy::testing::watchdog guard("yield", 30);
+  executor pool(config_with(1));
+  std::mutex log_mutex;
+  std::string log;
+  auto writer = [&](char name) -> task<void> {
+    for (int index = 0; index < 50; ++index) {
+      {
+        const std::lock_guard lock(log_mutex);
+        log.push_back(name);
+      }
+      co_await canopy::yield_now();
+    }
+  };
+  std::uint64_t yields_before = 0;
+  for (const auto& worker : pool.stats().workers) {
+    yields_before += worker.yields;
+  }
+  canopy::task_handle<void> a;
+  canopy::task_handle<void> b;
+  {
+    gate busy(pool, 1);
+    a = pool.spawn(writer('A'));
+    b = pool.spawn(writer('B'));
+  }
+  a.join();
+  b.join();
+  std::uint64_t yields_after = 0;
+  for (const auto& worker : pool.stats().workers) {
+    yields_after += worker.yields;
+  }
+  CHECK(yields_after - yields_before >= 100);
+  REQUIRE(log.size() == 100);
+  // Neither task ran all of its steps before the other started.
+  CHECK(log.find('B') < log.rfind('A'));
+  CHECK(log.find('A') < log.rfind('B'));
+}
+
+TEST_CASE("when_all runs tasks concurrently, returns all values, rethrows the first error") {
+  canopy::testing::watchdog guard("when_all", 30);
+  executor pool(config_with(4));
+  auto pair = []() -> task<int> {
+    auto [a, b, none] = co_await canopy::when_all(constant(1), constant(2), nothing());
+    static_cast<void>(none);
+    co_return a * 10 + b;
+  };
+  CHECK(canopy::block_on(pool, pair()) == 12);
+
+  auto many = []() -> task<long> {
+    std::vector<task<long>> work;
+    for (int n = 0; n < 20; ++n) {
+      work.push_back(fib(n));
+    }
+    std::vector<long> values = co_await canopy::when_all(std::move(work));
+    long sum = 0;
+    for (long value : values) {
+      sum += value;
+    }
+    co_return sum;
+  };
+  CHECK(canopy::block_on(pool, many()) == 10945);  // fib(0..19) sums to fib(21) - 1
+
+  std::atomic<int> finished{0};
+  auto slow_ok = [&]() -> task<int> {
+    for (int index = 0; index < 20; ++index) {
+      co_await canopy::yield_now();
+    }
+    finished.fetch_add(1);
+    co_return 1;
+  };
+  auto fails = []() -> task<int> { throw std::invalid_argument("first"); co_return 0; };
+  auto failing = [&]() -> task<int> {
+    auto [a, b, c] = co_await canopy::when_all(slow_ok(), fails(), slow_ok());
+    co_return a + b + c;
+  };
+  CHECK_THROWS_WITH_AS(canopy::block_on(pool, failing()), "first", std::invalid_argument);
+  CHECK(finished.load() == 2);  // when_all waited for the others before rethrowing
+}
+
+TEST_CASE("block_on on a worker thread is an error, not a deadlock; spawn outside a task too") {
+  canopy::testing::watchdog guard("block_on on worker", 30);
+  executor pool(config_with(1));
+  auto result = pool.spawn([&]() -> int {
+    try {
+      return canopy::block_on(pool, constant(1));
+    } catch (const std::system_error& error) {
+      return error.code() == canopy::errc::worker_thread ? -1 : -2;
+    }
+  });
+  CHECK(result.join() == -1);
+  CHECK_THROWS_AS(canopy::spawn(constant(1)), std::logic_error);
+  CHECK_THROWS_AS(canopy::current_waker(), std::logic_error);
+}
+
+TEST_CASE("async_event: waiters suspend without a worker and all resume on set") {
+  canopy::testing::watchdog guard("async_event", 30);
+  executor pool(config_with(1));
+  async_event ready;
+  std::atomic<int> resumed{0};
+  auto waiter = [&]() -> task<int> {
+    co_await ready;
+    resumed.fetch_add(1);
+    co_return 1;
+  };
+  std::vector<canopy::task_handle<int>> handles;
+  for (int index = 0; index < 100; ++index) {
+    handles.push_back(pool.spawn(waiter()));
+  }
+  // One worker, 100 waiting tasks: a callable still runs, so none holds it.
+  CHECK(pool.spawn([] { return 7; }).join() == 7);
+  CHECK(resumed.load() == 0);
+  ready.set();
+  int total = 0;
+  for (auto& handle : handles) {
+    total += handle.join();
+  }
+  CHECK(total == 100);
+  CHECK(resumed.load() == 100);
+  // Already set: no suspension at all.
+  CHECK(canopy::block_on(pool, waiter()) == 1);
+  ready.reset();
+  CHECK_FALSE(ready.is_set());
+}
+
+TEST_CASE("fork-join fib(30) with coroutine tasks") {
+  canopy::testing::watchdog guard("coroutine fib(30)", 300);
+  executor pool;
+  const int n = canopy::testing::stress_divisor() > 1 ? 22 : 30;
+  const auto start = std::chrono::steady_clock::now();
+  const long value = canopy::block_on(pool, fib(n));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  CHECK(value == (n == 30 ? 832040 : 17711));
+  MESSAGE("coroutine fib(" << n << ") = " << value << " in " << ms << " ms on "
+                           << pool.worker_count() << " workers");
+}
+
+TEST_CASE("one million pending coroutine tasks fit; bytes per pending task") {
+  canopy::testing::watchdog guard("1M pending", 600);
+  const long count = scaled(1'000'000);
+  executor pool;
+  async_event release;
+  std::atomic<long> started{0};
+  auto pending = [&](long index) -> task<long> {
+    started.fetch_add(1, std::memory_order_relaxed);
+    co_await release;
+    co_return index;
+  };
+  std::vector<canopy::task_handle<long>> handles;
+  handles.reserve(static_cast<std::size_t>(count));
+  // Frame size alone: frames created but not spawned.
+  const std::size_t heap_empty = mallinfo2().uordblks;
+  {
+    std::vector<task<long>> frames;
+    frames.reserve(1000);
+    const std::size_t heap_vector = mallinfo2().uordblks;
+    for (int index = 0; index < 1000; ++index) {
+      frames.push_back(pending(index));
+    }
+    MESSAGE("coroutine frame (heap, incl. malloc overhead): "
+            << (mallinfo2().uordblks - heap_vector) / 1000 << " bytes");
+  }
+  const std::size_t heap_before = mallinfo2().uordblks;
+  static_cast<void>(heap_empty);
+  for (long index = 0; index < count; ++index) {
+    handles.push_back(pool.spawn(pending(index)));
+  }
+  REQUIRE(eventually([&] { return started.load() == count; }, 300));
+  const std::size_t heap_after = mallinfo2().uordblks;
+  // The arena's slots are part of the heap delta when a leaf was added;
+  // count them explicitly as one cache line each in any case.
+  const double heap_per_task = static_cast<double>(heap_after - heap_before) / count;
+  MESSAGE(count << " pending tasks: heap " << heap_per_task
+                << " bytes/task (frame + join state + arena growth); slot 64 B");
+  CHECK(heap_per_task < 1024);
+  release.set();
+  long sum = 0;
+  for (auto& handle : handles) {
+    sum += handle.join();
+  }
+  CHECK(sum == count * (count - 1) / 2);
+}
+
+TEST_CASE("wakers: wake from a foreign thread; stale after the task ends") {
+  canopy::testing::watchdog guard("wakers", 30);
+  executor_config config = config_with(1);
+  config.max_leaves = 1;
+  config.signals_per_leaf = 1;  // 64 slots: a freed slot is reused soon
+  executor pool(config);
+
+  // A task that parks until a flag is set, resumed by a foreign thread.
+  std::atomic<bool> flag{false};
+  std::atomic<bool> published{false};
+  canopy::waker stored;
+  auto parker = [&]() -> task<int> {
+    stored = canopy::current_waker();
+    published.store(true);
+    int resumes = 0;
+    while (!flag.load()) {
+      co_await canopy::wait_for_wake();
+      ++resumes;
+    }
+    co_return resumes;
+  };
+  auto handle = pool.spawn(parker());
+  REQUIRE(eventually([&] { return published.load(); }));
+  CHECK(stored.id().slot == handle.id().slot);
+  std::thread foreign([&] {
+    flag.store(true);
+    CHECK(stored.wake());
+  });
+  foreign.join();
+  CHECK(handle.join() >= 1);
+
+  // The waker outlives its task: waking is a no-op, and a new task in the
+  // same slot (newer generation) is not woken by it.
+  CHECK_FALSE(stored.wake());
+  std::atomic<int> stop{0};
+  std::vector<canopy::task_handle<int>> sleepers;
+  std::vector<std::unique_ptr<std::atomic<int>>> resumes;
+  std::mutex wakers_mutex;
+  std::vector<canopy::waker> wakers;
+  bool reused = false;
+  // (A coroutine lambda's captures live in the lambda object, which must
+  // outlive the task: keep it outside the loop, pass per-task data.)
+  auto sleeper = [&](std::atomic<int>* mine) -> task<int> {
+    {
+      const std::lock_guard lock(wakers_mutex);
+      wakers.push_back(canopy::current_waker());
+    }
+    while (stop.load() == 0) {
+      co_await canopy::wait_for_wake();
+      mine->fetch_add(1);
+    }
+    co_return 0;
+  };
+  for (int attempt = 0; attempt < 60 && !reused; ++attempt) {
+    resumes.push_back(std::make_unique<std::atomic<int>>(0));
+    sleepers.push_back(pool.spawn(sleeper(resumes.back().get())));
+    reused = sleepers.back().id().slot == stored.id().slot;
+  }
+  REQUIRE(reused);
+  REQUIRE(eventually([&] {
+    const std::lock_guard lock(wakers_mutex);
+    return wakers.size() == sleepers.size();
+  }));
+  CHECK(sleepers.back().id().generation != stored.id().generation);
+  CHECK_FALSE(stored.wake());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(resumes.back()->load() == 0);  // the stale wake did not reach the new task
+  stop.store(1);
+  {
+    const std::lock_guard lock(wakers_mutex);
+    for (const auto& waker : wakers) {
+      waker.wake();
+    }
+  }
+  for (auto& sleeper : sleepers) {
+    CHECK(sleeper.join() == 0);
+  }
+}
+
+TEST_CASE("a wake while the task runs reschedules it exactly once after the run") {
+  canopy::testing::watchdog guard("wake while running", 30);
+  executor pool(config_with(2));
+  std::atomic<int> resumes{0};
+  std::atomic<bool> finish{false};
+  canopy::waker self;
+  std::atomic<bool> published{false};
+  auto body = [&]() -> task<void> {
+    self = canopy::current_waker();
+    published.store(true);
+    for (int index = 0; index < 3; ++index) {
+      self.wake();  // during the run: SCHEDULED is set, no second signal
+    }
+    co_await canopy::wait_for_wake();  // resumed once, by the run's re-signal
+    resumes.fetch_add(1);
+    while (!finish.load()) {
+      co_await canopy::wait_for_wake();  // must stay here until woken again
+      resumes.fetch_add(1);
+    }
+  };
+  auto handle = pool.spawn(body());
+  REQUIRE(eventually([&] { return resumes.load() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(resumes.load() == 1);
+  REQUIRE(published.load());
+  finish.store(true);
+  CHECK(self.wake());
+  handle.join();
+  CHECK(resumes.load() == 2);
+}
+
+TEST_CASE("race: wake vs. suspend, join completion vs. await, event set vs. wait (1e6 total)") {
+  canopy::testing::watchdog guard("wake races", 600);
+  executor pool(config_with(4));
+  const long divisor = canopy::testing::stress_divisor();
+
+  // 1. Ping-pong with a foreign thread: 2 pairs x 250,000 wake/suspend races.
+  struct channel {
+    std::atomic<long> produced{0};
+    std::atomic<long> consumed{0};
+    std::atomic<bool> ready{false};
+    canopy::waker waker;
+  };
+  const long rounds = 250'000 / divisor;
+  channel channels[2];
+  auto consumer = [](channel& ch, long total) -> task<long> {
+    ch.waker = canopy::current_waker();
+    ch.ready.store(true, std::memory_order_release);
+    long seen = 0;
+    long suspensions = 0;
+    while (seen < total) {
+      const long produced = ch.produced.load(std::memory_order_acquire);
+      if (produced > seen) {
+        seen = produced;
+        ch.consumed.store(seen, std::memory_order_release);
+        continue;
+      }
+      ++suspensions;
+      co_await canopy::wait_for_wake();
+    }
+    co_return suspensions;
+  };
+  std::vector<canopy::task_handle<long>> consumers;
+  std::vector<std::thread> producers;
+  for (auto& ch : channels) {
+    consumers.push_back(pool.spawn(consumer(ch, rounds)));
+    producers.emplace_back([&ch, rounds] {
+      while (!ch.ready.load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+      }
+      for (long index = 1; index <= rounds; ++index) {
+        ch.produced.store(index, std::memory_order_release);
+        ch.waker.wake();
+        for (int spin = 0; ch.consumed.load(std::memory_order_acquire) < index; ++spin) {
+          if (spin > 64) {
+            std::this_thread::yield();
+          }
+        }
+      }
+    });
+  }
+  for (auto& producer : producers) {
+    producer.join();
+  }
+  for (auto& handle : consumers) {
+    CHECK(handle.join() > 0);
+  }
+
+  // 2. Child completion vs. the parent's await: 300,000 spawn + co_await.
+  const long joins = 300'000 / divisor;
+  auto joiner = [](long total) -> task<long> {
+    long sum = 0;
+    for (long index = 0; index < total; ++index) {
+      sum += co_await canopy::spawn(constant(1));
+    }
+    co_return sum;
+  };
+  auto join_a = pool.spawn(joiner(joins / 2));
+  auto join_b = pool.spawn(joiner(joins - joins / 2));
+  CHECK(join_a.join() + join_b.join() == joins);
+
+  // 3. Event set (foreign thread) vs. a task arming its wait: 200,000 events.
+  const long event_count = 200'000 / divisor;
+  std::vector<async_event> events(static_cast<std::size_t>(event_count));
+  auto waiter = [&]() -> task<long> {
+    long passed = 0;
+    for (auto& event : events) {
+      co_await event;
+      ++passed;
+    }
+    co_return passed;
+  };
+  auto event_task = pool.spawn(waiter());
+  std::thread setter([&] {
+    for (auto& event : events) {
+      event.set();
+    }
+  });
+  setter.join();
+  CHECK(event_task.join() == event_count);
+}
+
+TEST_CASE("cancel: before start it never runs; while suspended its frame is destroyed") {
+  canopy::testing::watchdog guard("cancel", 30);
+  executor pool(config_with(1));
+  std::atomic<int> ran{0};
+  std::atomic<int> destroyed{0};
+
+  // Before start.
+  {
+    gate busy(pool, 1);
+    auto body = [&]() -> task<int> {
+      ran.fetch_add(1);
+      co_return 1;
+    };
+    auto victim = pool.spawn(body());
+    CHECK(victim.cancel());
+    busy.open();
+    CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
+    CHECK(ran.load() == 0);
+  }
+
+  // Suspended on an event: the frame is destroyed at once.
+  async_event never;
+  auto on_event = [&]() -> task<int> {
+    destroy_flag flag(destroyed);
+    ran.fetch_add(1);
+    co_await never;
+    co_return 1;
+  };
+  auto suspended = pool.spawn(on_event());
+  REQUIRE(eventually([&] { return ran.load() == 1; }));
+  CHECK(suspended.cancel());
+  CHECK_THROWS_AS(suspended.join(), canopy::task_cancelled);
+  CHECK(destroyed.load() == 1);
+
+  // Suspended on a child's join handle: the child is asked to cancel and
+  // the parent's frame dies when the child has ended.
+  std::atomic<int> child_destroyed{0};
+  async_event child_gate;
+  auto child = [&]() -> task<int> {
+    destroy_flag flag(child_destroyed);
+    co_await child_gate;
+    co_return 5;
+  };
+  auto parent = [&]() -> task<int> {
+    destroy_flag flag(destroyed);
+    auto handle = canopy::spawn(child());
+    co_return co_await handle;
+  };
+  auto waiting = pool.spawn(parent());
+  REQUIRE(eventually([&] { return child_gate.is_set() || true; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(waiting.cancel());
+  CHECK_THROWS_AS(waiting.join(), canopy::task_cancelled);
+  child_gate.set();  // the child wakes, sees the cancel request, is destroyed
+  CHECK(eventually([&] { return destroyed.load() == 2 && child_destroyed.load() == 1; }));
+
+  // Cancel after completion: nothing to do.
+  auto done = pool.spawn(constant(3));
+  CHECK(done.join() == 3);
+  auto done_again = pool.spawn(constant(4));
+  REQUIRE(eventually([&] { return done_again.ready(); }));
+  CHECK_FALSE(done_again.cancel());
+  CHECK(done_again.join() == 4);
+}
+
+TEST_CASE("dropping a handle detaches: the task still runs to its end") {
+  canopy::testing::watchdog guard("detach", 30);
+  executor pool(config_with(2));
+  std::atomic<int> finished{0};
+  async_event go;
+  auto body = [&]() -> task<void> {  // outlives the tasks (captures live in it)
+    co_await go;
+    finished.fetch_add(1);
+  };
+  {
+    auto dropped = pool.spawn(body());
+  }
+  canopy::spawn_detached(pool, body());
+  go.set();
+  CHECK(eventually([&] { return finished.load() == 2; }));
+}
+
+TEST_CASE("shutdown destroys suspended coroutine tasks, running their destructors") {
+  canopy::testing::watchdog guard("shutdown suspended", 60);
+  std::atomic<int> destroyed{0};
+  std::atomic<int> started{0};
+  std::vector<canopy::task_handle<int>> handles;
+  async_event never;
+  std::uint64_t dropped = 0;
+  {
+    executor pool(config_with(2));
+    auto leaf = [&]() -> task<int> {
+      destroy_flag flag(destroyed);
+      started.fetch_add(1);
+      co_await never;
+      co_return 1;
+    };
+    auto parent = [&]() -> task<int> {
+      destroy_flag flag(destroyed);
+      started.fetch_add(1);
+      co_return co_await canopy::spawn(leaf());
+    };
+    auto inline_parent = [&]() -> task<int> {
+      destroy_flag flag(destroyed);
+      started.fetch_add(1);
+      co_return co_await parent();  // inline chain: parent's frame is owned here
+    };
+    for (int index = 0; index < 100; ++index) {
+      handles.push_back(pool.spawn(leaf()));
+      handles.push_back(pool.spawn(parent()));
+      handles.push_back(pool.spawn(inline_parent()));
+    }
+    // 100 leaves + 100 (parent + its leaf) + 100 (inline_parent + parent + leaf)
+    REQUIRE(eventually([&] { return started.load() == 600; }));
+    pool.shutdown();
+    dropped = pool.stats().dropped_tasks;
+  }
+  CHECK(destroyed.load() == 600);
+  CHECK(dropped == 500);  // 300 spawned by the test + 200 leaves spawned by parents
+  for (auto& handle : handles) {
+    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+  }
+}

@@ -1,0 +1,442 @@
+// Boost.Context fibers: spawn/join, yield, awaits, fork-join, 100k fibers,
+// guard pages (death test), cancellation and shutdown unwinding, races.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <latch>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "fiber/fiber.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::async_event;
+using canopy::executor;
+using canopy::executor_config;
+using canopy::spawn_fiber;
+using canopy::task;
+namespace this_fiber = canopy::this_fiber;
+
+namespace {
+
+executor_config config_with(std::size_t workers) {
+  executor_config config;
+  config.worker_count = workers;
+  config.idle_yield_rounds = 4;
+  return config;
+}
+
+struct destroy_flag {
+  std::atomic<int>* count;
+  explicit destroy_flag(std::atomic<int>& target) : count(&target) {}
+  destroy_flag(const destroy_flag&) = delete;
+  ~destroy_flag() { count->fetch_add(1); }
+};
+
+template <class Predicate>
+bool eventually(Predicate predicate, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return predicate();
+}
+
+constexpr std::size_t small_stack = 16 * 1024;
+
+long fib(int n) {
+  if (n < 2) {
+    return n;
+  }
+  auto left = spawn_fiber([n] { return fib(n - 1); }, small_stack);
+  auto right = spawn_fiber([n] { return fib(n - 2); }, small_stack);
+  return this_fiber::await(left) + this_fiber::await(right);
+}
+
+task<int> coroutine_value(int value) {
+  co_await canopy::yield_now();
+  co_return value;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("spawn_fiber returns the value; exceptions reach join", workers_t,
+                          fiber_sizes) {
+  canopy::testing::watchdog guard("fiber spawn/join", 60);
+  executor pool(config_with(workers_t::value));
+  std::vector<canopy::task_handle<int>> handles;
+  for (int index = 0; index < 500; ++index) {
+    handles.push_back(spawn_fiber(pool, [index] {
+      this_fiber::yield();
+      return index;
+    }));
+  }
+  long sum = 0;
+  for (auto& handle : handles) {
+    sum += handle.join();
+  }
+  CHECK(sum == 499L * 500L / 2);
+  auto failing = spawn_fiber(pool, []() -> int {
+    this_fiber::yield();
+    throw std::runtime_error("fiber failed");
+  });
+  CHECK_THROWS_WITH_AS(failing.join(), "fiber failed", std::runtime_error);
+  auto unit = spawn_fiber(pool, [] {});
+  unit.join();
+}
+TEST_CASE_TEMPLATE_INVOKE(fiber_sizes, std::integral_constant<std::size_t, 1>,
+                          std::integral_constant<std::size_t, 2>,
+                          std::integral_constant<std::size_t, 4>);
+
+TEST_CASE("this_fiber outside a fiber is an error") {
+  CHECK_FALSE(this_fiber::inside());
+  CHECK_THROWS_AS(this_fiber::yield(), std::logic_error);
+  async_event event;
+  CHECK_THROWS_AS(this_fiber::await(event), std::logic_error);
+}
+
+TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding its worker") {
+  canopy::testing::watchdog guard("fiber awaits", 30);
+  executor pool(config_with(1));
+  async_event ready;
+  std::atomic<bool> waiting{false};
+  auto fiber = spawn_fiber(pool, [&] {
+    CHECK(this_fiber::inside());
+    int total = this_fiber::await(pool.spawn([] { return 1; }));           // callable task
+    total += this_fiber::await(spawn_fiber([] { return 2; }));            // another fiber
+    total += this_fiber::await(coroutine_value(3));                       // a task<T>
+    total += this_fiber::await(canopy::spawn(coroutine_value(4)));        // its handle
+    waiting.store(true);
+    this_fiber::await(ready);                                              // an event
+    this_fiber::await(canopy::yield_now());                                // any awaitable
+    return total;
+  });
+  REQUIRE(eventually([&] { return waiting.load(); }));
+  // The only worker is free while the fiber waits.
+  CHECK(pool.spawn([] { return 5; }).join() == 5);
+  ready.set();
+  CHECK(fiber.join() == 10);
+
+  // A coroutine awaits a fiber's handle, too.
+  auto reader = [&]() -> task<int> { co_return co_await spawn_fiber([] { return 6; }); };
+  CHECK(canopy::block_on(pool, reader()) == 6);
+}
+
+TEST_CASE("exceptions propagate through nested fiber awaits") {
+  canopy::testing::watchdog guard("fiber exceptions", 30);
+  executor pool(config_with(2));
+  auto outer = spawn_fiber(pool, [] {
+    auto inner = spawn_fiber([]() -> int {
+      this_fiber::yield();
+      throw std::out_of_range("inner");
+    });
+    return this_fiber::await(inner) + 1;
+  });
+  CHECK_THROWS_WITH_AS(outer.join(), "inner", std::out_of_range);
+}
+
+TEST_CASE("this_fiber::yield lets other ready tasks run on a single worker") {
+  canopy::testing::watchdog guard("fiber yield", 30);
+  executor pool(config_with(1));
+  std::mutex log_mutex;
+  std::string log;
+  std::latch started(1);
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open = false;
+  auto blocker = pool.spawn([&] {
+    started.count_down();
+    std::unique_lock lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return open; });
+  });
+  started.wait();
+  auto writer = [&](char name) {
+    return [&, name] {
+      for (int index = 0; index < 50; ++index) {
+        {
+          const std::lock_guard lock(log_mutex);
+          log.push_back(name);
+        }
+        this_fiber::yield();
+      }
+    };
+  };
+  auto a = spawn_fiber(pool, writer('A'));
+  auto b = spawn_fiber(pool, writer('B'));
+  {
+    const std::lock_guard lock(gate_mutex);
+    open = true;
+  }
+  gate_cv.notify_all();
+  blocker.join();
+  a.join();
+  b.join();
+  REQUIRE(log.size() == 100);
+  CHECK(log.find('B') < log.rfind('A'));
+  CHECK(log.find('A') < log.rfind('B'));
+}
+
+TEST_CASE("fork-join fib(30) with fibers") {
+  canopy::testing::watchdog guard("fiber fib(30)", 300);
+  executor pool;
+  const int n = canopy::testing::stress_divisor() > 1 ? 20 : 30;
+  const auto start = std::chrono::steady_clock::now();
+  const long value = spawn_fiber(pool, [n] { return fib(n); }, small_stack).join();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  CHECK(value == (n == 30 ? 832040 : 6765));
+  const auto stats = canopy::stack_pool::stats();
+  MESSAGE("fiber fib(" << n << ") = " << value << " in " << ms << " ms on " << pool.worker_count()
+                       << " workers; stacks carved " << stats.stacks << " (guarded "
+                       << stats.guarded_stacks << ")");
+}
+
+TEST_CASE("100,000 concurrent fibers with 16 KiB stacks") {
+  canopy::testing::watchdog guard("100k fibers", 600);
+  const long count = 100'000 / canopy::testing::stress_divisor();
+  executor pool;
+  async_event release;
+  std::atomic<long> waiting{0};
+  std::atomic<long> guarded{0};
+  std::vector<canopy::task_handle<long>> handles;
+  handles.reserve(static_cast<std::size_t>(count));
+  for (long index = 0; index < count; ++index) {
+    handles.push_back(spawn_fiber(
+        pool,
+        [&, index] {
+          if (this_fiber::stack_guarded()) {
+            guarded.fetch_add(1, std::memory_order_relaxed);
+          }
+          CHECK(this_fiber::stack_size() == small_stack);
+          waiting.fetch_add(1, std::memory_order_relaxed);
+          this_fiber::await(release);
+          return index;
+        },
+        small_stack));
+  }
+  REQUIRE(eventually([&] { return waiting.load() == count; }, 300));
+  const auto stats = canopy::stack_pool::stats();
+  MESSAGE(count << " fibers suspended at once; " << guarded.load()
+                << " on guarded stacks (guard limit " << stats.guard_limit << " stacks), "
+                << stats.chunks << " chunks");
+  CHECK(stats.in_use >= static_cast<std::size_t>(count));
+  CHECK(guarded.load() > 0);
+  release.set();
+  long sum = 0;
+  for (auto& handle : handles) {
+    sum += handle.join();
+  }
+  CHECK(sum == count * (count - 1) / 2);
+}
+
+TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)") {
+  canopy::testing::watchdog guard("stack overflow", 60);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Child: let SIGSEGV/SIGBUS kill the process (no sanitizer handler).
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    ::sigaction(SIGSEGV, &fallback, nullptr);
+    ::sigaction(SIGBUS, &fallback, nullptr);
+    // Earlier tests may have spent the guard budget on 16 KiB stacks: allow
+    // more guards and use a size class of its own, so this stack is fresh.
+    canopy::stack_pool::set_guard_limit(canopy::stack_pool::stats().guarded_stacks + 1024);
+    executor pool(config_with(1));
+    auto overflow = spawn_fiber(
+        pool,
+        []() -> int {
+          if (!this_fiber::stack_guarded()) {
+            std::_Exit(10);  // no guard page: the test would prove nothing
+          }
+          struct recurse {
+            static int down(volatile char* previous, int level) {
+              volatile char block[512];
+              block[0] = static_cast<char>(level);
+              block[511] = previous != nullptr ? previous[0] : 0;
+              if (level == 1 << 30) {  // never: 512 GiB of stack
+                return 0;
+              }
+              return down(block, level + 1) + block[7];
+            }
+          };
+          return recurse::down(nullptr, 0);
+        },
+        24 * 1024);
+    static_cast<void>(overflow.join());
+    std::_Exit(11);  // survived: no fault
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child status " << status);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS));
+}
+
+TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack unwinds)") {
+  canopy::testing::watchdog guard("fiber cancel", 30);
+  executor pool(config_with(1));
+  std::atomic<int> ran{0};
+  std::atomic<int> destroyed{0};
+  {
+    std::latch started(1);
+    std::mutex gate_mutex;
+    std::condition_variable gate_cv;
+    bool open = false;
+    auto blocker = pool.spawn([&] {
+      started.count_down();
+      std::unique_lock lock(gate_mutex);
+      gate_cv.wait(lock, [&] { return open; });
+    });
+    started.wait();
+    auto victim = spawn_fiber(pool, [&] { ran.fetch_add(1); });
+    CHECK(victim.cancel());
+    {
+      const std::lock_guard lock(gate_mutex);
+      open = true;
+    }
+    gate_cv.notify_all();
+    blocker.join();
+    CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
+    CHECK(ran.load() == 0);
+  }
+
+  async_event never;
+  auto waiting = spawn_fiber(pool, [&] {
+    destroy_flag flag(destroyed);
+    ran.fetch_add(1);
+    this_fiber::await(never);
+    return 1;
+  });
+  REQUIRE(eventually([&] { return ran.load() == 1; }));
+  CHECK(waiting.cancel());
+  CHECK_THROWS_AS(waiting.join(), canopy::task_cancelled);
+  CHECK(destroyed.load() == 1);
+
+  // Suspended on a child's handle: unwound once the child has ended.
+  async_event child_gate;
+  std::atomic<bool> child_started{false};
+  auto parent = spawn_fiber(pool, [&] {
+    destroy_flag flag(destroyed);
+    auto child = spawn_fiber([&] {
+      child_started.store(true);
+      this_fiber::await(child_gate);
+      return 2;
+    });
+    return this_fiber::await(child);
+  });
+  REQUIRE(eventually([&] { return child_started.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(parent.cancel());
+  CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+  child_gate.set();
+  CHECK(eventually([&] { return destroyed.load() == 2; }));
+}
+
+TEST_CASE("shutdown unwinds suspended fibers and frees their stacks") {
+  canopy::testing::watchdog guard("fiber shutdown", 60);
+  std::atomic<int> destroyed{0};
+  std::atomic<int> started{0};
+  std::vector<canopy::task_handle<int>> handles;
+  async_event never;
+  const std::size_t in_use_before = canopy::stack_pool::stats().in_use;
+  {
+    executor pool(config_with(2));
+    for (int index = 0; index < 100; ++index) {
+      handles.push_back(spawn_fiber(pool, [&] {
+        destroy_flag flag(destroyed);
+        started.fetch_add(1);
+        this_fiber::await(never);
+        return 1;
+      }));
+      handles.push_back(spawn_fiber(pool, [&] {
+        destroy_flag flag(destroyed);
+        started.fetch_add(1);
+        return this_fiber::await(spawn_fiber([&] {
+          destroy_flag inner(destroyed);
+          started.fetch_add(1);
+          this_fiber::await(never);
+          return 1;
+        }));
+      }));
+    }
+    REQUIRE(eventually([&] { return started.load() == 300; }));
+    pool.shutdown();
+  }
+  CHECK(destroyed.load() == 300);
+  for (auto& handle : handles) {
+    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+  }
+  // Stacks went back to the pool (thread caches of exited workers included).
+  CHECK(canopy::stack_pool::stats().in_use <= in_use_before + 64);
+}
+
+TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
+  canopy::testing::watchdog guard("fiber races", 300);
+  executor pool(config_with(4));
+  const long rounds = 100'000 / canopy::testing::stress_divisor();
+  std::vector<async_event> events(static_cast<std::size_t>(rounds));
+  auto fiber = spawn_fiber(pool, [&] {
+    long passed = 0;
+    for (auto& event : events) {
+      this_fiber::await(event);
+      ++passed;
+    }
+    return passed;
+  });
+  std::thread setter([&] {
+    for (auto& event : events) {
+      event.set();
+    }
+  });
+  setter.join();
+  CHECK(fiber.join() == rounds);
+
+  // wait_for_wake ping-pong with a foreign thread.
+  std::atomic<long> produced{0};
+  std::atomic<long> consumed{0};
+  std::atomic<bool> ready{false};
+  canopy::waker waker;
+  auto consumer = spawn_fiber(pool, [&] {
+    waker = canopy::current_waker();
+    ready.store(true);
+    long seen = 0;
+    while (seen < rounds) {
+      const long now = produced.load();
+      if (now > seen) {
+        seen = now;
+        consumed.store(seen);
+        continue;
+      }
+      this_fiber::wait_for_wake();
+    }
+    return seen;
+  });
+  while (!ready.load()) {
+    std::this_thread::yield();
+  }
+  for (long index = 1; index <= rounds; ++index) {
+    produced.store(index);
+    waker.wake();
+    for (int spin = 0; consumed.load() < index; ++spin) {
+      if (spin > 64) {
+        std::this_thread::yield();
+      }
+    }
+  }
+  CHECK(consumer.join() == rounds);
+}
