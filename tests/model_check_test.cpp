@@ -13,6 +13,7 @@
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
 #include "tests/model/model_checker.hpp"
+#include "tests/watchdog.hpp"
 
 namespace {
 
@@ -166,6 +167,12 @@ struct model_case {
 };
 
 canopy::model::exploration_result check_case(const model_case& setup, int preemption_bound) {
+  // Sanitizer builds (CANOPY_STRESS_DIVISOR > 1) explore one preemption
+  // fewer: the checker runs on one OS thread, so a sanitizer adds little
+  // beyond the plain build's full exploration, and fibers are slow there.
+  if (canopy::testing::stress_divisor() > 1 && preemption_bound > 1) {
+    --preemption_bound;
+  }
   std::shared_ptr<world> current;
   return canopy::model::explore(
       [&] {

@@ -5,14 +5,46 @@
 
 #include "sync/model_atomic.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" {
+void* __tsan_get_current_fiber();
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+}
+#endif
+
 namespace canopy::model {
 
 namespace {
+
+// ThreadSanitizer must be told about every stack switch, or it mistakes the
+// fibers' stacks for one thread's and its shadow state grows without bound.
+struct sanitizer_fiber {
+#if defined(__SANITIZE_THREAD__)
+  void* handle = nullptr;
+  void create() { handle = __tsan_create_fiber(0); }
+  void destroy() {
+    if (handle != nullptr) {
+      __tsan_destroy_fiber(handle);
+      handle = nullptr;
+    }
+  }
+  void switch_to() const { __tsan_switch_to_fiber(handle, 0); }
+  static sanitizer_fiber current() { return {__tsan_get_current_fiber()}; }
+#else
+  void create() {}
+  void destroy() {}
+  void switch_to() const {}
+  static sanitizer_fiber current() { return {}; }
+#endif
+};
 
 namespace context = boost::context;
 
 struct logical_thread {
   context::fiber fiber;
+  sanitizer_fiber sanitizer;
   bool started = false;
   bool finished = false;
   const void* parked_on = nullptr;
@@ -29,6 +61,7 @@ struct execution {
   std::vector<logical_thread> threads;
   std::size_t current = 0;
   context::fiber scheduler;  // where a logical thread returns at a schedule point
+  sanitizer_fiber scheduler_sanitizer;
   std::vector<choice>* choices = nullptr;
   std::size_t depth = 0;
   int preemptions = 0;
@@ -43,7 +76,14 @@ struct execution {
 execution* active = nullptr;
 
 void switch_to_scheduler() {
+  active->scheduler_sanitizer.switch_to();
   active->scheduler = std::move(active->scheduler).resume();
+}
+
+void resume_thread(execution& run, std::size_t index) {
+  run.current = index;
+  run.threads[index].sanitizer.switch_to();
+  run.threads[index].fiber = std::move(run.threads[index].fiber).resume();
 }
 
 bool runnable(const logical_thread& thread) {
@@ -131,8 +171,13 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
         run.scheduler = std::move(back);
         current.threads[index]();
         run.threads[index].finished = true;
+        run.scheduler_sanitizer.switch_to();
         return std::move(run.scheduler);
       });
+    }
+    run.scheduler_sanitizer = sanitizer_fiber::current();
+    for (logical_thread& thread : run.threads) {
+      thread.sanitizer.create();
     }
     active = &run;
     run.current = run.threads.size();  // nobody runs yet: the first pick is free
@@ -144,8 +189,7 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
       if (next == run.threads.size()) {
         break;  // everyone finished or parked
       }
-      run.current = next;
-      run.threads[next].fiber = std::move(run.threads[next].fiber).resume();
+      resume_thread(run, next);
     }
     std::vector<bool> parked(run.threads.size());
     for (std::size_t index = 0; index < run.threads.size(); ++index) {
@@ -162,12 +206,14 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
     // Run every unfinished thread to its end so that its stack unwinds.
     for (std::size_t index = 0; index < run.threads.size(); ++index) {
       while (!run.threads[index].finished) {
-        run.current = index;
         run.threads[index].parked_on = nullptr;
-        run.threads[index].fiber = std::move(run.threads[index].fiber).resume();
+        resume_thread(run, index);
       }
     }
     active = nullptr;
+    for (logical_thread& thread : run.threads) {
+      thread.sanitizer.destroy();
+    }
     ++result.executions;
     if (!verdict.empty()) {
       result.failure = verdict;
