@@ -65,7 +65,10 @@ run_tests() {
       export CANOPY_STRESS_DIVISOR=10 CANOPY_TIMEOUT_SCALE=5
       ;;
     *) configure_and_build "$dir" ;;
-  esac
+  esac || {
+    echo "tests: 0 passed, 1 failed (the build failed)"
+    exit 1
+  }
 
   local passed=0 failed=0
   local binaries

@@ -13,17 +13,6 @@ namespace {
 
 thread_local worker_context* this_thread_worker = nullptr;
 
-// Where this (non-worker) thread places its spawns: a sticky partition,
-// re-chosen every `placement_batch` spawns so that external work spreads
-// over workers and prefers owners that are idle.
-struct external_placement {
-  const executor_core* core = nullptr;
-  std::size_t partition = 0;
-  std::uint32_t spawned = 0;
-};
-thread_local external_placement this_thread_placement;
-constexpr std::uint32_t placement_batch = 64;
-
 executor_config validated(executor_config config) {
   config.validate();
   if (config.initial_leaves == 0) {
@@ -50,7 +39,11 @@ executor_core::executor_core(executor_config config)
              config_.worker_count),
       sleep_(config_.worker_count,
              (config_.max_leaves + config_.worker_count - 1) / config_.worker_count,
-             config_.idle_yield_rounds, tree_.permits()) {
+             config_.idle_yield_rounds, tree_.permits()),
+      external_caches_(std::make_unique<external_spawn_cache[]>(external_cache_count)) {
+  for (std::size_t index = 0; index < external_cache_count; ++index) {
+    external_caches_[index].next_partition = index % config_.worker_count;
+  }
   const std::size_t workers = config_.worker_count;
   workers_.reserve(workers);
   for (std::size_t index = 0; index < workers; ++index) {
@@ -99,14 +92,12 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
                                           void (*construct)(void* storage, void* context),
                                           void* context, spawn_mode mode, task_id* spawned) {
   const bool on_worker = is_worker_thread();
-  std::size_t partition = 0;
   if (on_worker) {
     // Worker threads are joined before leftovers are destroyed, so a spawn
     // from a task only needs the stop flag.
     if (stopping_.load(sync::acquire)) {
       return errc::shut_down;
     }
-    partition = this_thread_worker->index;
   } else {
     in_flight_.fetch_add(1, sync::seq_cst);
     // seq_cst: pairs with shutdown step 1 (store accepting_ = false, then
@@ -115,7 +106,6 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
       in_flight_.fetch_sub(1, sync::release);
       return errc::shut_down;
     }
-    partition = place_external();
   }
   struct in_flight_guard {
     executor_core* core;
@@ -129,8 +119,7 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
   } guard{this, !on_worker};
 
   std::uint32_t slot = 0;
-  if (const std::error_code error =
-          allocate(partition, on_worker ? spawn_mode::fail : mode, slot)) {
+  if (const std::error_code error = allocate(on_worker ? spawn_mode::fail : mode, slot)) {
     return error;
   }
   task_slot& target = arena_.slot(slot);
@@ -153,42 +142,72 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
   return {};
 }
 
-std::size_t executor_core::place_external() noexcept {
-  external_placement& placement = this_thread_placement;
+std::size_t executor_core::place_external(std::size_t after) noexcept {
+  // Prefer a partition whose owner is sleepy or parked: its work will be
+  // picked up by the owner that the permit wakes.
   const std::size_t workers = config_.worker_count;
-  if (placement.core != this) {
-    placement.core = this;
-    placement.partition = reinterpret_cast<std::uintptr_t>(&placement) / 64 % workers;
-    placement.spawned = 0;
-  }
-  if (++placement.spawned >= placement_batch) {
-    placement.spawned = 0;
-    std::size_t choice = (placement.partition + 1) % workers;
-    for (std::size_t step = 1; step <= workers; ++step) {
-      const std::size_t candidate = (placement.partition + step) % workers;
-      if (sleep_.waker(candidate).latch().load() != sleep_latch::unset) {
-        choice = candidate;  // an owner that is sleepy or parked
-        break;
-      }
+  for (std::size_t step = 1; step <= workers; ++step) {
+    const std::size_t candidate = (after + step) % workers;
+    if (sleep_.waker(candidate).latch().load() != sleep_latch::unset) {
+      return candidate;
     }
-    placement.partition = choice;
   }
-  return placement.partition;
+  return (after + 1) % workers;
 }
 
-std::error_code executor_core::allocate(std::size_t partition, spawn_mode mode,
-                                        std::uint32_t& slot) {
+bool executor_core::reserve_anywhere(std::size_t first_partition,
+                                     task_arena::reservation& into) {
   const std::size_t workers = config_.worker_count;
-  const auto try_everywhere = [&]() -> bool {
-    for (std::size_t step = 0; step < workers; ++step) {
-      if (auto index = arena_.allocate((partition + step) % workers)) {
-        slot = *index;
-        return true;
-      }
+  for (std::size_t step = 0; step < workers; ++step) {
+    if (arena_.reserve((first_partition + step) % workers, into)) {
+      return true;
     }
-    return false;
-  };
-  if (try_everywhere()) {
+  }
+  return false;
+}
+
+bool executor_core::allocate_unreserved(std::size_t first_partition, std::uint32_t& slot) {
+  const std::size_t workers = config_.worker_count;
+  for (std::size_t step = 0; step < workers; ++step) {
+    if (auto index = arena_.allocate((first_partition + step) % workers)) {
+      slot = *index;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::error_code executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
+  if (worker_context* worker = this_thread_worker; worker != nullptr && worker->core == this) {
+    worker_state& self = *workers_[worker->index];
+    if (self.spawn_slots.free != 0 || reserve_anywhere(worker->index, self.spawn_slots)) {
+      slot = task_arena::take(self.spawn_slots);
+      return {};
+    }
+  } else {
+    const std::size_t hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
+    external_spawn_cache& cache = external_caches_[hash % external_cache_count];
+    // acquire/release on `busy`: hands the reservation from one owner to the next.
+    if (cache.busy.exchange(1, sync::acquire) == 0) {
+      bool reserved = cache.slots.free != 0;
+      if (!reserved) {
+        cache.next_partition = place_external(cache.next_partition);
+        reserved = reserve_anywhere(cache.next_partition, cache.slots);
+      }
+      if (reserved) {
+        slot = task_arena::take(cache.slots);
+      }
+      cache.busy.store(0, sync::release);
+      if (reserved) {
+        return {};
+      }
+    } else if (allocate_unreserved(hash % config_.worker_count, slot)) {
+      return {};
+    }
+  }
+  // Every partition is full: free slots may sit in idle spawn caches.
+  flush_external_caches();
+  if (allocate_unreserved(0, slot)) {
     return {};
   }
   if (mode == spawn_mode::fail) {
@@ -204,7 +223,8 @@ std::error_code executor_core::allocate(std::size_t partition, spawn_mode mode,
       result = errc::shut_down;
       break;
     }
-    if (try_everywhere()) {
+    flush_external_caches();
+    if (allocate_unreserved(0, slot)) {
       break;
     }
     const std::uint64_t seen = capacity_epoch_;
@@ -214,6 +234,23 @@ std::error_code executor_core::allocate(std::size_t partition, spawn_mode mode,
   }
   capacity_waiters_.fetch_sub(1, sync::relaxed);
   return result;
+}
+
+void executor_core::flush_external_caches() noexcept {
+  for (std::size_t index = 0; index < external_cache_count; ++index) {
+    external_spawn_cache& cache = external_caches_[index];
+    if (cache.busy.exchange(1, sync::acquire) == 0) {
+      arena_.give_back(cache.slots);
+      cache.busy.store(0, sync::release);
+    }
+  }
+}
+
+void executor_core::give_back_worker_slots(worker_state& self) noexcept {
+  if (self.spawn_slots.free != 0) {
+    arena_.give_back(self.spawn_slots);
+    notify_capacity_waiters();
+  }
 }
 
 void executor_core::notify_capacity_waiters() noexcept {
@@ -278,6 +315,9 @@ void executor_core::worker_main(std::size_t index) {
       run_task(self, slot);
       continue;
     }
+    // Out of work: return reserved spawn slots so that a spawner blocked at
+    // capacity is not kept waiting by slots nobody will use soon.
+    give_back_worker_slots(self);
     sleep_.start_looking(idle);
     bool found = false;
     while (!stopping_.load(sync::acquire)) {
@@ -414,6 +454,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
   switch (outcome) {
     case run_outcome::completed:
       target.vtable->destroy(target.storage, task_end::completed);
+      target.vtable = nullptr;  // a reserved-but-unused slot has no vtable
       // release: a stale waker that reads the new generation fails its CAS;
       // the slot's teardown is published by arena_.release() below.
       target.state.store(task_slot::make_state(generation + 1, 0), sync::release);

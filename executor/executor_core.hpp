@@ -96,9 +96,19 @@ class executor_core final : private sleep_probe {
     std::vector<std::uint64_t> own_mask;  // per root word: leaves this worker owns
     std::size_t cursor_leaf = 0;          // where the last own-partition task was found
     std::uint64_t random = 0;             // xorshift state for steal start points
+    task_arena::reservation spawn_slots;  // slots for this worker's spawns
     worker_counters counters;
     std::thread thread;
   };
+
+  // Slot reservations for threads that are not workers, picked by a hash of
+  // the thread id. `busy` makes one thread at a time the owner.
+  struct alignas(sync::cache_line) external_spawn_cache {
+    sync::atomic<std::uint32_t> busy{0};
+    task_arena::reservation slots;
+    std::size_t next_partition = 0;
+  };
+  static constexpr std::size_t external_cache_count = 16;
 
   void worker_main(std::size_t index);
   // One search in the documented order; returns a claimed slot index.
@@ -108,8 +118,12 @@ class executor_core final : private sleep_probe {
   void run_task(worker_state& self, std::uint32_t slot);
   void signal_task(std::uint32_t slot) noexcept;
   void owe_wakes(std::uint32_t permits_granted) noexcept;
-  std::size_t place_external() noexcept;
-  std::error_code allocate(std::size_t partition, spawn_mode mode, std::uint32_t& slot);
+  std::size_t place_external(std::size_t after) noexcept;
+  std::error_code allocate(spawn_mode mode, std::uint32_t& slot);
+  bool reserve_anywhere(std::size_t first_partition, task_arena::reservation& into);
+  bool allocate_unreserved(std::size_t first_partition, std::uint32_t& slot);
+  void flush_external_caches() noexcept;
+  void give_back_worker_slots(worker_state& self) noexcept;
   void notify_capacity_waiters() noexcept;
   bool is_quiescent() noexcept;
   void destroy_leftovers();
@@ -123,6 +137,7 @@ class executor_core final : private sleep_probe {
   task_arena arena_;
   sleep_module sleep_;
   std::vector<std::unique_ptr<worker_state>> workers_;
+  std::unique_ptr<external_spawn_cache[]> external_caches_;
 
   // Shutdown flags, each written once (seq_cst; see shutdown()).
   sync::atomic<bool> accepting_{true};

@@ -78,6 +78,60 @@ std::optional<std::uint32_t> task_arena::try_claim_in(std::size_t partition) noe
   return std::nullopt;
 }
 
+bool task_arena::reserve(std::size_t partition, reservation& into) {
+  for (;;) {
+    if (try_reserve_in(partition, into)) {
+      return true;
+    }
+    if (!grow(partition)) {
+      return try_reserve_in(partition, into);
+    }
+  }
+}
+
+bool task_arena::try_reserve_in(std::size_t partition, reservation& into) noexcept {
+  partition_state& state = partitions_[partition];
+  // acquire: pairs with grow()'s release increment, so the leaf is published.
+  const std::size_t words = state.leaves.load(sync::acquire) * signals_per_leaf_;
+  if (words == 0) {
+    return false;
+  }
+  const std::size_t start = state.cursor.load(sync::relaxed) % words;
+  for (std::size_t step = 0; step < words; ++step) {
+    const std::size_t word = (start + step) % words;
+    const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
+    const std::size_t signal = word % signals_per_leaf_;
+    sync::atomic<std::uint64_t>& occupancy = leaves_[leaf].load(sync::acquire)->occupancy[signal];
+    std::uint64_t occupied = occupancy.load(sync::relaxed);
+    while (occupied != ~std::uint64_t{0}) {
+      const std::uint64_t wanted = ~occupied;
+      // seq_cst: as in try_claim_in — acquire pairs with release(), and the
+      // total order pairs with the capacity waiters' handshake.
+      const std::uint64_t previous = occupancy.fetch_or(wanted, sync::seq_cst);
+      const std::uint64_t got = wanted & ~previous;
+      if (got != 0) {
+        state.cursor.store(static_cast<std::uint32_t>(word + 1), sync::relaxed);
+        into.first_slot = index_of(leaf, signal, 0);
+        into.free = got;
+        return true;
+      }
+      occupied = previous;
+    }
+  }
+  return false;
+}
+
+void task_arena::give_back(reservation& from) noexcept {
+  if (from.free == 0) {
+    return;
+  }
+  sync::atomic<std::uint64_t>& occupancy =
+      leaves_[leaf_of(from.first_slot)].load(sync::acquire)->occupancy[signal_of(from.first_slot)];
+  // seq_cst: same as release().
+  occupancy.fetch_and(~from.free, sync::seq_cst);
+  from.free = 0;
+}
+
 bool task_arena::grow(std::size_t partition) {
   const std::lock_guard lock(growth_mutex_);
   partition_state& state = partitions_[partition];
