@@ -138,7 +138,7 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
   if (spawned != nullptr) {
     *spawned = {slot, generation};
   }
-  signal_task(slot);
+  make_runnable(slot);
   return {};
 }
 
@@ -282,9 +282,43 @@ bool executor_core::schedule(task_id id) noexcept {
     }
   }
   if ((state & task_slot::executing) == 0) {
-    signal_task(id.slot);
+    make_runnable(id.slot);
   }
   return true;
+}
+
+void executor_core::make_runnable(std::uint32_t slot) noexcept {
+  if (worker_context* worker = this_thread_worker; worker != nullptr && worker->core == this) {
+    // acq_rel: release publishes the task's body and state to whoever takes
+    // it from the slot (owner or thief, both exchange with acquire); acquire
+    // pairs with the release of the task we evict, which goes to the tree.
+    const std::uint32_t evicted =
+        workers_[worker->index]->lifo.exchange(slot, sync::acq_rel);
+    if (evicted != no_task) {
+      signal_task(evicted);
+    }
+    // No wake here: this worker is awake (it is running a task) and takes
+    // the LIFO task as soon as the current one ends; awake idle workers may
+    // steal it meanwhile. Sleepers are woken for the evicted task.
+    return;
+  }
+  signal_task(slot);
+}
+
+bool executor_core::steal_lifo(worker_state& self, std::uint32_t& slot) noexcept {
+  const std::size_t workers = workers_.size();
+  for (std::size_t step = 1; step < workers; ++step) {
+    worker_state& victim = *workers_[(self.context.index + step) % workers];
+    if (victim.lifo.load(sync::relaxed) != no_task) {
+      // acquire: pairs with make_runnable's exchange (the body is visible).
+      const std::uint32_t taken = victim.lifo.exchange(no_task, sync::acquire);
+      if (taken != no_task) {
+        slot = taken;
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 void executor_core::signal_task(std::uint32_t slot) noexcept {
@@ -353,6 +387,32 @@ void executor_core::worker_main(std::size_t index) {
 }
 
 bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
+  // 0. The LIFO slot — the task this worker spawned or woke last — unless it
+  //    has been taken too many times in a row: then the others go first once,
+  //    so that a chain of spawns cannot starve the rest of the queue.
+  if (self.lifo_streak < max_lifo_streak || self.yields.empty()) {
+    if (self.lifo.load(sync::relaxed) != no_task) {
+      // acquire: pairs with make_runnable's exchange.
+      const std::uint32_t taken = self.lifo.exchange(no_task, sync::acquire);
+      if (taken != no_task) {
+        slot = taken;
+        if (self.lifo_streak < max_lifo_streak) {
+          ++self.lifo_streak;
+          return true;
+        }
+        // Streak exhausted but nothing else is queued locally: fall through
+        // to the tree first; keep the task if the tree has nothing.
+        self.lifo_streak = 0;
+        std::uint32_t other = 0;
+        if (claim_from_roots(self, true, other)) {
+          make_runnable(slot);  // back into the LIFO slot (evicts nothing: it is empty)
+          slot = other;
+        }
+        return true;
+      }
+    }
+  }
+  self.lifo_streak = 0;
   // 1. Local yield queue — unless the last task came from it, in which case
   //    the tree goes first so that yielding lets other ready tasks run.
   if (!self.last_from_yield) {
@@ -378,8 +438,10 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
     }
     return true;
   }
-  // 3. Steal from other partitions, starting at a random leaf.
-  if (config_.worker_count > 1 && claim_from_roots(self, false, slot)) {
+  // 3. Steal from other partitions, starting at a random leaf, then from
+  //    other workers' LIFO slots.
+  if (config_.worker_count > 1 &&
+      (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
     worker_counters::bump(self.counters.steals);
     self.last_from_yield = false;
     return true;

@@ -97,6 +97,11 @@ class executor_core final : private sleep_probe {
     std::size_t cursor_leaf = 0;          // where the last own-partition task was found
     std::uint64_t random = 0;             // xorshift state for steal start points
     task_arena::reservation spawn_slots;  // slots for this worker's spawns
+    std::uint32_t lifo_streak = 0;        // tasks run from the LIFO slot in a row
+    // The LIFO slot: the task this worker spawned or woke last, run next
+    // without touching the summary tree. Other workers may steal it
+    // (exchange), so it lives on its own cache line.
+    alignas(sync::cache_line) sync::atomic<std::uint32_t> lifo{no_task};
     worker_counters counters;
     std::thread thread;
   };
@@ -117,6 +122,13 @@ class executor_core final : private sleep_probe {
   bool claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot);
   void run_task(worker_state& self, std::uint32_t slot);
   void signal_task(std::uint32_t slot) noexcept;
+  // Make a SCHEDULED task runnable: into this worker's LIFO slot when called
+  // on a worker of this executor (the slot's previous task goes to the tree),
+  // else into the tree.
+  void make_runnable(std::uint32_t slot) noexcept;
+  bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
+  static constexpr std::uint32_t no_task = ~std::uint32_t{0};
+  static constexpr std::uint32_t max_lifo_streak = 16;
   void owe_wakes(std::uint32_t permits_granted) noexcept;
   std::size_t place_external(std::size_t after) noexcept;
   std::error_code allocate(spawn_mode mode, std::uint32_t& slot);

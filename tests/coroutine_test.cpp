@@ -451,7 +451,7 @@ TEST_CASE("wakers: wake from a foreign thread; stale after the task ends") {
     }
     co_return 0;
   };
-  for (int attempt = 0; attempt < 60 && !reused; ++attempt) {
+  for (int attempt = 0; attempt < 64 && !reused; ++attempt) {  // 64 slots: reuse guaranteed
     resumes.push_back(std::make_unique<std::atomic<int>>(0));
     sleepers.push_back(pool.spawn(sleeper(resumes.back().get())));
     reused = sleepers.back().id().slot == stored.id().slot;

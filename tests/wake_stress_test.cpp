@@ -35,11 +35,28 @@ void wait_until_all_asleep(executor& pool) {
   }
 }
 
+// Waits until every worker is counted asleep and at least one more worker
+// has reached the point of blocking (its park is counted just before the
+// futex wait) since `parks_seen`; returns the new park count.
+std::uint64_t wait_until_parked_again(executor& pool, std::uint64_t parks_seen) {
+  const auto workers = static_cast<std::uint32_t>(pool.worker_count());
+  for (;;) {
+    if (pool.core().sleep().counters().sleeping() == workers) {
+      const std::uint64_t parks = pool.stats().total().parks;
+      if (parks > parks_seen) {
+        return parks;
+      }
+    }
+    std::this_thread::yield();
+  }
+}
+
 // Runs `cycles` park->wake cycles on `pool`; returns the parks it observed.
 std::uint64_t park_wake_cycles(executor& pool, long cycles) {
   std::atomic<std::uint32_t> done{0};
+  std::uint64_t parks_seen = 0;
   for (long cycle = 0; cycle < cycles; ++cycle) {
-    wait_until_all_asleep(pool);
+    parks_seen = wait_until_parked_again(pool, parks_seen);
     done.store(0, std::memory_order_relaxed);
     pool.spawn_detached([&done] {
       done.store(1, std::memory_order_release);
