@@ -107,6 +107,16 @@ fiber_frame* make_fiber_frame(std::size_t stack_size) {
 
 void free_fiber_frame(fiber_frame* frame) noexcept {
   const fiber_stack stack = frame->stack;
+  if (frame->context) {
+    // The context of a fiber that ended in fiber_exit(): drop it without
+    // the destructor (which would try to unwind a stack that is done).
+    union forget {
+      boost::context::fiber dead;
+      forget() {}
+      ~forget() {}
+    } sink;
+    ::new (&sink.dead) boost::context::fiber(std::move(frame->context));
+  }
 #if defined(CANOPY_TSAN_FIBERS)
   __tsan_destroy_fiber(frame->tsan_fiber);
 #endif
@@ -156,14 +166,17 @@ void fiber_entered(fiber_frame& frame) noexcept {
 #endif
 }
 
-void fiber_leaving(fiber_frame& frame) noexcept {
+void fiber_exit(fiber_frame& frame) noexcept {
   frame.signal = run_outcome::completed;
 #if defined(CANOPY_TSAN_FIBERS)
   __tsan_switch_to_fiber(frame.tsan_return, 0);
 #endif
 #if defined(CANOPY_ASAN_FIBERS)
-  __sanitizer_start_switch_fiber(nullptr, frame.caller_bottom, frame.caller_size);
+  __sanitizer_start_switch_fiber(nullptr, frame.caller_bottom, frame.caller_size);  // dies
 #endif
+  static_cast<void>(std::move(frame.caller).resume());
+  std::fputs("canopy: a finished fiber was resumed\n", stderr);
+  std::abort();
 }
 
 void unwind_and_free(fiber_frame* frame) noexcept {

@@ -34,6 +34,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -85,9 +86,14 @@ void switch_into(fiber_frame& frame) noexcept;
 // Fiber side: back to whoever switched in. Throws fiber_unwind if the
 // fiber is being unwound when it is resumed.
 void switch_out(fiber_frame& frame);
-// Fiber side: first instructions and last instructions of the fiber.
+// Fiber side: the first instructions of the fiber, and its last switch.
+// The fiber never returns from its function: returning would run Boost's
+// exit path (and its frames' sanitizer bookkeeping) after the switch has
+// been announced. Instead it switches out for good, and the worker forgets
+// the dead context (nothing on the stack is left to destroy: the callable
+// was moved out and destroyed on the fiber).
 void fiber_entered(fiber_frame& frame) noexcept;
-void fiber_leaving(fiber_frame& frame) noexcept;
+[[noreturn]] void fiber_exit(fiber_frame& frame) noexcept;
 // Unwind a fiber that is suspended or never started, then free it.
 void unwind_and_free(fiber_frame* frame) noexcept;
 // The fiber running on this thread, or null. Never inlined: a fiber may
@@ -154,17 +160,17 @@ std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_s
         whole);
     frame->context = boost::context::fiber(
         std::allocator_arg, below_frame, borrowed_stack{},
-        [frame, state, fn = stored(std::forward<Fn>(fn))](
+        [frame, state, fn = std::optional<stored>(std::in_place, std::forward<Fn>(fn))](
             boost::context::fiber&& caller) mutable -> boost::context::fiber {
           frame->caller = std::move(caller);
           fiber_entered(*frame);
           if (!frame->unwinding) {
-            run_fiber_function<R>(*frame, state, fn);
+            run_fiber_function<R>(*frame, state, *fn);
           } else {
             frame->result = join_state_base::outcome::cancelled;
           }
-          fiber_leaving(*frame);
-          return std::move(frame->caller);
+          fn.reset();
+          fiber_exit(*frame);
         });
   } catch (...) {
     free_fiber_frame(frame);
