@@ -365,3 +365,39 @@ TEST_CASE("work spreads over all workers and they are asleep afterwards") {
   }
   CHECK(pool.stats().sleeping_workers == 4);
 }
+
+TEST_CASE("the arena grows by whole leaves up to max_leaves") {
+  canopy::testing::watchdog guard("arena growth", 60);
+  executor_config config = small_config(2);
+  config.signals_per_leaf = 1;  // 64 tasks a leaf
+  config.initial_leaves = 2;
+  config.max_leaves = 8;        // capacity 512
+  executor pool(config);
+  CHECK(pool.core().arena().leaf_limit() == 2);
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open = false;
+  std::atomic<int> ran{0};
+  std::vector<canopy::join_handle<void>> handles;
+  for (int index = 0; index < 300; ++index) {
+    auto attempt = pool.try_spawn([&] {
+      std::unique_lock lock(gate_mutex);
+      gate_cv.wait(lock, [&] { return open; });
+      ran.fetch_add(1);
+    });
+    REQUIRE(attempt);
+    handles.push_back(std::move(attempt.handle));
+  }
+  // 300 live tasks need at least 5 leaves of 64.
+  CHECK(pool.core().arena().leaf_limit() >= 5);
+  CHECK(pool.core().arena().leaf_limit() <= 8);
+  {
+    const std::lock_guard lock(gate_mutex);
+    open = true;
+  }
+  gate_cv.notify_all();
+  for (auto& handle : handles) {
+    handle.join();
+  }
+  CHECK(ran.load() == 300);
+}
