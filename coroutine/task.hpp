@@ -21,12 +21,14 @@
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 #include <optional>
 #include <type_traits>
 #include <utility>
 
+#include "coroutine/frame_pool.hpp"
 #include "executor/task_slot.hpp"
 
 namespace canopy {
@@ -49,6 +51,10 @@ struct task_context {
 
 class promise_base {
  public:
+  // Frames come from the per-thread frame pool (coroutine/frame_pool.hpp).
+  static void* operator new(std::size_t size) { return allocate_frame(size); }
+  static void operator delete(void* frame, std::size_t size) noexcept { free_frame(frame, size); }
+
   std::suspend_always initial_suspend() noexcept { return {}; }
 
   struct final_awaiter {
