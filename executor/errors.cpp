@@ -7,8 +7,8 @@ namespace canopy {
 namespace {
 class executor_error_category final : public std::error_category {
  public:
-  const char* name() const noexcept override { return "canopy"; }
-  std::string message(int value) const override {
+  [[nodiscard]] const char* name() const noexcept override { return "canopy"; }
+  [[nodiscard]] std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
       case errc::shut_down:
         return "canopy: the executor is shut down and accepts no new tasks";

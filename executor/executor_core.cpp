@@ -145,7 +145,10 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
 std::size_t executor_core::place_external(std::size_t after) noexcept {
   // Prefer a partition whose owner is sleepy or parked: its work will be
   // picked up by the owner that the permit wakes.
-  const std::size_t workers = config_.worker_count;
+  const std::size_t workers = workers_.size();
+  if (workers <= 1) {
+    return 0;
+  }
   for (std::size_t step = 1; step <= workers; ++step) {
     const std::size_t candidate = (after + step) % workers;
     if (sleep_.waker(candidate).latch().load() != sleep_latch::unset) {
@@ -458,7 +461,7 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition,
   const std::size_t start_leaf =
       own_partition ? self.cursor_leaf : next_random(self.random) % (words * 64);
   const std::size_t start_word = (start_leaf / 64) % words;
-  const unsigned start_bit = static_cast<unsigned>(start_leaf % 64);
+  const auto start_bit = static_cast<unsigned>(start_leaf % 64);
   // The start word is visited twice: bits at/after start_bit first, the
   // rest at the end, so every active leaf is tried once.
   for (std::size_t step = 0; step <= words; ++step) {
@@ -488,7 +491,7 @@ bool executor_core::claim_in_leaf(worker_state& self, std::size_t leaf, std::uin
   static_cast<void>(self);
   std::uint64_t signals = tree_.leaf_word(leaf);
   while (signals != 0) {
-    const std::size_t signal = static_cast<std::size_t>(std::countr_zero(signals));
+    const auto signal = static_cast<std::size_t>(std::countr_zero(signals));
     summary_tree::activation upward;
     const int bit = tree_.claim_task_bit(leaf, signal, 0, upward);
     owe_wakes(upward.wakes_owed);
@@ -660,7 +663,7 @@ executor_stats executor_core::stats() const {
   return result;
 }
 
-void executor_core::report_detached_exception(std::exception_ptr error) noexcept {
+void executor_core::report_detached_exception(const std::exception_ptr& error) const noexcept {
   if (config_.on_detached_exception) {
     try {
       config_.on_detached_exception(error);

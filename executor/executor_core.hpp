@@ -77,7 +77,7 @@ class executor_core final : private sleep_probe {
 
   // Deliver an exception thrown by a task nobody joins (config's handler,
   // or a line on stderr). Called on the worker thread that ran the task.
-  void report_detached_exception(std::exception_ptr error) noexcept;
+  void report_detached_exception(const std::exception_ptr& error) const noexcept;
   [[nodiscard]] std::size_t worker_count() const noexcept { return config_.worker_count; }
   [[nodiscard]] const executor_config& config() const noexcept { return config_; }
   [[nodiscard]] bool is_worker_thread() const noexcept;

@@ -60,7 +60,7 @@ std::optional<std::uint32_t> task_arena::try_claim_in(std::size_t partition) noe
     sync::atomic<std::uint64_t>& occupancy = leaves_[leaf].load(sync::acquire)->occupancy[signal];
     std::uint64_t occupied = occupancy.load(sync::relaxed);
     while (occupied != ~std::uint64_t{0}) {
-      const unsigned bit = static_cast<unsigned>(std::countr_one(occupied));
+      const auto bit = static_cast<unsigned>(std::countr_one(occupied));
       const std::uint64_t mask = std::uint64_t{1} << bit;
       // seq_cst: acquire pairs with release() so the previous task's teardown
       // is visible before we reuse the slot; the total order pairs with the

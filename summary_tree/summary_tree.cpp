@@ -111,7 +111,7 @@ int summary_tree::claim_task_bit(std::size_t leaf, std::size_t signal, unsigned 
   std::uint64_t value = word.load(sync::acquire);
   while (value != 0) {
     const std::uint64_t from_start = value & (~std::uint64_t{0} << (start_bit % bits_per_word));
-    const unsigned bit = static_cast<unsigned>(std::countr_zero(from_start != 0 ? from_start : value));
+    const auto bit = static_cast<unsigned>(std::countr_zero(from_start != 0 ? from_start : value));
     const std::uint64_t mask = std::uint64_t{1} << bit;
     // seq_cst RMW: the claim. Exactly one claimer sees the bit set in
     // `previous`; pairs with set_task_bit and with the re-check in
