@@ -3,10 +3,10 @@
 // and by the JEC path; then show that the idle workers are asleep.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <thread>
 
@@ -73,9 +73,10 @@ int main(int argc, char** argv) {
   constexpr long children_per_batch = 500;
   canopy::executor pool;
   const std::size_t workers = pool.worker_count();
-  std::printf("canopy demo: %zu workers, %ld batches x %ld tasks spawned from inside tasks,\n"
-              "plus %ld tasks spawned from this (non-worker) thread\n\n",
-              workers, batches, children_per_batch, batches * 10);
+  std::printf(
+      "canopy demo: %zu workers, %ld batches x %ld tasks spawned from inside tasks,\n"
+      "plus %ld tasks spawned from this (non-worker) thread\n\n",
+      workers, batches, children_per_batch, batches * 10);
 
   std::atomic<std::uint64_t> checksum{0};
   completion done(batches * (children_per_batch + 1) + batches * 10);

@@ -46,7 +46,9 @@ template <class Task>
 struct task_spawner {};
 
 template <class Task>
-concept spawnable_task = requires { typename task_spawner<std::remove_cvref_t<Task>>::handle_type; };
+concept spawnable_task = requires {
+  typename task_spawner<std::remove_cvref_t<Task>>::handle_type;
+};
 
 template <class T>
 struct try_spawn_result {
@@ -78,7 +80,7 @@ class executor {
   // Spawn a task of another kind (a canopy::task<T> coroutine); returns its
   // handle (a task_handle<T>, which is a join_handle<T>).
   template <class Task>
-    requires spawnable_task<Task>
+  requires spawnable_task<Task>
   auto spawn(Task&& task) -> typename task_spawner<std::remove_cvref_t<Task>>::handle_type {
     typename task_spawner<std::remove_cvref_t<Task>>::handle_type handle;
     if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn(

@@ -158,8 +158,7 @@ std::size_t executor_core::place_external(std::size_t after) noexcept {
   return (after + 1) % workers;
 }
 
-bool executor_core::reserve_anywhere(std::size_t first_partition,
-                                     task_arena::reservation& into) {
+bool executor_core::reserve_anywhere(std::size_t first_partition, task_arena::reservation& into) {
   const std::size_t workers = config_.worker_count;
   for (std::size_t step = 0; step < workers; ++step) {
     if (arena_.reserve((first_partition + step) % workers, into)) {
@@ -231,9 +230,8 @@ std::error_code executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
       break;
     }
     const std::uint64_t seen = capacity_epoch_;
-    capacity_cv_.wait(lock, [&] {
-      return capacity_epoch_ != seen || !accepting_.load(sync::seq_cst);
-    });
+    capacity_cv_.wait(lock,
+                      [&] { return capacity_epoch_ != seen || !accepting_.load(sync::seq_cst); });
   }
   capacity_waiters_.fetch_sub(1, sync::relaxed);
   return result;
@@ -295,8 +293,7 @@ void executor_core::make_runnable(std::uint32_t slot) noexcept {
     // acq_rel: release publishes the task's body and state to whoever takes
     // it from the slot (owner or thief, both exchange with acquire); acquire
     // pairs with the release of the task we evict, which goes to the tree.
-    const std::uint32_t evicted =
-        workers_[worker->index]->lifo.exchange(slot, sync::acq_rel);
+    const std::uint32_t evicted = workers_[worker->index]->lifo.exchange(slot, sync::acq_rel);
     if (evicted != no_task) {
       signal_task(evicted);
     }
@@ -443,8 +440,7 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   }
   // 3. Steal from other partitions, starting at a random leaf, then from
   //    other workers' LIFO slots.
-  if (config_.worker_count > 1 &&
-      (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
+  if (config_.worker_count > 1 && (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
     worker_counters::bump(self.counters.steals);
     self.last_from_yield = false;
     return true;
@@ -452,8 +448,7 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   return false;
 }
 
-bool executor_core::claim_from_roots(worker_state& self, bool own_partition,
-                                     std::uint32_t& slot) {
+bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot) {
   const std::size_t words = (arena_.leaf_limit() + 63) / 64;
   if (words == 0) {
     return false;
@@ -556,7 +551,7 @@ bool executor_core::must_stay_awake(std::size_t worker) noexcept {
     return true;
   }
   if (sleep_.waker(worker).sync_partition_summary(tree_, worker, config_.worker_count,
-                                                   arena_.leaf_limit())) {
+                                                  arena_.leaf_limit())) {
     return true;
   }
   return tree_.any_active();

@@ -92,7 +92,7 @@ class executor_core final : private sleep_probe {
     explicit worker_state(std::size_t root_words) : own_mask(root_words, 0) {}
     worker_context context;
     yield_queue yields;
-    bool last_from_yield = false;  // fairness: a yielded task lets the tree go first
+    bool last_from_yield = false;         // fairness: a yielded task lets the tree go first
     std::vector<std::uint64_t> own_mask;  // per root word: leaves this worker owns
     std::size_t cursor_leaf = 0;          // where the last own-partition task was found
     std::uint64_t random = 0;             // xorshift state for steal start points

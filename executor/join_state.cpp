@@ -5,8 +5,7 @@ namespace canopy {
 void join_state_base::complete(outcome result) noexcept {
   // acq_rel: release publishes the value/exception written before; acquire
   // pairs with set_continuation()'s release so the continuation is readable.
-  const std::uint32_t previous =
-      word_.fetch_or(static_cast<std::uint32_t>(result), sync::acq_rel);
+  const std::uint32_t previous = word_.fetch_or(static_cast<std::uint32_t>(result), sync::acq_rel);
   if ((previous & blocked_bit) != 0) {
     word_.notify_all();
   }

@@ -9,14 +9,14 @@
 namespace canopy {
 
 struct worker_stats {
-  std::uint64_t tasks_run = 0;         // task runs (a yielded task counts once per run)
-  std::uint64_t steals = 0;            // tasks claimed from another worker's partition
-  std::uint64_t yields = 0;            // runs that ended by yielding
-  std::uint64_t parks = 0;             // times the worker blocked on its SignalWaker
-  std::uint64_t wakes_by_permit = 0;   // parks ended by a permit (a leaf became active)
-  std::uint64_t wakes_by_jec = 0;      // parks ended by the JEC path
-  std::uint64_t wakes_by_shutdown = 0; // parks ended by shutdown
-  std::uint64_t spurious_wakeups = 0;  // returns from the park backend while still SLEEPING
+  std::uint64_t tasks_run = 0;          // task runs (a yielded task counts once per run)
+  std::uint64_t steals = 0;             // tasks claimed from another worker's partition
+  std::uint64_t yields = 0;             // runs that ended by yielding
+  std::uint64_t parks = 0;              // times the worker blocked on its SignalWaker
+  std::uint64_t wakes_by_permit = 0;    // parks ended by a permit (a leaf became active)
+  std::uint64_t wakes_by_jec = 0;       // parks ended by the JEC path
+  std::uint64_t wakes_by_shutdown = 0;  // parks ended by shutdown
+  std::uint64_t spurious_wakeups = 0;   // returns from the park backend while still SLEEPING
 };
 
 struct executor_stats {
@@ -57,10 +57,14 @@ struct alignas(sync::cache_line) worker_counters {
   }
 
   [[nodiscard]] worker_stats snapshot() const noexcept {
-    return {tasks_run.load(sync::relaxed),       steals.load(sync::relaxed),
-            yields.load(sync::relaxed),          parks.load(sync::relaxed),
-            wakes_by_permit.load(sync::relaxed), wakes_by_jec.load(sync::relaxed),
-            wakes_by_shutdown.load(sync::relaxed), spurious_wakeups.load(sync::relaxed)};
+    return {tasks_run.load(sync::relaxed),
+            steals.load(sync::relaxed),
+            yields.load(sync::relaxed),
+            parks.load(sync::relaxed),
+            wakes_by_permit.load(sync::relaxed),
+            wakes_by_jec.load(sync::relaxed),
+            wakes_by_shutdown.load(sync::relaxed),
+            spurious_wakeups.load(sync::relaxed)};
   }
 };
 

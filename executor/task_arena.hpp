@@ -41,9 +41,7 @@ class task_arena {
   [[nodiscard]] std::size_t capacity() const noexcept { return max_leaves_ * tasks_per_leaf_; }
 
   // One past the highest leaf index allocated so far.
-  [[nodiscard]] std::size_t leaf_limit() const noexcept {
-    return leaf_limit_.load(sync::acquire);
-  }
+  [[nodiscard]] std::size_t leaf_limit() const noexcept { return leaf_limit_.load(sync::acquire); }
 
   // Claim a free slot in `partition`, growing it if full. Returns the slot
   // index, or nothing if the partition is at its maximum size. May throw

@@ -60,7 +60,8 @@ struct alignas(sync::cache_line) task_slot {
   static constexpr std::uint32_t generation_of(std::uint64_t state) noexcept {
     return static_cast<std::uint32_t>(state >> 32);
   }
-  static constexpr std::uint64_t make_state(std::uint32_t generation, std::uint64_t flags) noexcept {
+  static constexpr std::uint64_t make_state(std::uint32_t generation,
+                                            std::uint64_t flags) noexcept {
     return (std::uint64_t{generation} << 32) | flags;
   }
 

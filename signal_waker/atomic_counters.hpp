@@ -38,7 +38,9 @@ class atomic_counters {
     [[nodiscard]] std::uint32_t inactive() const noexcept {
       return static_cast<std::uint32_t>((raw >> 16) & 0xffffU);
     }
-    [[nodiscard]] std::uint32_t jec() const noexcept { return static_cast<std::uint32_t>(raw >> 32); }
+    [[nodiscard]] std::uint32_t jec() const noexcept {
+      return static_cast<std::uint32_t>(raw >> 32);
+    }
     [[nodiscard]] static bool jec_is_sleepy(std::uint32_t jec) noexcept { return (jec & 1U) == 0; }
     [[nodiscard]] std::uint32_t awake_but_idle() const noexcept {
       return inactive() > sleeping() ? inactive() - sleeping() : 0;
@@ -59,9 +61,7 @@ class atomic_counters {
 
   // Sleepy toggle: active (odd) -> sleepy (even). Returns the JEC after the
   // toggle, which the worker keeps as its snapshot.
-  std::uint32_t announce_sleepy() noexcept {
-    return increment_jec_if(false).jec();
-  }
+  std::uint32_t announce_sleepy() noexcept { return increment_jec_if(false).jec(); }
 
   // Poster toggle: sleepy (even) -> active (odd). Returns the counters after.
   counters announce_new_jobs() noexcept { return increment_jec_if(true); }

@@ -54,7 +54,7 @@ class sleep_probe {
 
 // What one no_work_found() call did, for the worker's statistics.
 struct idle_report {
-  bool parked = false;              // the worker blocked and was woken
+  bool parked = false;  // the worker blocked and was woken
   wake_reason reason = wake_reason::none;
   std::uint32_t spurious_wakeups = 0;
 };

@@ -37,8 +37,8 @@ class summary_tree {
 
   // What a producer-side call did to the tree.
   struct activation {
-    bool leaf_activated = false;    // the leaf word went from empty to non-empty
-    std::uint32_t wakes_owed = 0;   // permits granted: parked workers to wake now
+    bool leaf_activated = false;   // the leaf word went from empty to non-empty
+    std::uint32_t wakes_owed = 0;  // permits granted: parked workers to wake now
   };
 
   // Result of set_task_bit.

@@ -1,4 +1,6 @@
 // executor: spawning, joining, errors, shutdown policies, capacity, stats.
+#include "executor/executor.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -11,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "executor/executor.hpp"
 #include "tests/watchdog.hpp"
 
 using canopy::executor;
@@ -303,8 +304,8 @@ TEST_CASE("shutdown(cancel_pending) destroys unstarted tasks and runs their dest
       ++cancelled;
     }
   }
-  CHECK(destroyed.load() == 50);                // every body's destructor ran
-  CHECK(ran.load() + cancelled == 50);          // each either ran or was reported dropped
+  CHECK(destroyed.load() == 50);        // every body's destructor ran
+  CHECK(ran.load() + cancelled == 50);  // each either ran or was reported dropped
   CHECK(static_cast<int>(dropped) == cancelled);
   CHECK(cancelled > 0);
 }
@@ -371,7 +372,7 @@ TEST_CASE("the arena grows by whole leaves up to max_leaves") {
   executor_config config = small_config(2);
   config.signals_per_leaf = 1;  // 64 tasks a leaf
   config.initial_leaves = 2;
-  config.max_leaves = 8;        // capacity 512
+  config.max_leaves = 8;  // capacity 512
   executor pool(config);
   CHECK(pool.core().arena().leaf_limit() == 2);
   std::mutex gate_mutex;

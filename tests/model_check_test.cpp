@@ -95,8 +95,9 @@ class world final : public canopy::sleep_probe {
     }
     if (counters.sleeping() != parked_workers || permits.sleepers != parked_workers) {
       return "sleeper counts disagree with parked workers: sleeping=" +
-             std::to_string(counters.sleeping()) + " semaphore=" +
-             std::to_string(permits.sleepers) + " parked=" + std::to_string(parked_workers);
+             std::to_string(counters.sleeping()) +
+             " semaphore=" + std::to_string(permits.sleepers) +
+             " parked=" + std::to_string(parked_workers);
     }
     if (claimed_ != produced_ && exhausted_) {
       return "stuck: a task stays unclaimed while a worker searched " +
@@ -118,8 +119,7 @@ class world final : public canopy::sleep_probe {
 
  private:
   bool must_stay_awake(std::size_t worker) noexcept override {
-    return stop_ ||
-           sleep_.waker(worker).sync_partition_summary(tree_, worker, workers_, leaves_) ||
+    return stop_ || sleep_.waker(worker).sync_partition_summary(tree_, worker, workers_, leaves_) ||
            tree_.any_active();
   }
   void about_to_block(std::size_t /*worker*/) noexcept override {}

@@ -1,4 +1,6 @@
 // signal_waker/: counters, latch, SignalWaker and the sleep module, alone.
+#include "signal_waker/signal_waker.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -6,7 +8,6 @@
 #include <thread>
 
 #include "signal_waker/atomic_counters.hpp"
-#include "signal_waker/signal_waker.hpp"
 #include "signal_waker/sleep_latch.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
@@ -45,11 +46,11 @@ TEST_CASE("atomic_counters: the JEC has two toggles and the snapshot detects pos
   atomic_counters counters;
   CHECK(counters.load().jec() == 0);  // starts sleepy (even)
   const auto posted = counters.announce_new_jobs();
-  CHECK(posted.jec() == 1);  // sleepy -> active
+  CHECK(posted.jec() == 1);                        // sleepy -> active
   CHECK(counters.announce_new_jobs().jec() == 1);  // already active: unchanged
   const std::uint32_t snapshot = counters.announce_sleepy();
-  CHECK(snapshot == 2);  // active -> sleepy, snapshot taken after the toggle
-  CHECK(counters.announce_sleepy() == 2);  // a second sleepy worker: unchanged
+  CHECK(snapshot == 2);                      // active -> sleepy, snapshot taken after the toggle
+  CHECK(counters.announce_sleepy() == 2);    // a second sleepy worker: unchanged
   CHECK(counters.load().jec() == snapshot);  // nothing posted: a sleeper may sleep
   counters.announce_new_jobs();
   CHECK(counters.load().jec() != snapshot);  // a post after sleepy is detected

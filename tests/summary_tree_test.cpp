@@ -1,4 +1,6 @@
 // summary_tree, permit_semaphore and partition_owner, each on its own.
+#include "summary_tree/summary_tree.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -8,7 +10,6 @@
 
 #include "summary_tree/partition.hpp"
 #include "summary_tree/permit_semaphore.hpp"
-#include "summary_tree/summary_tree.hpp"
 #include "tests/watchdog.hpp"
 
 using canopy::permit_semaphore;
@@ -216,7 +217,8 @@ TEST_CASE("concurrent producers and claimers: every bit is claimed exactly once"
             summary_tree::activation upward;
             const int bit = tree.claim_task_bit(leaf, signal, 0, upward);
             if (bit >= 0) {
-              const std::size_t slot = (leaf * signals + signal) * 64 + static_cast<std::size_t>(bit);
+              const std::size_t slot =
+                  (leaf * signals + signal) * 64 + static_cast<std::size_t>(bit);
               if (claimed[slot].exchange(0, std::memory_order_acq_rel) != 1) {
                 failures.fetch_add(1);  // claimed twice, or never set
               }
@@ -252,7 +254,8 @@ TEST_CASE("partition_owner deals leaves round-robin and agrees with its helpers"
       for (std::size_t leaf = 0; leaf < leaf_count; ++leaf) {
         const std::size_t owner = canopy::partition_owner(leaf, workers);
         REQUIRE(owner < workers);
-        CHECK(canopy::partition_leaf(owner, canopy::partition_slot(leaf, workers), workers) == leaf);
+        CHECK(canopy::partition_leaf(owner, canopy::partition_slot(leaf, workers), workers) ==
+              leaf);
         ++owned[owner];
       }
       for (std::size_t worker = 0; worker < workers; ++worker) {

@@ -161,7 +161,9 @@ TEST_CASE("schedule vs. finish: a task woken while running runs once more, never
   canopy::task_id id;
   const auto error = pool.core().spawn_body(
       &race_body::table,
-      [](void* storage, void* context) { new (storage) race_body(*static_cast<race_body*>(context)); },
+      [](void* storage, void* context) {
+        new (storage) race_body(*static_cast<race_body*>(context));
+      },
       &body, canopy::spawn_mode::fail, &id);
   REQUIRE_FALSE(error);
 

@@ -94,7 +94,8 @@ bool runnable(const logical_thread& thread) {
 // others in index order. Replays recorded choices, records new ones.
 std::size_t pick_next(execution& run) {
   std::vector<std::size_t> candidates;
-  const bool current_runnable = run.current < run.threads.size() && runnable(run.threads[run.current]);
+  const bool current_runnable =
+      run.current < run.threads.size() && runnable(run.threads[run.current]);
   if (current_runnable) {
     candidates.push_back(run.current);
   }

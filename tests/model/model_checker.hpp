@@ -36,8 +36,8 @@ struct scenario {
 
 struct exploration_result {
   std::uint64_t executions = 0;
-  bool complete = false;     // every schedule within the bound was explored
-  std::string failure;       // first failing execution's message (empty: none)
+  bool complete = false;         // every schedule within the bound was explored
+  std::string failure;           // first failing execution's message (empty: none)
   std::string failing_schedule;  // thread chosen at each schedule point
 };
 
