@@ -26,6 +26,7 @@ struct thread_frames {
         heads[index] = node->next;
         ::operator delete(node, (index + 1) * granule);
       }
+      counts[index] = per_class_limit;  // a late free on this thread bypasses the pool
     }
   }
 };
