@@ -77,32 +77,19 @@ struct coroutine_body {
     return run_outcome::completed;
   }
 
-  // The root finished: result into the join state, frame gone, then complete.
+  // The root finished: its result is already in the frame's record. The
+  // frame is destroyed (a joined record stays), then the record completes.
   void deliver() noexcept {
-    task_promise<T>& promise = root.promise();
-    std::exception_ptr error = promise.error();
+    frame_record<T>& record = frame_record<T>::of_frame(root.address());
     if (state == nullptr) {
-      std::exchange(root, {}).destroy();
+      std::exception_ptr error = record.take_error();
+      std::exchange(root, {}).destroy();  // not joined: frees the block
       if (error) {
         current_worker()->core->report_detached_exception(std::move(error));
       }
       return;
     }
-    if (!error) {
-      if constexpr (std::is_void_v<T>) {
-        state->set_value();
-      } else {
-        try {
-          state->set_value(std::move(*promise.value()));
-        } catch (...) {
-          error = std::current_exception();  // T's move constructor threw
-        }
-      }
-    }
-    const bool failed = static_cast<bool>(error);
-    if (failed) {
-      state->set_error(std::move(error));
-    }
+    const bool failed = record.failed();
     std::exchange(root, {}).destroy();
     state->complete(failed ? join_state_base::outcome::error : join_state_base::outcome::value);
   }
@@ -114,15 +101,23 @@ struct coroutine_body {
   }
 
   // Destroy the (suspended or never started) frame, or hand it to the link
-  // that may still fire.
+  // that may still fire. A joined frame handed over keeps the record alive
+  // with a reference of its own (the body's is released in finish()).
   void release_frame() noexcept {
     if (!root) {
       return;
     }
     void* const frame = std::exchange(root, {}).address();
     wait_link* const link = std::exchange(context.armed, nullptr);
-    if (link != nullptr && !link->abandon(&destroy_frame, frame)) {
-      return;  // deferred: the link's fire() destroys the frame
+    if (link != nullptr) {
+      if (state != nullptr) {
+        frame_record<T>& record = frame_record<T>::of_frame(frame);
+        record.add_ref();
+        record.frame_holds_ref = true;  // published by abandon()'s release
+      }
+      if (!link->abandon(&destroy_frame, frame)) {
+        return;  // deferred: the link's fire() destroys the frame
+      }
     }
     destroy_frame(frame);
   }
@@ -152,47 +147,54 @@ struct coroutine_body {
 
 static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);
 
-// Spawn `work` on `core`; `state` may be null (detached).
+// Spawn `work` on `core`; with `joined`, its frame record becomes the join
+// state (two references: the body's and the handle's) and *state points
+// at it. Nothing but the slot is allocated here.
 template <class T>
-std::error_code spawn_coroutine(executor_core& core, task<T>&& work, join_state<T>* state,
-                                spawn_mode mode, task_id* spawned) {
+std::error_code spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
+                                task_id* spawned, join_state<T>** state = nullptr) {
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
   using body = coroutine_body<T>;
   struct construct_context {
     typename body::handle_type root;
-    join_state<T>* state;
-  } context{work.release(), state};
-  const std::error_code error = core.spawn_body(
-      &body::table,
-      [](void* storage, void* raw) {
-        auto* from = static_cast<construct_context*>(raw);
-        auto* made = ::new (storage) body{task_context{from->root, nullptr, run_outcome::suspended},
-                                          from->root, from->state};
-        from->root.promise().set_context(&made->context);
-      },
-      &context, mode, spawned);
+    bool joined;
+  } context{work.release(), joined};
+  std::error_code error;
+  try {
+    error = core.spawn_body(
+        &body::table,
+        [](void* storage, void* raw) {
+          auto* from = static_cast<construct_context*>(raw);
+          frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
+          record.joined = from->joined;  // published with the slot (spawn_body)
+          auto* made =
+              ::new (storage) body{task_context{from->root, nullptr, run_outcome::suspended},
+                                   from->root, from->joined ? &record : nullptr};
+          from->root.promise().set_context(&made->context);
+        },
+        &context, mode, spawned);
+  } catch (...) {
+    context.root.destroy();  // not spawned (`joined` still false): frees the block
+    throw;
+  }
   if (error) {
     context.root.destroy();  // not spawned: the frame never ran
+    return error;
   }
-  return error;
+  if (state != nullptr) {
+    *state = &frame_record<T>::of_frame(context.root.address());
+  }
+  return {};
 }
 
 template <class T>
 std::error_code spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode,
                              task_handle<T>& out) {
-  auto* state = new join_state<T>();  // two references: the body's and the handle's
   task_id id;
-  std::error_code error;
-  try {
-    error = spawn_coroutine(core, std::move(work), state, mode, &id);
-  } catch (...) {
-    delete state;
-    throw;
-  }
-  if (error) {
-    delete state;
+  join_state<T>* state = nullptr;
+  if (const std::error_code error = spawn_coroutine(core, std::move(work), true, mode, &id, &state)) {
     return error;
   }
   out = task_handle<T>(state, &core, id);
@@ -236,7 +238,7 @@ task_handle<T> spawn(task<T> work) {
 // on_detached_exception handler.
 template <class T>
 void spawn_detached(executor& pool, task<T> work) {
-  if (const std::error_code error = detail::spawn_coroutine<T>(pool.core(), std::move(work), nullptr,
+  if (const std::error_code error = detail::spawn_coroutine<T>(pool.core(), std::move(work), false,
                                                                spawn_mode::block, nullptr)) {
     throw spawn_error(static_cast<errc>(error.value()));
   }
@@ -246,7 +248,7 @@ template <class T>
 void spawn_detached(task<T> work) {
   if (const std::error_code error =
           detail::spawn_coroutine<T>(detail::current_core("canopy::spawn_detached(task)"),
-                                     std::move(work), nullptr, spawn_mode::block, nullptr)) {
+                                     std::move(work), false, spawn_mode::block, nullptr)) {
     throw spawn_error(static_cast<errc>(error.value()));
   }
 }

@@ -24,11 +24,13 @@
 #include <cstddef>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
 
 #include "coroutine/frame_pool.hpp"
+#include "executor/join_state.hpp"
 #include "executor/task_slot.hpp"
 
 namespace canopy {
@@ -40,6 +42,9 @@ namespace detail {
 
 struct wait_link;
 
+template <class T>
+class task_promise;
+
 // Per spawned task, in its slot: what the next run resumes and what the
 // current one ended with. Touched only by the thread running the task (or
 // by the thread destroying it, which then owns it).
@@ -49,12 +54,86 @@ struct task_context {
   run_outcome signal = run_outcome::suspended;
 };
 
+// The block every task frame lives in: [frame_record<T>][coroutine frame].
+//
+// The record is the task's completion record — a join_state<T> holding the
+// value or exception that return_value / unhandled_exception write — so a
+// spawned task needs no allocation besides its (pooled) frame block, and a
+// joiner reads the result from memory next to the frame it just resumed.
+// The record outlives the frame when a join handle shares it:
+//   * not joined (an inline-awaited task, a detached spawn): destroying the
+//     frame frees the whole block (promise operator delete);
+//   * joined (spawned with a handle): the record's reference count (task
+//     body + handle) decides; destroying the frame leaves the block, and the
+//     last release_ref() frees it (destroy_self). If the frame must outlive
+//     the body (a cancelled task whose wait_link fires later), the frame
+//     takes a reference of its own (frame_holds_ref) and releases it when it
+//     is destroyed.
+// `joined` and `frame_holds_ref` are written by the task's owner before the
+// task is published (spawn) or before wait_link::abandon's release, and read
+// where the frame is destroyed, after the matching acquire.
+template <class T>
+class frame_record;
+
+inline constexpr std::size_t frame_alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
+template <class T>
+inline constexpr std::size_t record_size =
+    (sizeof(frame_record<T>) + frame_alignment - 1) & ~(frame_alignment - 1);
+
+template <class T>
+class frame_record final : public join_state<T> {
+ public:
+  explicit frame_record(std::size_t block_size) noexcept : block_size_(block_size) {}
+
+  // The record in front of `frame` (GCC and Clang: a coroutine handle's
+  // address is what the promise's operator new returned).
+  static frame_record& of_frame(void* frame) noexcept {
+    return *std::launder(
+        reinterpret_cast<frame_record*>(static_cast<std::byte*>(frame) - record_size<T>));
+  }
+  void* frame() noexcept { return reinterpret_cast<std::byte*>(this) + record_size<T>; }
+
+  [[nodiscard]] bool failed() const noexcept { return static_cast<bool>(this->error_); }
+  std::exception_ptr take_error() noexcept { return std::move(this->error_); }
+
+  // An inline-awaited task's result: the value, or rethrow. (A joined
+  // task's result is read through join_state::take, after completion.)
+  T take_result() {
+    if (this->error_) {
+      std::rethrow_exception(this->error_);
+    }
+    if constexpr (!std::is_void_v<T>) {
+      return std::move(*this->value_);
+    }
+  }
+
+  // Promise operator delete: the frame's destructors have run.
+  void frame_destroyed() noexcept {
+    if (!joined) {
+      free_block();
+    } else if (frame_holds_ref) {
+      this->release_ref();
+    }
+  }
+
+  bool joined = false;
+  bool frame_holds_ref = false;
+
+ private:
+  void destroy_self() noexcept override { free_block(); }
+  void free_block() noexcept {
+    const std::size_t size = block_size_;
+    void* const block = this;
+    this->~frame_record();
+    free_frame(block, size);
+  }
+
+  std::size_t block_size_;
+};
+
 class promise_base {
  public:
-  // Frames come from the per-thread frame pool (coroutine/frame_pool.hpp).
-  static void* operator new(std::size_t size) { return allocate_frame(size); }
-  static void operator delete(void* frame, std::size_t size) noexcept { free_frame(frame, size); }
-
   std::suspend_always initial_suspend() noexcept { return {}; }
 
   struct final_awaiter {
@@ -72,53 +151,59 @@ class promise_base {
   };
   final_awaiter final_suspend() noexcept { return {}; }
 
-  void unhandled_exception() noexcept { error_ = std::current_exception(); }
-
   [[nodiscard]] task_context* context() const noexcept { return context_; }
   void set_context(task_context* context) noexcept { context_ = context; }
   void set_continuation(std::coroutine_handle<> next) noexcept { continuation_ = next; }
-  [[nodiscard]] const std::exception_ptr& error() const noexcept { return error_; }
 
  protected:
   std::coroutine_handle<> continuation_;
   task_context* context_ = nullptr;
-  std::exception_ptr error_;
+};
+
+// The parts of a promise that know T: the block layout and the record.
+template <class T>
+class promise_of : public promise_base {
+ public:
+  // Frames come from the per-thread frame pool (coroutine/frame_pool.hpp),
+  // with the record in front.
+  static void* operator new(std::size_t size) {
+    const std::size_t total = record_size<T> + size;
+    void* const block = allocate_frame(total);
+    return (::new (block) frame_record<T>(total))->frame();
+  }
+  static void operator delete(void* frame, std::size_t /*size*/) noexcept {
+    frame_record<T>::of_frame(frame).frame_destroyed();
+  }
+
+  frame_record<T>& record() noexcept {
+    return frame_record<T>::of_frame(
+        std::coroutine_handle<task_promise<T>>::from_promise(static_cast<task_promise<T>&>(*this))
+            .address());
+  }
+
+  void unhandled_exception() noexcept { record().set_error(std::current_exception()); }
+
+  // After completion (inline await): the value, or rethrow.
+  T take() { return record().take_result(); }
 };
 
 template <class T>
-class task_promise final : public promise_base {
+class task_promise final : public promise_of<T> {
  public:
   task<T> get_return_object() noexcept;
 
   template <class U = T>
     requires std::is_convertible_v<U&&, T>
   void return_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
-    value_.emplace(std::forward<U>(value));
+    this->record().set_value(std::forward<U>(value));
   }
-
-  // After completion: the value, or rethrow.
-  T take() {
-    if (error_) {
-      std::rethrow_exception(error_);
-    }
-    return std::move(*value_);
-  }
-  std::optional<T>& value() noexcept { return value_; }
-
- private:
-  std::optional<T> value_;
 };
 
 template <>
-class task_promise<void> final : public promise_base {
+class task_promise<void> final : public promise_of<void> {
  public:
   task<void> get_return_object() noexcept;
   void return_void() noexcept {}
-  void take() {
-    if (error_) {
-      std::rethrow_exception(error_);
-    }
-  }
 };
 
 // The task context of the coroutine `self` runs in. A canopy awaitable used

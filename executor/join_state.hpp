@@ -10,7 +10,10 @@
 // non-pending outcome with acquire.
 //
 // Lifetime: intrusive reference count, one reference for the task body and
-// one for the join handle; the last release deletes the state.
+// one for the join handle; the last release calls destroy_self(), which
+// deletes a heap state. A coroutine task's state is not a heap object of its
+// own: it is the header of the task's frame block (coroutine/frame_record.hpp
+// overrides destroy_self to free the block).
 #pragma once
 
 #include <cstdint>
@@ -75,6 +78,8 @@ class join_state_base {
   virtual ~join_state_base() = default;
 
  private:
+  // Called by the last release_ref(); private, but a derived record that
+  // lives elsewhere (a coroutine frame block) overrides it.
   virtual void destroy_self() noexcept { delete this; }
 
   static constexpr std::uint32_t outcome_mask = 3;
@@ -89,7 +94,7 @@ class join_state_base {
 
 // The result slot for a task returning T.
 template <class T>
-class join_state final : public join_state_base {
+class join_state : public join_state_base {
  public:
   template <class... Args>
   void set_value(Args&&... args) {
@@ -110,13 +115,13 @@ class join_state final : public join_state_base {
     }
   }
 
- private:
+ protected:
   std::optional<T> value_;
   std::exception_ptr error_;
 };
 
 template <>
-class join_state<void> final : public join_state_base {
+class join_state<void> : public join_state_base {
  public:
   void set_value() noexcept {}
   void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
@@ -131,7 +136,7 @@ class join_state<void> final : public join_state_base {
     }
   }
 
- private:
+ protected:
   std::exception_ptr error_;
 };
 
