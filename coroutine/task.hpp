@@ -75,6 +75,16 @@ struct task_context {
 template <class T>
 class frame_record;
 
+// Under ASan, a coroutine body whose stack holds an instrumented local (an
+// exception_ptr temporary) cannot make its final symmetric transfer a tail
+// call, and deep inline recursion then grows the stack. The promise helpers
+// that create such temporaries stay out of line there.
+#if defined(__SANITIZE_ADDRESS__)
+#define CANOPY_PROMISE_HELPER [[gnu::noinline]]
+#else
+#define CANOPY_PROMISE_HELPER
+#endif
+
 inline constexpr std::size_t frame_alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
 
 template <class T>
@@ -181,10 +191,10 @@ class promise_of : public promise_base {
             .address());
   }
 
-  void unhandled_exception() noexcept { record().set_error(std::current_exception()); }
+  CANOPY_PROMISE_HELPER void unhandled_exception() noexcept { record().set_error(std::current_exception()); }
 
   // After completion (inline await): the value, or rethrow.
-  T take() { return record().take_result(); }
+  CANOPY_PROMISE_HELPER T take() { return record().take_result(); }
 };
 
 template <class T>
@@ -194,7 +204,7 @@ class task_promise final : public promise_of<T> {
 
   template <class U = T>
     requires std::is_convertible_v<U&&, T>
-  void return_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+  CANOPY_PROMISE_HELPER void return_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     this->record().set_value(std::forward<U>(value));
   }
 };
