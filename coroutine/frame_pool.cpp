@@ -1,7 +1,9 @@
 #include "coroutine/frame_pool.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace canopy::detail {
 
@@ -17,60 +19,96 @@ constexpr std::size_t classes = max_pooled / granule;
 // without the depot its list would overflow into operator delete while
 // another worker's list runs dry into operator new — cross-thread
 // malloc/free, and the arena lock futexes that come with it.
+//
+// Free frames are kept as arrays of pointers, not as lists threaded through
+// the frames: taking a frame then reads nothing from it (a frame freed on
+// another core is a cache miss, and a read miss stalls where the writes that
+// initialise a new frame do not), and freeing one writes nothing to it.
 constexpr unsigned batch_size = 256;
 constexpr unsigned per_class_limit = 2 * batch_size;
-constexpr unsigned depot_batches_per_class = 1024;  // at most 256k frames parked per class
+constexpr std::size_t depot_batches_per_class = 1024;  // at most 256k frames parked per class
 
-struct free_frame_node {
-  free_frame_node* next;
+struct batch {
+  void* frames[batch_size];
 };
 
-// Full batches (linked lists of batch_size frames) shared by all threads.
+// Full batches shared by all threads, and empty batch objects for reuse.
 // Touched once per batch_size frees or allocations, under a mutex.
 struct depot {
   std::mutex mutex;
-  free_frame_node* batches[classes][depot_batches_per_class] = {};
-  unsigned counts[classes] = {};
+  std::vector<batch*> full[classes];
+  std::vector<batch*> empty;
 
-  // Take ownership of a batch; false if the depot is full for this class.
-  bool put(std::size_t index, free_frame_node* batch) {
+  // Move batch_size frames from `from` into the depot; false if it is full.
+  bool put(std::size_t index, void** from) {
     const std::lock_guard lock(mutex);
-    if (counts[index] == depot_batches_per_class) {
+    if (full[index].size() == depot_batches_per_class) {
       return false;
     }
-    batches[index][counts[index]++] = batch;
+    batch* parked = nullptr;
+    if (!empty.empty()) {
+      parked = empty.back();
+      empty.pop_back();
+    } else {
+      parked = new (std::nothrow) batch;
+      if (parked == nullptr) {
+        return false;
+      }
+    }
+    std::copy(from, from + batch_size, parked->frames);
+    try {
+      full[index].push_back(parked);
+    } catch (...) {
+      empty.push_back(parked);  // cannot throw: capacity was there
+      return false;
+    }
     return true;
   }
-  free_frame_node* take(std::size_t index) {
+  // Move batch_size frames into `into`; false if the depot has none.
+  bool take(std::size_t index, void** into) {
     const std::lock_guard lock(mutex);
-    return counts[index] == 0 ? nullptr : batches[index][--counts[index]];
+    if (full[index].empty()) {
+      return false;
+    }
+    batch* const taken = full[index].back();
+    full[index].pop_back();
+    std::copy(taken->frames, taken->frames + batch_size, into);
+    empty.push_back(taken);  // capacity: it held this batch before
+    return true;
   }
 };
 
 // Never destroyed: threads may free frames during static destruction.
 depot& shared_depot() {
-  static depot* const instance = new depot();
+  static depot* const instance = [] {
+    auto* made = new depot();
+    for (auto& list : made->full) {
+      list.reserve(depot_batches_per_class);
+    }
+    made->empty.reserve(classes * depot_batches_per_class);
+    return made;
+  }();
   return *instance;
 }
 
-void delete_list(free_frame_node* node, std::size_t index) noexcept {
-  while (node != nullptr) {
-    free_frame_node* const next = node->next;
-    ::operator delete(node, (index + 1) * granule);
-    node = next;
-  }
-}
+struct class_cache {
+  void** frames = nullptr;  // per_class_limit entries, allocated on first use
+  unsigned count = 0;
+};
 
 struct thread_frames {
-  free_frame_node* heads[classes] = {};
-  unsigned counts[classes] = {};
+  class_cache caches[classes];
   bool closed = false;
 
   ~thread_frames() {
     closed = true;  // a late free on this thread bypasses the pool
     for (std::size_t index = 0; index < classes; ++index) {
-      delete_list(heads[index], index);
-      heads[index] = nullptr;
+      class_cache& cache = caches[index];
+      for (unsigned slot = 0; slot < cache.count; ++slot) {
+        ::operator delete(cache.frames[slot], (index + 1) * granule);
+      }
+      delete[] cache.frames;
+      cache = {};
     }
   }
 };
@@ -92,15 +130,13 @@ void* allocate_frame(std::size_t size) {
   }
   const std::size_t index = (size - 1) / granule;
   thread_frames& local = frames;
-  free_frame_node* node = local.heads[index];
-  if (node == nullptr && !local.closed) {
-    node = shared_depot().take(index);
-    local.counts[index] = node != nullptr ? batch_size : 0;
+  class_cache& cache = local.caches[index];
+  if (cache.count != 0) {
+    return cache.frames[--cache.count];
   }
-  if (node != nullptr) {
-    local.heads[index] = node->next;
-    --local.counts[index];
-    return node;
+  if (cache.frames != nullptr && shared_depot().take(index, cache.frames)) {
+    cache.count = batch_size - 1;
+    return cache.frames[batch_size - 1];
   }
   return ::operator new((index + 1) * granule);
 }
@@ -112,28 +148,29 @@ void free_frame(void* frame, std::size_t size) noexcept {
   }
   const std::size_t index = (size - 1) / granule;
   thread_frames& local = frames;
-  if (local.closed) {
-    ::operator delete(frame, (index + 1) * granule);
-    return;
+  class_cache& cache = local.caches[index];
+  if (cache.frames == nullptr) {
+    if (local.closed) {
+      ::operator delete(frame, (index + 1) * granule);
+      return;
+    }
+    cache.frames = new (std::nothrow) void*[per_class_limit];
+    if (cache.frames == nullptr) {
+      ::operator delete(frame, (index + 1) * granule);
+      return;
+    }
   }
-  auto* node = static_cast<free_frame_node*>(frame);
-  node->next = local.heads[index];
-  local.heads[index] = node;
-  if (++local.counts[index] < per_class_limit) {
-    return;
+  if (cache.count == per_class_limit) {
+    // Full: park the oldest batch_size frames in the depot.
+    if (!shared_depot().put(index, cache.frames)) {
+      for (unsigned slot = 0; slot < batch_size; ++slot) {
+        ::operator delete(cache.frames[slot], (index + 1) * granule);
+      }
+    }
+    std::copy(cache.frames + batch_size, cache.frames + per_class_limit, cache.frames);
+    cache.count -= batch_size;
   }
-  // Full: detach the first batch_size frames and park them in the depot.
-  free_frame_node* const batch = local.heads[index];
-  free_frame_node* last = batch;
-  for (unsigned count = 1; count < batch_size; ++count) {
-    last = last->next;
-  }
-  local.heads[index] = last->next;
-  last->next = nullptr;
-  local.counts[index] -= batch_size;
-  if (!shared_depot().put(index, batch)) {
-    delete_list(batch, index);
-  }
+  cache.frames[cache.count++] = frame;
 }
 
 }  // namespace canopy::detail
