@@ -34,9 +34,11 @@ struct executor_config {
   // Capacity limit in leaves: at most max_leaves * signals_per_leaf * 64
   // tasks alive at once. 1..65536 and at least worker_count.
   std::size_t max_leaves = 1024;
-  // Progressive sleep: failed searches that yield the CPU before a worker
-  // announces itself sleepy. 0..100000.
-  std::uint32_t idle_yield_rounds = 32;
+  // Progressive sleep: failed searches (each followed by a short pause; every
+  // fourth by a sched_yield) before a worker announces itself sleepy and
+  // parks. More rounds: fewer futex wakes in bursty loads; fewer rounds:
+  // less CPU burnt when the pool goes idle. 0..100000.
+  std::uint32_t idle_yield_rounds = 16;
   shutdown_policy on_shutdown = shutdown_policy::drain;
   // Receives exceptions thrown by tasks spawned without a join handle.
   // Default: print the message to stderr. Called on the worker thread.

@@ -33,7 +33,18 @@ idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
                                         sleep_probe& probe) noexcept {
   if (idle.rounds < yield_rounds_) {
     ++idle.rounds;
-    sync::yield_thread();
+    // Mostly spin briefly in place: a sched_yield on a loaded machine gives
+    // the CPU away for a whole time slice, which is how work posted to a
+    // "searching" worker waited milliseconds (wake_latency p99). Every
+    // fourth round still yields, so that a thread oversubscribing the cores
+    // (an outside spawner) is not starved by searching workers.
+    if (idle.rounds % 4 == 0) {
+      sync::yield_thread();
+    } else {
+      for (int pause = 0; pause < 64; ++pause) {
+        sync::spin_pause();
+      }
+    }
     return {};
   }
   if (idle.rounds == yield_rounds_) {

@@ -5,7 +5,8 @@
 // argument for why no wakeup is lost, is docs/architecture.md; in short:
 //
 // A worker that found no work calls no_work_found() once per failed search:
-//   1. rounds < yield_rounds: yield the CPU, search again.
+//   1. rounds < yield_rounds: pause briefly (every fourth round: yield the
+//      CPU), search again.
 //   2. rounds == yield_rounds: announce sleepy (JEC active -> sleepy), keep
 //      the JEC snapshot taken after the toggle, seq_cst fence, search again.
 //   3. then try_sleep():
