@@ -30,7 +30,10 @@ namespace canopy::bench {
 //   puts it on its local FIFO yield queue and runs other ready tasks first.
 //   (The peers have no yield and re-enqueue a continuation instead.)
 // - The measuring thread learns of the end from a completion_signal or
-//   completion_counter, like every peer, rather than join_handle::join().
+//   completion_counter, like every peer, rather than join_handle::join():
+//   join() waits with std::atomic::wait, which in libstdc++ 12 spins
+//   (12 pauses, then 4 sched_yield calls) before it blocks on a futex, and
+//   the waiting thread must not spin.
 class canopy_executor {
 public:
     explicit canopy_executor(unsigned worker_count) : executor_(make_config(worker_count)) {}
