@@ -22,6 +22,7 @@
 // its destructor runs.
 #pragma once
 
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <system_error>
@@ -68,6 +69,7 @@ class executor {
 
   // Spawn fn() as a task; returns its join handle.
   template <class Fn>
+  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>)
   auto spawn(Fn&& fn) -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     auto outcome = spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::block);
@@ -93,6 +95,7 @@ class executor {
   // Like spawn(), but never blocks: at capacity or after shutdown it
   // returns the error instead.
   template <class Fn>
+  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>)
   auto try_spawn(Fn&& fn) -> try_spawn_result<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     return spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::fail);
@@ -100,12 +103,21 @@ class executor {
 
   // Spawn without a join handle (cheapest). Exceptions go to the handler.
   template <class Fn>
+  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>)
   void spawn_detached(Fn&& fn) {
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
     if (const std::error_code error = spawn_body(task, spawn_mode::block)) {
       throw spawn_error(static_cast<errc>(error.value()));
     }
+  }
+
+  // Spawn a task of another kind (a coroutine) and drop its handle: it runs
+  // detached; its exception, if any, is kept in its completion record.
+  template <class Task>
+  requires spawnable_task<Task>
+  void spawn_detached(Task&& task) {
+    spawn(std::forward<Task>(task)).detach();
   }
 
   // Stop accepting tasks and finish per executor_config::on_shutdown.

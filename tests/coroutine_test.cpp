@@ -726,3 +726,21 @@ TEST_CASE("shutdown destroys suspended coroutine tasks, running their destructor
     CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
   }
 }
+
+TEST_CASE("executor::spawn_detached takes coroutine tasks as well as callables") {
+  canopy::testing::watchdog guard("spawn_detached task", 30);
+  std::atomic<int> ran{0};
+  {
+    executor pool(config_with(2));
+    auto work = [&ran]() -> task<void> {
+      ran.fetch_add(1);
+      co_return;
+    };
+    for (int index = 0; index < 100; ++index) {
+      pool.spawn_detached(work());
+      pool.spawn_detached([&ran] { ran.fetch_add(1); });
+    }
+    pool.shutdown();  // drain: every detached task runs
+  }
+  CHECK(ran.load() == 200);
+}
