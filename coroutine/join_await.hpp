@@ -6,9 +6,10 @@
 //   int value = co_await child;             // consumes the handle, like join()
 //   int other = co_await canopy::spawn(more());
 //
-// Mechanism: join_state_base::set_continuation registers wait_link::fire,
-// which wakes the awaiting task through the core (schedule(id)). If the
-// child is already done, set_continuation says so and nothing suspends.
+// Mechanism: a coroutine registers its task id (set_waiting_task) and the
+// child's completion schedules it; a fiber registers wait_link::fire
+// (join_wait below). If the child is already done, registration says so and
+// nothing suspends.
 // A handle may be awaited once.
 #pragma once
 
@@ -64,26 +65,31 @@ T take_and_detach(join_handle<T>& handle) {
   return state->take();
 }
 
+// A coroutine awaiting a join handle registers its task id with the join
+// state (join_state_base::set_waiting_task): no wait_link, nothing in the
+// frame that the completing side touches, so a cancelled or dropped awaiter
+// is destroyed at once. Its body resumes it once the state is ready().
 template <class T>
 class join_awaiter {
  public:
   // Borrowing (an lvalue handle) or owning (an rvalue handle).
-  explicit join_awaiter(join_handle<T>& borrowed) : borrowed_(&borrowed), wait_(checked(borrowed)) {}
+  explicit join_awaiter(join_handle<T>& borrowed) : borrowed_(&borrowed), state_(checked(borrowed)) {}
   explicit join_awaiter(join_handle<T>&& owned)
-      : owned_(std::move(owned)), wait_(checked(owned_)) {}
+      : owned_(std::move(owned)), state_(checked(owned_)) {}
   join_awaiter(join_awaiter&& other) noexcept
-      : borrowed_(other.borrowed_), owned_(std::move(other.owned_)), wait_(other.wait_) {}
+      : borrowed_(other.borrowed_), owned_(std::move(other.owned_)), state_(other.state_) {}
 
-  bool await_ready() const noexcept { return wait_.ready(); }
+  bool await_ready() const noexcept { return state_->ready(); }
 
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
     task_context& context = context_of(self);
+    const worker_context* const worker = current_worker();
     context.resume_point = self;
-    context.armed = &wait_.link();
+    context.joining = state_;
     context.signal = run_outcome::suspended;
-    if (!wait_.arm()) {
-      context.armed = nullptr;
+    if (!state_->set_waiting_task(worker->core, worker->running)) {
+      context.joining = nullptr;
       return false;  // completed meanwhile: continue at once
     }
     return true;
@@ -101,7 +107,7 @@ class join_awaiter {
 
   join_handle<T>* borrowed_ = nullptr;
   join_handle<T> owned_;
-  join_wait<T> wait_;
+  join_state<T>* state_;
 };
 
 }  // namespace detail

@@ -6,8 +6,9 @@
 // The body (16 + 24 bytes, inline in the slot) is the root coroutine handle,
 // the join state (null when detached) and the task_context its coroutines
 // report to. run():
-//   1. armed link not fired yet  -> a spurious wake: stay suspended (or, if
-//      cancellation was requested, destroy the task);
+//   1. armed link not fired yet, or awaited join state not ready -> a
+//      spurious wake: stay suspended (or, if cancellation was requested,
+//      destroy the task);
 //   2. cancellation requested    -> destroy the frame, complete "cancelled";
 //   3. otherwise resume `resume_point` and return what the coroutine left in
 //      `signal`: suspended (waits for a wake), yielded (the worker queues
@@ -64,6 +65,14 @@ struct coroutine_body {
         return cancel_now();
       }
       context.armed = nullptr;
+    } else if (context.joining != nullptr) {
+      if (!context.joining->ready()) {
+        if (!cancel_requested()) {
+          return run_outcome::suspended;  // woken, but the awaited task is not done
+        }
+        return cancel_now();
+      }
+      context.joining = nullptr;
     }
     if (cancel_requested()) {
       return cancel_now();
@@ -108,6 +117,12 @@ struct coroutine_body {
       return;
     }
     void* const frame = std::exchange(root, {}).address();
+    if (join_state_base* const awaited = std::exchange(context.joining, nullptr)) {
+      // Awaiting a join handle registers only this task's id, never the
+      // frame: the frame can go at once. Ask the awaited task to stop early
+      // (its handle, in this frame, keeps its state alive until then).
+      awaited->request_cancel();
+    }
     wait_link* const link = std::exchange(context.armed, nullptr);
     if (link != nullptr) {
       if (state != nullptr) {
@@ -170,7 +185,7 @@ std::error_code spawn_coroutine(executor_core& core, task<T>&& work, bool joined
           frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
           record.joined = from->joined;  // published with the slot (spawn_body)
           auto* made =
-              ::new (storage) body{task_context{from->root, nullptr, run_outcome::suspended},
+              ::new (storage) body{task_context{from->root, nullptr, nullptr, run_outcome::suspended},
                                    from->root, from->joined ? &record : nullptr};
           from->root.promise().set_context(&made->context);
         },

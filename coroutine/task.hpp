@@ -15,9 +15,10 @@
 // holds the root coroutine handle and a task_context. Every coroutine of the
 // task — the root and the tasks it awaits inline — points at that context.
 // An awaiter that suspends records, in the context, which coroutine to
-// resume (`resume_point`), how the run ends (`signal`) and which wait_link
-// a wake will fire (`armed`); the body's run() returns that signal to the
-// worker. So a waiting task holds no worker and no thread stack.
+// resume (`resume_point`), how the run ends (`signal`) and what a wake
+// must have completed (`armed`: a wait_link that must have fired, or
+// `joining`: a join state that must be ready); the body's run() returns
+// that signal to the worker. So a waiting task holds no worker and no thread stack.
 #pragma once
 
 #include <coroutine>
@@ -51,6 +52,7 @@ class task_promise;
 struct task_context {
   std::coroutine_handle<> resume_point;  // innermost suspended coroutine
   wait_link* armed = nullptr;            // the link a wake must have fired, or null
+  join_state_base* joining = nullptr;    // or: the join state that must be ready
   run_outcome signal = run_outcome::suspended;
 };
 

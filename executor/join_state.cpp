@@ -1,5 +1,7 @@
 #include "executor/join_state.hpp"
 
+#include "executor/executor_core.hpp"
+
 namespace canopy {
 
 void join_state_base::complete(outcome result) noexcept {
@@ -11,7 +13,14 @@ void join_state_base::complete(outcome result) noexcept {
   }
   if ((previous & continuation_bit) != 0) {
     const continuation next = continuation_;
-    next.resume(next.context);
+    if (next.resume == nullptr) {
+      // A waiting task: this state stays alive until our owner releases
+      // its reference, so reading waiter_ after publishing is safe; the
+      // task itself may already have run (a spurious wake saw ready()).
+      static_cast<executor_core*>(next.context)->schedule(waiter_);
+    } else {
+      next.resume(next.context);
+    }
   }
 }
 
@@ -25,6 +34,11 @@ bool join_state_base::set_continuation(continuation next) noexcept {
     }
   }
   return false;
+}
+
+bool join_state_base::set_waiting_task(executor_core* core, task_id waiter) noexcept {
+  waiter_ = waiter;  // published by set_continuation's release CAS
+  return set_continuation(continuation{nullptr, core});
 }
 
 void join_state_base::wait_blocking() noexcept {

@@ -23,9 +23,12 @@
 #include <utility>
 
 #include "executor/errors.hpp"
+#include "executor/task_slot.hpp"
 #include "sync/atomics.hpp"
 
 namespace canopy {
+
+class executor_core;
 
 // Code to run once when a task completes, registered by an awaiter.
 struct continuation {
@@ -64,6 +67,14 @@ class join_state_base {
   // already completed (then nothing is registered; do not suspend).
   [[nodiscard]] bool set_continuation(continuation next) noexcept;
 
+  // Awaiter side, the same with "schedule task `waiter` of `core`" as the
+  // continuation (a coroutine task awaiting a join handle). complete()
+  // reads the id from this state, which its task-side reference keeps
+  // alive, so the awaiting task needs no link of its own: its readiness is
+  // ready(), a stale schedule is a no-op, and it may be destroyed while
+  // registered.
+  [[nodiscard]] bool set_waiting_task(executor_core* core, task_id waiter) noexcept;
+
   // Joiner side: block the calling thread until the outcome is set.
   void wait_blocking() noexcept;
 
@@ -89,7 +100,8 @@ class join_state_base {
 
   sync::atomic<std::uint32_t> word_{0};
   sync::atomic<std::uint32_t> refs_{2};
-  continuation continuation_{};
+  continuation continuation_{};  // resume == nullptr: schedule waiter_ on context (the core)
+  task_id waiter_{};
 };
 
 // The result slot for a task returning T.
