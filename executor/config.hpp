@@ -38,7 +38,7 @@ struct executor_config {
   // fourth by a sched_yield) before a worker announces itself sleepy and
   // parks. More rounds: fewer futex wakes in bursty loads; fewer rounds:
   // less CPU burnt when the pool goes idle. 0..100000.
-  std::uint32_t idle_yield_rounds = 16;
+  std::uint32_t idle_yield_rounds = 4;
   shutdown_policy on_shutdown = shutdown_policy::drain;
   // Receives exceptions thrown by tasks spawned without a join handle.
   // Default: print the message to stderr. Called on the worker thread.
