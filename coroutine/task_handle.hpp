@@ -10,8 +10,9 @@
 //     resuming it — a coroutine's frame is destroyed (its destructors run),
 //     a fiber's stack is unwound — and join() throws task_cancelled. If it
 //     waits on another task's join handle, that task is asked to cancel too,
-//     and the frame/stack is destroyed when that task has ended (the
-//     registration inside it cannot be taken back earlier).
+//     a coroutine's frame is destroyed at once (only its task id is
+//     registered there), a fiber's stack when that task has ended (the
+//     wait_link inside the stack cannot be taken back earlier).
 //   * cancel() while it runs: it is destroyed at its next suspension point.
 // join_handle<T>::cancel() on the base (or after converting) only sets the
 // request; a suspended task then notices at its next wake.

@@ -11,7 +11,8 @@
 // generation check happens).
 //
 // Waking a task that waits on something else (a join handle, an event) is
-// harmless: its body sees its wait_link still armed and does not resume it.
+// harmless: its body sees its wait_link still armed (or the join state it
+// awaits not ready) and does not resume it.
 #pragma once
 
 #include <stdexcept>
