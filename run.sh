@@ -106,6 +106,16 @@ run_tests() {
     fi
     rm -f "$log"
   done
+  # The README's example must build and run (exit 0 checks its results).
+  if [ -x "$dir/examples/quick_start" ]; then
+    echo "== quick_start (README example)" >&2
+    if timeout 300 "${runner[@]}" "$dir/examples/quick_start" >&2; then
+      passed=$((passed + 1))
+    else
+      echo "-- quick_start FAILED" >&2
+      failed=$((failed + 1))
+    fi
+  fi
   echo "tests: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
