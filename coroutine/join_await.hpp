@@ -83,8 +83,14 @@ class join_awaiter {
 
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
-    task_context& context = context_of(self);
     const worker_context* const worker = current_worker();
+    // A child that has not started yet runs here, nested, instead of this
+    // task suspending and being rescheduled when the child ends.
+    if (state_->has_task() && worker->core->run_pending_inline(state_->task()) &&
+        state_->ready()) {
+      return false;
+    }
+    task_context& context = context_of(self);
     context.resume_point = self;
     context.joining = state_;
     context.signal = run_outcome::suspended;

@@ -288,6 +288,40 @@ bool executor_core::schedule(task_id id) noexcept {
   return true;
 }
 
+bool executor_core::run_pending_inline(task_id id) {
+  worker_context* worker = this_thread_worker;
+  if (worker == nullptr || worker->core != this) {
+    return false;
+  }
+  worker_state& self = *workers_[worker->index];
+  task_slot& target = arena_.slot(id.slot);
+  const std::uint64_t state = target.state.load(sync::relaxed);
+  if (task_slot::generation_of(state) != id.generation ||
+      (state & task_slot::flag_mask) != task_slot::scheduled) {
+    return false;  // finished, running, or not runnable: nothing to take
+  }
+  std::uint32_t expected = id.slot;
+  // acquire: pairs with make_runnable's exchange, as when the owner takes
+  // its LIFO task in find_task.
+  bool taken = self.lifo.compare_exchange_strong(expected, no_task, sync::acquire, sync::relaxed);
+  if (!taken) {
+    summary_tree::activation upward;
+    taken = tree_.claim_given_bit(arena_.leaf_of(id.slot), arena_.signal_of(id.slot),
+                                  arena_.bit_of(id.slot), upward);
+    owe_wakes(upward.wakes_owed);
+  }
+  if (!taken) {
+    return false;
+  }
+  // We own a runnable task (invariant S: a set bit or a LIFO entry means
+  // SCHEDULED, not EXECUTING). Run it here, then restore what this worker
+  // was running: the waiting task is still mid-run.
+  const worker_context saved = self.context;
+  run_task(self, id.slot);
+  self.context = saved;
+  return true;
+}
+
 void executor_core::make_runnable(std::uint32_t slot) noexcept {
   if (worker_context* worker = this_thread_worker; worker != nullptr && worker->core == this) {
     // acq_rel: release publishes the task's body and state to whoever takes

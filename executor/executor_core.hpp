@@ -68,6 +68,14 @@ class executor_core final : private sleep_probe {
   // returns false. Any thread.
   bool schedule(task_id id) noexcept;
 
+  // Called by a task running on one of this executor's workers that is about
+  // to wait for task `id`: if `id` is runnable but not started — in this
+  // worker's LIFO slot or with its bit set in the tree — take it and run it
+  // now, nested on this worker (oneTBB's "run the child at the join").
+  // Returns whether a run happened; the caller then re-checks readiness. On
+  // any other thread, or if someone else took the task first, returns false.
+  bool run_pending_inline(task_id id);
+
   // Stop accepting tasks, finish according to the policy, join the workers,
   // destroy what is left. Idempotent. Not from a worker thread
   // (std::system_error with errc::worker_thread).

@@ -78,6 +78,17 @@ class join_state_base {
   // Joiner side: block the calling thread until the outcome is set.
   void wait_blocking() noexcept;
 
+  // The task this record belongs to, recorded by the spawner after the
+  // spawn and read only by the thread that holds the handle (a plain
+  // field: no other thread touches it). Lets an awaiter run a child that
+  // has not started yet inline (executor_core::run_pending_inline).
+  void set_task(task_id task) noexcept {
+    task_ = task;
+    has_task_ = true;
+  }
+  [[nodiscard]] bool has_task() const noexcept { return has_task_; }
+  [[nodiscard]] task_id task() const noexcept { return task_; }
+
   // Ask that the task not start. True if the request was registered before
   // completion (a task that already started runs to its end regardless).
   bool request_cancel() noexcept;
@@ -102,6 +113,8 @@ class join_state_base {
   sync::atomic<std::uint32_t> refs_{2};
   continuation continuation_{};  // resume == nullptr: schedule waiter_ on context (the core)
   task_id waiter_{};
+  task_id task_{};
+  bool has_task_ = false;
 };
 
 // The result slot for a task returning T.

@@ -128,6 +128,25 @@ int summary_tree::claim_task_bit(std::size_t leaf, std::size_t signal, unsigned 
   return -1;
 }
 
+bool summary_tree::claim_given_bit(std::size_t leaf, std::size_t signal, unsigned bit,
+                                   activation& upward) noexcept {
+  const std::uint64_t mask = std::uint64_t{1} << bit;
+  sync::atomic<std::uint64_t>& word = signal_words_[leaf * signals_per_leaf_ + signal];
+  // acquire: a cheap pre-check (pairs with set_task_bit's fetch_or).
+  if ((word.load(sync::acquire) & mask) == 0) {
+    return false;
+  }
+  // seq_cst RMW: the claim, exactly as in claim_task_bit.
+  const std::uint64_t previous = word.fetch_and(~mask, sync::seq_cst);
+  if ((previous & mask) == 0) {
+    return false;
+  }
+  if (previous == mask) {
+    upward = mark_signal_inactive(leaf, signal);
+  }
+  return true;
+}
+
 bool summary_tree::any_active() const noexcept {
   for (std::size_t index = 0; index < root_word_count_; ++index) {
     // seq_cst: read after the parker's fence; pairs with activate_root.

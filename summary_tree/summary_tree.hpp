@@ -72,6 +72,11 @@ class summary_tree {
   [[nodiscard]] int claim_task_bit(std::size_t leaf, std::size_t signal, unsigned start_bit,
                                    activation& upward) noexcept;
 
+  // Consumer: claim one given bit (a specific task). True if this call
+  // cleared it; clears the summary bits above like claim_task_bit.
+  [[nodiscard]] bool claim_given_bit(std::size_t leaf, std::size_t signal, unsigned bit,
+                                     activation& upward) noexcept;
+
   // Mark signal word `signal` of `leaf` as non-empty in the leaf word and,
   // if the leaf became non-empty, in the root word (releasing a permit on 0 -> 1).
   [[nodiscard]] activation mark_signal_active(std::size_t leaf, std::size_t signal) noexcept;
