@@ -420,6 +420,19 @@ void executor_core::worker_main(std::size_t index) {
   this_thread_worker = nullptr;
 }
 
+bool executor_core::take_yielded(worker_state& self, std::uint32_t& slot) {
+  const auto yielded = self.yields.pop();
+  if (!yielded) {
+    return false;
+  }
+  slot = *yielded;
+  self.last_from_yield = true;
+  if (self.yields.empty()) {
+    sleep_.waker(self.context.index).unmark_yield();
+  }
+  return true;
+}
+
 bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   // 0. The LIFO slot — the task this worker spawned or woke last — unless it
   //    has been taken too many times in a row: then the others go first once,
@@ -450,12 +463,7 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   // 1. Local yield queue — unless the last task came from it, in which case
   //    the tree goes first so that yielding lets other ready tasks run.
   if (!self.last_from_yield) {
-    if (auto yielded = self.yields.pop()) {
-      slot = *yielded;
-      self.last_from_yield = true;
-      if (self.yields.empty()) {
-        sleep_.waker(self.context.index).unmark_yield();
-      }
+    if (take_yielded(self, slot)) {
       return true;
     }
   }
@@ -464,12 +472,7 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
     self.last_from_yield = false;
     return true;
   }
-  if (auto yielded = self.yields.pop()) {
-    slot = *yielded;
-    self.last_from_yield = true;
-    if (self.yields.empty()) {
-      sleep_.waker(self.context.index).unmark_yield();
-    }
+  if (take_yielded(self, slot)) {
     return true;
   }
   // 3. Steal from other partitions, starting at a random leaf, then from

@@ -126,6 +126,7 @@ class executor_core final : private sleep_probe {
   void worker_main(std::size_t index);
   // One search in the documented order; returns a claimed slot index.
   bool find_task(worker_state& self, std::uint32_t& slot);
+  bool take_yielded(worker_state& self, std::uint32_t& slot);
   bool claim_in_leaf(worker_state& self, std::size_t leaf, std::uint32_t& slot);
   bool claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot);
   void run_task(worker_state& self, std::uint32_t slot);
