@@ -352,19 +352,22 @@ TEST_CASE("work spreads over all workers and they are asleep afterwards") {
     });
   }
   done.wait();
+  // Idle workers park: wait (bounded) until all four are asleep. Only then
+  // read the run counts: a worker counts a run after the task returns, so
+  // right after the last task signalled, its run may not be counted yet;
+  // once it has parked (a seq_cst step after the count) it is.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool.stats().sleeping_workers != 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const auto stats = pool.stats();
+  CHECK(stats.sleeping_workers == 4);
   std::uint64_t total = 0;
   for (const auto& worker : stats.workers) {
     CHECK(worker.tasks_run > 0);
     total += worker.tasks_run;
   }
   CHECK(total == 4000);
-  // Idle workers park: wait (bounded) until all four are asleep.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (pool.stats().sleeping_workers != 4 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  CHECK(pool.stats().sleeping_workers == 4);
 }
 
 TEST_CASE("the arena grows by whole leaves up to max_leaves") {
