@@ -640,9 +640,11 @@ TEST_CASE("cancel: before start it never runs; while suspended its frame is dest
   // Suspended on a child's join handle: the child is asked to cancel and
   // the parent's frame dies when the child has ended.
   std::atomic<int> child_destroyed{0};
+  std::atomic<bool> child_waiting{false};
   async_event child_gate;
   auto child = [&]() -> task<int> {
     destroy_flag flag(child_destroyed);
+    child_waiting.store(true);
     co_await child_gate;
     co_return 5;
   };
@@ -652,7 +654,11 @@ TEST_CASE("cancel: before start it never runs; while suspended its frame is dest
     co_return co_await handle;
   };
   auto waiting = pool.spawn(parent());
-  REQUIRE(eventually([&] { return child_gate.is_set() || true; }));
+  // The parent runs, spawns the child and awaits it; wait until the child
+  // is parked on its gate (then the parent is suspended on the child, or is
+  // about to be: either way it has started, so cancel() finds it running or
+  // suspended, never unstarted).
+  REQUIRE(eventually([&] { return child_waiting.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(waiting.cancel());
   CHECK_THROWS_AS(waiting.join(), canopy::task_cancelled);
