@@ -165,7 +165,14 @@ TEST_CASE("co_await task runs it inline; deep inline recursion does not grow the
   CHECK(canopy::block_on(pool, outer()) == 42);
   // Symmetric transfer: 100,000 nested frames on an 8 MiB thread stack
   // would overflow if each await were a nested call.
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's instrumentation keeps a stack frame per symmetric
+  // transfer (no tail call), so there the depth is only a correctness check;
+  // the "no stack growth" property is checked by the plain and TSan builds.
+  const long levels = 2000;
+#else
   const long levels = 100000 / canopy::testing::stress_divisor();
+#endif
   CHECK(canopy::block_on(pool, depth(levels)) == levels);
 }
 
