@@ -134,7 +134,12 @@ class join_state : public join_state_base {
       case outcome::value:
         return std::move(*value_);
       case outcome::error:
-        std::rethrow_exception(error_);
+        // Move the exception out first: the joiner then holds the last
+        // reference the record had, so the exception object is never freed
+        // by the task's thread while the joiner's handler still uses it
+        // (its reference count lives in the uninstrumented C++ runtime,
+        // which ThreadSanitizer cannot see).
+        std::rethrow_exception(std::exchange(error_, nullptr));
       default:
         throw task_cancelled();
     }
@@ -155,7 +160,12 @@ class join_state<void> : public join_state_base {
       case outcome::value:
         return;
       case outcome::error:
-        std::rethrow_exception(error_);
+        // Move the exception out first: the joiner then holds the last
+        // reference the record had, so the exception object is never freed
+        // by the task's thread while the joiner's handler still uses it
+        // (its reference count lives in the uninstrumented C++ runtime,
+        // which ThreadSanitizer cannot see).
+        std::rethrow_exception(std::exchange(error_, nullptr));
       default:
         throw task_cancelled();
     }

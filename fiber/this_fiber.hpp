@@ -83,12 +83,10 @@ T await(join_handle<T>& handle) {
   if (!handle.valid()) {
     throw std::logic_error("canopy::this_fiber::await() on an empty join handle");
   }
-  canopy::detail::checked_current_fiber("this_fiber::await(handle)");
-  // A child that has not started yet runs here, nested on this worker
-  // (its own stack if it is a fiber), instead of this fiber switching out.
-  if (join_state<T>* state = handle.state(); state->has_task() && !state->ready()) {
-    current_worker()->core->run_pending_inline(state->task());
-  }
+  // No run-at-join here (unlike a coroutine's co_await): a child run nested
+  // inside this fiber would switch fibers from a fiber rather than from the
+  // worker's own context, which the sanitizer fiber annotations and the
+  // current-fiber bookkeeping do not support yet.
   canopy::detail::join_wait<T> wait(handle.state());
   detail::suspend_on(wait, "this_fiber::await(handle)");
   return canopy::detail::take_and_detach(handle);
