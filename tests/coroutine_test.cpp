@@ -16,12 +16,15 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
+#include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
 using canopy::async_event;
 using canopy::executor;
 using canopy::executor_config;
 using canopy::task;
+using canopy::testing::destroy_flag;
+using canopy::testing::eventually;
 
 namespace {
 
@@ -71,26 +74,6 @@ class gate {
   bool open_ = false;
   std::vector<canopy::join_handle<void>> handles_;
 };
-
-// Sets a flag when destroyed: proves a frame's destructors ran.
-struct destroy_flag {
-  std::atomic<int>* count;
-  explicit destroy_flag(std::atomic<int>& target) : count(&target) {}
-  destroy_flag(const destroy_flag&) = delete;
-  ~destroy_flag() { count->fetch_add(1); }
-};
-
-template <class Predicate>
-bool eventually(Predicate predicate, double seconds = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return predicate();
-}
 
 task<int> constant(int value) { co_return value; }
 

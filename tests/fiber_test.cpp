@@ -19,6 +19,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
+#include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
 using canopy::async_event;
@@ -26,6 +27,8 @@ using canopy::executor;
 using canopy::executor_config;
 using canopy::spawn_fiber;
 using canopy::task;
+using canopy::testing::destroy_flag;
+using canopy::testing::eventually;
 namespace this_fiber = canopy::this_fiber;
 
 namespace {
@@ -35,25 +38,6 @@ executor_config config_with(std::size_t workers) {
   config.worker_count = workers;
   config.idle_yield_rounds = 4;
   return config;
-}
-
-struct destroy_flag {
-  std::atomic<int>* count;
-  explicit destroy_flag(std::atomic<int>& target) : count(&target) {}
-  destroy_flag(const destroy_flag&) = delete;
-  ~destroy_flag() { count->fetch_add(1); }
-};
-
-template <class Predicate>
-bool eventually(Predicate predicate, double seconds = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return predicate();
 }
 
 constexpr std::size_t small_stack = 16 * 1024;

@@ -11,10 +11,12 @@
 #include "signal_waker/sleep_latch.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
+#include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
 using canopy::atomic_counters;
 using canopy::sleep_latch;
+using canopy::testing::eventually;
 
 namespace {
 
@@ -26,19 +28,6 @@ class scripted_probe final : public canopy::sleep_probe {
   bool must_stay_awake(std::size_t /*worker*/) noexcept override { return stay_awake.load(); }
   void about_to_block(std::size_t /*worker*/) noexcept override { blocks.fetch_add(1); }
 };
-
-// Wait (bounded) until pred() holds.
-template <class Pred>
-bool eventually(Pred pred, double seconds = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return true;
-}
 
 }  // namespace
 

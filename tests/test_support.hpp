@@ -1,0 +1,35 @@
+// Small helpers shared by the test suites.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace canopy::testing {
+
+// Wait (bounded, polling every millisecond) until predicate() holds; returns
+// whether it did. Tests REQUIRE/CHECK the result, so a condition that never
+// comes fails the test instead of hanging it.
+template <class Predicate>
+bool eventually(Predicate predicate, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return predicate();
+}
+
+// Counts its own destruction: proves that a task's frame or stack was
+// unwound and its destructors ran.
+struct destroy_flag {
+  std::atomic<int>* count;
+  explicit destroy_flag(std::atomic<int>& target) : count(&target) {}
+  destroy_flag(const destroy_flag&) = delete;
+  destroy_flag& operator=(const destroy_flag&) = delete;
+  ~destroy_flag() { count->fetch_add(1); }
+};
+
+}  // namespace canopy::testing
