@@ -52,6 +52,8 @@ class async_event {
     detail::event_waiter* waiters = nullptr;
     {
       const std::lock_guard lock(mutex_);
+      // release: pairs with is_set()'s acquire load (a waiter that checks
+      // without taking the mutex sees what the setter wrote before set()).
       set_.store(true, sync::release);
       waiters = std::exchange(head_, nullptr);
       for (detail::event_waiter* node = waiters; node != nullptr; node = node->next) {

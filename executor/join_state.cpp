@@ -26,6 +26,8 @@ void join_state_base::complete(outcome result) noexcept {
 
 bool join_state_base::set_continuation(continuation next) noexcept {
   continuation_ = next;
+  // acquire: if the outcome is already set, the result written before
+  // complete()'s release is visible to the caller that then reads it.
   std::uint32_t word = word_.load(sync::acquire);
   while ((word & outcome_mask) == 0) {
     // release: publishes continuation_ to complete(); pairs with its acq_rel.
@@ -42,6 +44,8 @@ bool join_state_base::set_waiting_task(executor_core* core, task_id waiter) noex
 }
 
 void join_state_base::wait_blocking() noexcept {
+  // acquire (here and after each wait): pairs with complete()'s acq_rel
+  // fetch_or, so the value or exception is readable once the outcome is seen.
   std::uint32_t word = word_.load(sync::acquire);
   while ((word & outcome_mask) == 0) {
     if ((word & blocked_bit) == 0) {
