@@ -507,7 +507,7 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
     }
     while (active != 0) {
       const std::size_t leaf = word * 64 + static_cast<std::size_t>(std::countr_zero(active));
-      if (claim_in_leaf(self, leaf, slot)) {
+      if (claim_in_leaf(leaf, slot)) {
         if (own_partition) {
           self.cursor_leaf = leaf;
         }
@@ -519,21 +519,17 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
   return false;
 }
 
-bool executor_core::claim_in_leaf(worker_state& self, std::size_t leaf, std::uint32_t& slot) {
-  static_cast<void>(self);
-  std::uint64_t signals = tree_.leaf_word(leaf);
-  while (signals != 0) {
-    const auto signal = static_cast<std::size_t>(std::countr_zero(signals));
-    summary_tree::activation upward;
-    const int bit = tree_.claim_task_bit(leaf, signal, 0, upward);
-    owe_wakes(upward.wakes_owed);
-    if (bit >= 0) {
-      slot = arena_.index_of(leaf, signal, static_cast<unsigned>(bit));
-      return true;
-    }
-    signals &= signals - 1;
+bool executor_core::claim_in_leaf(std::size_t leaf, std::uint32_t& slot) {
+  summary_tree::activation upward;
+  const int index = tree_.claim_in_leaf(leaf, upward);
+  owe_wakes(upward.wakes_owed);
+  if (index < 0) {
+    return false;
   }
-  return false;
+  const auto within = static_cast<std::size_t>(index);
+  slot = arena_.index_of(leaf, within / summary_tree::bits_per_word,
+                         static_cast<unsigned>(within % summary_tree::bits_per_word));
+  return true;
 }
 
 void executor_core::run_task(worker_state& self, std::uint32_t slot) {

@@ -127,7 +127,7 @@ class executor_core final : private sleep_probe {
   // One search in the documented order; returns a claimed slot index.
   bool find_task(worker_state& self, std::uint32_t& slot);
   bool take_yielded(worker_state& self, std::uint32_t& slot);
-  bool claim_in_leaf(worker_state& self, std::size_t leaf, std::uint32_t& slot);
+  bool claim_in_leaf(std::size_t leaf, std::uint32_t& slot);
   bool claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot);
   void run_task(worker_state& self, std::uint32_t slot);
   void signal_task(std::uint32_t slot) noexcept;

@@ -125,6 +125,37 @@ int summary_tree::claim_task_bit(std::size_t leaf, std::size_t signal, unsigned 
     }
     value = previous & ~mask;
   }
+  // Empty. If our leaf bit is still set it may be stale (see the header);
+  // clearing it is the same clear-then-recheck a claim does, so a producer
+  // racing in is not lost. relaxed: a stale read only costs a spare clear
+  // (which re-checks) or leaves the bit to the next search.
+  if ((leaf_words_[leaf].value.load(sync::relaxed) & bit_of(signal)) != 0) {
+    upward = mark_signal_inactive(leaf, signal);
+  }
+  return -1;
+}
+
+int summary_tree::claim_in_leaf(std::size_t leaf, activation& upward) noexcept {
+  std::uint64_t signals = leaf_words_[leaf].value.load(sync::acquire);
+  if (signals == 0) {
+    // The caller came here on a root bit; if the leaf is empty it is stale.
+    // deactivate_root re-checks the leaf after clearing, like a claim does.
+    if ((root_words_[leaf / bits_per_word].value.load(sync::relaxed) & bit_of(leaf)) != 0) {
+      upward.wakes_owed += deactivate_root(leaf).wakes_owed;
+    }
+    return -1;
+  }
+  while (signals != 0) {
+    const auto signal = static_cast<std::size_t>(std::countr_zero(signals));
+    activation step;
+    const int bit = claim_task_bit(leaf, signal, 0, step);
+    upward.wakes_owed += step.wakes_owed;
+    upward.leaf_activated = upward.leaf_activated || step.leaf_activated;
+    if (bit >= 0) {
+      return static_cast<int>(signal * bits_per_word) + bit;
+    }
+    signals &= signals - 1;
+  }
   return -1;
 }
 

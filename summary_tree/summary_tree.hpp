@@ -12,6 +12,13 @@
 // pairs with the producer's seq_cst root RMW, can conclude that every task bit
 // set before the producer's root RMW has been claimed.
 //
+// The converse does not hold: a summary bit may be set over an empty word
+// (stale). The re-checks that keep T can re-set a bit for a task that another
+// claimer then takes and clears before the re-set lands. claim_in_leaf()
+// clears such bits when it finds them, so a search that comes up empty also
+// leaves the tree empty; callers that search with claim_task_bit alone must
+// not treat "some root bit set" as "some task claimable".
+//
 // A root bit going 0 -> 1 releases one permit (permit_semaphore::release);
 // that is the only place permits are created. The tree owns no threads and
 // never wakes anybody: every mutating call returns how many parked workers
@@ -69,8 +76,16 @@ class summary_tree {
   // after `start_bit`. Returns the bit index, or -1 if the word was empty. If
   // the claim emptied the word, the summary bits above are cleared with the
   // re-check; a re-activation found by the re-check is reported in `upward`.
+  // An empty word whose leaf bit is still set (stale) has that bit cleared.
   [[nodiscard]] int claim_task_bit(std::size_t leaf, std::size_t signal, unsigned start_bit,
                                    activation& upward) noexcept;
+
+  // Consumer: claim one set task bit anywhere in `leaf`, trying its active
+  // signal words in order. Returns the task's index within the leaf
+  // (signal * 64 + bit), or -1 if the leaf had none; stale summary bits met
+  // on the way (leaf bits over empty signal words, the root bit over an
+  // empty leaf) are cleared. Wakes owed by any re-activation add to `upward`.
+  [[nodiscard]] int claim_in_leaf(std::size_t leaf, activation& upward) noexcept;
 
   // Consumer: claim one given bit (a specific task). True if this call
   // cleared it; clears the summary bits above like claim_task_bit.

@@ -83,7 +83,7 @@ class world final : public canopy::sleep_probe {
   static constexpr int total_rounds = 24;
   static constexpr int stuck_rounds = 12;
 
-  std::string check(const std::vector<bool>& parked, std::size_t worker_threads) const {
+  std::string check(const std::vector<bool>& parked, std::size_t worker_threads) {
     std::size_t parked_workers = 0;
     for (std::size_t index = 0; index < worker_threads; ++index) {
       parked_workers += parked[index] ? 1 : 0;
@@ -102,6 +102,10 @@ class world final : public canopy::sleep_probe {
     if (claimed_ != produced_ && exhausted_) {
       return "stuck: a task stays unclaimed while a worker searched " +
              std::to_string(stuck_rounds) + " rounds (summary bits lost?)";
+    }
+    if (claimed_ == produced_ && !tree_left_clean_by_a_search()) {
+      return "stale summary bit: every task was claimed, yet a search left the tree marked "
+             "active (a worker's park check would keep it awake forever)";
     }
     if (claimed_ != produced_ && parked_workers == worker_threads) {
       return "lost wakeup: " + std::to_string(produced_ - claimed_) +
@@ -124,25 +128,40 @@ class world final : public canopy::sleep_probe {
   }
   void about_to_block(std::size_t /*worker*/) noexcept override {}
 
+  // One more search over every active leaf, as a worker makes before it
+  // parks (run by the checker after the execution, with no schedule points):
+  // with no task left it must clear every summary bit it meets.
+  bool tree_left_clean_by_a_search() {
+    for (std::size_t leaf = 0; leaf < leaves_; ++leaf) {
+      if ((tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) != 0) {
+        summary_tree::activation upward;
+        if (tree_.claim_in_leaf(leaf, upward) >= 0) {
+          return false;  // a task bit nobody counted as produced
+        }
+      }
+    }
+    for (std::size_t leaf = 0; leaf < leaves_; ++leaf) {
+      if (tree_.leaf_word(leaf) != 0) {
+        return false;
+      }
+    }
+    return !tree_.any_active();
+  }
+
   bool claim_one(std::size_t worker) {
     for (std::size_t step = 0; step < leaves_; ++step) {
       const std::size_t leaf = (worker + step) % leaves_;
       if ((tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
         continue;
       }
-      std::uint64_t signals = tree_.leaf_word(leaf);
-      while (signals != 0) {
-        const std::size_t signal = static_cast<std::size_t>(__builtin_ctzll(signals));
-        signals &= signals - 1;
-        summary_tree::activation upward;
-        const int bit = tree_.claim_task_bit(leaf, signal, 0, upward);
-        if (upward.wakes_owed != 0) {
-          sleep_.wake_for_permits(upward.wakes_owed);
-        }
-        if (bit >= 0) {
-          ++claimed_;
-          return true;
-        }
+      summary_tree::activation upward;
+      const int index = tree_.claim_in_leaf(leaf, upward);
+      if (upward.wakes_owed != 0) {
+        sleep_.wake_for_permits(upward.wakes_owed);
+      }
+      if (index >= 0) {
+        ++claimed_;
+        return true;
       }
     }
     return false;
@@ -226,6 +245,14 @@ TEST_CASE("model: a post into an active leaf races the claim that empties it") {
   // clears the summary bits) while the producer posts B into the same leaf.
   expect_clean(check_case({1, 1, {{0, 0, 0}}, {{{0, 1, 5}}}}, 3));
   expect_clean(check_case({1, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 3));
+}
+
+TEST_CASE("model: two claimers and a post into one word leave no stale summary bit") {
+  // Worker 0's re-check after emptying the word sees the new task and
+  // re-sets the leaf bit, but worker 1 claims that task first: the re-set
+  // lands over an empty word. Unless a searcher clears it, the root stays
+  // marked active and no worker can ever park.
+  expect_clean(check_case({2, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 2));
 }
 
 TEST_CASE("model: the checker finds the lost wakeup of check-then-sleep") {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <barrier>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -94,6 +95,75 @@ TEST_CASE("clearing re-checks: a schedule that raced the clear keeps its summary
   CHECK(tree.claim_task_bit(1, 2, 0, upward) == 7);
   CHECK(tree.leaf_word(1) == 0);
   CHECK(tree.root_word(0) == 0);
+}
+
+TEST_CASE("a search clears summary bits left set over empty words") {
+  summary_tree tree(3, 4);
+  // What a late re-check re-activation leaves behind: leaf and root bits set
+  // for a signal word whose task another claimer already took.
+  static_cast<void>(tree.mark_signal_active(2, 3));
+  REQUIRE(tree.signal_word(2, 3) == 0);
+  REQUIRE(tree.any_active());
+  summary_tree::activation upward;
+  CHECK(tree.claim_in_leaf(2, upward) == -1);
+  CHECK(tree_is_empty(tree));
+  // claim_task_bit alone clears the stale leaf bit of the word it tried.
+  static_cast<void>(tree.mark_signal_active(1, 0));
+  CHECK(tree.claim_task_bit(1, 0, 0, upward) == -1);
+  CHECK(tree_is_empty(tree));
+  // A real task next to a stale bit is found, and the stale bit goes.
+  static_cast<void>(tree.mark_signal_active(0, 0));
+  static_cast<void>(tree.set_task_bit(0, 2, 17));
+  CHECK(tree.claim_in_leaf(0, upward) == 2 * 64 + 17);
+  CHECK(tree.claim_in_leaf(0, upward) == -1);
+  CHECK(tree_is_empty(tree));
+}
+
+TEST_CASE("race: two claimers and a producer on one word never leave a stale bit behind") {
+  // The interleaving that leaves a stale bit: claimer A empties the word,
+  // its re-check sees the producer's second task and re-sets the leaf bit,
+  // but claimer B has claimed that task (and cleared the bit) in between.
+  // After each round one search over the quiet tree must leave it empty.
+  canopy::testing::watchdog guard("stale summary bits", 120);
+  summary_tree tree(1, 1);
+  const long rounds = 200000 / canopy::testing::stress_divisor();
+  std::barrier phase(3);  // the two claimers and this thread, the producer
+  std::atomic<long> claimed{0};
+  auto claimer = [&] {
+    for (long round = 0; round < rounds; ++round) {
+      phase.arrive_and_wait();  // the first task is set
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        summary_tree::activation upward;
+        if (tree.claim_task_bit(0, 0, 0, upward) >= 0) {
+          claimed.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      phase.arrive_and_wait();  // claims done
+      phase.arrive_and_wait();  // the producer has checked the quiet tree
+    }
+  };
+  std::thread first(claimer);
+  std::thread second(claimer);
+  long stale_after_search = 0;
+  for (long round = 0; round < rounds; ++round) {
+    static_cast<void>(tree.set_task_bit(0, 0, 0));
+    phase.arrive_and_wait();
+    static_cast<void>(tree.set_task_bit(0, 0, 1));  // races the claims
+    phase.arrive_and_wait();
+    summary_tree::activation upward;
+    while (tree.claim_in_leaf(0, upward) >= 0) {
+      claimed.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!tree_is_empty(tree)) {
+      ++stale_after_search;
+      static_cast<void>(tree.mark_signal_inactive(0, 0));  // start the next round clean
+    }
+    phase.arrive_and_wait();
+  }
+  first.join();
+  second.join();
+  CHECK(stale_after_search == 0);
+  CHECK(claimed.load() == 2 * rounds);
 }
 
 TEST_CASE("a root bit going 0 -> 1 releases one permit, only for sleepers") {
