@@ -5,14 +5,18 @@
 #include <chrono>
 #include <thread>
 
+#include "tests/watchdog.hpp"
+
 namespace canopy::testing {
 
 // Wait (bounded, polling every millisecond) until predicate() holds; returns
 // whether it did. Tests REQUIRE/CHECK the result, so a condition that never
 // comes fails the test instead of hanging it.
+// The time limit stretches by CANOPY_TIMEOUT_SCALE, as the watchdogs do.
 template <class Predicate>
 bool eventually(Predicate predicate, double seconds = 10) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(seconds * timeout_scale());
   while (std::chrono::steady_clock::now() < deadline) {
     if (predicate()) {
       return true;

@@ -47,6 +47,9 @@ class watchdog {
   void watch(double seconds) {
     std::unique_lock lock(mutex_);
     if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
+      // Flush what the test framework has buffered first: a failed REQUIRE
+      // just before the hang says more than the hang itself.
+      std::fflush(stdout);
       std::fprintf(stderr, "WATCHDOG: test '%s' did not finish within %.0f s (hang)\n",
                    name_.c_str(), seconds);
       std::fflush(stderr);
