@@ -86,7 +86,7 @@ class join_awaiter {
     const worker_context* const worker = current_worker();
     // A child that has not started yet runs here, nested, instead of this
     // task suspending and being rescheduled when the child ends.
-    if (state_->has_task() && worker->core->run_pending_inline(state_->task()) &&
+    if (state_->has_task_on(worker->core) && worker->core->run_pending_inline(state_->task()) &&
         state_->ready()) {
       return false;
     }

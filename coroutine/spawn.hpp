@@ -212,7 +212,7 @@ std::error_code spawn_joined(executor_core& core, task<T>&& work, spawn_mode mod
   if (const std::error_code error = spawn_coroutine(core, std::move(work), true, mode, &id, &state)) {
     return error;
   }
-  state->set_task(id);
+  state->set_task(&core, id);
   out = task_handle<T>(state, &core, id);
   return {};
 }

@@ -82,11 +82,15 @@ class join_state_base {
   // spawn and read only by the thread that holds the handle (a plain
   // field: no other thread touches it). Lets an awaiter run a child that
   // has not started yet inline (executor_core::run_pending_inline).
-  void set_task(task_id task) noexcept {
+  // The id is only meaningful on `core` (slot indices are per executor).
+  void set_task(executor_core* core, task_id task) noexcept {
+    task_core_ = core;
     task_ = task;
-    has_task_ = true;
   }
-  [[nodiscard]] bool has_task() const noexcept { return has_task_; }
+  // True if the task was spawned on `core`, so task() names one of its slots.
+  [[nodiscard]] bool has_task_on(const executor_core* core) const noexcept {
+    return task_core_ != nullptr && task_core_ == core;
+  }
   [[nodiscard]] task_id task() const noexcept { return task_; }
 
   // Ask that the task not start. True if the request was registered before
@@ -114,7 +118,7 @@ class join_state_base {
   continuation continuation_{};  // resume == nullptr: schedule waiter_ on context (the core)
   task_id waiter_{};
   task_id task_{};
-  bool has_task_ = false;
+  executor_core* task_core_ = nullptr;
 };
 
 // The result slot for a task returning T.

@@ -183,7 +183,7 @@ std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_s
     delete state;
     return error;
   }
-  state->set_task(id);
+  state->set_task(&core, id);
   out = task_handle<R>(state, &core, id);
   return {};
 }

@@ -83,10 +83,15 @@ T await(join_handle<T>& handle) {
   if (!handle.valid()) {
     throw std::logic_error("canopy::this_fiber::await() on an empty join handle");
   }
-  // No run-at-join here (unlike a coroutine's co_await): a child run nested
-  // inside this fiber would switch fibers from a fiber rather than from the
-  // worker's own context, which the sanitizer fiber annotations and the
-  // current-fiber bookkeeping do not support yet.
+  canopy::detail::checked_current_fiber("this_fiber::await(handle)");
+  // A child that has not started yet runs here, nested on this worker (on
+  // its own stack if it is a fiber: switch_into saves and restores the
+  // current fiber and the sanitizers' view of it), instead of this fiber
+  // switching out and being woken by the child's completion.
+  executor_core* const here = current_worker()->core;
+  if (join_state<T>* state = handle.state(); state->has_task_on(here) && !state->ready()) {
+    here->run_pending_inline(state->task());
+  }
   canopy::detail::join_wait<T> wait(handle.state());
   detail::suspend_on(wait, "this_fiber::await(handle)");
   return canopy::detail::take_and_detach(handle);

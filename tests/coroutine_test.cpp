@@ -205,6 +205,35 @@ TEST_CASE("co_await on a join handle of a callable task, moved or borrowed") {
   CHECK(canopy::block_on(pool, body()) == 42);
 }
 
+TEST_CASE("awaiting a pending task of another executor waits for it there") {
+  // Run-at-join must not take a child of another executor: its task id
+  // names a slot of that executor's arena, not of the awaiter's.
+  canopy::testing::watchdog guard("cross-executor await", 60);
+  executor home(config_with(2));
+  executor other(config_with(1));
+  std::atomic<bool> opened{false};
+  gate closed(other, 1);
+  std::vector<canopy::join_handle<void>> fillers;
+  for (int index = 0; index < 9000; ++index) {  // push the child's slot past home's arena
+    fillers.push_back(other.spawn([] {}));
+  }
+  // Coroutine lambdas without captures: a capture would dangle once the
+  // closure temporary is gone.
+  auto child = other.spawn([](std::atomic<bool>* flag) -> task<bool> {
+    co_return flag->load();
+  }(&opened));
+  auto parent = home.spawn([](canopy::task_handle<bool>* awaited) -> task<bool> {
+    co_return co_await *awaited;
+  }(&child));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  opened.store(true);
+  closed.open();
+  CHECK(parent.join());  // the child ran on `other`, after its gate opened
+  for (auto& filler : fillers) {
+    filler.join();
+  }
+}
+
 TEST_CASE("yield_now ends the run as yielded and lets other ready tasks run") {
   canopy::testing::watchdog guard("yield", 30);
   executor pool(config_with(1));

@@ -120,6 +120,35 @@ TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding 
   CHECK(canopy::block_on(pool, reader()) == 6);
 }
 
+TEST_CASE("a fiber awaiting a pending fiber of another executor waits for it there") {
+  // Run-at-join takes only children of the awaiter's own executor.
+  canopy::testing::watchdog guard("fiber cross-executor await", 60);
+  executor home(config_with(2));
+  executor other(config_with(1));
+  std::latch blocked(1);
+  std::atomic<bool> opened{false};
+  auto blocker = other.spawn([&] {
+    blocked.count_down();
+    while (!opened.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  blocked.wait();
+  std::vector<canopy::join_handle<void>> fillers;
+  for (int index = 0; index < 9000; ++index) {  // push the child's slot past home's arena
+    fillers.push_back(other.spawn([] {}));
+  }
+  auto child = spawn_fiber(other, [&] { return opened.load(); });
+  auto parent = spawn_fiber(home, [&] { return this_fiber::await(child); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  opened.store(true);
+  CHECK(parent.join());  // the child ran on `other`, after the blocker let go
+  blocker.join();
+  for (auto& filler : fillers) {
+    filler.join();
+  }
+}
+
 TEST_CASE("exceptions propagate through nested fiber awaits") {
   canopy::testing::watchdog guard("fiber exceptions", 30);
   executor pool(config_with(2));
