@@ -37,7 +37,8 @@ struct executor_config {
   // Progressive sleep: failed searches (each followed by a short pause; every
   // fourth by a sched_yield) before a worker announces itself sleepy and
   // parks. More rounds: fewer futex wakes in bursty loads; fewer rounds:
-  // less CPU burnt when the pool goes idle. 0..100000.
+  // less CPU burnt when the pool goes idle. A worker whose recent parks were
+  // all long skips these rounds (signal_waker/spin_history.hpp). 0..100000.
   std::uint32_t idle_yield_rounds = 4;
   shutdown_policy on_shutdown = shutdown_policy::drain;
   // Receives exceptions thrown by tasks spawned without a join handle.

@@ -1,6 +1,7 @@
 #include "signal_waker/sleep_module.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace canopy {
 
@@ -17,6 +18,11 @@ sleep_module::sleep_module(std::size_t worker_count, std::size_t max_partition_l
 }
 
 void sleep_module::start_looking(idle_state& idle) noexcept {
+  if (!idle.parked) {
+    idle.spin.found_work_without_parking();  // the previous period ended early
+  }
+  idle.parked = false;
+  idle.spin_rounds = idle.spin.rounds_to_spin(yield_rounds_);
   idle.rounds = 0;
   counters_.add_inactive();
 }
@@ -31,7 +37,7 @@ std::uint32_t sleep_module::work_found(bool more_work_visible) noexcept {
 
 idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
                                         sleep_probe& probe) noexcept {
-  if (idle.rounds < yield_rounds_) {
+  if (idle.rounds < idle.spin_rounds) {
     ++idle.rounds;
     // Mostly spin briefly in place: a sched_yield on a loaded machine gives
     // the CPU away for a whole time slice, which is how work posted to a
@@ -47,7 +53,7 @@ idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
     }
     return {};
   }
-  if (idle.rounds == yield_rounds_) {
+  if (idle.rounds == idle.spin_rounds) {
     idle.jec_snapshot = counters_.announce_sleepy();
     // Pairs with the fence in new_jobs(): either the poster's counter read
     // sees our sleepy toggle, or our next search sees the poster's task bit.
@@ -74,7 +80,7 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
   }
   if (probe.must_stay_awake(worker)) {
     latch.reset();
-    idle.rounds = yield_rounds_;  // re-announce sleepy after the next search
+    idle.rounds = idle.spin_rounds;  // re-announce sleepy after the next search
     return {};
   }
   // Count ourselves as a sleeper while still SLEEPY: wakers claim only
@@ -85,7 +91,7 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
     if (seen.jec() != idle.jec_snapshot) {
       // Work was posted since we got sleepy: search again before parking.
       latch.reset();
-      idle.rounds = yield_rounds_;
+      idle.rounds = idle.spin_rounds;
       return {};
     }
     if (counters_.try_add_sleeping(seen)) {
@@ -117,7 +123,11 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
   }
   probe.about_to_block(worker);
   idle_report report;
+  const auto parked_at = std::chrono::steady_clock::now();
   report.spurious_wakeups = waker.park();
+  idle.spin.parked(std::chrono::steady_clock::now() - parked_at);
+  idle.parked = true;
+  idle.spin_rounds = idle.spin.rounds_to_spin(yield_rounds_);
   report.parked = true;
   report.reason = waker.take_wake_reason();
   latch.reset();

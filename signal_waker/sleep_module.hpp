@@ -5,9 +5,10 @@
 // argument for why no wakeup is lost, is docs/architecture.md; in short:
 //
 // A worker that found no work calls no_work_found() once per failed search:
-//   1. rounds < yield_rounds: pause briefly (every fourth round: yield the
-//      CPU), search again.
-//   2. rounds == yield_rounds: announce sleepy (JEC active -> sleepy), keep
+//   1. rounds < spin_rounds: pause briefly (every fourth round: yield the
+//      CPU), search again. spin_rounds is yield_rounds, or 0 while the
+//      worker's spin_history says recent spins did not pay.
+//   2. rounds == spin_rounds: announce sleepy (JEC active -> sleepy), keep
 //      the JEC snapshot taken after the toggle, seq_cst fence, search again.
 //   3. then try_sleep():
 //      a. latch UNSET -> SLEEPY (fails if a waker set it: search again);
@@ -31,6 +32,7 @@
 
 #include "signal_waker/atomic_counters.hpp"
 #include "signal_waker/signal_waker.hpp"
+#include "signal_waker/spin_history.hpp"
 #include "summary_tree/permit_semaphore.hpp"
 #include "sync/atomics.hpp"
 
@@ -40,6 +42,9 @@ namespace canopy {
 struct idle_state {
   std::uint32_t rounds = 0;
   std::uint32_t jec_snapshot = 0;
+  std::uint32_t spin_rounds = 0;  // this idle period's spin rounds (set by start_looking)
+  bool parked = false;            // this idle period has parked at least once
+  spin_history spin;              // kept across idle periods
 };
 
 // The final checks a worker runs before committing to park. Implemented by
@@ -68,7 +73,9 @@ class sleep_module {
   [[nodiscard]] std::size_t worker_count() const noexcept { return wakers_.size(); }
   signal_waker& waker(std::size_t worker) noexcept { return *wakers_[worker]; }
 
-  // Worker: ran out of work and starts searching (inactive + 1).
+  // Worker: ran out of work and starts searching (inactive + 1). Also
+  // closes the previous idle period in idle.spin and picks this one's spin
+  // rounds.
   void start_looking(idle_state& idle) noexcept;
 
   // Worker: a search started by start_looking() found work (inactive - 1).

@@ -200,3 +200,60 @@ TEST_CASE("sleep_module: the final probe keeps a worker awake") {
   CHECK(permits.load().sleepers == 0);
   sleep.work_found(false);
 }
+
+TEST_CASE("spin_history: long parks stop the spinning; a short park or early work restarts it") {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  canopy::spin_history history;
+  CHECK(history.rounds_to_spin(4) == 4);  // a new worker spins
+  for (std::uint32_t park = 1; park < canopy::spin_history::max_score; ++park) {
+    history.parked(milliseconds(2));
+    CHECK(history.rounds_to_spin(4) == 4);  // not yet enough long parks
+  }
+  history.parked(milliseconds(2));
+  CHECK(history.rounds_to_spin(4) == 0);
+  history.parked(milliseconds(2));  // stays off, never wraps around
+  CHECK(history.rounds_to_spin(4) == 0);
+  history.parked(microseconds(10));  // work came back quickly: spin again
+  CHECK(history.rounds_to_spin(4) == 4);
+  for (std::uint32_t park = 0; park < canopy::spin_history::max_score; ++park) {
+    history.parked(milliseconds(2));
+  }
+  CHECK(history.rounds_to_spin(4) == 0);
+  history.found_work_without_parking();
+  CHECK(history.rounds_to_spin(4) == 4);
+}
+
+TEST_CASE("sleep_module: a worker whose parks are long stops spinning before it parks") {
+  canopy::testing::watchdog guard("adaptive spin", 30);
+  canopy::permit_semaphore permits;
+  canopy::sleep_module sleep(1, 1, 3, permits);
+  scripted_probe probe;
+  std::atomic<int> parks{0};
+  std::atomic<std::uint32_t> spin_rounds_after_park{99};
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    canopy::idle_state idle;
+    sleep.start_looking(idle);
+    CHECK(idle.spin_rounds == 3);  // a fresh worker spins its configured rounds
+    while (!stop.load()) {
+      if (sleep.no_work_found(0, idle, probe).parked) {
+        spin_rounds_after_park.store(idle.spin_rounds);
+        parks.fetch_add(1);
+      }
+    }
+    sleep.work_found(false);
+  });
+  const int long_parks = static_cast<int>(canopy::spin_history::max_score);
+  for (int park = 1; park <= long_parks; ++park) {
+    REQUIRE(eventually([&] { return sleep.counters().sleeping() == 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // far above short_park
+    CHECK(sleep.wake_for_permits(1) == 1);
+    REQUIRE(eventually([&] { return parks.load() == park; }));
+    CHECK(spin_rounds_after_park.load() == (park < long_parks ? 3U : 0U));
+  }
+  stop.store(true);
+  sleep.wake_all_for_shutdown();
+  worker.join();
+  CHECK(sleep.counters().sleeping() == 0);
+}
