@@ -175,7 +175,11 @@ fiber_stack acquire(std::size_t size) {
     local.count = pool().take(size, local.items, cache_batch);
   }
   fiber_stack stack = local.items[--local.count];
-  write_canary(stack);
+  if (!stack.guarded) {
+    // Only unguarded stacks are checked (fiber_task's check_canary); writing
+    // the canary into a guarded one would touch its coldest page for nothing.
+    write_canary(stack);
+  }
   return stack;
 }
 
