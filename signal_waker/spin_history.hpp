@@ -49,8 +49,6 @@ class spin_history {
     }
   }
 
-  [[nodiscard]] bool spinning() const noexcept { return score_ > 0; }
-
  private:
   std::uint32_t score_ = max_score;
 };

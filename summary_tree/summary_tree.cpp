@@ -136,6 +136,8 @@ int summary_tree::claim_task_bit(std::size_t leaf, std::size_t signal, unsigned 
 }
 
 int summary_tree::claim_in_leaf(std::size_t leaf, activation& upward) noexcept {
+  // acquire: pairs with mark_signal_active's seq_cst leaf fetch_or, like
+  // leaf_word(); the claim itself is decided by claim_task_bit's RMW.
   std::uint64_t signals = leaf_words_[leaf].value.load(sync::acquire);
   if (signals == 0) {
     // The caller came here on a root bit; if the leaf is empty it is stale.
