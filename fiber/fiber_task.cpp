@@ -70,8 +70,9 @@ struct fiber_body {
     }
     wait_link* const link = std::exchange(current->armed, nullptr);
     if (link != nullptr &&
-        !link->abandon([](void* owner) noexcept { unwind_and_free(static_cast<fiber_frame*>(owner)); },
-                       current)) {
+        !link->abandon(
+            [](void* owner) noexcept { unwind_and_free(static_cast<fiber_frame*>(owner)); },
+            current)) {
       return;  // deferred: fire() unwinds and frees it
     }
     unwind_and_free(current);
@@ -91,14 +92,34 @@ struct fiber_body {
 
 static_assert(sizeof(fiber_body) <= task_slot::storage_size);
 
+// The fiber's first instructions: a plain function, so that the stack
+// holds nothing of Boost's above the frames the callable makes.
+void fiber_main(boost::context::detail::transfer_t from) noexcept {
+  auto* const frame = static_cast<fiber_frame*>(from.data);
+  frame->caller = from.fctx;
+#if defined(CANOPY_ASAN_FIBERS)
+  __sanitizer_finish_switch_fiber(nullptr, &frame->caller_bottom, &frame->caller_size);
+#endif
+  frame->body(*frame);
+  fiber_exit(*frame);
+}
+
 }  // namespace
 
-fiber_frame* make_fiber_frame(std::size_t stack_size) {
+fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
+                              std::size_t callable_align) {
   const fiber_stack stack = stack_pool::acquire(stack_size);
-  auto top = reinterpret_cast<std::uintptr_t>(stack.base) + stack.size;
-  top = (top - sizeof(fiber_frame)) & ~std::uintptr_t{63};
-  auto* frame = ::new (reinterpret_cast<void*>(top)) fiber_frame();
+  const auto base = reinterpret_cast<std::uintptr_t>(stack.base);
+  const std::uintptr_t frame_at = (base + stack.size - sizeof(fiber_frame)) & ~std::uintptr_t{63};
+  const std::uintptr_t callable_at =
+      (frame_at - callable_size) & ~(std::uintptr_t{callable_align} - 1);
+  // The ABI wants 16-byte alignment at a call; make_fcontext aligns too.
+  const std::uintptr_t first_frame_top = callable_at & ~std::uintptr_t{15};
+  auto* frame = ::new (reinterpret_cast<void*>(frame_at)) fiber_frame();
   frame->stack = stack;
+  frame->callable = reinterpret_cast<void*>(callable_at);
+  frame->context = boost::context::detail::make_fcontext(reinterpret_cast<void*>(first_frame_top),
+                                                         first_frame_top - base, &fiber_main);
 #if defined(CANOPY_TSAN_FIBERS)
   frame->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -107,16 +128,6 @@ fiber_frame* make_fiber_frame(std::size_t stack_size) {
 
 void free_fiber_frame(fiber_frame* frame) noexcept {
   const fiber_stack stack = frame->stack;
-  if (frame->context) {
-    // The context of a fiber that ended in fiber_exit(): drop it without
-    // the destructor (which would try to unwind a stack that is done).
-    union forget {
-      boost::context::fiber dead;
-      forget() {}
-      ~forget() {}
-    } sink;
-    ::new (&sink.dead) boost::context::fiber(std::move(frame->context));
-  }
 #if defined(CANOPY_TSAN_FIBERS)
   __tsan_destroy_fiber(frame->tsan_fiber);
 #endif
@@ -135,7 +146,9 @@ void switch_into(fiber_frame& frame) noexcept {
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&fake_stack, frame.stack.base, frame.stack.size);
 #endif
-  frame.context = std::move(frame.context).resume();
+  // The fiber jumps back with its own context when it suspends (or a dead
+  // one when it ended, which is never jumped to).
+  frame.context = boost::context::detail::jump_fcontext(frame.context, &frame).fctx;
 #if defined(CANOPY_ASAN_FIBERS)
   __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
@@ -149,21 +162,13 @@ void switch_out(fiber_frame& frame) {
 #if defined(CANOPY_ASAN_FIBERS)
   __sanitizer_start_switch_fiber(&frame.asan_fake_stack, frame.caller_bottom, frame.caller_size);
 #endif
-  frame.caller = std::move(frame.caller).resume();
+  frame.caller = boost::context::detail::jump_fcontext(frame.caller, nullptr).fctx;
 #if defined(CANOPY_ASAN_FIBERS)
   __sanitizer_finish_switch_fiber(frame.asan_fake_stack, &frame.caller_bottom, &frame.caller_size);
 #endif
   if (frame.unwinding) {
     throw fiber_unwind();
   }
-}
-
-void fiber_entered(fiber_frame& frame) noexcept {
-#if defined(CANOPY_ASAN_FIBERS)
-  __sanitizer_finish_switch_fiber(nullptr, &frame.caller_bottom, &frame.caller_size);
-#else
-  static_cast<void>(frame);
-#endif
 }
 
 void fiber_exit(fiber_frame& frame) noexcept {
@@ -174,7 +179,7 @@ void fiber_exit(fiber_frame& frame) noexcept {
 #if defined(CANOPY_ASAN_FIBERS)
   __sanitizer_start_switch_fiber(nullptr, frame.caller_bottom, frame.caller_size);  // dies
 #endif
-  static_cast<void>(std::move(frame.caller).resume());
+  boost::context::detail::jump_fcontext(frame.caller, nullptr);
   std::fputs("canopy: a finished fiber was resumed\n", stderr);
   std::abort();
 }

@@ -16,10 +16,14 @@
 // assume the same thread, across a yield or an await).
 //
 // The fiber frame (this file's fiber_frame) sits at the top of the fiber's
-// stack, with Boost's record (holding the callable) just below it; the slot
-// body is two pointers. Everything a pending wake may touch lives on the
-// stack, so a fiber destroyed while a wait_link can still fire leaves its
-// stack to that fire() (see coroutine/wait_link.hpp).
+// stack, with the callable just below it and the fiber's first frame below
+// that; the slot body is two pointers. Switches use Boost.Context's
+// fcontext layer (make_fcontext / jump_fcontext) directly: a fiber costs
+// two jumps in its life (in, and out for good) plus two per suspension,
+// where boost::context::fiber adds a round trip at creation to hand its
+// record over (docs/performance.md, entry 7). Everything a pending wake may
+// touch lives on the stack, so a fiber destroyed while a wait_link can
+// still fire leaves its stack to that fire() (see coroutine/wait_link.hpp).
 //
 // Cancellation and shutdown unwind the fiber: it is resumed with a request
 // to unwind, and its pending suspension point throws canopy::fiber_unwind,
@@ -28,17 +32,16 @@
 // its result is discarded.
 #pragma once
 
-#include <boost/context/fiber.hpp>
+#include <boost/context/detail/fcontext.hpp>
 
 #include <cstddef>
 #include <exception>
 #include <functional>
-#include <memory>
-#include <optional>
 #include <system_error>
 #include <type_traits>
 #include <utility>
 
+#include "coroutine/frame_pool.hpp"
 #include "coroutine/spawn.hpp"
 #include "coroutine/task_handle.hpp"
 #include "coroutine/wait_link.hpp"
@@ -59,12 +62,17 @@ class fiber_unwind {};
 namespace detail {
 
 struct fiber_frame {
-  boost::context::fiber context;  // the suspended fiber (worker side)
-  boost::context::fiber caller;   // where to switch back to (fiber side)
-  wait_link* armed = nullptr;     // the link a wake must have fired, or null
+  boost::context::detail::fcontext_t context = nullptr;  // the suspended fiber (worker side)
+  boost::context::detail::fcontext_t caller = nullptr;   // where to switch back to (fiber side)
+  // Runs on the fiber, once: the callable (unless `unwinding` is already
+  // set), then destroys it. Never throws.
+  void (*body)(fiber_frame& frame) noexcept = nullptr;
+  void* callable = nullptr;          // the stored callable, on this stack
+  join_state_base* state = nullptr;  // where body() puts the result
+  wait_link* armed = nullptr;        // the link a wake must have fired, or null
   run_outcome signal = run_outcome::suspended;
   join_state_base::outcome result = join_state_base::outcome::pending;
-  bool unwinding = false;         // the next resume throws fiber_unwind
+  bool unwinding = false;  // the next resume throws fiber_unwind
   fiber_stack stack;
 #if defined(CANOPY_TSAN_FIBERS)
   void* tsan_fiber = nullptr;
@@ -77,8 +85,13 @@ struct fiber_frame {
 #endif
 };
 
-// Stack + frame at its top. Throws std::bad_alloc.
-fiber_frame* make_fiber_frame(std::size_t stack_size);
+// Stack + frame at its top, `callable_size` bytes (aligned to
+// `callable_align`) reserved below the frame at frame->callable, and the
+// fiber's context made below those, to start in frame->body. The caller
+// constructs the callable and sets body and state before the first switch.
+// Throws std::bad_alloc.
+fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
+                              std::size_t callable_align);
 // Frame gone, stack back to the pool (the fiber must have ended).
 void free_fiber_frame(fiber_frame* frame) noexcept;
 // Worker side: run the fiber until it suspends, yields or ends.
@@ -86,13 +99,9 @@ void switch_into(fiber_frame& frame) noexcept;
 // Fiber side: back to whoever switched in. Throws fiber_unwind if the
 // fiber is being unwound when it is resumed.
 void switch_out(fiber_frame& frame);
-// Fiber side: the first instructions of the fiber, and its last switch.
-// The fiber never returns from its function: returning would run Boost's
-// exit path (and its frames' sanitizer bookkeeping) after the switch has
-// been announced. Instead it switches out for good, and the worker forgets
-// the dead context (nothing on the stack is left to destroy: the callable
-// was moved out and destroyed on the fiber).
-void fiber_entered(fiber_frame& frame) noexcept;
+// Fiber side: its last switch, never returned from (the worker forgets
+// the dead context: nothing on the stack is left to destroy, the callable
+// was destroyed on the fiber).
 [[noreturn]] void fiber_exit(fiber_frame& frame) noexcept;
 // Unwind a fiber that is suspended or never started, then free it.
 void unwind_and_free(fiber_frame* frame) noexcept;
@@ -104,11 +113,15 @@ fiber_frame& checked_current_fiber(const char* what);
 std::error_code spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
                                  spawn_mode mode, task_id* spawned);
 
-// Boost calls deallocate() when the fiber ends; the stack is ours to free
-// later (the frame on it is still read after the fiber ended).
-struct borrowed_stack {
-  boost::context::stack_context allocate() { std::terminate(); }
-  void deallocate(boost::context::stack_context&) noexcept {}
+// A fiber's join state comes from the per-thread block pool that coroutine
+// frames use (coroutine/frame_pool.hpp) rather than from malloc: a fiber
+// usually ends on another worker than the one that spawned it, and glibc's
+// cross-thread free is what the pool exists to avoid.
+template <class R>
+class fiber_join_state final : public join_state<R> {
+ public:
+  static void* operator new(std::size_t size) { return allocate_frame(size); }
+  static void operator delete(void* block, std::size_t size) noexcept { free_frame(block, size); }
 };
 
 template <class R, class Fn>
@@ -143,43 +156,38 @@ void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
 template <class Fn>
 using fiber_result_t = std::invoke_result_t<std::decay_t<Fn>&>;
 
+// frame.body for a callable of type Stored returning R.
+template <class R, class Stored>
+void run_and_destroy(fiber_frame& frame) noexcept {
+  auto& stored = *static_cast<Stored*>(frame.callable);
+  if (!frame.unwinding) {
+    run_fiber_function<R>(frame, static_cast<fiber_join_state<R>*>(frame.state), stored);
+  } else {
+    frame.result = join_state_base::outcome::cancelled;
+  }
+  stored.~Stored();
+}
+
 template <class Fn>
 std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size,
                                spawn_mode mode, task_handle<fiber_result_t<Fn>>& out) {
   using R = fiber_result_t<Fn>;
   using stored = std::decay_t<Fn>;
-  fiber_frame* frame = make_fiber_frame(stack_size);
-  auto* state = new join_state<R>();  // two references: the body's and the handle's
+  fiber_frame* frame = make_fiber_frame(stack_size, sizeof(stored), alignof(stored));
+  fiber_join_state<R>* state = nullptr;  // two references: the body's and the handle's
   try {
-    boost::context::stack_context whole;
-    whole.size = frame->stack.size;
-    whole.sp = static_cast<std::byte*>(frame->stack.base) + frame->stack.size;
-    const boost::context::preallocated below_frame(
-        frame, static_cast<std::size_t>(reinterpret_cast<std::byte*>(frame) -
-                                        static_cast<std::byte*>(frame->stack.base)),
-        whole);
-    frame->context = boost::context::fiber(
-        std::allocator_arg, below_frame, borrowed_stack{},
-        [frame, state, fn = std::optional<stored>(std::in_place, std::forward<Fn>(fn))](
-            boost::context::fiber&& caller) mutable -> boost::context::fiber {
-          frame->caller = std::move(caller);
-          fiber_entered(*frame);
-          if (!frame->unwinding) {
-            run_fiber_function<R>(*frame, state, *fn);
-          } else {
-            frame->result = join_state_base::outcome::cancelled;
-          }
-          fn.reset();
-          fiber_exit(*frame);
-        });
+    state = new fiber_join_state<R>();
+    ::new (frame->callable) stored(std::forward<Fn>(fn));
   } catch (...) {
-    free_fiber_frame(frame);
+    free_fiber_frame(frame);  // never entered: nothing on its stack yet
     delete state;
     throw;
   }
+  frame->body = &run_and_destroy<R, stored>;
+  frame->state = state;
   task_id id;
   if (const std::error_code error = spawn_fiber_body(core, frame, state, mode, &id)) {
-    unwind_and_free(frame);  // never started: it ends at once
+    unwind_and_free(frame);  // never started: it destroys the callable and ends at once
     delete state;
     return error;
   }

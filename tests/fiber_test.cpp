@@ -5,10 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <latch>
 #include <mutex>
@@ -302,6 +304,78 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
   INFO("child status " << status);
   REQUIRE(WIFSIGNALED(status));
   CHECK((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS));
+}
+
+// A callable that counts its live copies, checks that the copy it is moved
+// from (the one stored on the fiber's stack) is aligned, and can refuse
+// to move.
+struct counted_callable {
+  static constexpr int answer = 42;
+  std::atomic<int>* live;
+  std::atomic<int>* misaligned;
+  bool refuse_move;
+  alignas(64) std::array<unsigned char, 3000> ballast{};
+
+  counted_callable(std::atomic<int>& live_count, std::atomic<int>& misaligned_count, bool refuse)
+      : live(&live_count), misaligned(&misaligned_count), refuse_move(refuse) {
+    ballast.back() = answer;
+    live->fetch_add(1);
+  }
+  counted_callable(counted_callable&& other)
+      : live(other.live),
+        misaligned(other.misaligned),
+        refuse_move(other.refuse_move),
+        ballast(other.ballast) {
+    if (refuse_move) {
+      throw std::runtime_error("counted_callable refuses to move");
+    }
+    if (reinterpret_cast<std::uintptr_t>(&other) % alignof(counted_callable) != 0) {
+      misaligned->fetch_add(1);
+    }
+    live->fetch_add(1);
+  }
+  counted_callable(const counted_callable&) = delete;
+  counted_callable& operator=(const counted_callable&) = delete;
+  counted_callable& operator=(counted_callable&&) = delete;
+  ~counted_callable() { live->fetch_sub(1); }
+
+  int operator()() const { return ballast.back(); }
+};
+
+TEST_CASE("a fiber's callable is stored on its stack: large, over-aligned, cancelled, throwing") {
+  canopy::testing::watchdog guard("fiber callable storage", 30);
+  executor pool(config_with(1));
+  std::atomic<int> live{0};
+  std::atomic<int> misaligned{0};
+
+  CHECK(spawn_fiber(pool, counted_callable(live, misaligned, false)).join() ==
+        counted_callable::answer);
+  CHECK(live.load() == 0);
+
+  // Spawned and cancelled inside a fiber on the only worker: the child
+  // cannot have started, so its callable is destroyed without running.
+  auto parent = spawn_fiber(pool, [&] {
+    auto child = spawn_fiber(counted_callable(live, misaligned, false));
+    const int live_while_pending = live.load();
+    const bool cancelled = child.cancel();
+    bool threw = false;
+    try {
+      static_cast<void>(this_fiber::await(child));
+    } catch (const canopy::task_cancelled&) {
+      threw = true;
+    }
+    return std::array<int, 4>{live_while_pending, cancelled ? 1 : 0, threw ? 1 : 0, live.load()};
+  });
+  const std::array<int, 4> seen = parent.join();
+  CHECK(seen[0] == 1);  // the stored copy only
+  CHECK(seen[1] == 1);
+  CHECK(seen[2] == 1);
+  CHECK(seen[3] == 0);
+
+  CHECK_THROWS_AS(spawn_fiber(pool, counted_callable(live, misaligned, true)), std::runtime_error);
+  CHECK(live.load() == 0);
+  CHECK(misaligned.load() == 0);
+  CHECK(spawn_fiber(pool, [] { return 7; }).join() == 7);  // the executor is unharmed
 }
 
 TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack unwinds)") {
