@@ -115,7 +115,8 @@ fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
       (frame_at - callable_size) & ~(std::uintptr_t{callable_align} - 1);
   // The ABI wants 16-byte alignment at a call; make_fcontext aligns too.
   const std::uintptr_t first_frame_top = callable_at & ~std::uintptr_t{15};
-  auto* frame = ::new (reinterpret_cast<void*>(frame_at)) fiber_frame();
+  // Default-initialised (every member has an initialiser): no zero-fill first.
+  auto* frame = ::new (reinterpret_cast<void*>(frame_at)) fiber_frame;
   frame->stack = stack;
   frame->callable = reinterpret_cast<void*>(callable_at);
   frame->context = boost::context::detail::make_fcontext(reinterpret_cast<void*>(first_frame_top),
