@@ -6,8 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <latch>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -18,6 +16,7 @@
 #include "coroutine/coroutine.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
+#include "tests/worker_gate.hpp"
 
 using canopy::async_event;
 using canopy::executor;
@@ -25,6 +24,7 @@ using canopy::executor_config;
 using canopy::task;
 using canopy::testing::destroy_flag;
 using canopy::testing::eventually;
+using canopy::testing::worker_gate;
 
 namespace {
 
@@ -36,44 +36,6 @@ executor_config config_with(std::size_t workers) {
 }
 
 long scaled(long iterations) { return iterations / canopy::testing::stress_divisor(); }
-
-// Occupies every worker of a pool until open() (so spawned tasks stay unstarted).
-class gate {
- public:
-  gate(executor& pool, std::size_t workers) : started_(static_cast<std::ptrdiff_t>(workers)) {
-    for (std::size_t index = 0; index < workers; ++index) {
-      handles_.push_back(pool.spawn([this] {
-        started_.count_down();
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [this] { return open_; });
-      }));
-    }
-    started_.wait();
-  }
-  void open() {
-    {
-      const std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    cv_.notify_all();
-    for (auto& handle : handles_) {
-      handle.join();
-    }
-    handles_.clear();
-  }
-  ~gate() {
-    if (!handles_.empty()) {
-      open();
-    }
-  }
-
- private:
-  std::latch started_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  std::vector<canopy::join_handle<void>> handles_;
-};
 
 task<int> constant(int value) { co_return value; }
 
@@ -212,7 +174,7 @@ TEST_CASE("awaiting a pending task of another executor waits for it there") {
   executor home(config_with(2));
   executor other(config_with(1));
   std::atomic<bool> opened{false};
-  gate closed(other, 1);
+  worker_gate closed(other, 1);
   std::vector<canopy::join_handle<void>> fillers;
   for (int index = 0; index < 9000; ++index) {  // push the child's slot past home's arena
     fillers.push_back(other.spawn([] {}));
@@ -255,7 +217,7 @@ TEST_CASE("yield_now ends the run as yielded and lets other ready tasks run") {
   canopy::task_handle<void> a;
   canopy::task_handle<void> b;
   {
-    gate busy(pool, 1);
+    worker_gate busy(pool, 1);
     a = pool.spawn(writer('A'));
     b = pool.spawn(writer('B'));
   }
@@ -630,7 +592,7 @@ TEST_CASE("cancel: before start it never runs; while suspended its frame is dest
 
   // Before start.
   {
-    gate busy(pool, 1);
+    worker_gate busy(pool, 1);
     auto body = [&]() -> task<int> {
       ran.fetch_add(1);
       co_return 1;

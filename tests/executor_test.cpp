@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/watchdog.hpp"
+#include "tests/worker_gate.hpp"
 
 using canopy::executor;
 using canopy::executor_config;
@@ -209,25 +210,11 @@ TEST_CASE("try_spawn at capacity returns at_capacity; spawn blocks until a slot 
 TEST_CASE("cancel before start: the task never runs and join reports cancelled") {
   canopy::testing::watchdog guard("cancel", 30);
   executor pool(small_config(1));
-  std::mutex gate_mutex;
-  std::condition_variable gate_cv;
-  bool open = false;
-  std::latch started(1);
-  auto blocker = pool.spawn([&] {
-    started.count_down();
-    std::unique_lock lock(gate_mutex);
-    gate_cv.wait(lock, [&] { return open; });
-  });
-  started.wait();  // the only worker is now busy
+  canopy::testing::worker_gate busy(pool, 1);  // the only worker is now busy
   std::atomic<bool> ran{false};
   auto victim = pool.spawn([&] { ran.store(true); });
   CHECK(victim.cancel());
-  {
-    const std::lock_guard lock(gate_mutex);
-    open = true;
-  }
-  gate_cv.notify_all();
-  blocker.join();
+  busy.open();
   CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
   CHECK_FALSE(ran.load());
 }

@@ -8,7 +8,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +22,7 @@
 #include "fiber/fiber.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
+#include "tests/worker_gate.hpp"
 
 using canopy::async_event;
 using canopy::executor;
@@ -31,6 +31,7 @@ using canopy::spawn_fiber;
 using canopy::task;
 using canopy::testing::destroy_flag;
 using canopy::testing::eventually;
+using canopy::testing::worker_gate;
 namespace this_fiber = canopy::this_fiber;
 
 namespace {
@@ -169,16 +170,7 @@ TEST_CASE("this_fiber::yield lets other ready tasks run on a single worker") {
   executor pool(config_with(1));
   std::mutex log_mutex;
   std::string log;
-  std::latch started(1);
-  std::mutex gate_mutex;
-  std::condition_variable gate_cv;
-  bool open = false;
-  auto blocker = pool.spawn([&] {
-    started.count_down();
-    std::unique_lock lock(gate_mutex);
-    gate_cv.wait(lock, [&] { return open; });
-  });
-  started.wait();
+  worker_gate busy(pool, 1);
   auto writer = [&](char name) {
     return [&, name] {
       for (int index = 0; index < 50; ++index) {
@@ -192,12 +184,7 @@ TEST_CASE("this_fiber::yield lets other ready tasks run on a single worker") {
   };
   auto a = spawn_fiber(pool, writer('A'));
   auto b = spawn_fiber(pool, writer('B'));
-  {
-    const std::lock_guard lock(gate_mutex);
-    open = true;
-  }
-  gate_cv.notify_all();
-  blocker.join();
+  busy.open();
   a.join();
   b.join();
   REQUIRE(log.size() == 100);
@@ -384,24 +371,10 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   std::atomic<int> ran{0};
   std::atomic<int> destroyed{0};
   {
-    std::latch started(1);
-    std::mutex gate_mutex;
-    std::condition_variable gate_cv;
-    bool open = false;
-    auto blocker = pool.spawn([&] {
-      started.count_down();
-      std::unique_lock lock(gate_mutex);
-      gate_cv.wait(lock, [&] { return open; });
-    });
-    started.wait();
+    worker_gate busy(pool, 1);
     auto victim = spawn_fiber(pool, [&] { ran.fetch_add(1); });
     CHECK(victim.cancel());
-    {
-      const std::lock_guard lock(gate_mutex);
-      open = true;
-    }
-    gate_cv.notify_all();
-    blocker.join();
+    busy.open();
     CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
     CHECK(ran.load() == 0);
   }

@@ -29,6 +29,55 @@ class scripted_probe final : public canopy::sleep_probe {
   void about_to_block(std::size_t /*worker*/) noexcept override { blocks.fetch_add(1); }
 };
 
+// One worker thread looking for work, forever, on a one-worker sleep module
+// with `spin_rounds` idle rounds; it records each park. finish() (or the
+// destructor) stops it through the shutdown wake.
+class one_idle_worker {
+ public:
+  explicit one_idle_worker(std::uint32_t spin_rounds)
+      : sleep(1, 1, spin_rounds, permits), thread_([this] { look_until_stopped(); }) {}
+  one_idle_worker(const one_idle_worker&) = delete;
+  one_idle_worker& operator=(const one_idle_worker&) = delete;
+  ~one_idle_worker() { finish(); }
+
+  void finish() {
+    if (thread_.joinable()) {
+      stop_.store(true);
+      sleep.wake_all_for_shutdown();
+      thread_.join();
+    }
+  }
+
+  canopy::permit_semaphore permits;
+  canopy::sleep_module sleep;
+  scripted_probe probe;
+  std::atomic<std::uint32_t> first_spin_rounds{99};       // before any park
+  std::atomic<std::uint32_t> spin_rounds_after_park{99};  // after the latest
+  std::atomic<int> jec_wakes{0};
+  std::atomic<int> parks{0};  // counted last: whoever sees it sees the rest
+
+ private:
+  void look_until_stopped() {
+    canopy::idle_state idle;
+    sleep.start_looking(idle);
+    first_spin_rounds.store(idle.spin_rounds);
+    while (!stop_.load()) {
+      const canopy::idle_report report = sleep.no_work_found(0, idle, probe);
+      if (report.parked) {
+        spin_rounds_after_park.store(idle.spin_rounds);
+        if (report.reason == canopy::wake_reason::jec) {
+          jec_wakes.fetch_add(1);
+        }
+        parks.fetch_add(1);
+      }
+    }
+    sleep.work_found(false);
+  }
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once every other member exists
+};
+
 }  // namespace
 
 TEST_CASE("atomic_counters: the JEC has two toggles and the snapshot detects posts") {
@@ -119,42 +168,21 @@ TEST_CASE("signal_waker: a claimed sleeper is unparked and learns why") {
 
 TEST_CASE("sleep_module: a worker parks after its rounds; new_jobs wakes it via the JEC") {
   canopy::testing::watchdog guard("sleep module", 30);
-  canopy::permit_semaphore permits;
-  canopy::sleep_module sleep(1, 1, 3, permits);
-  scripted_probe probe;
-  std::atomic<int> parks{0};
-  std::atomic<int> jec_wakes{0};
-  std::atomic<bool> stop{false};
-  std::thread worker([&] {
-    canopy::idle_state idle;
-    sleep.start_looking(idle);
-    while (!stop.load()) {
-      const canopy::idle_report report = sleep.no_work_found(0, idle, probe);
-      if (report.parked) {
-        parks.fetch_add(1);
-        if (report.reason == canopy::wake_reason::jec) {
-          jec_wakes.fetch_add(1);
-        }
-      }
-    }
-    sleep.work_found(false);
-  });
-  REQUIRE(eventually([&] { return sleep.counters().sleeping() == 1; }));
-  CHECK(permits.load().sleepers == 1);
-  CHECK(probe.blocks.load() == 1);
-  CHECK(sleep.new_jobs(1) == 1);  // nobody awake and idle: wake the sleeper
-  REQUIRE(eventually([&] { return parks.load() == 1; }));
-  CHECK(jec_wakes.load() == 1);
+  one_idle_worker idle(3);
+  REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));
+  CHECK(idle.permits.load().sleepers == 1);
+  CHECK(idle.probe.blocks.load() == 1);
+  CHECK(idle.sleep.new_jobs(1) == 1);  // nobody awake and idle: wake the sleeper
+  REQUIRE(eventually([&] { return idle.parks.load() == 1; }));
+  CHECK(idle.jec_wakes.load() == 1);
   // The waker, not the sleeper, took it off the sleeping count.
-  REQUIRE(eventually([&] { return sleep.counters().sleeping() == 1; }));  // parked again
-  CHECK(sleep.wake_for_permits(1) == 1);
-  REQUIRE(eventually([&] { return parks.load() == 2; }));
-  stop.store(true);
-  sleep.wake_all_for_shutdown();
-  worker.join();
-  CHECK(sleep.counters().sleeping() == 0);
-  CHECK(sleep.counters().inactive() == 0);
-  CHECK(permits.load().sleepers == 0);
+  REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));  // parked again
+  CHECK(idle.sleep.wake_for_permits(1) == 1);
+  REQUIRE(eventually([&] { return idle.parks.load() == 2; }));
+  idle.finish();
+  CHECK(idle.sleep.counters().sleeping() == 0);
+  CHECK(idle.sleep.counters().inactive() == 0);
+  CHECK(idle.permits.load().sleepers == 0);
 }
 
 TEST_CASE("sleep_module: new_jobs wakes nobody while enough workers are awake and idle") {
@@ -226,34 +254,16 @@ TEST_CASE("spin_history: long parks stop the spinning; a short park or early wor
 
 TEST_CASE("sleep_module: a worker whose parks are long stops spinning before it parks") {
   canopy::testing::watchdog guard("adaptive spin", 30);
-  canopy::permit_semaphore permits;
-  canopy::sleep_module sleep(1, 1, 3, permits);
-  scripted_probe probe;
-  std::atomic<int> parks{0};
-  std::atomic<std::uint32_t> spin_rounds_after_park{99};
-  std::atomic<bool> stop{false};
-  std::thread worker([&] {
-    canopy::idle_state idle;
-    sleep.start_looking(idle);
-    CHECK(idle.spin_rounds == 3);  // a fresh worker spins its configured rounds
-    while (!stop.load()) {
-      if (sleep.no_work_found(0, idle, probe).parked) {
-        spin_rounds_after_park.store(idle.spin_rounds);
-        parks.fetch_add(1);
-      }
-    }
-    sleep.work_found(false);
-  });
+  one_idle_worker idle(3);
   const int long_parks = static_cast<int>(canopy::spin_history::max_score);
   for (int park = 1; park <= long_parks; ++park) {
-    REQUIRE(eventually([&] { return sleep.counters().sleeping() == 1; }));
+    REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // far above short_park
-    CHECK(sleep.wake_for_permits(1) == 1);
-    REQUIRE(eventually([&] { return parks.load() == park; }));
-    CHECK(spin_rounds_after_park.load() == (park < long_parks ? 3U : 0U));
+    CHECK(idle.sleep.wake_for_permits(1) == 1);
+    REQUIRE(eventually([&] { return idle.parks.load() == park; }));
+    CHECK(idle.spin_rounds_after_park.load() == (park < long_parks ? 3U : 0U));
   }
-  stop.store(true);
-  sleep.wake_all_for_shutdown();
-  worker.join();
-  CHECK(sleep.counters().sleeping() == 0);
+  CHECK(idle.first_spin_rounds.load() == 3);  // a fresh worker spins its configured rounds
+  idle.finish();
+  CHECK(idle.sleep.counters().sleeping() == 0);
 }
