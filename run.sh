@@ -28,13 +28,17 @@ ensure_packages() {
 }
 
 # configure DIR [meson options...]: set up (once) and build DIR.
-configure_and_build() {
+configure() {
   local dir=$1
   shift
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >&2
   fi
-  ninja -C "$dir" >&2
+}
+
+configure_and_build() {
+  configure "$@"
+  ninja -C "$1" >&2
 }
 
 run_tests() {
@@ -127,15 +131,16 @@ release_options=(--buildtype=release -Db_lto=true)
 
 run_demo() {
   ensure_packages "${core_packages[@]}"
-  configure_and_build build-release "${release_options[@]}"
+  configure build-release "${release_options[@]}"
+  ninja -C build-release demo/canopy_demo >&2  # the demo only: LTO links are slow
   ./build-release/demo/canopy_demo "$@"
 }
 
 run_bench() {
   ensure_packages "${core_packages[@]}" "${bench_packages[@]}"
-  configure_and_build build-release "${release_options[@]}"
+  configure build-release "${release_options[@]}"
   meson configure build-release -Dbench=true -Db_lto=true >&2
-  ninja -C build-release >&2
+  ninja -C build-release bench/canopy_bench >&2
   bash bench/run_bench.sh build-release/bench/canopy_bench "$@"
 }
 
