@@ -162,7 +162,7 @@ std::uint32_t sleep_module::wake_any(std::uint32_t count, wake_reason reason) no
   for (std::size_t step = 0; step < workers && woken < count; ++step) {
     signal_waker& waker = *wakers_[(start + step) % workers];
     if (waker.claim(reason)) {
-      forget_sleeper();
+      forget_sleeper(reason);
       waker.unpark();
       ++woken;
     }
@@ -170,9 +170,13 @@ std::uint32_t sleep_module::wake_any(std::uint32_t count, wake_reason reason) no
   return woken;
 }
 
-void sleep_module::forget_sleeper() noexcept {
+void sleep_module::forget_sleeper(wake_reason reason) noexcept {
   counters_.sub_sleeping();
-  static_cast<void>(permits_.remove_sleeper());
+  if (reason == wake_reason::permit) {
+    static_cast<void>(permits_.remove_sleeper_woken_by_permit());
+  } else {
+    static_cast<void>(permits_.remove_sleeper());
+  }
 }
 
 void sleep_module::wake_all_for_shutdown() noexcept {

@@ -107,8 +107,9 @@ class sleep_module {
  private:
   idle_report try_sleep(std::size_t worker, idle_state& idle, sleep_probe& probe) noexcept;
   std::uint32_t wake_any(std::uint32_t count, wake_reason reason) noexcept;
-  // Bookkeeping owed by whoever moved a latch out of SLEEPING.
-  void forget_sleeper() noexcept;
+  // Bookkeeping owed by whoever moved a latch out of SLEEPING; a permit
+  // wake also consumes the permit it was for.
+  void forget_sleeper(wake_reason reason = wake_reason::none) noexcept;
 
   struct alignas(sync::cache_line) padded_epoch {
     sync::atomic<std::uint64_t> value{0};

@@ -56,6 +56,20 @@ bool permit_semaphore::remove_sleeper() noexcept {
   }
 }
 
+bool permit_semaphore::remove_sleeper_woken_by_permit() noexcept {
+  // acq_rel: as remove_sleeper(). permits <= sleepers before means
+  // permits - 1 <= sleepers - 1 after, and 0 <= sleepers - 1 when no permit
+  // is left (the woken worker was counted).
+  std::uint64_t word = word_.load(sync::acquire);
+  for (;;) {
+    const bool consumes = permits_of(word) != 0;
+    const std::uint64_t next = word - one_sleeper - (consumes ? one_permit : 0);
+    if (word_.compare_exchange_weak(word, next, sync::acq_rel, sync::acquire)) {
+      return consumes;
+    }
+  }
+}
+
 permit_semaphore::snapshot permit_semaphore::load() const noexcept {
   const std::uint64_t word = word_.load(sync::acquire);
   return {permits_of(word), sleepers_of(word)};

@@ -19,6 +19,10 @@
 //   * add_sleeper()       — a worker committing to park.
 //   * remove_sleeper()    — whoever moves that worker's latch out of SLEEPING
 //                           (the waker, or the worker itself when it aborts).
+//   * remove_sleeper_woken_by_permit()
+//                         — a waker that claimed that worker for a permit: the
+//                           wake is what the permit promised, so one permit
+//                           goes with the sleeper.
 // The semaphore never blocks or wakes anyone itself: the SignalWaker is the
 // only parking place (docs/architecture.md, "One parking place").
 #pragma once
@@ -53,6 +57,14 @@ class permit_semaphore {
   // Unregisters one sleeper. If a permit was outstanding for it (permits would
   // exceed sleepers) that permit is consumed too; returns whether it was.
   bool remove_sleeper() noexcept;
+
+  // Unregisters one sleeper that a permit wake claimed, and consumes one
+  // outstanding permit with it (none if a worker still committing to park
+  // took it meanwhile: then two workers are awake, which is safe). Without
+  // this the permit outlived its wake, and the next worker about to park
+  // took it and searched once more for nothing. Returns whether a permit
+  // was consumed.
+  bool remove_sleeper_woken_by_permit() noexcept;
 
   [[nodiscard]] snapshot load() const noexcept;
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "signal_waker/atomic_counters.hpp"
 #include "signal_waker/sleep_latch.hpp"
@@ -29,53 +30,77 @@ class scripted_probe final : public canopy::sleep_probe {
   void about_to_block(std::size_t /*worker*/) noexcept override { blocks.fetch_add(1); }
 };
 
-// One worker thread looking for work, forever, on a one-worker sleep module
-// with `spin_rounds` idle rounds; it records each park. finish() (or the
-// destructor) stops it through the shutdown wake.
-class one_idle_worker {
+// Worker threads looking for work, forever, on one sleep module with
+// `spin_rounds` idle rounds; each records its parks. finish() (or the
+// destructor) stops them through the shutdown wake.
+class idle_workers {
  public:
-  explicit one_idle_worker(std::uint32_t spin_rounds)
-      : sleep(1, 1, spin_rounds, permits), thread_([this] { look_until_stopped(); }) {}
-  one_idle_worker(const one_idle_worker&) = delete;
-  one_idle_worker& operator=(const one_idle_worker&) = delete;
-  ~one_idle_worker() { finish(); }
+  struct record {
+    std::atomic<std::uint32_t> first_spin_rounds{99};       // before any park
+    std::atomic<std::uint32_t> spin_rounds_after_park{99};  // after the latest
+    std::atomic<int> jec_wakes{0};
+    std::atomic<int> permit_wakes{0};
+    std::atomic<int> parks{0};  // counted last: whoever sees it sees the rest
+  };
+
+  idle_workers(std::size_t count, std::uint32_t spin_rounds)
+      : sleep(count, 1, spin_rounds, permits), records_(count) {
+    for (std::size_t worker = 0; worker < count; ++worker) {
+      threads_.emplace_back([this, worker] { look_until_stopped(worker); });
+    }
+  }
+  idle_workers(const idle_workers&) = delete;
+  idle_workers& operator=(const idle_workers&) = delete;
+  ~idle_workers() { finish(); }
 
   void finish() {
-    if (thread_.joinable()) {
+    if (!threads_.empty()) {
       stop_.store(true);
       sleep.wake_all_for_shutdown();
-      thread_.join();
+      for (auto& thread : threads_) {
+        thread.join();
+      }
+      threads_.clear();
     }
+  }
+
+  record& worker(std::size_t index) { return records_[index]; }
+  int total_parks() {
+    int total = 0;
+    for (auto& one : records_) {
+      total += one.parks.load();
+    }
+    return total;
   }
 
   canopy::permit_semaphore permits;
   canopy::sleep_module sleep;
   scripted_probe probe;
-  std::atomic<std::uint32_t> first_spin_rounds{99};       // before any park
-  std::atomic<std::uint32_t> spin_rounds_after_park{99};  // after the latest
-  std::atomic<int> jec_wakes{0};
-  std::atomic<int> parks{0};  // counted last: whoever sees it sees the rest
 
  private:
-  void look_until_stopped() {
+  void look_until_stopped(std::size_t index) {
+    record& mine = records_[index];
     canopy::idle_state idle;
     sleep.start_looking(idle);
-    first_spin_rounds.store(idle.spin_rounds);
+    mine.first_spin_rounds.store(idle.spin_rounds);
     while (!stop_.load()) {
-      const canopy::idle_report report = sleep.no_work_found(0, idle, probe);
+      const canopy::idle_report report = sleep.no_work_found(index, idle, probe);
       if (report.parked) {
-        spin_rounds_after_park.store(idle.spin_rounds);
+        mine.spin_rounds_after_park.store(idle.spin_rounds);
         if (report.reason == canopy::wake_reason::jec) {
-          jec_wakes.fetch_add(1);
+          mine.jec_wakes.fetch_add(1);
+        } else if (report.reason == canopy::wake_reason::permit) {
+          mine.permit_wakes.fetch_add(1);
         }
-        parks.fetch_add(1);
+        mine.parks.fetch_add(1);
       }
     }
     sleep.work_found(false);
   }
 
   std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: starts once every other member exists
+  std::vector<record> records_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace
@@ -168,21 +193,39 @@ TEST_CASE("signal_waker: a claimed sleeper is unparked and learns why") {
 
 TEST_CASE("sleep_module: a worker parks after its rounds; new_jobs wakes it via the JEC") {
   canopy::testing::watchdog guard("sleep module", 30);
-  one_idle_worker idle(3);
+  idle_workers idle(1, 3);
   REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));
   CHECK(idle.permits.load().sleepers == 1);
   CHECK(idle.probe.blocks.load() == 1);
   CHECK(idle.sleep.new_jobs(1) == 1);  // nobody awake and idle: wake the sleeper
-  REQUIRE(eventually([&] { return idle.parks.load() == 1; }));
-  CHECK(idle.jec_wakes.load() == 1);
+  REQUIRE(eventually([&] { return idle.worker(0).parks.load() == 1; }));
+  CHECK(idle.worker(0).jec_wakes.load() == 1);
   // The waker, not the sleeper, took it off the sleeping count.
   REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));  // parked again
   CHECK(idle.sleep.wake_for_permits(1) == 1);
-  REQUIRE(eventually([&] { return idle.parks.load() == 2; }));
+  REQUIRE(eventually([&] { return idle.worker(0).parks.load() == 2; }));
   idle.finish();
   CHECK(idle.sleep.counters().sleeping() == 0);
   CHECK(idle.sleep.counters().inactive() == 0);
   CHECK(idle.permits.load().sleepers == 0);
+}
+
+TEST_CASE("sleep_module: a permit wake takes its permit along; the other sleeper keeps sleeping") {
+  canopy::testing::watchdog guard("permit wake", 30);
+  idle_workers idle(2, 0);
+  REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 2; }));
+  REQUIRE(idle.permits.load().sleepers == 2);
+  const std::uint32_t granted = idle.permits.release(1);  // what a root bit 0 -> 1 does
+  CHECK(granted == 1);
+  CHECK(idle.sleep.wake_for_permits(granted) == 1);
+  // The woken worker's permit is gone with it: nobody is left to spend it on
+  // a search for nothing before parking again.
+  CHECK(idle.permits.load().permits == 0);
+  REQUIRE(eventually([&] { return idle.total_parks() == 1; }));
+  REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 2; }));  // parked again
+  CHECK(idle.permits.load().permits == 0);
+  CHECK(idle.total_parks() == 1);
+  CHECK(idle.worker(0).permit_wakes.load() + idle.worker(1).permit_wakes.load() == 1);
 }
 
 TEST_CASE("sleep_module: new_jobs wakes nobody while enough workers are awake and idle") {
@@ -254,16 +297,16 @@ TEST_CASE("spin_history: long parks stop the spinning; a short park or early wor
 
 TEST_CASE("sleep_module: a worker whose parks are long stops spinning before it parks") {
   canopy::testing::watchdog guard("adaptive spin", 30);
-  one_idle_worker idle(3);
+  idle_workers idle(1, 3);
   const int long_parks = static_cast<int>(canopy::spin_history::max_score);
   for (int park = 1; park <= long_parks; ++park) {
     REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // far above short_park
     CHECK(idle.sleep.wake_for_permits(1) == 1);
-    REQUIRE(eventually([&] { return idle.parks.load() == park; }));
-    CHECK(idle.spin_rounds_after_park.load() == (park < long_parks ? 3U : 0U));
+    REQUIRE(eventually([&] { return idle.worker(0).parks.load() == park; }));
+    CHECK(idle.worker(0).spin_rounds_after_park.load() == (park < long_parks ? 3U : 0U));
   }
-  CHECK(idle.first_spin_rounds.load() == 3);  // a fresh worker spins its configured rounds
+  CHECK(idle.worker(0).first_spin_rounds.load() == 3);  // a fresh worker spins its configured rounds
   idle.finish();
   CHECK(idle.sleep.counters().sleeping() == 0);
 }

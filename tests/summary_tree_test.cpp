@@ -207,6 +207,24 @@ TEST_CASE("permit_semaphore: permits never exceed sleepers and do not pile up") 
   CHECK(permits.load().sleepers == 0);
 }
 
+TEST_CASE("permit_semaphore: a sleeper woken by a permit takes one permit with it") {
+  permit_semaphore permits;
+  permits.add_sleeper();
+  permits.add_sleeper();
+  CHECK(permits.release(1) == 1);
+  CHECK(permits.remove_sleeper_woken_by_permit());  // 1 permit, 2 sleepers -> 0, 1
+  CHECK(permits.load().permits == 0);
+  CHECK(permits.load().sleepers == 1);
+  // No permit outstanding (a worker committing to park took it): only the
+  // sleeper goes.
+  permits.add_sleeper();
+  CHECK(permits.release(1) == 1);
+  CHECK(permits.try_acquire());
+  CHECK_FALSE(permits.remove_sleeper_woken_by_permit());
+  CHECK(permits.load().permits == 0);
+  CHECK(permits.load().sleepers == 1);
+}
+
 TEST_CASE("permit_semaphore under concurrency keeps permits <= sleepers") {
   canopy::testing::watchdog guard("permit concurrency", 60);
   permit_semaphore permits;
@@ -225,7 +243,11 @@ TEST_CASE("permit_semaphore under concurrency keeps permits <= sleepers") {
     for (long round = 0; round < rounds; ++round) {
       permits.add_sleeper();
       static_cast<void>(permits.try_acquire());
-      static_cast<void>(permits.remove_sleeper());
+      if (round % 2 == 0) {
+        static_cast<void>(permits.remove_sleeper());
+      } else {
+        static_cast<void>(permits.remove_sleeper_woken_by_permit());
+      }
     }
   });
   std::thread releaser([&] {
