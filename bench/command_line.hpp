@@ -10,11 +10,11 @@ namespace canopy::bench {
 // canopy_bench WORKLOAD [--peer canopy|tbb|asio] [--threads N] [--reps R]
 //         | --list
 struct command_line {
-    bool list_workloads = false;
-    std::string workload;
-    peer executor = peer::canopy;
-    unsigned threads = 0;  // filled with hardware_concurrency() when not given
-    unsigned reps = 5;
+  bool list_workloads = false;
+  std::string workload;
+  peer executor = peer::canopy;
+  unsigned threads = 0;  // filled with hardware_concurrency() when not given
+  unsigned reps = 5;
 };
 
 // Parses argv; on an error returns nullopt after writing the reason to error.

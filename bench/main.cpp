@@ -23,83 +23,82 @@ constexpr int exit_run_failed = 1;
 constexpr int exit_usage = 2;
 
 unsigned measured_reps(const workload_descriptor& workload, unsigned requested) {
-    return workload.max_reps == 0 ? requested : std::min(requested, workload.max_reps);
+  return workload.max_reps == 0 ? requested : std::min(requested, workload.max_reps);
 }
 
 result_record measure(const command_line& options, const workload_descriptor& workload,
                       instance_factory factory) {
-    const unsigned reps = measured_reps(workload, options.reps);
-    const std::unique_ptr<workload_instance> instance = factory(options.threads);
-    if (workload.warm_up) {
-        static_cast<void>(instance->run_once());  // checked, not measured
-    }
+  const unsigned reps = measured_reps(workload, options.reps);
+  const std::unique_ptr<workload_instance> instance = factory(options.threads);
+  if (workload.warm_up) {
+    static_cast<void>(instance->run_once());  // checked, not measured
+  }
 
-    std::vector<double> values;
-    std::vector<double> p99s;
-    for (unsigned rep = 0; rep < reps; ++rep) {
-        const repetition_result result = instance->run_once();
-        values.push_back(result.value);
-        if (result.p99) {
-            p99s.push_back(*result.p99);
-        }
+  std::vector<double> values;
+  std::vector<double> p99s;
+  for (unsigned rep = 0; rep < reps; ++rep) {
+    const repetition_result result = instance->run_once();
+    values.push_back(result.value);
+    if (result.p99) {
+      p99s.push_back(*result.p99);
     }
+  }
 
-    const spread value_spread = summarize(values);
-    result_record record{std::string(peer_name(options.executor)),
-                         options.workload,
-                         value_spread.median,
-                         std::string(workload.unit),
-                         options.threads,
-                         reps,
-                         value_spread.min,
-                         value_spread.max,
-                         std::nullopt};
-    if (!p99s.empty()) {
-        record.p99 = summarize(p99s).median;
-    }
-    return record;
+  const spread value_spread = summarize(values);
+  result_record record{std::string(peer_name(options.executor)),
+                       options.workload,
+                       value_spread.median,
+                       std::string(workload.unit),
+                       options.threads,
+                       reps,
+                       value_spread.min,
+                       value_spread.max,
+                       std::nullopt};
+  if (!p99s.empty()) {
+    record.p99 = summarize(p99s).median;
+  }
+  return record;
 }
 
 int run(int argc, const char* const* argv) {
-    std::string error;
-    const std::optional<command_line> options = parse_command_line(argc, argv, error);
-    if (!options) {
-        std::fprintf(stderr, "canopy_bench: %s\n%s", error.c_str(), usage_text().c_str());
-        return exit_usage;
+  std::string error;
+  const std::optional<command_line> options = parse_command_line(argc, argv, error);
+  if (!options) {
+    std::fprintf(stderr, "canopy_bench: %s\n%s", error.c_str(), usage_text().c_str());
+    return exit_usage;
+  }
+  if (options->list_workloads) {
+    for (const workload_descriptor& workload : workload_catalog) {
+      std::printf("%.*s\n", static_cast<int>(workload.name.size()), workload.name.data());
     }
-    if (options->list_workloads) {
-        for (const workload_descriptor& workload : workload_catalog) {
-            std::printf("%.*s\n", static_cast<int>(workload.name.size()), workload.name.data());
-        }
-        return 0;
-    }
+    return 0;
+  }
 
-    const workload_descriptor& workload = *find_workload(options->workload);
-    const instance_factory factory = find_implementation(workload.name, options->executor);
-    if (factory == nullptr) {
-        std::fprintf(stderr, "canopy_bench: %s implementation of %s not built yet\n",
-                     std::string(peer_name(options->executor)).c_str(), options->workload.c_str());
-        return exit_usage;
-    }
+  const workload_descriptor& workload = *find_workload(options->workload);
+  const instance_factory factory = find_implementation(workload.name, options->executor);
+  if (factory == nullptr) {
+    std::fprintf(stderr, "canopy_bench: %s implementation of %s not built yet\n",
+                 std::string(peer_name(options->executor)).c_str(), options->workload.c_str());
+    return exit_usage;
+  }
 
-    try {
-        const result_record record = measure(*options, workload, factory);
-        std::printf("%s\n", to_json_line(record).c_str());
-        return 0;
-    } catch (const result_mismatch& mismatch) {
-        std::fprintf(stderr, "canopy_bench: %s on %s gave a wrong result: %s\n", options->workload.c_str(),
-                     std::string(peer_name(options->executor)).c_str(), mismatch.what());
-        return exit_run_failed;
-    } catch (const std::exception& failure) {
-        std::fprintf(stderr, "canopy_bench: %s on %s failed: %s\n", options->workload.c_str(),
-                     std::string(peer_name(options->executor)).c_str(), failure.what());
-        return exit_run_failed;
-    }
+  try {
+    const result_record record = measure(*options, workload, factory);
+    std::printf("%s\n", to_json_line(record).c_str());
+    return 0;
+  } catch (const result_mismatch& mismatch) {
+    std::fprintf(stderr, "canopy_bench: %s on %s gave a wrong result: %s\n",
+                 options->workload.c_str(), std::string(peer_name(options->executor)).c_str(),
+                 mismatch.what());
+    return exit_run_failed;
+  } catch (const std::exception& failure) {
+    std::fprintf(stderr, "canopy_bench: %s on %s failed: %s\n", options->workload.c_str(),
+                 std::string(peer_name(options->executor)).c_str(), failure.what());
+    return exit_run_failed;
+  }
 }
 
 }  // namespace
 }  // namespace canopy::bench
 
-int main(int argc, char** argv) {
-    return canopy::bench::run(argc, argv);
-}
+int main(int argc, char** argv) { return canopy::bench::run(argc, argv); }

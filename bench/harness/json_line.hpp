@@ -7,15 +7,15 @@ namespace canopy::bench {
 
 // Everything one canopy_bench invocation reports.
 struct result_record {
-    std::string peer;
-    std::string workload;
-    double value;  // median over the measured repetitions
-    std::string unit;
-    unsigned threads;
-    unsigned reps;
-    double min;
-    double max;
-    std::optional<double> p99;  // median over repetitions of each repetition's p99
+  std::string peer;
+  std::string workload;
+  double value;  // median over the measured repetitions
+  std::string unit;
+  unsigned threads;
+  unsigned reps;
+  double min;
+  double max;
+  std::optional<double> p99;  // median over repetitions of each repetition's p99
 };
 
 // The record as one line of JSON, without the trailing newline.

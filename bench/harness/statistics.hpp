@@ -5,9 +5,9 @@
 namespace canopy::bench {
 
 struct spread {
-    double median;
-    double min;
-    double max;
+  double median;
+  double min;
+  double max;
 };
 
 // Median (mean of the two middle values for an even count), min and max.

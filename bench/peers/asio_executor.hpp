@@ -1,9 +1,8 @@
 #pragma once
 
-#include <utility>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <utility>
 
 namespace canopy::bench {
 
@@ -19,16 +18,16 @@ namespace canopy::bench {
 // waits is a thread lost, and all of them waiting is a deadlock), so
 // fork/join workloads use continuation passing.
 class asio_executor {
-public:
-    explicit asio_executor(unsigned worker_count) : pool_(worker_count) {}
+ public:
+  explicit asio_executor(unsigned worker_count) : pool_(worker_count) {}
 
-    template <typename Task>
-    void submit(Task&& task) {
-        boost::asio::post(pool_, std::forward<Task>(task));
-    }
+  template <typename Task>
+  void submit(Task&& task) {
+    boost::asio::post(pool_, std::forward<Task>(task));
+  }
 
-private:
-    boost::asio::thread_pool pool_;
+ private:
+  boost::asio::thread_pool pool_;
 };
 
 }  // namespace canopy::bench

@@ -35,26 +35,28 @@ namespace canopy::bench {
 //   (12 pauses, then 4 sched_yield calls) before it blocks on a futex, and
 //   the waiting thread must not spin.
 class canopy_executor {
-public:
-    explicit canopy_executor(unsigned worker_count) : executor_(make_config(worker_count)) {}
+ public:
+  explicit canopy_executor(unsigned worker_count) : executor_(make_config(worker_count)) {}
 
-    template <typename Task>
-    void submit(Task&& task) {
-        executor_.spawn_detached(std::forward<Task>(task));
-    }
+  template <typename Task>
+  void submit(Task&& task) {
+    executor_.spawn_detached(std::forward<Task>(task));
+  }
 
-    void submit_coroutine(canopy::task<void> work) { canopy::spawn_detached(executor_, std::move(work)); }
+  void submit_coroutine(canopy::task<void> work) {
+    canopy::spawn_detached(executor_, std::move(work));
+  }
 
-    [[nodiscard]] canopy::executor& pool() { return executor_; }
+  [[nodiscard]] canopy::executor& pool() { return executor_; }
 
-private:
-    static executor_config make_config(unsigned worker_count) {
-        executor_config config;
-        config.worker_count = worker_count;
-        return config;
-    }
+ private:
+  static executor_config make_config(unsigned worker_count) {
+    executor_config config;
+    config.worker_count = worker_count;
+    return config;
+  }
 
-    canopy::executor executor_;
+  canopy::executor executor_;
 };
 
 }  // namespace canopy::bench

@@ -1,9 +1,9 @@
 #pragma once
 
-#include <utility>
-
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
+
+#include <utility>
 
 namespace canopy::bench {
 
@@ -22,27 +22,27 @@ namespace canopy::bench {
 //   to the back of the arena's shared FIFO lanes, so other ready tasks run
 //   first (task_group::run would push LIFO and run the same task next).
 class tbb_executor {
-public:
-    // oneTBB keeps hardware_concurrency - 1 workers unless told otherwise, and
-    // max_allowed_parallelism counts one external thread, hence + 1.
-    // reserved_for_masters = 0: no slot is held back for external threads,
-    // since none joins the arena.
-    explicit tbb_executor(unsigned worker_count)
-        : parallelism_(tbb::global_control::max_allowed_parallelism, worker_count + 1),
-          arena_(static_cast<int>(worker_count), 0) {
-        arena_.initialize();
-    }
+ public:
+  // oneTBB keeps hardware_concurrency - 1 workers unless told otherwise, and
+  // max_allowed_parallelism counts one external thread, hence + 1.
+  // reserved_for_masters = 0: no slot is held back for external threads,
+  // since none joins the arena.
+  explicit tbb_executor(unsigned worker_count)
+      : parallelism_(tbb::global_control::max_allowed_parallelism, worker_count + 1),
+        arena_(static_cast<int>(worker_count), 0) {
+    arena_.initialize();
+  }
 
-    template <typename Task>
-    void submit(Task&& task) {
-        arena_.enqueue(std::forward<Task>(task));
-    }
+  template <typename Task>
+  void submit(Task&& task) {
+    arena_.enqueue(std::forward<Task>(task));
+  }
 
-    [[nodiscard]] tbb::task_arena& arena() { return arena_; }
+  [[nodiscard]] tbb::task_arena& arena() { return arena_; }
 
-private:
-    tbb::global_control parallelism_;
-    tbb::task_arena arena_;
+ private:
+  tbb::global_control parallelism_;
+  tbb::task_arena arena_;
 };
 
 }  // namespace canopy::bench

@@ -8,12 +8,12 @@ namespace canopy::bench {
 // What every peer's implementation of a workload shares: its name, the unit
 // of its result (lower is better for all of them) and how often it repeats.
 struct workload_descriptor {
-    std::string_view name;
-    std::string_view unit;
-    // Upper bound on measured repetitions; 0 means "as many as --reps asks".
-    unsigned max_reps = 0;
-    // Whether one unmeasured repetition runs first.
-    bool warm_up = true;
+  std::string_view name;
+  std::string_view unit;
+  // Upper bound on measured repetitions; 0 means "as many as --reps asks".
+  unsigned max_reps = 0;
+  // Whether one unmeasured repetition runs first.
+  bool warm_up = true;
 };
 
 // constexpr, so registrations running during static initialization can check
@@ -36,12 +36,12 @@ inline constexpr std::array<workload_descriptor, 9> workload_catalog{{
 }};
 
 [[nodiscard]] constexpr const workload_descriptor* find_workload(std::string_view name) {
-    for (const workload_descriptor& workload : workload_catalog) {
-        if (workload.name == name) {
-            return &workload;
-        }
+  for (const workload_descriptor& workload : workload_catalog) {
+    if (workload.name == name) {
+      return &workload;
     }
-    return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace canopy::bench

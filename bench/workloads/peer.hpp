@@ -12,21 +12,24 @@ enum class peer { canopy, tbb, asio };
 inline constexpr std::array<peer, 3> all_peers{peer::canopy, peer::tbb, peer::asio};
 
 [[nodiscard]] constexpr std::string_view peer_name(peer executor) {
-    switch (executor) {
-        case peer::canopy: return "canopy";
-        case peer::tbb: return "tbb";
-        case peer::asio: return "asio";
-    }
-    return "unknown";
+  switch (executor) {
+    case peer::canopy:
+      return "canopy";
+    case peer::tbb:
+      return "tbb";
+    case peer::asio:
+      return "asio";
+  }
+  return "unknown";
 }
 
 [[nodiscard]] constexpr std::optional<peer> parse_peer(std::string_view name) {
-    for (const peer executor : all_peers) {
-        if (peer_name(executor) == name) {
-            return executor;
-        }
+  for (const peer executor : all_peers) {
+    if (peer_name(executor) == name) {
+      return executor;
     }
-    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace canopy::bench

@@ -10,8 +10,8 @@ namespace canopy::bench {
 
 // What one repetition of a workload measured, in the workload's unit.
 struct repetition_result {
-    double value;
-    std::optional<double> p99 = std::nullopt;  // wake_latency only
+  double value;
+  std::optional<double> p99 = std::nullopt;  // wake_latency only
 };
 
 // One workload bound to one peer's executor. The factory creates the
@@ -19,12 +19,12 @@ struct repetition_result {
 // for the warm-up and for every measured repetition (workload_catalog says
 // which workloads skip the warm-up or cap the repetitions).
 class workload_instance {
-public:
-    virtual ~workload_instance() = default;
+ public:
+  virtual ~workload_instance() = default;
 
-    // Runs the workload once and checks its result: throws result_mismatch
-    // (harness/result_check.hpp) when a count or value is wrong.
-    virtual repetition_result run_once() = 0;
+  // Runs the workload once and checks its result: throws result_mismatch
+  // (harness/result_check.hpp) when a count or value is wrong.
+  virtual repetition_result run_once() = 0;
 };
 
 using instance_factory = std::unique_ptr<workload_instance> (*)(unsigned worker_count);
@@ -36,8 +36,8 @@ using instance_factory = std::unique_ptr<workload_instance> (*)(unsigned worker_
 // The workload name must be in workload_catalog and each (workload, peer)
 // pair may be registered once; a violation terminates at start-up.
 class implementation_registration {
-public:
-    implementation_registration(std::string_view workload, peer executor, instance_factory factory);
+ public:
+  implementation_registration(std::string_view workload, peer executor, instance_factory factory);
 };
 
 // The factory registered for (workload, executor), or nullptr when that

@@ -1,7 +1,7 @@
+#include <oneapi/tbb/task_group.h>
+
 #include <atomic>
 #include <memory>
-
-#include <oneapi/tbb/task_group.h>
 
 #include "harness/completion_signal.hpp"
 #include "harness/result_check.hpp"
@@ -15,53 +15,53 @@ namespace {
 
 // Lives on the measuring thread's stack for one chain.
 struct chain_progress {
-    std::atomic<std::size_t> tasks_run{0};
-    completion_signal last_task_ran;
+  std::atomic<std::size_t> tasks_run{0};
+  completion_signal last_task_ran;
 };
 
 // Task number `position` (1-based) of a chain: spawns the next one with
 // task_group::run, or wakes the measuring thread if it is the last.
 void run_link(tbb::task_group& links, chain_progress& progress, std::size_t position) {
-    // Relaxed: the measuring thread reads the count only after the last
-    // link's notify, which every increment happens before.
-    progress.tasks_run.fetch_add(1, std::memory_order_relaxed);
-    if (position == chained_spawn::chain_length) {
-        progress.last_task_ran.notify();
-        return;
-    }
-    links.run([&links, &progress, position] { run_link(links, progress, position + 1); });
+  // Relaxed: the measuring thread reads the count only after the last
+  // link's notify, which every increment happens before.
+  progress.tasks_run.fetch_add(1, std::memory_order_relaxed);
+  if (position == chained_spawn::chain_length) {
+    progress.last_task_ran.notify();
+    return;
+  }
+  links.run([&links, &progress, position] { run_link(links, progress, position + 1); });
 }
 
 class chained_spawn_on_tbb final : public workload_instance {
-public:
-    explicit chained_spawn_on_tbb(unsigned worker_count) : executor_(worker_count) {}
+ public:
+  explicit chained_spawn_on_tbb(unsigned worker_count) : executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        const stopwatch clock;
-        for (std::size_t chain = 0; chain < chained_spawn::chain_count; ++chain) {
-            chain_progress progress;
-            // The first link is enqueued from outside. It owns the chain's
-            // task_group and must wait for it before returning; while it
-            // waits it runs the following links itself unless they are
-            // stolen.
-            executor_.submit([&progress] {
-                tbb::task_group links;
-                run_link(links, progress, 1);
-                links.wait();
-            });
-            progress.last_task_ran.wait();
-            expect_equal("tasks in chain", chained_spawn::chain_length,
-                         static_cast<long long>(progress.tasks_run.load(std::memory_order_relaxed)));
-        }
-        return {nanoseconds_per(clock.elapsed(), chained_spawn::total_spawns)};
+  repetition_result run_once() override {
+    const stopwatch clock;
+    for (std::size_t chain = 0; chain < chained_spawn::chain_count; ++chain) {
+      chain_progress progress;
+      // The first link is enqueued from outside. It owns the chain's
+      // task_group and must wait for it before returning; while it
+      // waits it runs the following links itself unless they are
+      // stolen.
+      executor_.submit([&progress] {
+        tbb::task_group links;
+        run_link(links, progress, 1);
+        links.wait();
+      });
+      progress.last_task_ran.wait();
+      expect_equal("tasks in chain", chained_spawn::chain_length,
+                   static_cast<long long>(progress.tasks_run.load(std::memory_order_relaxed)));
     }
+    return {nanoseconds_per(clock.elapsed(), chained_spawn::total_spawns)};
+  }
 
-private:
-    tbb_executor executor_;
+ private:
+  tbb_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<chained_spawn_on_tbb>(worker_count);
+  return std::make_unique<chained_spawn_on_tbb>(worker_count);
 }
 
 const implementation_registration registered{"chained_spawn", peer::tbb, &make_instance};

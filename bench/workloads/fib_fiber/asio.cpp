@@ -1,4 +1,5 @@
 #include "workloads/fib/asio.hpp"
+
 #include "workloads/registry.hpp"
 
 // fib_fiber is fib written with fibers. Boost.Asio has none, so this peer

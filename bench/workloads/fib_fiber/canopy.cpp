@@ -18,41 +18,41 @@ namespace {
 // only this fiber (its worker runs other tasks meanwhile). Fibers get the
 // default stack size (stack_pool::default_stack_size).
 long long fork_join_fib(int n) {
-    if (n < 2) {
-        return n;
-    }
-    auto child = canopy::spawn_fiber([n] { return fork_join_fib(n - 1); });
-    const long long second = fork_join_fib(n - 2);
-    const long long first = canopy::this_fiber::await(child);
-    return first + second;
+  if (n < 2) {
+    return n;
+  }
+  auto child = canopy::spawn_fiber([n] { return fork_join_fib(n - 1); });
+  const long long second = fork_join_fib(n - 2);
+  const long long first = canopy::this_fiber::await(child);
+  return first + second;
 }
 
 class fib_fiber_on_canopy final : public workload_instance {
-public:
-    explicit fib_fiber_on_canopy(unsigned worker_count) : executor_(worker_count) {}
+ public:
+  explicit fib_fiber_on_canopy(unsigned worker_count) : executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        long long value = 0;
-        completion_signal computed;
-        const stopwatch clock;
-        // The root fiber is detached: the measuring thread waits on the
-        // completion signal like every peer.
-        canopy::spawn_fiber(executor_.pool(), [&value, &computed] {
-            value = fork_join_fib(fib::argument);
-            computed.notify();
-        }).detach();
-        computed.wait();
-        const auto elapsed = clock.elapsed();
-        expect_equal("fib value", fib::expected_value, value);
-        return {milliseconds(elapsed)};
-    }
+  repetition_result run_once() override {
+    long long value = 0;
+    completion_signal computed;
+    const stopwatch clock;
+    // The root fiber is detached: the measuring thread waits on the
+    // completion signal like every peer.
+    canopy::spawn_fiber(executor_.pool(), [&value, &computed] {
+      value = fork_join_fib(fib::argument);
+      computed.notify();
+    }).detach();
+    computed.wait();
+    const auto elapsed = clock.elapsed();
+    expect_equal("fib value", fib::expected_value, value);
+    return {milliseconds(elapsed)};
+  }
 
-private:
-    canopy_executor executor_;
+ private:
+  canopy_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<fib_fiber_on_canopy>(worker_count);
+  return std::make_unique<fib_fiber_on_canopy>(worker_count);
 }
 
 const implementation_registration registered{"fib_fiber", peer::canopy, &make_instance};

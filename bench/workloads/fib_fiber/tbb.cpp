@@ -1,4 +1,5 @@
 #include "workloads/fib/tbb.hpp"
+
 #include "workloads/registry.hpp"
 
 // fib_fiber is fib written with fibers. oneTBB has none, so this peer

@@ -9,19 +9,19 @@ namespace canopy::bench {
 namespace {
 
 class idle_cpu_on_asio final : public workload_instance {
-public:
-    explicit idle_cpu_on_asio(unsigned worker_count) : executor_(worker_count) {}
+ public:
+  explicit idle_cpu_on_asio(unsigned worker_count) : executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        return idle_cpu::measure_idle_cpu([this](auto task) { executor_.submit(std::move(task)); });
-    }
+  repetition_result run_once() override {
+    return idle_cpu::measure_idle_cpu([this](auto task) { executor_.submit(std::move(task)); });
+  }
 
-private:
-    asio_executor executor_;
+ private:
+  asio_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<idle_cpu_on_asio>(worker_count);
+  return std::make_unique<idle_cpu_on_asio>(worker_count);
 }
 
 const implementation_registration registered{"idle_cpu", peer::asio, &make_instance};

@@ -14,15 +14,15 @@ namespace canopy::bench::idle_cpu {
 // executor from this (non-worker) thread.
 template <typename Submit>
 repetition_result measure_idle_cpu(Submit submit) {
-    completion_signal task_ran;
-    submit([&task_ran] { task_ran.notify(); });
-    task_ran.wait();
+  completion_signal task_ran;
+  submit([&task_ran] { task_ran.notify(); });
+  task_ran.wait();
 
-    const auto cpu_before = process_cpu_time();
-    std::this_thread::sleep_for(idle_period);
-    const auto cpu_spent = process_cpu_time() - cpu_before;
-    const double idle_seconds = std::chrono::duration<double>(idle_period).count();
-    return {milliseconds(cpu_spent) / idle_seconds};
+  const auto cpu_before = process_cpu_time();
+  std::this_thread::sleep_for(idle_period);
+  const auto cpu_spent = process_cpu_time() - cpu_before;
+  const double idle_seconds = std::chrono::duration<double>(idle_period).count();
+  return {milliseconds(cpu_spent) / idle_seconds};
 }
 
 }  // namespace canopy::bench::idle_cpu

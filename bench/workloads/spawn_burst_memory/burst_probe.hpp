@@ -21,27 +21,27 @@ namespace canopy::bench::spawn_burst_memory {
 // Memory that glibc malloc kept from earlier work is handed back first.
 template <typename Submit>
 repetition_result measure_burst_memory(unsigned worker_count, Submit submit) {
-    const auto gate = std::make_shared<worker_gate>(worker_count);
-    for (unsigned worker = 0; worker < worker_count; ++worker) {
-        submit([gate] { gate->hold_here(); });
-    }
-    gate->wait_until_all_held();
+  const auto gate = std::make_shared<worker_gate>(worker_count);
+  for (unsigned worker = 0; worker < worker_count; ++worker) {
+    submit([gate] { gate->hold_here(); });
+  }
+  gate->wait_until_all_held();
 
-    return_free_heap_pages();
-    const std::size_t resident_before = resident_bytes();
-    completion_counter finished(task_count);
-    for (std::size_t task = 0; task < task_count; ++task) {
-        submit([&finished] { finished.count_one(); });
-    }
-    const std::size_t resident_with_all_pending = resident_bytes();
+  return_free_heap_pages();
+  const std::size_t resident_before = resident_bytes();
+  completion_counter finished(task_count);
+  for (std::size_t task = 0; task < task_count; ++task) {
+    submit([&finished] { finished.count_one(); });
+  }
+  const std::size_t resident_with_all_pending = resident_bytes();
 
-    gate->open();
-    finished.wait();
-    expect_equal("tasks run", task_count, finished.count());
+  gate->open();
+  finished.wait();
+  expect_equal("tasks run", task_count, finished.count());
 
-    const std::size_t growth =
-        resident_with_all_pending > resident_before ? resident_with_all_pending - resident_before : 0;
-    return {static_cast<double>(growth) / static_cast<double>(task_count)};
+  const std::size_t growth =
+      resident_with_all_pending > resident_before ? resident_with_all_pending - resident_before : 0;
+  return {static_cast<double>(growth) / static_cast<double>(task_count)};
 }
 
 }  // namespace canopy::bench::spawn_burst_memory

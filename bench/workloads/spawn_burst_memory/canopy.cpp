@@ -14,28 +14,28 @@ namespace {
 // pending task costs its slot plus its (not yet started) frame.
 template <typename Body>
 canopy::task<void> run_as_coroutine(Body body) {
-    body();
-    co_return;
+  body();
+  co_return;
 }
 
 class spawn_burst_memory_on_canopy final : public workload_instance {
-public:
-    explicit spawn_burst_memory_on_canopy(unsigned worker_count)
-        : worker_count_(worker_count), executor_(worker_count) {}
+ public:
+  explicit spawn_burst_memory_on_canopy(unsigned worker_count)
+      : worker_count_(worker_count), executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        return spawn_burst_memory::measure_burst_memory(worker_count_, [this](auto task) {
-            executor_.submit_coroutine(run_as_coroutine(std::move(task)));
-        });
-    }
+  repetition_result run_once() override {
+    return spawn_burst_memory::measure_burst_memory(worker_count_, [this](auto task) {
+      executor_.submit_coroutine(run_as_coroutine(std::move(task)));
+    });
+  }
 
-private:
-    unsigned worker_count_;
-    canopy_executor executor_;
+ private:
+  unsigned worker_count_;
+  canopy_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<spawn_burst_memory_on_canopy>(worker_count);
+  return std::make_unique<spawn_burst_memory_on_canopy>(worker_count);
 }
 
 const implementation_registration registered{"spawn_burst_memory", peer::canopy, &make_instance};

@@ -11,31 +11,31 @@ namespace canopy::bench {
 namespace {
 
 class spawn_local_on_canopy final : public workload_instance {
-public:
-    explicit spawn_local_on_canopy(unsigned worker_count) : executor_(worker_count) {}
+ public:
+  explicit spawn_local_on_canopy(unsigned worker_count) : executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        completion_counter finished(spawn_local::task_count);
-        const stopwatch clock;
-        // The spawning task ends right after its loop: children are detached
-        // and the measuring thread learns of the end from the last one.
-        executor_.submit([this, &finished] {
-            for (std::size_t task = 0; task < spawn_local::task_count; ++task) {
-                executor_.submit([&finished] { finished.count_one(); });
-            }
-        });
-        finished.wait();
-        const auto elapsed = clock.elapsed();
-        expect_equal("tasks run", spawn_local::task_count, finished.count());
-        return {nanoseconds_per(elapsed, spawn_local::task_count)};
-    }
+  repetition_result run_once() override {
+    completion_counter finished(spawn_local::task_count);
+    const stopwatch clock;
+    // The spawning task ends right after its loop: children are detached
+    // and the measuring thread learns of the end from the last one.
+    executor_.submit([this, &finished] {
+      for (std::size_t task = 0; task < spawn_local::task_count; ++task) {
+        executor_.submit([&finished] { finished.count_one(); });
+      }
+    });
+    finished.wait();
+    const auto elapsed = clock.elapsed();
+    expect_equal("tasks run", spawn_local::task_count, finished.count());
+    return {nanoseconds_per(elapsed, spawn_local::task_count)};
+  }
 
-private:
-    canopy_executor executor_;
+ private:
+  canopy_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<spawn_local_on_canopy>(worker_count);
+  return std::make_unique<spawn_local_on_canopy>(worker_count);
 }
 
 const implementation_registration registered{"spawn_local", peer::canopy, &make_instance};

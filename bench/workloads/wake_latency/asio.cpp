@@ -9,19 +9,20 @@ namespace canopy::bench {
 namespace {
 
 class wake_latency_on_asio final : public workload_instance {
-public:
-    explicit wake_latency_on_asio(unsigned worker_count) : executor_(worker_count) {}
+ public:
+  explicit wake_latency_on_asio(unsigned worker_count) : executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        return wake_latency::sample_wake_latency([this](auto task) { executor_.submit(std::move(task)); });
-    }
+  repetition_result run_once() override {
+    return wake_latency::sample_wake_latency(
+        [this](auto task) { executor_.submit(std::move(task)); });
+  }
 
-private:
-    asio_executor executor_;
+ private:
+  asio_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<wake_latency_on_asio>(worker_count);
+  return std::make_unique<wake_latency_on_asio>(worker_count);
 }
 
 const implementation_registration registered{"wake_latency", peer::asio, &make_instance};

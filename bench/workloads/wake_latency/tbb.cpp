@@ -9,19 +9,20 @@ namespace canopy::bench {
 namespace {
 
 class wake_latency_on_tbb final : public workload_instance {
-public:
-    explicit wake_latency_on_tbb(unsigned worker_count) : executor_(worker_count) {}
+ public:
+  explicit wake_latency_on_tbb(unsigned worker_count) : executor_(worker_count) {}
 
-    repetition_result run_once() override {
-        return wake_latency::sample_wake_latency([this](auto task) { executor_.submit(std::move(task)); });
-    }
+  repetition_result run_once() override {
+    return wake_latency::sample_wake_latency(
+        [this](auto task) { executor_.submit(std::move(task)); });
+  }
 
-private:
-    tbb_executor executor_;
+ private:
+  tbb_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
-    return std::make_unique<wake_latency_on_tbb>(worker_count);
+  return std::make_unique<wake_latency_on_tbb>(worker_count);
 }
 
 const implementation_registration registered{"wake_latency", peer::tbb, &make_instance};
