@@ -161,34 +161,52 @@ def format_number(number):
     return "n/a" if number is None else f"{number:.4g}"
 
 
-def format_change(current, previous):
+def percent_change(current, previous):
     if current is None or previous is None or previous == 0:
-        return "n/a"
-    change = (current / previous - 1.0) * 100.0
-    flag = "  REGRESSION" if change > REGRESSION_THRESHOLD_PERCENT else ""
-    return f"{change:+.1f}%{flag}"
+        return None
+    return (current / previous - 1.0) * 100.0
+
+
+def format_percent(change):
+    return "n/a" if change is None else f"{change:+.1f}%"
 
 
 def print_table(rows, previous_rows, threads):
-    previous_canopy = {(row["workload"], row["metric"]): row["values"]["canopy"] for row in previous_rows}
+    """The comparison table. With a previous run, two more columns: the
+    change of canopy's own value, and of its ratio to the best peer. This
+    machine's speed drifts by tens of percent over minutes, which moves
+    every peer's value alike and cancels in the ratio; a peer's own noise
+    moves the ratio but not canopy's value. So a row counts as a regression
+    only when both grew by more than the threshold."""
+    previous_by_key = {(row["workload"], row["metric"]): row for row in previous_rows}
     header = ["workload", "unit", *PEERS, "ratio"]
     if previous_rows:
-        header.append("canopy vs previous")
+        header += ["canopy vs previous", "ratio vs previous"]
     lines = [header]
+    regressions = []
     for row in rows:
         line = [row["label"], row["unit"], *(format_number(row["values"][peer]) for peer in PEERS),
                 format_number(row["ratio"])]
         if previous_rows:
-            line.append(format_change(row["values"]["canopy"],
-                                      previous_canopy.get((row["workload"], row["metric"]))))
+            before = previous_by_key.get((row["workload"], row["metric"]))
+            value_change = percent_change(row["values"]["canopy"],
+                                          before["values"]["canopy"] if before else None)
+            ratio_change = percent_change(row["ratio"], before["ratio"] if before else None)
+            regressed = (value_change is not None and ratio_change is not None
+                         and value_change > REGRESSION_THRESHOLD_PERCENT
+                         and ratio_change > REGRESSION_THRESHOLD_PERCENT)
+            line += [format_percent(value_change),
+                     format_percent(ratio_change) + ("  REGRESSION" if regressed else "")]
+            if regressed:
+                regressions.append(row["label"])
         lines.append(line)
     widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
     print(f"threads: {threads}; ratio = canopy / best of {', '.join(COMPARED_PEERS)}; lower is better")
     for line in lines:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
-    regressions = [line[0] for line in lines[1:] if previous_rows and line[-1].endswith("REGRESSION")]
     if regressions:
-        print(f"canopy regressed by more than {REGRESSION_THRESHOLD_PERCENT:.0f}% on: {', '.join(regressions)}")
+        print(f"canopy regressed by more than {REGRESSION_THRESHOLD_PERCENT:.0f}% "
+              f"(its value and its ratio to the best peer) on: {', '.join(regressions)}")
 
 
 def gnuplot_available():
