@@ -96,13 +96,23 @@ bool task_arena::try_reserve_in(std::size_t partition, reservation& into) noexce
   if (words == 0) {
     return false;
   }
+  // The cursor names the word the partition's last reservation came from.
+  // Its slots were written moments ago and, once their tasks have ended,
+  // are likely still in this core's cache, where a fresh word's are not (a
+  // leaf's slots span 256 KiB): so it is tried first, and kept while at
+  // least half of it is free again. A word with fewer free bits is passed
+  // over (and tried again last), so that a spawner does not take a few bits
+  // at a time from a word that workers are still emptying.
   const std::size_t start = state.cursor.load(sync::relaxed) % words;
-  for (std::size_t step = 0; step < words; ++step) {
+  for (std::size_t step = 0; step <= words; ++step) {
     const std::size_t word = (start + step) % words;
     const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
     const std::size_t signal = word % signals_per_leaf_;
     sync::atomic<std::uint64_t>& occupancy = leaves_[leaf].load(sync::acquire)->occupancy[signal];
     std::uint64_t occupied = occupancy.load(sync::relaxed);
+    if (step == 0 && words > 1 && std::popcount(~occupied) < 32) {
+      continue;
+    }
     while (occupied != ~std::uint64_t{0}) {
       const std::uint64_t wanted = ~occupied;
       // seq_cst: as in try_claim_in — acquire pairs with release(), and the
@@ -110,7 +120,7 @@ bool task_arena::try_reserve_in(std::size_t partition, reservation& into) noexce
       const std::uint64_t previous = occupancy.fetch_or(wanted, sync::seq_cst);
       const std::uint64_t got = wanted & ~previous;
       if (got != 0) {
-        state.cursor.store(static_cast<std::uint32_t>(word + 1), sync::relaxed);
+        state.cursor.store(static_cast<std::uint32_t>(word), sync::relaxed);
         into.first_slot = index_of(leaf, signal, 0);
         into.free = got;
         return true;

@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <latch>
 #include <mutex>
@@ -355,6 +357,55 @@ TEST_CASE("work spreads over all workers and they are asleep afterwards") {
     total += worker.tasks_run;
   }
   CHECK(total == 4000);
+}
+
+TEST_CASE("task_arena: a reservation returns to the last word once half of it is free") {
+  using canopy::task_arena;
+  task_arena arena(4, 1, 1, 1);  // one partition, one leaf of 4 words (256 slots)
+  const auto take_all = [](task_arena::reservation& from) {
+    std::vector<std::uint32_t> slots;
+    while (from.free != 0) {
+      slots.push_back(task_arena::take(from));
+    }
+    return slots;
+  };
+  task_arena::reservation run;
+  REQUIRE(arena.reserve(0, run));
+  const std::uint32_t first_word = run.first_slot;
+  std::vector<std::uint32_t> used = take_all(run);
+  REQUIRE(used.size() == 64);
+
+  // 40 of its tasks ended: the next reservation reuses those (warm) slots.
+  for (std::size_t index = 0; index < 40; ++index) {
+    arena.release(used[index]);
+  }
+  REQUIRE(arena.reserve(0, run));
+  CHECK(run.first_slot == first_word);
+  CHECK(std::popcount(run.free) == 40);
+  used = take_all(run);
+
+  // Only 10 free again: below half, so a fresh word is taken instead.
+  for (std::size_t index = 0; index < 10; ++index) {
+    arena.release(used[index]);
+  }
+  REQUIRE(arena.reserve(0, run));
+  CHECK(run.first_slot != first_word);
+  CHECK(std::popcount(run.free) == 64);
+  static_cast<void>(take_all(run));
+
+  // Every other word full: the few free bits of the first are still found.
+  task_arena::reservation rest;
+  for (int word = 0; word < 2; ++word) {
+    REQUIRE(arena.reserve(0, rest));
+    CHECK(rest.first_slot != first_word);
+    static_cast<void>(take_all(rest));
+  }
+  REQUIRE(arena.reserve(0, run));
+  CHECK(run.first_slot == first_word);
+  CHECK(std::popcount(run.free) == 10);
+  static_cast<void>(take_all(run));
+  CHECK_FALSE(arena.reserve(0, run));  // full at its maximum size
+  CHECK(arena.live_count() == 256);
 }
 
 TEST_CASE("the arena grows by whole leaves up to max_leaves") {
