@@ -109,18 +109,24 @@ void fiber_main(boost::context::detail::transfer_t from) noexcept {
 fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
                               std::size_t callable_align) {
   const fiber_stack stack = stack_pool::acquire(stack_size);
-  const auto base = reinterpret_cast<std::uintptr_t>(stack.base);
-  const std::uintptr_t frame_at = (base + stack.size - sizeof(fiber_frame)) & ~std::uintptr_t{63};
-  const std::uintptr_t callable_at =
-      (frame_at - callable_size) & ~(std::uintptr_t{callable_align} - 1);
-  // The ABI wants 16-byte alignment at a call; make_fcontext aligns too.
-  const std::uintptr_t first_frame_top = callable_at & ~std::uintptr_t{15};
+  auto* const base = static_cast<std::byte*>(stack.base);
+  const auto base_address = reinterpret_cast<std::uintptr_t>(base);
+  // Offsets from the stack's base, each rounded down to its alignment: the
+  // frame at the top on its own cache line, the callable below it, and the
+  // fiber's first frame below that (the ABI wants 16 bytes at a call;
+  // make_fcontext aligns too).
+  const auto align_down = [base_address](std::size_t offset, std::size_t alignment) {
+    return offset - ((base_address + offset) & (alignment - 1));
+  };
+  const std::size_t frame_offset = align_down(stack.size - sizeof(fiber_frame), 64);
+  const std::size_t callable_offset = align_down(frame_offset - callable_size, callable_align);
+  const std::size_t first_frame_top = align_down(callable_offset, 16);
   // Default-initialised (every member has an initialiser): no zero-fill first.
-  auto* frame = ::new (reinterpret_cast<void*>(frame_at)) fiber_frame;
+  auto* frame = ::new (base + frame_offset) fiber_frame;
   frame->stack = stack;
-  frame->callable = reinterpret_cast<void*>(callable_at);
-  frame->context = boost::context::detail::make_fcontext(reinterpret_cast<void*>(first_frame_top),
-                                                         first_frame_top - base, &fiber_main);
+  frame->callable = base + callable_offset;
+  frame->context =
+      boost::context::detail::make_fcontext(base + first_frame_top, first_frame_top, &fiber_main);
 #if defined(CANOPY_TSAN_FIBERS)
   frame->tsan_fiber = __tsan_create_fiber(0);
 #endif

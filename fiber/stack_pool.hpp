@@ -46,7 +46,7 @@ struct stack_pool_stats {
 
 namespace stack_pool {
 
-inline constexpr std::size_t default_stack_size = 64 * 1024;
+inline constexpr std::size_t default_stack_size = std::size_t{64} * 1024;
 
 // A stack of at least `size` usable bytes (rounded up to whole pages).
 // Throws std::bad_alloc when the kernel refuses memory.
