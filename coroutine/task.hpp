@@ -30,7 +30,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "coroutine/frame_pool.hpp"
+#include "executor/block_pool.hpp"
 #include "executor/join_state.hpp"
 #include "executor/task_slot.hpp"
 
@@ -123,7 +123,7 @@ class frame_record final : public join_state<T> {
   // Promise operator delete: the frame's destructors have run.
   void frame_destroyed() noexcept {
     if (!joined) {
-      free_block();
+      release_block();
     } else if (frame_holds_ref) {
       this->release_ref();
     }
@@ -133,12 +133,12 @@ class frame_record final : public join_state<T> {
   bool frame_holds_ref = false;
 
  private:
-  void destroy_self() noexcept override { free_block(); }
-  void free_block() noexcept {
+  void destroy_self() noexcept override { release_block(); }
+  void release_block() noexcept {
     const std::size_t size = block_size_;
     void* const block = this;
     this->~frame_record();
-    free_frame(block, size);
+    free_block(block, size);
   }
 
   std::size_t block_size_;
@@ -176,11 +176,11 @@ class promise_base {
 template <class T>
 class promise_of : public promise_base {
  public:
-  // Frames come from the per-thread frame pool (coroutine/frame_pool.hpp),
+  // Frames come from the per-thread block pool (executor/block_pool.hpp),
   // with the record in front.
   static void* operator new(std::size_t size) {
     const std::size_t total = record_size<T> + size;
-    void* const block = allocate_frame(total);
+    void* const block = allocate_block(total);
     return (::new (block) frame_record<T>(total))->frame();
   }
   static void operator delete(void* frame, std::size_t /*size*/) noexcept {

@@ -134,7 +134,7 @@ class executor {
   template <class Result, class Fn>
   try_spawn_result<Result> spawn_joined(Fn&& fn, spawn_mode mode) {
     using body = detail::callable_body<std::decay_t<Fn>, Result>;
-    auto* state = new join_state<Result>();  // two references: task + handle
+    auto* state = new pooled_join_state<Result>();  // two references: task + handle
     body task{std::forward<Fn>(fn), state};
     std::error_code error;
     try {

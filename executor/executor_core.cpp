@@ -13,6 +13,14 @@ namespace {
 
 thread_local worker_context* this_thread_worker = nullptr;
 
+// Which external spawn cache this thread uses: a hash of its id, computed
+// once (std::hash of a thread id runs a byte hash on every call, 2 % of an
+// outside thread's spawn + join loop).
+std::size_t this_thread_hash() noexcept {
+  thread_local const std::size_t hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  return hash;
+}
+
 executor_config validated(executor_config config) {
   config.validate();
   if (config.initial_leaves == 0) {
@@ -187,7 +195,7 @@ std::error_code executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
       return {};
     }
   } else {
-    const std::size_t hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
+    const std::size_t hash = this_thread_hash();
     external_spawn_cache& cache = external_caches_[hash % external_cache_count];
     // acquire/release on `busy`: hands the reservation from one owner to the next.
     if (cache.busy.exchange(1, sync::acquire) == 0) {

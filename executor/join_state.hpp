@@ -11,7 +11,8 @@
 //
 // Lifetime: intrusive reference count, one reference for the task body and
 // one for the join handle; the last release calls destroy_self(), which
-// deletes a heap state. A coroutine task's state is not a heap object of its
+// deletes a heap state (a pooled_join_state, below, for callables and
+// fibers). A coroutine task's state is not a heap object of its
 // own: it is the header of the task's frame block (coroutine/frame_record.hpp
 // overrides destroy_self to free the block).
 #pragma once
@@ -22,6 +23,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "executor/block_pool.hpp"
 #include "executor/errors.hpp"
 #include "executor/task_slot.hpp"
 #include "sync/atomics.hpp"
@@ -177,6 +179,21 @@ class join_state<void> : public join_state_base {
 
  protected:
   std::exception_ptr error_;
+};
+
+// A join state whose memory comes from the per-thread block pool
+// (executor/block_pool.hpp) instead of malloc: a task's state is usually
+// allocated by its spawner and freed by the worker that finished it (or by
+// the joiner), and glibc's cross-thread free is what the pool avoids.
+// Callable and fiber tasks use it; a coroutine task's state lives in its
+// frame block instead.
+template <class T>
+class pooled_join_state final : public join_state<T> {
+ public:
+  static void* operator new(std::size_t size) { return detail::allocate_block(size); }
+  static void operator delete(void* block, std::size_t size) noexcept {
+    detail::free_block(block, size);
+  }
 };
 
 }  // namespace canopy

@@ -41,7 +41,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "coroutine/frame_pool.hpp"
 #include "coroutine/spawn.hpp"
 #include "coroutine/task_handle.hpp"
 #include "coroutine/wait_link.hpp"
@@ -113,17 +112,6 @@ fiber_frame& checked_current_fiber(const char* what);
 std::error_code spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
                                  spawn_mode mode, task_id* spawned);
 
-// A fiber's join state comes from the per-thread block pool that coroutine
-// frames use (coroutine/frame_pool.hpp) rather than from malloc: a fiber
-// usually ends on another worker than the one that spawned it, and glibc's
-// cross-thread free is what the pool exists to avoid.
-template <class R>
-class fiber_join_state final : public join_state<R> {
- public:
-  static void* operator new(std::size_t size) { return allocate_frame(size); }
-  static void operator delete(void* block, std::size_t size) noexcept { free_frame(block, size); }
-};
-
 template <class R, class Fn>
 void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
   // After a fiber_unwind was swallowed, the join state may already be
@@ -161,7 +149,7 @@ template <class R, class Stored>
 void run_and_destroy(fiber_frame& frame) noexcept {
   auto& stored = *static_cast<Stored*>(frame.callable);
   if (!frame.unwinding) {
-    run_fiber_function<R>(frame, static_cast<fiber_join_state<R>*>(frame.state), stored);
+    run_fiber_function<R>(frame, static_cast<pooled_join_state<R>*>(frame.state), stored);
   } else {
     frame.result = join_state_base::outcome::cancelled;
   }
@@ -174,9 +162,9 @@ std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_s
   using R = fiber_result_t<Fn>;
   using stored = std::decay_t<Fn>;
   fiber_frame* frame = make_fiber_frame(stack_size, sizeof(stored), alignof(stored));
-  fiber_join_state<R>* state = nullptr;  // two references: the body's and the handle's
+  pooled_join_state<R>* state = nullptr;  // two references: the body's and the handle's
   try {
-    state = new fiber_join_state<R>();
+    state = new pooled_join_state<R>();
     ::new (frame->callable) stored(std::forward<Fn>(fn));
   } catch (...) {
     free_fiber_frame(frame);  // never entered: nothing on its stack yet

@@ -1,4 +1,4 @@
-#include "coroutine/frame_pool.hpp"
+#include "executor/block_pool.hpp"
 
 #include <algorithm>
 #include <mutex>
@@ -12,24 +12,24 @@ namespace {
 constexpr std::size_t granule = 16;
 constexpr std::size_t max_pooled = 1024;
 constexpr std::size_t classes = max_pooled / granule;
-// A thread keeps up to 2 * batch_size free frames per class; beyond that it
+// A thread keeps up to 2 * batch_size free blocks per class; beyond that it
 // moves a batch to the shared depot, and an empty list takes a batch from
 // there before it calls operator new. In fork-join code one worker often
-// frees more frames than it allocates (it finishes stolen tasks), so
+// frees more blocks than it allocates (it finishes stolen tasks), so
 // without the depot its list would overflow into operator delete while
 // another worker's list runs dry into operator new — cross-thread
 // malloc/free, and the arena lock futexes that come with it.
 //
-// Free frames are kept as arrays of pointers, not as lists threaded through
-// the frames: taking a frame then reads nothing from it (a frame freed on
+// Free blocks are kept as arrays of pointers, not as lists threaded through
+// the blocks: taking a block then reads nothing from it (a block freed on
 // another core is a cache miss, and a read miss stalls where the writes that
-// initialise a new frame do not), and freeing one writes nothing to it.
+// initialise a new block do not), and freeing one writes nothing to it.
 constexpr unsigned batch_size = 256;
 constexpr unsigned per_class_limit = 2 * batch_size;
-constexpr std::size_t depot_batches_per_class = 1024;  // at most 256k frames parked per class
+constexpr std::size_t depot_batches_per_class = 1024;  // at most 256k blocks parked per class
 
 struct batch {
-  void* frames[batch_size];
+  void* blocks[batch_size];
 };
 
 // Full batches shared by all threads, and empty batch objects for reuse.
@@ -39,7 +39,7 @@ struct depot {
   std::vector<batch*> full[classes];
   std::vector<batch*> empty;
 
-  // Move batch_size frames from `from` into the depot; false if it is full.
+  // Move batch_size blocks from `from` into the depot; false if it is full.
   bool put(std::size_t index, void** from) {
     const std::lock_guard lock(mutex);
     if (full[index].size() == depot_batches_per_class) {
@@ -55,7 +55,7 @@ struct depot {
         return false;
       }
     }
-    std::copy(from, from + batch_size, parked->frames);
+    std::copy(from, from + batch_size, parked->blocks);
     try {
       full[index].push_back(parked);
     } catch (...) {
@@ -64,7 +64,7 @@ struct depot {
     }
     return true;
   }
-  // Move batch_size frames into `into`; false if the depot has none.
+  // Move batch_size blocks into `into`; false if the depot has none.
   bool take(std::size_t index, void** into) {
     const std::lock_guard lock(mutex);
     if (full[index].empty()) {
@@ -72,13 +72,13 @@ struct depot {
     }
     batch* const taken = full[index].back();
     full[index].pop_back();
-    std::copy(taken->frames, taken->frames + batch_size, into);
+    std::copy(taken->blocks, taken->blocks + batch_size, into);
     empty.push_back(taken);  // capacity: it held this batch before
     return true;
   }
 };
 
-// Never destroyed: threads may free frames during static destruction.
+// Never destroyed: threads may free blocks during static destruction.
 depot& shared_depot() {
   static depot* const instance = [] {
     auto* made = new depot();
@@ -92,85 +92,85 @@ depot& shared_depot() {
 }
 
 struct class_cache {
-  void** frames = nullptr;  // per_class_limit entries, allocated on first use
+  void** blocks = nullptr;  // per_class_limit entries, allocated on first use
   unsigned count = 0;
 };
 
-struct thread_frames {
+struct thread_blocks {
   class_cache caches[classes];
   bool closed = false;
 
-  ~thread_frames() {
+  ~thread_blocks() {
     closed = true;  // a late free on this thread bypasses the pool
     for (std::size_t index = 0; index < classes; ++index) {
       class_cache& cache = caches[index];
       for (unsigned slot = 0; slot < cache.count; ++slot) {
-        ::operator delete(cache.frames[slot], (index + 1) * granule);
+        ::operator delete(cache.blocks[slot], (index + 1) * granule);
       }
-      delete[] cache.frames;
+      delete[] cache.blocks;
       cache = {};
     }
   }
 };
 
-thread_local thread_frames frames;
+thread_local thread_blocks blocks;
 
 }  // namespace
 
-// Under ASan frames are not recycled, so use-after-free of a frame is caught.
+// Under ASan blocks are not recycled, so use-after-free of a block is caught.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool pooling = false;
 #else
 constexpr bool pooling = true;
 #endif
 
-void* allocate_frame(std::size_t size) {
+void* allocate_block(std::size_t size) {
   if (!pooling || size > max_pooled || size == 0) {
     return ::operator new(size);
   }
   const std::size_t index = (size - 1) / granule;
-  thread_frames& local = frames;
+  thread_blocks& local = blocks;
   class_cache& cache = local.caches[index];
   if (cache.count != 0) {
-    return cache.frames[--cache.count];
+    return cache.blocks[--cache.count];
   }
-  if (cache.frames != nullptr && shared_depot().take(index, cache.frames)) {
+  if (cache.blocks != nullptr && shared_depot().take(index, cache.blocks)) {
     cache.count = batch_size - 1;
-    return cache.frames[batch_size - 1];
+    return cache.blocks[batch_size - 1];
   }
   return ::operator new((index + 1) * granule);
 }
 
-void free_frame(void* frame, std::size_t size) noexcept {
+void free_block(void* block, std::size_t size) noexcept {
   if (!pooling || size > max_pooled || size == 0) {
-    ::operator delete(frame, size);
+    ::operator delete(block, size);
     return;
   }
   const std::size_t index = (size - 1) / granule;
-  thread_frames& local = frames;
+  thread_blocks& local = blocks;
   class_cache& cache = local.caches[index];
-  if (cache.frames == nullptr) {
+  if (cache.blocks == nullptr) {
     if (local.closed) {
-      ::operator delete(frame, (index + 1) * granule);
+      ::operator delete(block, (index + 1) * granule);
       return;
     }
-    cache.frames = new (std::nothrow) void*[per_class_limit];
-    if (cache.frames == nullptr) {
-      ::operator delete(frame, (index + 1) * granule);
+    cache.blocks = new (std::nothrow) void*[per_class_limit];
+    if (cache.blocks == nullptr) {
+      ::operator delete(block, (index + 1) * granule);
       return;
     }
   }
   if (cache.count == per_class_limit) {
-    // Full: park the oldest batch_size frames in the depot.
-    if (!shared_depot().put(index, cache.frames)) {
+    // Full: park the oldest batch_size blocks in the depot.
+    if (!shared_depot().put(index, cache.blocks)) {
       for (unsigned slot = 0; slot < batch_size; ++slot) {
-        ::operator delete(cache.frames[slot], (index + 1) * granule);
+        ::operator delete(cache.blocks[slot], (index + 1) * granule);
       }
     }
-    std::copy(cache.frames + batch_size, cache.frames + per_class_limit, cache.frames);
+    std::copy(cache.blocks + batch_size, cache.blocks + per_class_limit, cache.blocks);
     cache.count -= batch_size;
   }
-  cache.frames[cache.count++] = frame;
+  cache.blocks[cache.count++] = block;
 }
 
 }  // namespace canopy::detail
