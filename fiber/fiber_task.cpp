@@ -109,6 +109,14 @@ void fiber_main(boost::context::detail::transfer_t from) noexcept {
 fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
                               std::size_t callable_align) {
   const fiber_stack stack = stack_pool::acquire(stack_size);
+  if (callable_size > stack.size / 4) {
+    stack_pool::release(stack);
+    throw std::invalid_argument(
+        "canopy::spawn_fiber: the callable is " + std::to_string(callable_size) +
+        " bytes, more than a quarter of the fiber's " + std::to_string(stack.size) +
+        "-byte stack it is stored on; give the fiber a larger stack, or move large "
+        "captures to the heap");
+  }
   auto* const base = static_cast<std::byte*>(stack.base);
   const auto base_address = reinterpret_cast<std::uintptr_t>(base);
   // Offsets from the stack's base, each rounded down to its alignment: the

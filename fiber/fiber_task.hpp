@@ -88,7 +88,9 @@ struct fiber_frame {
 // `callable_align`) reserved below the frame at frame->callable, and the
 // fiber's context made below those, to start in frame->body. The caller
 // constructs the callable and sets body and state before the first switch.
-// Throws std::bad_alloc.
+// Throws std::invalid_argument when the callable would take more than a
+// quarter of the stack (it is stored on it), std::bad_alloc when the
+// kernel refuses memory.
 fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
                               std::size_t callable_align);
 // Frame gone, stack back to the pool (the fiber must have ended).
@@ -188,6 +190,9 @@ std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_s
 
 // Spawn fn() as a fiber with a `stack_size`-byte stack (rounded up to
 // pages) on `pool`. From any thread. Returns its task_handle (a join_handle).
+// fn is moved (or copied) onto the fiber's stack: a callable larger than a
+// quarter of the stack is refused with std::invalid_argument. Also throws
+// spawn_error (shut down), std::bad_alloc, or what fn's constructor throws.
 template <class Fn>
   requires std::is_invocable_v<std::decay_t<Fn>&>
 auto spawn_fiber(executor& pool, Fn&& fn,

@@ -361,6 +361,19 @@ TEST_CASE("a fiber's callable is stored on its stack: large, over-aligned, cance
 
   CHECK_THROWS_AS(spawn_fiber(pool, counted_callable(live, misaligned, true)), std::runtime_error);
   CHECK(live.load() == 0);
+
+  // Too large for the stack it would be stored on: a clear error, not a
+  // write below the stack. The same callable fits a larger stack.
+  std::array<char, 8192> big{};
+  big.back() = 5;
+  const auto big_callable = [big] { return static_cast<int>(big.back()); };
+  try {
+    static_cast<void>(spawn_fiber(pool, big_callable, small_stack));
+    FAIL("a callable larger than a quarter of the stack was accepted");
+  } catch (const std::invalid_argument& error) {
+    CHECK(std::string(error.what()).find("stack") != std::string::npos);
+  }
+  CHECK(spawn_fiber(pool, big_callable).join() == 5);
   CHECK(misaligned.load() == 0);
   CHECK(spawn_fiber(pool, [] { return 7; }).join() == 7);  // the executor is unharmed
 }
