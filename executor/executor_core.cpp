@@ -262,6 +262,26 @@ void executor_core::give_back_worker_slots(worker_state& self) noexcept {
   }
 }
 
+void executor_core::release_slot(worker_state& self, std::uint32_t slot) noexcept {
+  // A slot in the occupancy word this worker is spawning from goes back into
+  // its reservation: the shared word still marks it occupied, so nobody
+  // else can take it, and the worker's next spawn reuses it warm without the
+  // arena's seq_cst RMW. Only while the reservation is live (it is given
+  // back when the worker runs out of work) and nobody waits for capacity;
+  // otherwise, and for any other slot, it goes back to the arena.
+  task_arena::reservation& mine = self.spawn_slots;
+  const std::uint32_t offset = slot - mine.first_slot;  // wraps around when below
+  // seq_cst: as in notify_capacity_waiters(); a waiter that registered
+  // before this load gets this slot through the arena. One that registers
+  // just after is notified by the next release or give-back.
+  if (mine.free != 0 && offset < 64 && capacity_waiters_.load(sync::seq_cst) == 0) {
+    mine.free |= std::uint64_t{1} << offset;
+    return;
+  }
+  arena_.release(slot);
+  notify_capacity_waiters();
+}
+
 void executor_core::notify_capacity_waiters() noexcept {
   // seq_cst: second half of the handshake in allocate().
   if (capacity_waiters_.load(sync::seq_cst) != 0) {
@@ -559,8 +579,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       // release: a stale waker that reads the new generation fails its CAS;
       // the slot's teardown is published by arena_.release() below.
       target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
-      arena_.release(slot);
-      notify_capacity_waiters();
+      release_slot(self, slot);
       break;
     case run_outcome::suspended: {
       // acq_rel: acquire pairs with a waker's CAS that set SCHEDULED while

@@ -145,6 +145,9 @@ class executor_core final : private sleep_probe {
   bool allocate_unreserved(std::size_t first_partition, std::uint32_t& slot);
   void flush_external_caches() noexcept;
   void give_back_worker_slots(worker_state& self) noexcept;
+  // A finished task's slot: into self's reservation when it can, else to
+  // the arena (waking capacity waiters).
+  void release_slot(worker_state& self, std::uint32_t slot) noexcept;
   void notify_capacity_waiters() noexcept;
   bool is_quiescent() noexcept;
   void destroy_leftovers();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <condition_variable>
+#include <functional>
 #include <latch>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 #include "tests/worker_gate.hpp"
 
@@ -357,6 +359,44 @@ TEST_CASE("work spreads over all workers and they are asleep afterwards") {
     total += worker.tasks_run;
   }
   CHECK(total == 4000);
+}
+
+TEST_CASE("slots recycled into a worker's reservation all come back to the arena") {
+  canopy::testing::watchdog guard("slot recycling", 60);
+  executor_config config = small_config(1);
+  config.signals_per_leaf = 1;  // 64 tasks a leaf
+  config.max_leaves = 1;        // capacity: 64 tasks
+  executor pool(config);
+  // A chain of 10,000 spawns, each from the task before: every finished
+  // slot lies in the word the worker spawns from, so it is recycled.
+  std::atomic<int> links{0};
+  std::latch chain_done(1);
+  std::function<void(int)> link = [&](int left) {
+    links.fetch_add(1);
+    if (left == 0) {
+      chain_done.count_down();
+      return;
+    }
+    pool.spawn_detached([&link, left] { link(left - 1); });
+  };
+  pool.spawn_detached([&link] { link(10000); });
+  chain_done.wait();
+  CHECK(links.load() == 10001);
+  // Once the worker is out of work, its reservation is given back: all 64
+  // slots can be taken from outside at once.
+  REQUIRE(canopy::testing::eventually([&] { return pool.stats().sleeping_workers == 1; }));
+  canopy::testing::worker_gate busy(pool, 1);
+  std::vector<canopy::join_handle<void>> handles;
+  for (int index = 0; index < 63; ++index) {  // the gate's task holds one slot
+    auto attempt = pool.try_spawn([] {});
+    REQUIRE(attempt);
+    handles.push_back(std::move(attempt.handle));
+  }
+  CHECK_FALSE(pool.try_spawn([] {}));
+  busy.open();
+  for (auto& handle : handles) {
+    handle.join();
+  }
 }
 
 TEST_CASE("task_arena: a reservation returns to the last word once half of it is free") {
