@@ -107,7 +107,7 @@ class executor {
   void spawn_detached(Fn&& fn) {
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
-    if (const std::error_code error = spawn_body(task, spawn_mode::block)) {
+    if (const std::error_code error = spawn_body(task, spawn_mode::block, nullptr)) {
       throw spawn_error(static_cast<errc>(error.value()));
     }
   }
@@ -137,8 +137,9 @@ class executor {
     auto* state = new pooled_join_state<Result>();  // two references: task + handle
     body task{std::forward<Fn>(fn), state};
     std::error_code error;
+    task_id id;
     try {
-      error = spawn_body(task, mode);
+      error = spawn_body(task, mode, &id);
     } catch (...) {
       delete state;
       throw;
@@ -147,17 +148,20 @@ class executor {
       delete state;
       return {join_handle<Result>(), error};
     }
+    // Lets a coroutine or fiber that awaits the handle run the task at the
+    // join if it has not started (executor_core::run_pending_inline).
+    state->set_task(core_.get(), id);
     return {join_handle<Result>(state), {}};
   }
 
   template <class Body>
-  std::error_code spawn_body(Body& task, spawn_mode mode) {
+  std::error_code spawn_body(Body& task, spawn_mode mode, task_id* spawned) {
     return core_->spawn_body(
         &detail::body_vtable<Body>::table,
         [](void* storage, void* context) {
           detail::body_storage<Body>::construct(storage, std::move(*static_cast<Body*>(context)));
         },
-        &task, mode, nullptr);
+        &task, mode, spawned);
   }
 
   std::unique_ptr<executor_core> core_;

@@ -167,6 +167,22 @@ TEST_CASE("co_await on a join handle of a callable task, moved or borrowed") {
   CHECK(canopy::block_on(pool, body()) == 42);
 }
 
+TEST_CASE("awaiting a callable task that has not started runs it at the join") {
+  canopy::testing::watchdog guard("callable run at join", 30);
+  executor pool(config_with(1));
+  const auto runs = [&] { return pool.stats().total().tasks_run; };
+  auto parent = [&]() -> task<int> {
+    auto child = pool.spawn([] { return 7; });  // queued behind us on the only worker
+    co_return co_await child;
+  };
+  const std::uint64_t before = runs();
+  CHECK(pool.spawn(parent()).join() == 7);
+  REQUIRE(eventually([&] { return pool.stats().sleeping_workers == 1; }));
+  // The parent's one run and the child's, nested in it. Had the parent
+  // suspended on the child, it would have run a second time.
+  CHECK(runs() - before == 2);
+}
+
 TEST_CASE("awaiting a pending task of another executor waits for it there") {
   // Run-at-join must not take a child of another executor: its task id
   // names a slot of that executor's arena, not of the awaiter's.
