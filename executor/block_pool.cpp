@@ -96,14 +96,25 @@ struct class_cache {
   unsigned count = 0;
 };
 
+// Trivially destructible, so reaching it costs no guard check: the fast
+// paths below are an index, a compare and a load or store. The arrays it
+// points to are released by `thread_cleanup`, which a thread registers when
+// it first gives a class its array (the slow path).
 struct thread_blocks {
   class_cache caches[classes];
-  bool closed = false;
+  bool closed = false;  // the thread is exiting: frees bypass the pool
+};
 
-  ~thread_blocks() {
-    closed = true;  // a late free on this thread bypasses the pool
+constinit thread_local thread_blocks blocks;
+
+struct thread_cleanup {
+  thread_cleanup() = default;
+  thread_cleanup(const thread_cleanup&) = delete;
+  thread_cleanup& operator=(const thread_cleanup&) = delete;
+  ~thread_cleanup() {
+    blocks.closed = true;
     for (std::size_t index = 0; index < classes; ++index) {
-      class_cache& cache = caches[index];
+      class_cache& cache = blocks.caches[index];
       for (unsigned slot = 0; slot < cache.count; ++slot) {
         ::operator delete(cache.blocks[slot], (index + 1) * granule);
       }
@@ -113,10 +124,6 @@ struct thread_blocks {
   }
 };
 
-thread_local thread_blocks blocks;
-
-}  // namespace
-
 // Under ASan blocks are not recycled, so use-after-free of a block is caught.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool pooling = false;
@@ -124,53 +131,82 @@ constexpr bool pooling = false;
 constexpr bool pooling = true;
 #endif
 
-void* allocate_block(std::size_t size) {
-  if (!pooling || size > max_pooled || size == 0) {
+constexpr bool pooled_size(std::size_t size) noexcept {
+  return pooling && size != 0 && size <= max_pooled;
+}
+
+constexpr std::size_t class_of(std::size_t size) noexcept { return (size - 1) / granule; }
+
+constexpr std::size_t class_block_size(std::size_t index) noexcept { return (index + 1) * granule; }
+
+[[gnu::noinline]] void* allocate_slow(std::size_t size) {
+  if (!pooled_size(size)) {
     return ::operator new(size);
   }
-  const std::size_t index = (size - 1) / granule;
-  thread_blocks& local = blocks;
-  class_cache& cache = local.caches[index];
-  if (cache.count != 0) {
-    return cache.blocks[--cache.count];
-  }
+  const std::size_t index = class_of(size);
+  class_cache& cache = blocks.caches[index];
   if (cache.blocks != nullptr && shared_depot().take(index, cache.blocks)) {
     cache.count = batch_size - 1;
     return cache.blocks[batch_size - 1];
   }
-  return ::operator new((index + 1) * granule);
+  return ::operator new(class_block_size(index));
 }
 
-void free_block(void* block, std::size_t size) noexcept {
-  if (!pooling || size > max_pooled || size == 0) {
+[[gnu::noinline]] void free_slow(void* block, std::size_t size) noexcept {
+  if (!pooled_size(size)) {
     ::operator delete(block, size);
     return;
   }
-  const std::size_t index = (size - 1) / granule;
-  thread_blocks& local = blocks;
-  class_cache& cache = local.caches[index];
+  const std::size_t index = class_of(size);
+  class_cache& cache = blocks.caches[index];
   if (cache.blocks == nullptr) {
-    if (local.closed) {
-      ::operator delete(block, (index + 1) * granule);
+    if (blocks.closed) {
+      ::operator delete(block, class_block_size(index));
       return;
     }
     cache.blocks = new (std::nothrow) void*[per_class_limit];
     if (cache.blocks == nullptr) {
-      ::operator delete(block, (index + 1) * granule);
+      ::operator delete(block, class_block_size(index));
       return;
     }
+    // The first array this thread owns: make sure the thread frees them all
+    // when it exits (constructed once per thread, on this first call).
+    thread_local thread_cleanup cleanup;
   }
   if (cache.count == per_class_limit) {
     // Full: park the oldest batch_size blocks in the depot.
     if (!shared_depot().put(index, cache.blocks)) {
       for (unsigned slot = 0; slot < batch_size; ++slot) {
-        ::operator delete(cache.blocks[slot], (index + 1) * granule);
+        ::operator delete(cache.blocks[slot], class_block_size(index));
       }
     }
     std::copy(cache.blocks + batch_size, cache.blocks + per_class_limit, cache.blocks);
     cache.count -= batch_size;
   }
   cache.blocks[cache.count++] = block;
+}
+
+}  // namespace
+
+void* allocate_block(std::size_t size) {
+  if (pooled_size(size)) {
+    class_cache& cache = blocks.caches[class_of(size)];
+    if (cache.count != 0) {
+      return cache.blocks[--cache.count];
+    }
+  }
+  return allocate_slow(size);
+}
+
+void free_block(void* block, std::size_t size) noexcept {
+  if (pooled_size(size)) {
+    class_cache& cache = blocks.caches[class_of(size)];
+    if (cache.blocks != nullptr && cache.count != per_class_limit) {
+      cache.blocks[cache.count++] = block;
+      return;
+    }
+  }
+  free_slow(block, size);
 }
 
 }  // namespace canopy::detail
