@@ -328,10 +328,15 @@ bool executor_core::run_pending_inline(task_id id) {
       (state & task_slot::flag_mask) != task_slot::scheduled) {
     return false;  // finished, running, or not runnable: nothing to take
   }
+  // Only this worker puts tasks into its LIFO slot (others only empty it),
+  // so a plain read that does not show the task means it is not there and
+  // cannot arrive: skip the locked CAS, which in fork-join code mostly
+  // fails (the child was evicted to the tree by the parent's later spawns).
   std::uint32_t expected = id.slot;
   // acquire: pairs with make_runnable's exchange, as when the owner takes
   // its LIFO task in find_task.
-  bool taken = self.lifo.compare_exchange_strong(expected, no_task, sync::acquire, sync::relaxed);
+  bool taken = self.lifo.load(sync::relaxed) == id.slot &&
+               self.lifo.compare_exchange_strong(expected, no_task, sync::acquire, sync::relaxed);
   if (!taken) {
     summary_tree::activation upward;
     taken = tree_.claim_given_bit(arena_.leaf_of(id.slot), arena_.signal_of(id.slot),
