@@ -76,7 +76,7 @@ TEST_CASE("a freed block is handed out again, and overflowing the thread's cache
   for (std::size_t index = 0; index < count; ++index) {
     second[index] = allocate_block(size);
     fill(second[index], size, index + 7);
-    if (before.count(second[index]) != 0) {
+    if (before.contains(second[index])) {
       reused.insert(second[index]);
     }
   }
