@@ -4,14 +4,14 @@
 #   ./run.sh test [--sanitize=thread|address]
 #                                      build and run every test; last line:
 #                                      "tests: N passed, M failed"
-#   ./run.sh bench [--scaling] [--rounds K]
+#   ./run.sh bench [--scaling] [--instructions] [--rounds K]
 #                                      Release build, Canopy vs oneTBB vs Boost.Asio
 # Missing Debian packages are installed with apt-get (as root, or via sudo).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev)
-bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3)
+bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind)
 
 ensure_packages() {
   local missing=()

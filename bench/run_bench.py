@@ -15,12 +15,20 @@ implementation is not built shows as n/a; the driver carries on.
 ... up to nproc threads for every peer, into results/scaling.jsonl and
 results/scaling.svg.
 
+--instructions additionally counts, with valgrind's callgrind, the
+instructions canopy executes for each CPU-bound workload on 1 worker
+(warm-up + 1 rep) into results/instructions.jsonl, and compares them with
+the previous count (results/instructions_previous.jsonl). Unlike wall time
+these counts repeat to within ~0.1 % on this VM, so a change of more than
+10 % is a real regression of the code, not drift.
+
 Needs only python3's standard library, and gnuplot for the plots.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -31,6 +39,7 @@ PEERS = ("canopy", "tbb", "asio")
 PEER_COLORS = {"canopy": "#d95f02", "tbb": "#1f78b4", "asio": "#33a02c"}
 COMPARED_PEERS = ("tbb", "asio")
 SCALING_WORKLOADS = ("spawn_remote", "fib", "yield_many")
+INSTRUCTION_WORKLOADS = ("spawn_remote", "spawn_local", "yield_many", "chained_spawn", "fib", "fib_fiber")
 REGRESSION_THRESHOLD_PERCENT = 10.0
 RESULTS_DIRECTORY = Path(__file__).resolve().parent / "results"
 
@@ -48,6 +57,9 @@ def parse_arguments():
                         help="seconds one run may take before it counts as failed (default 300)")
     parser.add_argument("--scaling", action="store_true",
                         help="also sweep thread counts for " + ", ".join(SCALING_WORKLOADS))
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count canopy's instructions (callgrind, 1 worker) for "
+                        + ", ".join(INSTRUCTION_WORKLOADS))
     return parser.parse_args()
 
 
@@ -209,6 +221,61 @@ def print_table(rows, previous_rows, threads):
               f"(its value and its ratio to the best peer) on: {', '.join(regressions)}")
 
 
+def count_instructions(binary, workload, timeout):
+    """Instructions callgrind counts for canopy running `workload` on one
+    worker (warm-up + 1 rep, the whole process), or None if the run failed."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               str(binary), workload, "--threads", "1", "--reps", "1"]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout * 20)
+    except subprocess.TimeoutExpired:
+        return None
+    match = re.search(r"Collected\s*:\s*(\d+)", completed.stderr)
+    if completed.returncode != 0 or match is None:
+        progress(f"{workload}: callgrind run failed (exit {completed.returncode})")
+        return None
+    return int(match.group(1))
+
+
+def run_instruction_counts(arguments, workloads):
+    """Counts, writes results/instructions.jsonl (the previous one kept), and
+    prints the comparison. A count that grew by more than the threshold is
+    flagged: the counts repeat to within ~0.1 %, so this is not drift."""
+    if shutil.which("valgrind") is None:
+        progress("--instructions needs valgrind (Debian package valgrind); skipped")
+        return
+    latest = RESULTS_DIRECTORY / "instructions.jsonl"
+    previous = RESULTS_DIRECTORY / "instructions_previous.jsonl"
+    if latest.exists():
+        shutil.copyfile(latest, previous)
+    before = {record["workload"]: record["instructions"] for record in read_records(previous)}
+    measured = [workload for workload in INSTRUCTION_WORKLOADS if workload in workloads]
+    lines = [["workload", "instructions", "previous", "change"]]
+    regressions = []
+    with latest.open("w") as output:
+        for index, workload in enumerate(measured, 1):
+            progress(f"[instructions] [{index}/{len(measured)}] {workload} ...")
+            count = count_instructions(arguments.binary, workload, arguments.timeout)
+            if count is None:
+                lines.append([workload, "n/a", format_number(before.get(workload)), "n/a"])
+                continue
+            output.write(json.dumps({"peer": "canopy", "workload": workload, "instructions": count,
+                                     "threads": 1, "reps": 1}) + "\n")
+            change = percent_change(count, before.get(workload))
+            flagged = change is not None and change > REGRESSION_THRESHOLD_PERCENT
+            if flagged:
+                regressions.append(workload)
+            lines.append([workload, str(count), str(before.get(workload, "n/a")),
+                          format_percent(change) + ("  REGRESSION" if flagged else "")])
+    widths = [max(len(line[column]) for line in lines) for column in range(len(lines[0]))]
+    print("instructions (callgrind, canopy on 1 worker, warm-up + 1 rep):")
+    for line in lines:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    if regressions:
+        print(f"canopy's instruction count grew by more than {REGRESSION_THRESHOLD_PERCENT:.0f}% on: "
+              f"{', '.join(regressions)}")
+
+
 def gnuplot_available():
     return shutil.which("gnuplot") is not None
 
@@ -350,6 +417,8 @@ def main():
     if arguments.scaling:
         scaling_records, counts = run_scaling(arguments, RESULTS_DIRECTORY / "scaling.jsonl")
         plot_scaling(scaling_records, counts, RESULTS_DIRECTORY / "scaling.svg")
+    if arguments.instructions:
+        run_instruction_counts(arguments, workloads)
     progress(f"results in {RESULTS_DIRECTORY}")
 
 
