@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Canopy's one entry point.
 #   ./run.sh demo                      build, then run the demo (the main job)
-#   ./run.sh test [--sanitize=thread|address]
+#   ./run.sh test [--sanitize=thread|address | --compiler=clang]
 #                                      build and run every test; last line:
 #                                      "tests: N passed, M failed"
 #   ./run.sh bench [--scaling] [--instructions] [--rounds K]
@@ -42,15 +42,29 @@ configure_and_build() {
 }
 
 run_tests() {
-  local sanitize=""
+  local sanitize="" compiler=gcc
   for argument in "$@"; do
     case "$argument" in
       --sanitize=thread | --sanitize=address) sanitize=${argument#--sanitize=} ;;
-      *) echo "run.sh test: unknown option '$argument' (use --sanitize=thread|address)" >&2; exit 2 ;;
+      --compiler=gcc | --compiler=clang) compiler=${argument#--compiler=} ;;
+      *)
+        echo "run.sh test: unknown option '$argument'" \
+          "(use --sanitize=thread|address, --compiler=gcc|clang)" >&2
+        exit 2
+        ;;
     esac
   done
+  if [ "$compiler" = clang ] && [ -n "$sanitize" ]; then
+    echo "run.sh test: --compiler=clang runs the plain suite only" >&2
+    exit 2
+  fi
   ensure_packages "${core_packages[@]}"
   local dir=build runner=() options=()
+  if [ "$compiler" = clang ]; then
+    ensure_packages clang
+    dir=build-clang
+    export CXX=clang++
+  fi
   export CANOPY_STRESS_DIVISOR=1 CANOPY_TIMEOUT_SCALE=1
   case "$sanitize" in
     thread)

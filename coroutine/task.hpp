@@ -234,6 +234,26 @@ task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
 
 }  // namespace detail
 
+namespace detail {
+
+// Destroys a task's frame through a call the optimiser cannot see into.
+// Clang elides the heap allocation of a coroutine whose frame it can prove
+// dies inside the caller (an inline-awaited task): the frame then lives in
+// the caller's frame, and operator new — which puts the completion record
+// in front of the frame — never runs. A destroy it cannot see keeps the
+// frame on the heap. (GCC does not elide; the call costs it nothing.)
+#if defined(__clang__)
+[[gnu::noinline]] inline void destroy_frame_opaque(void* frame) noexcept {
+  std::coroutine_handle<>::from_address(frame).destroy();
+}
+#else
+inline void destroy_frame_opaque(void* frame) noexcept {
+  std::coroutine_handle<>::from_address(frame).destroy();
+}
+#endif
+
+}  // namespace detail
+
 template <class T>
 class [[nodiscard]] task {
  public:
@@ -282,7 +302,7 @@ class [[nodiscard]] task {
  private:
   void reset() noexcept {
     if (handle_) {
-      std::exchange(handle_, {}).destroy();
+      detail::destroy_frame_opaque(std::exchange(handle_, {}).address());
     }
   }
 

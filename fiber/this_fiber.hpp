@@ -44,20 +44,36 @@ void suspend_on(Wait& wait, const char* what) {
 }
 
 template <class A>
-concept member_awaitable = requires(A& value) { value.operator co_await(); } ||
-                           requires(A& value) { value.await_resume(); };
+concept has_member_co_await = requires(A& value) {
+  value.operator co_await();
+};
 
 template <class A>
-auto await_result_of() {
-  if constexpr (requires(A& value) { value.operator co_await(); }) {
-    return std::type_identity<decltype(std::declval<A&>().operator co_await().await_resume())>{};
-  } else {
-    return std::type_identity<decltype(std::declval<A&>().await_resume())>{};
-  }
-}
+concept has_await_resume = requires(A& value) {
+  value.await_resume();
+};
 
 template <class A>
-using await_result_t = typename decltype(await_result_of<A>())::type;
+concept member_awaitable = has_member_co_await<A> || has_await_resume<A>;
+
+// The result of co_await on an A. No `type` for anything else, so that using
+// it in a signature only removes that overload (clang 14 substitutes the
+// return type before it checks the constraints).
+template <class A>
+struct await_result {};
+
+template <has_member_co_await A>
+struct await_result<A> {
+  using type = decltype(std::declval<A&>().operator co_await().await_resume());
+};
+
+template <class A>
+requires(!has_member_co_await<A> && has_await_resume<A>) struct await_result<A> {
+  using type = decltype(std::declval<A&>().await_resume());
+};
+
+template <class A>
+using await_result_t = typename await_result<A>::type;
 
 }  // namespace detail
 
