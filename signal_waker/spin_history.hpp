@@ -11,9 +11,13 @@
 // So a worker keeps a small score. An idle period that ends without a park
 // (work was found while searching), or a park that ends within
 // `short_park`, sets the score to its maximum: work comes back quickly, keep
-// spinning. Each longer park takes one point off; at zero the worker skips
-// the spin rounds and goes straight to announcing itself sleepy, until a
-// short park shows that work is coming back quickly again.
+// spinning. A park longer than `idle_park` sets it to zero: the executor
+// was really idle. Each park in between takes one point off. At zero the
+// worker skips the spin rounds and goes straight to announcing itself
+// sleepy, until a short park shows that work is coming back quickly again.
+// (A park between the two is what a worker sees while another one runs a
+// chain of spawns for tens of microseconds; it should not stop the spinning
+// that catches the next chain. docs/performance.md, entry 14.)
 //
 // Owned by one worker thread (it lives in that worker's idle_state); no
 // atomics. It only chooses how many rounds to spin: every round count is
@@ -29,6 +33,8 @@ class spin_history {
  public:
   // A park shorter than this means spinning would likely have caught the work.
   static constexpr std::chrono::microseconds short_park{50};
+  // A park longer than this means the executor was idle: stop spinning now.
+  static constexpr std::chrono::microseconds idle_park{1000};
   // Long parks in a row before a worker stops spinning.
   static constexpr std::uint32_t max_score = 4;
 
@@ -44,6 +50,8 @@ class spin_history {
   void parked(std::chrono::steady_clock::duration parked_for) noexcept {
     if (parked_for < short_park) {
       score_ = max_score;
+    } else if (parked_for >= idle_park) {
+      score_ = 0;
     } else if (score_ > 0) {
       --score_;
     }
