@@ -81,9 +81,10 @@ std::optional<command_line> parse_command_line(int argc, const char* const* argv
 
 std::string usage_text() {
   std::string text =
-      "usage: canopy_bench WORKLOAD [--peer canopy|tbb|asio] [--threads N] [--reps R]\n"
+      "usage: canopy_bench WORKLOAD [--peer canopy|tbb|asio|baseline] [--threads N] [--reps R]\n"
       "       canopy_bench --list\n"
-      "  --peer     executor to run on (default canopy)\n"
+      "  --peer     executor to run on (default canopy); baseline: none, the\n"
+      "             measurement's own floor (idle_cpu only)\n"
       "  --threads  worker threads (default: hardware concurrency)\n"
       "  --reps     measured repetitions after one warm-up (default 5)\n"
       "  --list     print the workload names, one a line\n"

@@ -77,7 +77,7 @@ int run(int argc, const char* const* argv) {
   const workload_descriptor& workload = *find_workload(options->workload);
   const instance_factory factory = find_implementation(workload.name, options->executor);
   if (factory == nullptr) {
-    std::fprintf(stderr, "canopy_bench: %s implementation of %s not built yet\n",
+    std::fprintf(stderr, "canopy_bench: no %s implementation of %s in this binary\n",
                  std::string(peer_name(options->executor)).c_str(), options->workload.c_str());
     return exit_usage;
   }

@@ -5,7 +5,8 @@ usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
                     [--timeout S] [--scaling]
 
 For each workload the peers run interleaved (canopy, tbb, asio, then the next
-workload), K rounds over. Every JSON line goes to results/latest.jsonl (the
+workload), K rounds over; idle_cpu also runs with no executor in the process
+("baseline"), which is the floor of the measurement itself. Every JSON line goes to results/latest.jsonl (the
 previous latest.jsonl is kept as results/previous.jsonl first), a table goes
 to stdout, and results/ratios.svg plots each peer's value divided by the best
 peer's. Lower is better for every workload. A run that fails or whose
@@ -38,6 +39,9 @@ from pathlib import Path
 PEERS = ("canopy", "tbb", "asio")
 PEER_COLORS = {"canopy": "#d95f02", "tbb": "#1f78b4", "asio": "#33a02c"}
 COMPARED_PEERS = ("tbb", "asio")
+# Workloads that also run with no executor at all ("baseline"): the floor of
+# the measurement itself, printed under the table, not compared.
+BASELINE_WORKLOADS = ("idle_cpu",)
 SCALING_WORKLOADS = ("spawn_remote", "fib", "yield_many")
 INSTRUCTION_WORKLOADS = ("spawn_remote", "spawn_local", "yield_many", "chained_spawn", "fib", "fib_fiber")
 REGRESSION_THRESHOLD_PERCENT = 10.0
@@ -104,7 +108,7 @@ def run_comparison(arguments, workloads, results_file):
     with results_file.open("w") as output:
         for round_number in range(1, arguments.rounds + 1):
             for index, workload in enumerate(workloads, start=1):
-                for peer in PEERS:
+                for peer in PEERS + (("baseline",) if workload in BASELINE_WORKLOADS else ()):
                     prefix = f"[round {round_number}/{arguments.rounds}] " if arguments.rounds > 1 else ""
                     progress(f"{prefix}[{index}/{len(workloads)}] {workload}: {peer} ...")
                     record, failure = run_one(arguments.binary, workload, peer, arguments.threads,
@@ -165,6 +169,7 @@ def comparison_rows(workloads, records):
                 "unit": units.get(workload, ""),
                 "values": values,
                 "ratio": ratio_to_best_peer(values["canopy"], [values[peer] for peer in COMPARED_PEERS]),
+                "baseline": table.get((workload, "baseline")),
             })
     return rows
 
@@ -216,6 +221,10 @@ def print_table(rows, previous_rows, threads):
     print(f"threads: {threads}; ratio = canopy / best of {', '.join(COMPARED_PEERS)}; lower is better")
     for line in lines:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    for row in rows:
+        if row["baseline"] is not None:
+            print(f"{row['label']} baseline (the same measurement in a process with no executor): "
+                  f"{format_number(row['baseline'])} {row['unit']}")
     if regressions:
         print(f"canopy regressed by more than {REGRESSION_THRESHOLD_PERCENT:.0f}% "
               f"(its value and its ratio to the best peer) on: {', '.join(regressions)}")

@@ -6,10 +6,12 @@
 
 namespace canopy::bench {
 
-// The executors a workload can run on.
-enum class peer { canopy, tbb, asio };
+// The executors a workload can run on. `baseline` is no executor at all:
+// the same measurement in a process that has none, which shows the floor the
+// measurement itself cannot go below (idle_cpu only).
+enum class peer { canopy, tbb, asio, baseline };
 
-inline constexpr std::array<peer, 3> all_peers{peer::canopy, peer::tbb, peer::asio};
+inline constexpr std::array<peer, 4> all_peers{peer::canopy, peer::tbb, peer::asio, peer::baseline};
 
 [[nodiscard]] constexpr std::string_view peer_name(peer executor) {
   switch (executor) {
@@ -19,6 +21,8 @@ inline constexpr std::array<peer, 3> all_peers{peer::canopy, peer::tbb, peer::as
       return "tbb";
     case peer::asio:
       return "asio";
+    case peer::baseline:
+      return "baseline";
   }
   return "unknown";
 }
