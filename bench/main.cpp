@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,11 +37,15 @@ result_record measure(const command_line& options, const workload_descriptor& wo
 
   std::vector<double> values;
   std::vector<double> p99s;
+  std::vector<double> other_threads;
   for (unsigned rep = 0; rep < reps; ++rep) {
     const repetition_result result = instance->run_once();
     values.push_back(result.value);
     if (result.p99) {
       p99s.push_back(*result.p99);
+    }
+    if (result.other_threads) {
+      other_threads.push_back(*result.other_threads);
     }
   }
 
@@ -53,9 +58,16 @@ result_record measure(const command_line& options, const workload_descriptor& wo
                        reps,
                        value_spread.min,
                        value_spread.max,
+                       std::nullopt,
                        std::nullopt};
   if (!p99s.empty()) {
     record.p99 = summarize(p99s).median;
+  }
+  if (!other_threads.empty()) {
+    // The mean: most idle seconds read 0 here, and a median would hide the
+    // odd one in which a worker was still on its way to sleep.
+    record.other_threads = std::accumulate(other_threads.begin(), other_threads.end(), 0.0) /
+                           static_cast<double>(other_threads.size());
   }
   return record;
 }

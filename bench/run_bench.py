@@ -6,7 +6,8 @@ usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
 
 For each workload the peers run interleaved (canopy, tbb, asio, then the next
 workload), K rounds over; idle_cpu also runs with no executor in the process
-("baseline"), which is the floor of the measurement itself. Every JSON line goes to results/latest.jsonl (the
+("baseline"), which is the floor of the measurement itself, and its JSON
+lines carry "other_threads": the part spent by the executor's own threads. Every JSON line goes to results/latest.jsonl (the
 previous latest.jsonl is kept as results/previous.jsonl first), a table goes
 to stdout, and results/ratios.svg plots each peer's value divided by the best
 peer's. Lower is better for every workload. A run that fails or whose
@@ -154,6 +155,7 @@ def comparison_rows(workloads, records):
     """One row per workload (and one more for wake_latency's p99)."""
     medians = median_by_key(records, "value")
     p99_medians = median_by_key(records, "p99")
+    other_thread_medians = median_by_key(records, "other_threads")
     units = {record["workload"]: record["unit"] for record in records}
     rows = []
     for workload in workloads:
@@ -170,6 +172,8 @@ def comparison_rows(workloads, records):
                 "values": values,
                 "ratio": ratio_to_best_peer(values["canopy"], [values[peer] for peer in COMPARED_PEERS]),
                 "baseline": table.get((workload, "baseline")),
+                "other_threads": {peer: other_thread_medians.get((workload, peer)) for peer in PEERS}
+                                 if metric == "value" else {},
             })
     return rows
 
@@ -225,6 +229,10 @@ def print_table(rows, previous_rows, threads):
         if row["baseline"] is not None:
             print(f"{row['label']} baseline (the same measurement in a process with no executor): "
                   f"{format_number(row['baseline'])} {row['unit']}")
+        if any(value is not None for value in row["other_threads"].values()):
+            shares = ", ".join(f"{peer} {format_number(value)}" for peer, value in row["other_threads"].items())
+            print(f"{row['label']} of the executor's own threads (all but the measuring one): "
+                  f"{shares} {row['unit']}")
     if regressions:
         print(f"canopy regressed by more than {REGRESSION_THRESHOLD_PERCENT:.0f}% "
               f"(its value and its ratio to the best peer) on: {', '.join(regressions)}")

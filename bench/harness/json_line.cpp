@@ -38,6 +38,9 @@ std::string to_json_line(const result_record& record) {
   if (record.p99) {
     line += ",\"p99\":" + json_number(*record.p99);
   }
+  if (record.other_threads) {
+    line += ",\"other_threads\":" + json_number(*record.other_threads);
+  }
   return line + "}";
 }
 

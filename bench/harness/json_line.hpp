@@ -15,7 +15,8 @@ struct result_record {
   unsigned reps;
   double min;
   double max;
-  std::optional<double> p99;  // median over repetitions of each repetition's p99
+  std::optional<double> p99;            // median over repetitions of each repetition's p99
+  std::optional<double> other_threads;  // mean over repetitions (idle_cpu)
 };
 
 // The record as one line of JSON, without the trailing newline.

@@ -1,11 +1,15 @@
 #include "harness/process_usage.hpp"
 
+#include <dirent.h>
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 namespace canopy::bench {
 
@@ -23,6 +27,29 @@ std::chrono::nanoseconds process_cpu_time() {
     throw std::runtime_error("getrusage(RUSAGE_SELF) failed");
   }
   return to_duration(usage.ru_utime) + to_duration(usage.ru_stime);
+}
+
+std::chrono::nanoseconds other_threads_cpu_time() {
+  const std::unique_ptr<DIR, int (*)(DIR*)> tasks(opendir("/proc/self/task"), &closedir);
+  if (!tasks) {
+    throw std::runtime_error("cannot open /proc/self/task");
+  }
+  const std::string calling_thread = std::to_string(gettid());
+  std::chrono::nanoseconds total{0};
+  // readdir is safe on a stream that only this call uses.
+  while (const dirent* entry = readdir(tasks.get())) {  // NOLINT(concurrency-mt-unsafe)
+    const std::string name = entry->d_name;
+    if (name == "." || name == ".." || name == calling_thread) {
+      continue;
+    }
+    // schedstat: time on the CPU (ns), time waiting to run, time slices.
+    std::ifstream schedstat("/proc/self/task/" + name + "/schedstat");
+    long long run_nanoseconds = 0;
+    if (schedstat >> run_nanoseconds) {
+      total += std::chrono::nanoseconds(run_nanoseconds);
+    }  // else the thread exited after readdir saw it
+  }
+  return total;
 }
 
 std::size_t resident_bytes() {

@@ -12,6 +12,10 @@ namespace canopy::bench {
 struct repetition_result {
   double value;
   std::optional<double> p99 = std::nullopt;  // wake_latency only
+  // idle_cpu only: the part of `value` spent by threads other than the
+  // measuring one (the executor's workers), read from the kernel's precise
+  // per-thread run times rather than getrusage's totals.
+  std::optional<double> other_threads = std::nullopt;
 };
 
 // One workload bound to one peer's executor. The factory creates the
