@@ -166,8 +166,8 @@ static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);
 // state (two references: the body's and the handle's) and *state points
 // at it. Nothing but the slot is allocated here.
 template <class T>
-std::error_code spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
-                                task_id* spawned, join_state<T>** state = nullptr) {
+spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
+                             task_id* spawned, join_state<T>** state = nullptr) {
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
@@ -176,17 +176,17 @@ std::error_code spawn_coroutine(executor_core& core, task<T>&& work, bool joined
     typename body::handle_type root;
     bool joined;
   } context{work.release(), joined};
-  std::error_code error;
+  spawn_status status = spawn_status::spawned;
   try {
-    error = core.spawn_body(
+    status = core.spawn_body(
         &body::table,
         [](void* storage, void* raw) {
           auto* from = static_cast<construct_context*>(raw);
           frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
           record.joined = from->joined;  // published with the slot (spawn_body)
-          auto* made =
-              ::new (storage) body{task_context{from->root, nullptr, nullptr, run_outcome::suspended},
-                                   from->root, from->joined ? &record : nullptr};
+          auto* made = ::new (storage)
+              body{task_context{from->root, nullptr, nullptr, run_outcome::suspended}, from->root,
+                   from->joined ? &record : nullptr};
           from->root.promise().set_context(&made->context);
         },
         &context, mode, spawned);
@@ -194,27 +194,28 @@ std::error_code spawn_coroutine(executor_core& core, task<T>&& work, bool joined
     context.root.destroy();  // not spawned (`joined` still false): frees the block
     throw;
   }
-  if (error) {
+  if (status != spawn_status::spawned) {
     context.root.destroy();  // not spawned: the frame never ran
-    return error;
+    return status;
   }
   if (state != nullptr) {
     *state = &frame_record<T>::of_frame(context.root.address());
   }
-  return {};
+  return spawn_status::spawned;
 }
 
 template <class T>
-std::error_code spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode,
-                             task_handle<T>& out) {
+spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode,
+                          task_handle<T>& out) {
   task_id id;
   join_state<T>* state = nullptr;
-  if (const std::error_code error = spawn_coroutine(core, std::move(work), true, mode, &id, &state)) {
-    return error;
+  if (const spawn_status status = spawn_coroutine(core, std::move(work), true, mode, &id, &state);
+      status != spawn_status::spawned) {
+    return status;
   }
   state->set_task(&core, id);
   out = task_handle<T>(state, &core, id);
-  return {};
+  return spawn_status::spawned;
 }
 
 inline executor_core& current_core(const char* what) {
@@ -233,7 +234,7 @@ struct task_spawner<task<T>> {
   using handle_type = task_handle<T>;
   static std::error_code spawn(executor_core& core, task<T>&& work, spawn_mode mode,
                                handle_type& out) {
-    return detail::spawn_joined(core, std::move(work), mode, out);
+    return to_error_code(detail::spawn_joined(core, std::move(work), mode, out));
   }
 };
 
@@ -243,9 +244,10 @@ struct task_spawner<task<T>> {
 template <class T>
 task_handle<T> spawn(task<T> work) {
   task_handle<T> handle;
-  if (const std::error_code error = detail::spawn_joined(
-          detail::current_core("canopy::spawn(task)"), std::move(work), spawn_mode::block, handle)) {
-    throw spawn_error(static_cast<errc>(error.value()));
+  if (const spawn_status status = detail::spawn_joined(detail::current_core("canopy::spawn(task)"),
+                                                       std::move(work), spawn_mode::block, handle);
+      status != spawn_status::spawned) {
+    throw spawn_error(status);
   }
   return handle;
 }
@@ -254,18 +256,20 @@ task_handle<T> spawn(task<T> work) {
 // on_detached_exception handler.
 template <class T>
 void spawn_detached(executor& pool, task<T> work) {
-  if (const std::error_code error = detail::spawn_coroutine<T>(pool.core(), std::move(work), false,
-                                                               spawn_mode::block, nullptr)) {
-    throw spawn_error(static_cast<errc>(error.value()));
+  if (const spawn_status status = detail::spawn_coroutine<T>(pool.core(), std::move(work), false,
+                                                             spawn_mode::block, nullptr);
+      status != spawn_status::spawned) {
+    throw spawn_error(status);
   }
 }
 
 template <class T>
 void spawn_detached(task<T> work) {
-  if (const std::error_code error =
+  if (const spawn_status status =
           detail::spawn_coroutine<T>(detail::current_core("canopy::spawn_detached(task)"),
-                                     std::move(work), false, spawn_mode::block, nullptr)) {
-    throw spawn_error(static_cast<errc>(error.value()));
+                                     std::move(work), false, spawn_mode::block, nullptr);
+      status != spawn_status::spawned) {
+    throw spawn_error(status);
   }
 }
 

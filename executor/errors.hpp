@@ -20,10 +20,30 @@ inline std::error_code make_error_code(errc value) noexcept {
   return {static_cast<int>(value), executor_category()};
 }
 
+// What the spawn path reports inside the library: `spawned`, or why not (the
+// errc of the same name). The success path makes no std::error_code: a
+// default-constructed one calls libstdc++'s system_category() out of line,
+// 2 % of a spawn (docs/performance.md, entry 16). Public functions hand a
+// failure on as std::error_code (to_error_code) or spawn_error.
+enum class spawn_status {
+  spawned = 0,
+  shut_down = static_cast<int>(errc::shut_down),
+  at_capacity = static_cast<int>(errc::at_capacity),
+};
+
+inline std::error_code to_error_code(spawn_status status) noexcept {
+  if (status == spawn_status::spawned) {
+    return {};
+  }
+  return make_error_code(static_cast<errc>(status));
+}
+
 // Thrown by spawn() when the task cannot be accepted.
 class spawn_error : public std::system_error {
  public:
   explicit spawn_error(errc value) : std::system_error(make_error_code(value)) {}
+  // Precondition: status != spawn_status::spawned.
+  explicit spawn_error(spawn_status status) : spawn_error(static_cast<errc>(status)) {}
 };
 
 // Thrown by join() when the task was destroyed without completing.

@@ -107,8 +107,9 @@ class executor {
   void spawn_detached(Fn&& fn) {
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
-    if (const std::error_code error = spawn_body(task, spawn_mode::block, nullptr)) {
-      throw spawn_error(static_cast<errc>(error.value()));
+    if (const spawn_status status = spawn_body(task, spawn_mode::block, nullptr);
+        status != spawn_status::spawned) {
+      throw spawn_error(status);
     }
   }
 
@@ -136,17 +137,17 @@ class executor {
     using body = detail::callable_body<std::decay_t<Fn>, Result>;
     auto* state = new pooled_join_state<Result>();  // two references: task + handle
     body task{std::forward<Fn>(fn), state};
-    std::error_code error;
+    spawn_status status = spawn_status::spawned;
     task_id id;
     try {
-      error = spawn_body(task, mode, &id);
+      status = spawn_body(task, mode, &id);
     } catch (...) {
       delete state;
       throw;
     }
-    if (error) {
+    if (status != spawn_status::spawned) {
       delete state;
-      return {join_handle<Result>(), error};
+      return {join_handle<Result>(), to_error_code(status)};
     }
     // Lets a coroutine or fiber that awaits the handle run the task at the
     // join if it has not started (executor_core::run_pending_inline).
@@ -155,7 +156,7 @@ class executor {
   }
 
   template <class Body>
-  std::error_code spawn_body(Body& task, spawn_mode mode, task_id* spawned) {
+  spawn_status spawn_body(Body& task, spawn_mode mode, task_id* spawned) {
     return core_->spawn_body(
         &detail::body_vtable<Body>::table,
         [](void* storage, void* context) {

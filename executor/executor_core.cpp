@@ -96,15 +96,15 @@ bool executor_core::is_worker_thread() const noexcept {
 
 // ---------------------------------------------------------------- spawning
 
-std::error_code executor_core::spawn_body(const task_vtable* vtable,
-                                          void (*construct)(void* storage, void* context),
-                                          void* context, spawn_mode mode, task_id* spawned) {
+spawn_status executor_core::spawn_body(const task_vtable* vtable,
+                                       void (*construct)(void* storage, void* context),
+                                       void* context, spawn_mode mode, task_id* spawned) {
   const bool on_worker = is_worker_thread();
   if (on_worker) {
     // Worker threads are joined before leftovers are destroyed, so a spawn
     // from a task only needs the stop flag.
     if (stopping_.load(sync::acquire)) {
-      return errc::shut_down;
+      return spawn_status::shut_down;
     }
   } else {
     in_flight_.fetch_add(1, sync::seq_cst);
@@ -112,7 +112,7 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
     // wait for in_flight_ == 0): either we see the store, or it sees us.
     if (!accepting_.load(sync::seq_cst)) {
       in_flight_.fetch_sub(1, sync::release);
-      return errc::shut_down;
+      return spawn_status::shut_down;
     }
   }
   struct in_flight_guard {
@@ -127,8 +127,9 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
   } guard{this, !on_worker};
 
   std::uint32_t slot = 0;
-  if (const std::error_code error = allocate(on_worker ? spawn_mode::fail : mode, slot)) {
-    return error;
+  if (const spawn_status status = allocate(on_worker ? spawn_mode::fail : mode, slot);
+      status != spawn_status::spawned) {
+    return status;
   }
   task_slot& target = arena_.slot(slot);
   try {
@@ -147,7 +148,7 @@ std::error_code executor_core::spawn_body(const task_vtable* vtable,
     *spawned = {slot, generation};
   }
   make_runnable(slot);
-  return {};
+  return spawn_status::spawned;
 }
 
 std::size_t executor_core::place_external(std::size_t after) noexcept {
@@ -187,12 +188,12 @@ bool executor_core::allocate_unreserved(std::size_t first_partition, std::uint32
   return false;
 }
 
-std::error_code executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
+spawn_status executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
   if (worker_context* worker = this_thread_worker; worker != nullptr && worker->core == this) {
     worker_state& self = *workers_[worker->index];
     if (self.spawn_slots.free != 0 || reserve_anywhere(worker->index, self.spawn_slots)) {
       slot = task_arena::take(self.spawn_slots);
-      return {};
+      return spawn_status::spawned;
     }
   } else {
     const std::size_t hash = this_thread_hash();
@@ -209,28 +210,28 @@ std::error_code executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
       }
       cache.busy.store(0, sync::release);
       if (reserved) {
-        return {};
+        return spawn_status::spawned;
       }
     } else if (allocate_unreserved(hash % config_.worker_count, slot)) {
-      return {};
+      return spawn_status::spawned;
     }
   }
   // Every partition is full: free slots may sit in idle spawn caches.
   flush_external_caches();
   if (allocate_unreserved(0, slot)) {
-    return {};
+    return spawn_status::spawned;
   }
   if (mode == spawn_mode::fail) {
-    return errc::at_capacity;
+    return spawn_status::at_capacity;
   }
   std::unique_lock lock(capacity_mutex_);
   // seq_cst: pairs with notify_capacity_waiters(): a worker frees a slot
   // (seq_cst RMW) then reads this count; we add ourselves, then retry.
   capacity_waiters_.fetch_add(1, sync::seq_cst);
-  std::error_code result;
+  spawn_status result = spawn_status::spawned;
   for (;;) {
     if (!accepting_.load(sync::seq_cst)) {
-      result = errc::shut_down;
+      result = spawn_status::shut_down;
       break;
     }
     flush_external_caches();

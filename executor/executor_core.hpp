@@ -45,8 +45,8 @@ worker_context* current_worker() noexcept;
 
 // How spawn_body() behaves when every slot is taken.
 enum class spawn_mode {
-  block,  // wait for a slot (non-worker threads); errc::at_capacity on a worker
-  fail,   // return errc::at_capacity at once
+  block,  // wait for a slot (non-worker threads); at_capacity on a worker
+  fail,   // return spawn_status::at_capacity at once
 };
 
 class executor_core final : private sleep_probe {
@@ -57,12 +57,12 @@ class executor_core final : private sleep_probe {
   executor_core& operator=(const executor_core&) = delete;
 
   // Builds a body into a fresh slot with construct(storage, context) and
-  // schedules it. On failure (errc::shut_down / errc::at_capacity) returns
-  // the error and constructs nothing. `construct` may throw; then the slot
+  // schedules it. On failure (spawn_status::shut_down / at_capacity)
+  // returns it and constructs nothing. `construct` may throw; then the slot
   // is released and the exception propagates (strong guarantee).
-  std::error_code spawn_body(const task_vtable* vtable,
-                             void (*construct)(void* storage, void* context), void* context,
-                             spawn_mode mode, task_id* spawned);
+  spawn_status spawn_body(const task_vtable* vtable,
+                          void (*construct)(void* storage, void* context), void* context,
+                          spawn_mode mode, task_id* spawned);
 
   // Make task `id` runnable. A stale id (the task finished) is a no-op and
   // returns false. Any thread.
@@ -140,7 +140,7 @@ class executor_core final : private sleep_probe {
   static constexpr std::uint32_t max_lifo_streak = 16;
   void owe_wakes(std::uint32_t permits_granted) noexcept;
   std::size_t place_external(std::size_t after) noexcept;
-  std::error_code allocate(spawn_mode mode, std::uint32_t& slot);
+  spawn_status allocate(spawn_mode mode, std::uint32_t& slot);
   bool reserve_anywhere(std::size_t first_partition, task_arena::reservation& into);
   bool allocate_unreserved(std::size_t first_partition, std::uint32_t& slot);
   void flush_external_caches() noexcept;

@@ -223,8 +223,8 @@ fiber_frame& checked_current_fiber(const char* what) {
   return *frame;
 }
 
-std::error_code spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
-                                 spawn_mode mode, task_id* spawned) {
+spawn_status spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
+                              spawn_mode mode, task_id* spawned) {
   fiber_body body{frame, state};
   return core.spawn_body(
       &fiber_body::table,

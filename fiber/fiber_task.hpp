@@ -33,7 +33,6 @@
 #pragma once
 
 #include <boost/context/detail/fcontext.hpp>
-
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -111,8 +110,8 @@ void unwind_and_free(fiber_frame* frame) noexcept;
 [[gnu::noinline]] fiber_frame* current_fiber() noexcept;
 fiber_frame& checked_current_fiber(const char* what);
 
-std::error_code spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
-                                 spawn_mode mode, task_id* spawned);
+spawn_status spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
+                              spawn_mode mode, task_id* spawned);
 
 template <class R, class Fn>
 void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
@@ -159,8 +158,8 @@ void run_and_destroy(fiber_frame& frame) noexcept {
 }
 
 template <class Fn>
-std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size,
-                               spawn_mode mode, task_handle<fiber_result_t<Fn>>& out) {
+spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size, spawn_mode mode,
+                            task_handle<fiber_result_t<Fn>>& out) {
   using R = fiber_result_t<Fn>;
   using stored = std::decay_t<Fn>;
   fiber_frame* frame = make_fiber_frame(stack_size, sizeof(stored), alignof(stored));
@@ -176,14 +175,15 @@ std::error_code spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_s
   frame->body = &run_and_destroy<R, stored>;
   frame->state = state;
   task_id id;
-  if (const std::error_code error = spawn_fiber_body(core, frame, state, mode, &id)) {
+  if (const spawn_status status = spawn_fiber_body(core, frame, state, mode, &id);
+      status != spawn_status::spawned) {
     unwind_and_free(frame);  // never started: it destroys the callable and ends at once
     delete state;
-    return error;
+    return status;
   }
   state->set_task(&core, id);
   out = task_handle<R>(state, &core, id);
-  return {};
+  return spawn_status::spawned;
 }
 
 }  // namespace detail
@@ -199,9 +199,10 @@ auto spawn_fiber(executor& pool, Fn&& fn,
                  std::size_t stack_size = stack_pool::default_stack_size)
     -> task_handle<detail::fiber_result_t<Fn>> {
   task_handle<detail::fiber_result_t<Fn>> handle;
-  if (const std::error_code error = detail::spawn_fiber_on(pool.core(), std::forward<Fn>(fn),
-                                                           stack_size, spawn_mode::block, handle)) {
-    throw spawn_error(static_cast<errc>(error.value()));
+  if (const spawn_status status = detail::spawn_fiber_on(pool.core(), std::forward<Fn>(fn),
+                                                         stack_size, spawn_mode::block, handle);
+      status != spawn_status::spawned) {
+    throw spawn_error(status);
   }
   return handle;
 }
@@ -213,10 +214,11 @@ template <class Fn>
 auto spawn_fiber(Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size)
     -> task_handle<detail::fiber_result_t<Fn>> {
   task_handle<detail::fiber_result_t<Fn>> handle;
-  if (const std::error_code error = detail::spawn_fiber_on(
-          detail::current_core("canopy::spawn_fiber(fn)"), std::forward<Fn>(fn), stack_size,
-          spawn_mode::block, handle)) {
-    throw spawn_error(static_cast<errc>(error.value()));
+  if (const spawn_status status =
+          detail::spawn_fiber_on(detail::current_core("canopy::spawn_fiber(fn)"),
+                                 std::forward<Fn>(fn), stack_size, spawn_mode::block, handle);
+      status != spawn_status::spawned) {
+    throw spawn_error(status);
   }
   return handle;
 }

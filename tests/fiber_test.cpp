@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <cstring>
 #include <latch>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -57,6 +59,23 @@ long fib(int n) {
 task<int> coroutine_value(int value) {
   co_await canopy::yield_now();
   co_return value;
+}
+
+// A coroutine whose frame owns `flag`: destroying the frame destroys it.
+task<int> holding(std::shared_ptr<destroy_flag> flag) {
+  static_cast<void>(flag);
+  co_return 1;
+}
+
+// The errc of a spawn_error that `spawn` throws, or nothing if it returns.
+template <class Spawn>
+std::optional<canopy::errc> spawn_error_of(Spawn&& spawn) {
+  try {
+    spawn();
+  } catch (const canopy::spawn_error& error) {
+    return static_cast<canopy::errc>(error.code().value());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -516,4 +535,62 @@ TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
     }
   }
   CHECK(consumer.join() == rounds);
+}
+
+TEST_CASE(
+    "a refused coroutine or fiber spawn is a spawn_error, and the refused task is destroyed") {
+  canopy::testing::watchdog guard("refused spawns", 60);
+  std::atomic<int> destroyed{0};
+  const auto flag = [&destroyed] { return std::make_shared<destroy_flag>(destroyed); };
+
+  SUBCASE("after shutdown") {
+    executor pool(config_with(2));
+    pool.shutdown();
+    CHECK(spawn_error_of([&] { static_cast<void>(pool.spawn(holding(flag()))); }) ==
+          canopy::errc::shut_down);
+    CHECK(destroyed.load() == 1);
+    CHECK(spawn_error_of([&] { canopy::spawn_detached(pool, holding(flag())); }) ==
+          canopy::errc::shut_down);
+    CHECK(destroyed.load() == 2);
+    CHECK(spawn_error_of([&] {
+            static_cast<void>(spawn_fiber(pool, [held = flag()] { return held != nullptr; }));
+          }) == canopy::errc::shut_down);
+    CHECK(destroyed.load() == 3);
+  }
+
+  SUBCASE("from a task, at capacity") {
+    executor_config config = config_with(1);
+    config.signals_per_leaf = 1;  // 64 tasks a leaf
+    config.max_leaves = 1;        // capacity: 64 tasks, the spawning one included
+    executor pool(config);
+    int accepted = 0;
+    std::optional<canopy::errc> coroutine_refusal;
+    std::optional<canopy::errc> fiber_refusal;
+    std::optional<canopy::errc> detached_refusal;
+    int destroyed_after_refusals = 0;
+    pool.spawn([&] {
+          // The only worker runs this task, so nothing it spawns can start.
+          std::vector<canopy::task_handle<int>> children;
+          for (;;) {
+            coroutine_refusal =
+                spawn_error_of([&] { children.push_back(canopy::spawn(holding(flag()))); });
+            if (coroutine_refusal) {
+              break;
+            }
+            ++accepted;
+          }
+          fiber_refusal = spawn_error_of(
+              [&] { static_cast<void>(spawn_fiber([held = flag()] { return held != nullptr; })); });
+          detached_refusal = spawn_error_of([&] { canopy::spawn_detached(holding(flag())); });
+          destroyed_after_refusals = destroyed.load();
+        })
+        .join();
+    CHECK(accepted == 63);
+    CHECK(coroutine_refusal == canopy::errc::at_capacity);
+    CHECK(fiber_refusal == canopy::errc::at_capacity);
+    CHECK(detached_refusal == canopy::errc::at_capacity);
+    CHECK(destroyed_after_refusals == 3);  // the three refused tasks, at once
+    pool.shutdown();                       // the 63 detached children run, then end
+    CHECK(destroyed.load() == 3 + 63);
+  }
 }
