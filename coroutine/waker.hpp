@@ -3,7 +3,10 @@
 // A waker is (executor_core*, task_id); wake() is executor_core::schedule(id):
 //   * from any thread, including threads the executor does not own;
 //   * after the task finished, a no-op that returns false (the slot's
-//     generation moved on, so a recycled slot's new task is never woken);
+//     generation moved on, so a recycled slot's new task is never woken).
+//     The worker retires the slot just after the task publishes its result,
+//     so a wake racing a join that has only just returned may still return
+//     true: that wake is absorbed, and a finished task never runs again;
 //   * while the task runs, the task runs once more after this run ends
 //     (several wakes during one run still give one extra run);
 //   * while the task is already runnable, absorbed.
