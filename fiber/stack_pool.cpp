@@ -26,7 +26,7 @@ constexpr unsigned cache_capacity = 32;
 constexpr unsigned cache_batch = 16;
 
 std::size_t page_size() noexcept {
-  static const std::size_t size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  static const auto size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   return size;
 }
 
@@ -140,7 +140,7 @@ struct pool_state {
 };
 
 pool_state& pool() {
-  static pool_state* state = new pool_state();  // never destroyed: stacks outlive statics
+  static auto* state = new pool_state();  // never destroyed: stacks outlive statics
   return *state;
 }
 
