@@ -1,10 +1,13 @@
 #include "fiber/fiber_task.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
 #include <string>
+
+#include "executor/block_pool.hpp"
 
 namespace canopy::detail {
 
@@ -43,17 +46,37 @@ struct fiber_body {
     if (cancel_requested()) {
       return cancel_now();
     }
+    if (current.context == nullptr && !start(current)) {
+      return finish();
+    }
     current.signal = run_outcome::suspended;
     switch_into(current);
     check_canary(current);
     if (current.signal != run_outcome::completed) {
       return current.signal;
     }
-    // The fiber ended: its destructors ran on it; the result is in the state.
-    const join_state_base::outcome result = current.result;
+    return finish();
+  }
+
+  // The fiber ended: its destructors ran; the result is in the state.
+  run_outcome finish() noexcept {
+    const join_state_base::outcome result = frame->result;
     free_fiber_frame(std::exchange(frame, nullptr));
     state->complete(result);
     return run_outcome::completed;
+  }
+
+  // First run: a stack for the fiber. Without one the fiber never starts:
+  // body() destroys the callable and reports the error to the joiner.
+  static bool start(fiber_frame& current) noexcept {
+    try {
+      give_stack(current);
+      return true;
+    } catch (...) {
+      current.start_error = std::current_exception();
+      current.body(current);
+      return false;
+    }
   }
 
   run_outcome cancel_now() noexcept {
@@ -108,46 +131,54 @@ void fiber_main(boost::context::detail::transfer_t from) noexcept {
 
 fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
                               std::size_t callable_align) {
-  const fiber_stack stack = stack_pool::acquire(stack_size);
-  if (callable_size > stack.size / 4) {
-    stack_pool::release(stack);
-    throw std::invalid_argument(
-        "canopy::spawn_fiber: the callable is " + std::to_string(callable_size) +
-        " bytes, more than a quarter of the fiber's " + std::to_string(stack.size) +
-        "-byte stack it is stored on; give the fiber a larger stack, or move large "
-        "captures to the heap");
+  if (stack_size == 0 || stack_size > max_fiber_stack) {
+    throw std::invalid_argument("canopy::spawn_fiber: a stack of " + std::to_string(stack_size) +
+                                " bytes was asked for; it must be between 1 byte and " +
+                                std::to_string(max_fiber_stack) + " bytes");
   }
-  auto* const base = static_cast<std::byte*>(stack.base);
-  const auto base_address = reinterpret_cast<std::uintptr_t>(base);
-  // Offsets from the stack's base, each rounded down to its alignment: the
-  // frame at the top on its own cache line, the callable below it, and the
-  // fiber's first frame below that (the ABI wants 16 bytes at a call;
-  // make_fcontext aligns too).
-  const auto align_down = [base_address](std::size_t offset, std::size_t alignment) {
-    return offset - ((base_address + offset) & (alignment - 1));
-  };
-  const std::size_t frame_offset = align_down(stack.size - sizeof(fiber_frame), 64);
-  const std::size_t callable_offset = align_down(frame_offset - callable_size, callable_align);
-  const std::size_t first_frame_top = align_down(callable_offset, 16);
+  // [frame][padding][callable]: the block pool aligns blocks to 16 bytes,
+  // so an over-aligned callable gets room to slide up to its alignment.
+  constexpr std::size_t block_alignment = 16;
+  const std::size_t header = (sizeof(fiber_frame) + block_alignment - 1) & ~(block_alignment - 1);
+  const std::size_t slack = callable_align > block_alignment ? callable_align : 0;
+  const std::size_t block_size = header + callable_size + slack;
+  auto* const block = static_cast<std::byte*>(allocate_block(block_size));
+  const auto callable_address =
+      (reinterpret_cast<std::uintptr_t>(block + header) + callable_align - 1) &
+      ~(std::uintptr_t{callable_align} - 1);
   // Default-initialised (every member has an initialiser): no zero-fill first.
-  auto* frame = ::new (base + frame_offset) fiber_frame;
-  frame->stack = stack;
-  frame->callable = base + callable_offset;
-  frame->context =
-      boost::context::detail::make_fcontext(base + first_frame_top, first_frame_top, &fiber_main);
-#if defined(CANOPY_TSAN_FIBERS)
-  frame->tsan_fiber = __tsan_create_fiber(0);
-#endif
+  auto* const frame = ::new (block) fiber_frame;
+  frame->callable = block + (callable_address - reinterpret_cast<std::uintptr_t>(block));
+  frame->stack_request = stack_size;
+  frame->block_size = block_size;
   return frame;
+}
+
+void give_stack(fiber_frame& frame) {
+  const fiber_stack stack = stack_pool::acquire(frame.stack_request);
+  frame.stack = stack;
+  // The fiber's first frame at the stack's top (the ABI wants 16 bytes at
+  // a call; make_fcontext aligns too).
+  auto* const top = static_cast<std::byte*>(stack.base) + stack.size;
+  frame.context = boost::context::detail::make_fcontext(top, stack.size, &fiber_main);
+#if defined(CANOPY_TSAN_FIBERS)
+  frame.tsan_fiber = __tsan_create_fiber(0);
+#endif
 }
 
 void free_fiber_frame(fiber_frame* frame) noexcept {
   const fiber_stack stack = frame->stack;
+  const std::size_t block_size = frame->block_size;
 #if defined(CANOPY_TSAN_FIBERS)
-  __tsan_destroy_fiber(frame->tsan_fiber);
+  if (frame->tsan_fiber != nullptr) {
+    __tsan_destroy_fiber(frame->tsan_fiber);
+  }
 #endif
   frame->~fiber_frame();
-  stack_pool::release(stack);
+  free_block(frame, block_size);
+  if (stack.base != nullptr) {
+    stack_pool::release(stack);
+  }
 }
 
 void switch_into(fiber_frame& frame) noexcept {
@@ -201,6 +232,11 @@ void fiber_exit(fiber_frame& frame) noexcept {
 
 void unwind_and_free(fiber_frame* frame) noexcept {
   frame->unwinding = true;
+  if (frame->context == nullptr) {
+    frame->body(*frame);  // never started: destroy the callable here, no stack needed
+    free_fiber_frame(frame);
+    return;
+  }
   switch_into(*frame);
   if (frame->signal != run_outcome::completed) {
     std::fputs("canopy: a fiber suspended again while being unwound\n", stderr);

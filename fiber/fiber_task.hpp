@@ -15,15 +15,16 @@
 // docs/coroutines.md — a fiber must not keep a thread_local's address, or
 // assume the same thread, across a yield or an await).
 //
-// The fiber frame (this file's fiber_frame) sits at the top of the fiber's
-// stack, with the callable just below it and the fiber's first frame below
-// that; the slot body is two pointers. Switches use Boost.Context's
-// fcontext layer (make_fcontext / jump_fcontext) directly: a fiber costs
-// two jumps in its life (in, and out for good) plus two per suspension,
-// where boost::context::fiber adds a round trip at creation to hand its
-// record over (docs/performance.md, entry 7). Everything a pending wake may
-// touch lives on the stack, so a fiber destroyed while a wait_link can
-// still fire leaves its stack to that fire() (see coroutine/wait_link.hpp).
+// A fiber's control block (this file's fiber_frame) and its stored callable
+// share one small block from the block pool; the stack is taken from the
+// pool only when the fiber first runs, so a pending fiber costs no stack.
+// The slot body is two pointers. Switches use Boost.Context's fcontext
+// layer (make_fcontext / jump_fcontext) directly: a fiber costs two jumps
+// in its life (in, and out for good) plus two per suspension, where
+// boost::context::fiber adds a round trip at creation to hand its record
+// over (docs/performance.md, entry 7). A fiber destroyed while a wait_link
+// can still fire leaves its frame and stack to that fire() (see
+// coroutine/wait_link.hpp).
 //
 // Cancellation and shutdown unwind the fiber: it is resumed with a request
 // to unwind, and its pending suspension point throws canopy::fiber_unwind,
@@ -60,18 +61,23 @@ class fiber_unwind {};
 namespace detail {
 
 struct fiber_frame {
-  boost::context::detail::fcontext_t context = nullptr;  // the suspended fiber (worker side)
-  boost::context::detail::fcontext_t caller = nullptr;   // where to switch back to (fiber side)
-  // Runs on the fiber, once: the callable (unless `unwinding` is already
-  // set), then destroys it. Never throws.
+  // The suspended fiber (worker side); null until the fiber first runs.
+  boost::context::detail::fcontext_t context = nullptr;
+  boost::context::detail::fcontext_t caller = nullptr;  // where to switch back to (fiber side)
+  // Runs once, on the fiber: the callable (unless `unwinding` is already
+  // set), then destroys it. Never throws. For a fiber that never started,
+  // unwind_and_free calls it directly with `unwinding` set.
   void (*body)(fiber_frame& frame) noexcept = nullptr;
-  void* callable = nullptr;          // the stored callable, on this stack
+  void* callable = nullptr;          // the stored callable, in this frame's block
   join_state_base* state = nullptr;  // where body() puts the result
   wait_link* armed = nullptr;        // the link a wake must have fired, or null
+  std::exception_ptr start_error;    // set when no stack could be had: body() reports it
+  std::size_t stack_request = 0;     // usable stack bytes asked for at spawn
+  std::size_t block_size = 0;        // this frame's block, for free_block
   run_outcome signal = run_outcome::suspended;
   join_state_base::outcome result = join_state_base::outcome::pending;
   bool unwinding = false;  // the next resume throws fiber_unwind
-  fiber_stack stack;
+  fiber_stack stack;       // empty until the fiber first runs
 #if defined(CANOPY_TSAN_FIBERS)
   void* tsan_fiber = nullptr;
   void* tsan_return = nullptr;
@@ -83,17 +89,22 @@ struct fiber_frame {
 #endif
 };
 
-// Stack + frame at its top, `callable_size` bytes (aligned to
-// `callable_align`) reserved below the frame at frame->callable, and the
-// fiber's context made below those, to start in frame->body. The caller
-// constructs the callable and sets body and state before the first switch.
-// Throws std::invalid_argument when the callable would take more than a
-// quarter of the stack (it is stored on it), std::bad_alloc when the
-// kernel refuses memory.
+// The largest stack a fiber may ask for.
+inline constexpr std::size_t max_fiber_stack = std::size_t{1} << 30;
+
+// A frame in a pooled block with `callable_size` bytes (aligned to
+// `callable_align`) at frame->callable; no stack yet. The caller constructs
+// the callable and sets body and state. Throws std::invalid_argument when
+// `stack_size` is 0 or above max_fiber_stack, std::bad_alloc when memory
+// runs out.
 fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
                               std::size_t callable_align);
-// Frame gone, stack back to the pool (the fiber must have ended).
+// Frame gone, stack (if it had one) back to the pool. The fiber must have
+// ended, or never started with its callable already destroyed.
 void free_fiber_frame(fiber_frame* frame) noexcept;
+// Worker side, first run: take a stack from the pool and make the fiber's
+// context on it. Throws std::bad_alloc when the kernel refuses memory.
+void give_stack(fiber_frame& frame);
 // Worker side: run the fiber until it suspends, yields or ends.
 void switch_into(fiber_frame& frame) noexcept;
 // Fiber side: back to whoever switched in. Throws fiber_unwind if the
@@ -118,15 +129,14 @@ void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
   // After a fiber_unwind was swallowed, the join state may already be
   // released (the task completed as cancelled): never touch it then.
   try {
-    Fn local(std::move(fn));  // destroyed on the fiber, before it ends
     if constexpr (std::is_void_v<R>) {
-      std::invoke(local);
+      std::invoke(fn);
       if (!frame.unwinding) {
         state->set_value();
         frame.result = join_state_base::outcome::value;
       }
     } else {
-      R value = std::invoke(local);
+      R value = std::invoke(fn);
       if (!frame.unwinding) {
         state->set_value(std::move(value));
         frame.result = join_state_base::outcome::value;
@@ -149,8 +159,12 @@ using fiber_result_t = std::invoke_result_t<std::decay_t<Fn>&>;
 template <class R, class Stored>
 void run_and_destroy(fiber_frame& frame) noexcept {
   auto& stored = *static_cast<Stored*>(frame.callable);
-  if (!frame.unwinding) {
-    run_fiber_function<R>(frame, static_cast<pooled_join_state<R>*>(frame.state), stored);
+  auto* const state = static_cast<pooled_join_state<R>*>(frame.state);
+  if (frame.start_error) {
+    state->set_error(frame.start_error);
+    frame.result = join_state_base::outcome::error;
+  } else if (!frame.unwinding) {
+    run_fiber_function<R>(frame, state, stored);
   } else {
     frame.result = join_state_base::outcome::cancelled;
   }
@@ -168,7 +182,7 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
     state = new pooled_join_state<R>();
     ::new (frame->callable) stored(std::forward<Fn>(fn));
   } catch (...) {
-    free_fiber_frame(frame);  // never entered: nothing on its stack yet
+    free_fiber_frame(frame);  // no callable constructed, no stack
     delete state;
     throw;
   }
@@ -177,7 +191,7 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
   task_id id;
   if (const spawn_status status = spawn_fiber_body(core, frame, state, mode, &id);
       status != spawn_status::spawned) {
-    unwind_and_free(frame);  // never started: it destroys the callable and ends at once
+    unwind_and_free(frame);  // never started: destroys the callable, takes no stack
     delete state;
     return status;
   }
@@ -188,11 +202,13 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
 
 }  // namespace detail
 
-// Spawn fn() as a fiber with a `stack_size`-byte stack (rounded up to
-// pages) on `pool`. From any thread. Returns its task_handle (a join_handle).
-// fn is moved (or copied) onto the fiber's stack: a callable larger than a
-// quarter of the stack is refused with std::invalid_argument. Also throws
-// spawn_error (shut down), std::bad_alloc, or what fn's constructor throws.
+// Spawn fn() as a fiber with at least `stack_size` bytes of stack (rounded
+// up to pages; taken when the fiber first runs) on `pool`. From any thread.
+// Returns its task_handle (a join_handle). fn is moved (or copied) into the
+// fiber's control block. Throws std::invalid_argument (stack_size 0 or
+// above 1 GiB), spawn_error (shut down), std::bad_alloc, or what fn's
+// constructor throws. If no stack can be had when the fiber first runs,
+// join() rethrows std::bad_alloc.
 template <class Fn>
   requires std::is_invocable_v<std::decay_t<Fn>&>
 auto spawn_fiber(executor& pool, Fn&& fn,

@@ -348,7 +348,7 @@ struct counted_callable {
   int operator()() const { return ballast.back(); }
 };
 
-TEST_CASE("a fiber's callable is stored on its stack: large, over-aligned, cancelled, throwing") {
+TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; bad stack sizes") {
   canopy::testing::watchdog guard("fiber callable storage", 30);
   executor pool(config_with(1));
   std::atomic<int> live{0};
@@ -381,18 +381,22 @@ TEST_CASE("a fiber's callable is stored on its stack: large, over-aligned, cance
   CHECK_THROWS_AS(spawn_fiber(pool, counted_callable(live, misaligned, true)), std::runtime_error);
   CHECK(live.load() == 0);
 
-  // Too large for the stack it would be stored on: a clear error, not a
-  // write below the stack. The same callable fits a larger stack.
+  // The callable lives in the fiber's control block, not on its stack: one
+  // larger than a small stack is fine. A stack size of 0 or above 1 GiB is
+  // refused with an error that names the problem.
   std::array<char, 8192> big{};
   big.back() = 5;
   const auto big_callable = [big] { return static_cast<int>(big.back()); };
-  try {
-    static_cast<void>(spawn_fiber(pool, big_callable, small_stack));
-    FAIL("a callable larger than a quarter of the stack was accepted");
-  } catch (const std::invalid_argument& error) {
-    CHECK(std::string(error.what()).find("stack") != std::string::npos);
-  }
+  CHECK(spawn_fiber(pool, big_callable, small_stack).join() == 5);
   CHECK(spawn_fiber(pool, big_callable).join() == 5);
+  for (const std::size_t bad_size : {std::size_t{0}, (std::size_t{1} << 30) + 1}) {
+    try {
+      static_cast<void>(spawn_fiber(pool, big_callable, bad_size));
+      FAIL("a stack of " << bad_size << " bytes was accepted");
+    } catch (const std::invalid_argument& error) {
+      CHECK(std::string(error.what()).find("stack") != std::string::npos);
+    }
+  }
   CHECK(misaligned.load() == 0);
   CHECK(spawn_fiber(pool, [] { return 7; }).join() == 7);  // the executor is unharmed
 }
