@@ -1,6 +1,7 @@
 #include "executor/executor_core.hpp"
 
 #include <bit>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <system_error>
@@ -318,16 +319,46 @@ bool executor_core::schedule(task_id id) noexcept {
 }
 
 bool executor_core::run_pending_inline(task_id id) {
+  worker_state* const self = claim_pending(id);
+  if (self == nullptr) {
+    return false;
+  }
+  run_claimed_nested(*self, id.slot);
+  return true;
+}
+
+executor_core::pending_run executor_core::run_or_adopt_pending(task_id id,
+                                                               const adoption& adopt) {
+  worker_state* const self = claim_pending(id);
+  if (self == nullptr) {
+    return pending_run::none;
+  }
+  task_slot& target = arena_.slot(id.slot);
+  if (target.vtable != adopt.kind || !adopt.accept(target.storage)) {
+    run_claimed_nested(*self, id.slot);
+    return pending_run::ran;
+  }
+  std::memcpy(adopt.body, target.storage, adopt.body_size);
+  target.vtable = nullptr;  // as after a completed run: the body now lives with the adopter
+  // release: as at run_task's completion, a stale waker that reads the new
+  // generation fails its CAS; SCHEDULED is dropped, nobody else holds the task.
+  target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
+  worker_counters::bump(self->counters.tasks_run);
+  release_slot(*self, id.slot);
+  return pending_run::adopted;
+}
+
+executor_core::worker_state* executor_core::claim_pending(task_id id) {
   worker_context* worker = this_thread_worker;
   if (worker == nullptr || worker->core != this) {
-    return false;
+    return nullptr;
   }
   worker_state& self = *workers_[worker->index];
   task_slot& target = arena_.slot(id.slot);
   const std::uint64_t state = target.state.load(sync::relaxed);
   if (task_slot::generation_of(state) != id.generation ||
       (state & task_slot::flag_mask) != task_slot::scheduled) {
-    return false;  // finished, running, or not runnable: nothing to take
+    return nullptr;  // finished, running, or not runnable: nothing to take
   }
   // Only this worker puts tasks into its LIFO slot (others only empty it),
   // so a plain read that does not show the task means it is not there and
@@ -344,16 +375,17 @@ bool executor_core::run_pending_inline(task_id id) {
                                   arena_.bit_of(id.slot), upward);
     owe_wakes(upward.wakes_owed);
   }
-  if (!taken) {
-    return false;
-  }
   // We own a runnable task (invariant S: a set bit or a LIFO entry means
-  // SCHEDULED, not EXECUTING). Run it here, then restore what this worker
-  // was running: the waiting task is still mid-run.
+  // SCHEDULED, not EXECUTING).
+  return taken ? &self : nullptr;
+}
+
+void executor_core::run_claimed_nested(worker_state& self, std::uint32_t slot) {
+  // Run it here, then restore what this worker was running: the waiting
+  // task is still mid-run.
   const worker_context saved = self.context;
-  run_task(self, id.slot);
+  run_task(self, slot);
   self.context = saved;
-  return true;
 }
 
 void executor_core::make_runnable(std::uint32_t slot) noexcept {

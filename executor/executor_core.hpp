@@ -76,6 +76,25 @@ class executor_core final : private sleep_probe {
   // any other thread, or if someone else took the task first, returns false.
   bool run_pending_inline(task_id id);
 
+  // Taking a pending task's body out of its slot, for a waiting task that
+  // then runs that body itself, as a plain call, as part of its own run
+  // (fiber/fiber_task: a never-started fiber run on the waiting fiber's
+  // stack). Only a body of vtable `kind` (a trivially copyable body type),
+  // and only if `accept(storage)` agrees.
+  struct adoption {
+    const task_vtable* kind = nullptr;
+    bool (*accept)(const void* storage) noexcept = nullptr;
+    void* body = nullptr;  // where the body is copied to
+    std::size_t body_size = 0;
+  };
+  enum class pending_run : std::uint8_t { none, ran, adopted };
+  // As run_pending_inline, but a task that `adopt` accepts is not run: its
+  // body is copied to adopt.body and its slot retired as if the task had
+  // completed (its id turns stale). The caller then owns the body: it must
+  // run it to its end and call kind->destroy(body, task_end::completed).
+  // A task it does not accept runs nested as in run_pending_inline.
+  pending_run run_or_adopt_pending(task_id id, const adoption& adopt);
+
   // Stop accepting tasks, finish according to the policy, join the workers,
   // destroy what is left. Idempotent. Not from a worker thread
   // (std::system_error with errc::worker_thread).
@@ -148,6 +167,11 @@ class executor_core final : private sleep_probe {
   // A finished task's slot: into self's reservation when it can, else to
   // the arena (waking capacity waiters).
   void release_slot(worker_state& self, std::uint32_t slot) noexcept;
+  // run_pending_inline's claim: the worker that took task `id` back (from
+  // its LIFO slot or the tree), or null.
+  worker_state* claim_pending(task_id id);
+  // Run a task claimed by claim_pending nested in the running one.
+  void run_claimed_nested(worker_state& self, std::uint32_t slot);
   void notify_capacity_waiters() noexcept;
   bool is_quiescent() noexcept;
   void destroy_leftovers();

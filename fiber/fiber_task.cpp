@@ -1,5 +1,6 @@
 #include "fiber/fiber_task.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -115,6 +116,37 @@ struct fiber_body {
 
 static_assert(sizeof(fiber_body) <= task_slot::storage_size);
 
+// What a nested child may need besides its own stack request: the frames
+// of this_fiber::await, run_pending_child and the body's entry.
+constexpr std::size_t nesting_margin = 2048;
+
+// Usable bytes a fiber asking for `request` gets: the page-rounded request
+// again as headroom (at most 1 MiB), so that a fiber run on its own stack
+// can run the never-started children it awaits on it (run_pending_child)
+// while what is left is still at least their own request.
+std::size_t physical_stack_size(std::size_t request) noexcept {
+  const std::size_t page = 4096;
+  const std::size_t rounded = (request + page - 1) / page * page;
+  return rounded + std::min(rounded, std::size_t{1} << 20);
+}
+
+// run_or_adopt_pending's test: a fiber that never started and is not being
+// cancelled, whose stack request (rounded up to pages, as stack_pool
+// would) plus the nesting margin fits below the current stack pointer of
+// the running fiber.
+bool fits_on_this_stack(const void* storage) noexcept {
+  const auto& child = *static_cast<const fiber_body*>(storage);
+  const fiber_frame* const running = current_fiber();
+  if (child.frame->context != nullptr || child.state->cancel_requested() || running == nullptr) {
+    return false;
+  }
+  const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  const auto bottom = reinterpret_cast<std::uintptr_t>(running->stack.base);
+  const std::size_t page = 4096;
+  const std::size_t needed = (child.frame->stack_request + page - 1) / page * page + nesting_margin;
+  return here > bottom && here - bottom >= needed;
+}
+
 // The fiber's first instructions: a plain function, so that the stack
 // holds nothing of Boost's above the frames the callable makes.
 void fiber_main(boost::context::detail::transfer_t from) noexcept {
@@ -155,7 +187,7 @@ fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
 }
 
 void give_stack(fiber_frame& frame) {
-  const fiber_stack stack = stack_pool::acquire(frame.stack_request);
+  const fiber_stack stack = stack_pool::acquire(physical_stack_size(frame.stack_request));
   frame.stack = stack;
   // The fiber's first frame at the stack's top (the ABI wants 16 bytes at
   // a call; make_fcontext aligns too).
@@ -257,6 +289,24 @@ fiber_frame& checked_current_fiber(const char* what) {
     throw std::logic_error(std::string(what) + " called outside a fiber");
   }
   return *frame;
+}
+
+void run_pending_child(executor_core& core, task_id id) {
+  fiber_body child{};
+  const executor_core::adoption adopt{&fiber_body::table, &fits_on_this_stack, &child,
+                                      sizeof child};
+  if (core.run_or_adopt_pending(id, adopt) != executor_core::pending_run::adopted) {
+    return;
+  }
+  // The child is now part of the running fiber: its body runs here, and a
+  // this_fiber call inside it suspends (or unwinds) the running fiber.
+  fiber_frame& frame = *child.frame;
+  frame.body(frame);
+  child.finish();
+  fiber_body::destroy_entry(&child, task_end::completed);
+  if (checked_current_fiber("this_fiber::await").unwinding) {
+    throw fiber_unwind();  // the child saw the unwind first; pass it on to this fiber
+  }
 }
 
 spawn_status spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,

@@ -121,6 +121,15 @@ void unwind_and_free(fiber_frame* frame) noexcept;
 [[gnu::noinline]] fiber_frame* current_fiber() noexcept;
 fiber_frame& checked_current_fiber(const char* what);
 
+// Fiber side, about to wait for task `id` of `core`: if it is pending and
+// can be taken back, run it now. A fiber that never started, whose stack
+// request fits in what is left of the running fiber's stack, runs right
+// here as a plain call, as part of the running fiber (no stack, no switch:
+// its this_fiber calls suspend the running fiber, and its wakers wake it);
+// any other task runs nested on this worker as usual. Throws fiber_unwind
+// when the running fiber was unwound while the child ran in it.
+void run_pending_child(executor_core& core, task_id id);
+
 spawn_status spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
                               spawn_mode mode, task_id* spawned);
 

@@ -100,13 +100,15 @@ T await(join_handle<T>& handle) {
     throw std::logic_error("canopy::this_fiber::await() on an empty join handle");
   }
   canopy::detail::checked_current_fiber("this_fiber::await(handle)");
-  // A child that has not started yet runs here, nested on this worker (on
-  // its own stack if it is a fiber: switch_into saves and restores the
-  // current fiber and the sanitizers' view of it), instead of this fiber
-  // switching out and being woken by the child's completion.
+  // A child that has not started yet runs here instead of this fiber
+  // switching out and being woken by the child's completion: a fiber child
+  // as a plain call on this stack when its stack request fits in what is
+  // left of it, any other task nested on this worker (on its own stack if
+  // it is a fiber: switch_into saves and restores the current fiber and the
+  // sanitizers' view of it).
   executor_core* const here = current_worker()->core;
   if (join_state<T>* state = handle.state(); state->has_task_on(here) && !state->ready()) {
-    here->run_pending_inline(state->task());
+    canopy::detail::run_pending_child(*here, state->task());
   }
   canopy::detail::join_wait<T> wait(handle.state());
   detail::suspend_on(wait, "this_fiber::await(handle)");
