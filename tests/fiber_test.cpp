@@ -2,6 +2,7 @@
 // guard pages (death test), cancellation and shutdown unwinding, races.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <latch>
 #include <memory>
 #include <mutex>
@@ -312,8 +314,8 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
   CHECK((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS));
 }
 
-// A callable that counts its live copies, checks that the copy it is moved
-// from (the one stored on the fiber's stack) is aligned, and can refuse
+// A callable that counts its live copies, checks that the copy the fiber
+// calls (the one stored in its control block) is aligned, and can refuse
 // to move.
 struct counted_callable {
   static constexpr int answer = 42;
@@ -335,9 +337,6 @@ struct counted_callable {
     if (refuse_move) {
       throw std::runtime_error("counted_callable refuses to move");
     }
-    if (reinterpret_cast<std::uintptr_t>(&other) % alignof(counted_callable) != 0) {
-      misaligned->fetch_add(1);
-    }
     live->fetch_add(1);
   }
   counted_callable(const counted_callable&) = delete;
@@ -345,8 +344,58 @@ struct counted_callable {
   counted_callable& operator=(counted_callable&&) = delete;
   ~counted_callable() { live->fetch_sub(1); }
 
-  int operator()() const { return ballast.back(); }
+  int operator()() const {
+    if (reinterpret_cast<std::uintptr_t>(this) % alignof(counted_callable) != 0) {
+      misaligned->fetch_add(1);
+    }
+    return ballast.back();
+  }
 };
+
+TEST_CASE("no stack for a fiber at its first run: join() throws bad_alloc, fn never runs") {
+  // In a child process (fork before any other thread exists, as above)
+  // whose address space is capped just above what it uses, so that the
+  // stack pool's mmap for a 512 MiB stack fails on the worker.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(static_cast<unsigned>(60 * canopy::testing::timeout_scale()));
+    executor pool(config_with(1));
+    std::atomic<int> ran{0};
+    std::atomic<int> live{0};
+    std::atomic<int> misaligned{0};
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const auto in_use = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
+    const rlimit cap{in_use + (rlim_t{64} << 20), in_use + (rlim_t{64} << 20)};
+    if (::setrlimit(RLIMIT_AS, &cap) != 0) {
+      std::_Exit(10);
+    }
+    auto starved = spawn_fiber(
+        pool, [&, callable = counted_callable(live, misaligned, false)] {
+          ran.fetch_add(1);
+          return callable();
+        },
+        std::size_t{512} << 20);
+    try {
+      static_cast<void>(starved.join());
+      std::_Exit(11);  // got a stack after all: the test would prove nothing
+    } catch (const std::bad_alloc&) {
+      // fn never ran and its stored copy was destroyed; the worker lives on.
+      const bool fine = ran.load() == 0 && live.load() == 0 &&
+                        spawn_fiber(pool, [] { return 7; }, 16 * 1024).join() == 7;
+      std::_Exit(fine ? 0 : 12);
+    } catch (...) {
+      std::_Exit(13);
+    }
+  }
+  canopy::testing::watchdog guard("fiber without a stack", 90);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child status " << status);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
 
 TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; bad stack sizes") {
   canopy::testing::watchdog guard("fiber callable storage", 30);
