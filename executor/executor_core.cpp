@@ -1,8 +1,8 @@
 #include "executor/executor_core.hpp"
 
 #include <bit>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <system_error>
 
@@ -327,8 +327,7 @@ bool executor_core::run_pending_inline(task_id id) {
   return true;
 }
 
-executor_core::pending_run executor_core::run_or_adopt_pending(task_id id,
-                                                               const adoption& adopt) {
+executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const adoption& adopt) {
   worker_state* const self = claim_pending(id);
   if (self == nullptr) {
     return pending_run::none;

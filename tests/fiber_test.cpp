@@ -372,7 +372,8 @@ TEST_CASE("no stack for a fiber at its first run: join() throws bad_alloc, fn ne
       std::_Exit(10);
     }
     auto starved = spawn_fiber(
-        pool, [&, callable = counted_callable(live, misaligned, false)] {
+        pool,
+        [&, callable = counted_callable(live, misaligned, false)] {
           ran.fetch_add(1);
           return callable();
         },
@@ -382,8 +383,8 @@ TEST_CASE("no stack for a fiber at its first run: join() throws bad_alloc, fn ne
       std::_Exit(11);  // got a stack after all: the test would prove nothing
     } catch (const std::bad_alloc&) {
       // fn never ran and its stored copy was destroyed; the worker lives on.
-      const bool fine = ran.load() == 0 && live.load() == 0 &&
-                        spawn_fiber(pool, [] { return 7; }, 16 * 1024).join() == 7;
+      auto after = spawn_fiber(pool, [] { return 7; });
+      const bool fine = ran.load() == 0 && live.load() == 0 && after.join() == 7;
       std::_Exit(fine ? 0 : 12);
     } catch (...) {
       std::_Exit(13);
@@ -466,9 +467,8 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
                parent_request)
         .join();
   };
-  const std::size_t parent_physical = spawn_fiber(pool, [] { return this_fiber::stack_size(); },
-                                                  roomy)
-                                          .join();
+  auto alone = spawn_fiber(pool, [] { return this_fiber::stack_size(); }, roomy);
+  const std::size_t parent_physical = alone.join();
   CHECK(parent_physical >= roomy);
   // Fits: the child sees the parent's stack.
   CHECK(child_stack_size(roomy, small_stack) == parent_physical);
@@ -497,8 +497,8 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
         try {
           return this_fiber::await(child);
         } catch (const std::runtime_error& error) {
-          return destroyed.load() == 1 && std::string(error.what()) == "nested child failed" ? 1
-                                                                                            : -1;
+          const bool expected = std::string(error.what()) == "nested child failed";
+          return expected && destroyed.load() == 1 ? 1 : -1;
         }
       },
       roomy);
