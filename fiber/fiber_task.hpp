@@ -26,6 +26,11 @@
 // can still fire leaves its frame and stack to that fire() (see
 // coroutine/wait_link.hpp).
 //
+// A never-started child awaited with this_fiber::await runs on the awaiting
+// fiber's stack as a plain call when its stack request fits in what is
+// left there (run_pending_child); for that room, a fiber on a stack of its
+// own gets twice its page-rounded request (the extra capped at 1 MiB).
+//
 // Cancellation and shutdown unwind the fiber: it is resumed with a request
 // to unwind, and its pending suspension point throws canopy::fiber_unwind,
 // which runs the destructors on its stack. Do not swallow fiber_unwind

@@ -149,7 +149,9 @@ auto await(Awaitable&& awaitable) -> detail::await_result_t<std::remove_cvref_t<
   return await(bridge(stored(std::forward<Awaitable>(awaitable))));
 }
 
-// This fiber's stack: usable bytes, and whether a guard page protects it.
+// The stack this fiber runs on: usable bytes (at least what it asked for;
+// for a child run on its awaiter's stack, the awaiter's), and whether a
+// guard page protects it.
 [[nodiscard]] inline std::size_t stack_size() {
   return canopy::detail::checked_current_fiber("this_fiber::stack_size()").stack.size;
 }
