@@ -125,8 +125,7 @@ constexpr std::size_t nesting_margin = 2048;
 // can run the never-started children it awaits on it (run_pending_child)
 // while what is left is still at least their own request.
 std::size_t physical_stack_size(std::size_t request) noexcept {
-  const std::size_t page = 4096;
-  const std::size_t rounded = (request + page - 1) / page * page;
+  const std::size_t rounded = stack_pool::usable_size(request);
   return rounded + std::min(rounded, std::size_t{1} << 20);
 }
 
@@ -142,8 +141,7 @@ bool fits_on_this_stack(const void* storage) noexcept {
   }
   const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
   const auto bottom = reinterpret_cast<std::uintptr_t>(running->stack.base);
-  const std::size_t page = 4096;
-  const std::size_t needed = (child.frame->stack_request + page - 1) / page * page + nesting_margin;
+  const std::size_t needed = stack_pool::usable_size(child.frame->stack_request) + nesting_margin;
   return here > bottom && here - bottom >= needed;
 }
 

@@ -163,9 +163,13 @@ thread_local local_cache cache;
 
 }  // namespace
 
-fiber_stack acquire(std::size_t size) {
+std::size_t usable_size(std::size_t size) noexcept {
   const std::size_t page = page_size();
-  size = (std::max<std::size_t>(size, page) + page - 1) / page * page;
+  return (std::max<std::size_t>(size, page) + page - 1) / page * page;
+}
+
+fiber_stack acquire(std::size_t size) {
+  size = usable_size(size);
   local_cache& local = cache;
   if (local.size != size) {
     local.flush(0);

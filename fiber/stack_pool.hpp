@@ -48,8 +48,11 @@ namespace stack_pool {
 
 inline constexpr std::size_t default_stack_size = std::size_t{64} * 1024;
 
-// A stack of at least `size` usable bytes (rounded up to whole pages).
-// Throws std::bad_alloc when the kernel refuses memory.
+// The usable bytes acquire(size) gives: `size` rounded up to whole pages
+// (at least one page).
+[[nodiscard]] std::size_t usable_size(std::size_t size) noexcept;
+// A stack of usable_size(size) bytes. Throws std::bad_alloc when the
+// kernel refuses memory.
 fiber_stack acquire(std::size_t size);
 void release(const fiber_stack& stack) noexcept;
 
