@@ -268,7 +268,7 @@ void executor_core::give_back_worker_slots(worker_state& self) noexcept {
 // callers, and out of line release_slot cost spawn_remote 8 instructions a
 // task (callgrind, 1 worker).
 [[gnu::always_inline]] inline void executor_core::release_slot(worker_state& self,
-                                                              std::uint32_t slot) noexcept {
+                                                               std::uint32_t slot) noexcept {
   // A slot in the occupancy word this worker is spawning from goes back into
   // its reservation: the shared word still marks it occupied, so nobody
   // else can take it, and the worker's next spawn reuses it warm without the
@@ -353,7 +353,8 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
   return pending_run::adopted;
 }
 
-[[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(task_id id) {
+[[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(
+    task_id id) {
   worker_context* worker = this_thread_worker;
   if (worker == nullptr || worker->core != this) {
     return nullptr;
@@ -386,7 +387,7 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
 }
 
 [[gnu::always_inline]] inline void executor_core::run_claimed_nested(worker_state& self,
-                                                                    std::uint32_t slot) {
+                                                                     std::uint32_t slot) {
   // Run it here, then restore what this worker was running: the waiting
   // task is still mid-run.
   const worker_context saved = self.context;
