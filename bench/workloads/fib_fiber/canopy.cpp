@@ -16,7 +16,9 @@ namespace {
 // fib(n - 1) is spawned as its own fiber, fib(n - 2) is an ordinary call on
 // this fiber's stack, then this_fiber::await joins the child, suspending
 // only this fiber (its worker runs other tasks meanwhile). Fibers get the
-// default stack size (stack_pool::default_stack_size).
+// default stack size (stack_pool::default_stack_size); a child that has not
+// started by the join runs on its parent's stack, which has room for it
+// (docs/coroutines.md, "A child that runs on its awaiter's stack").
 long long fork_join_fib(int n) {
   if (n < 2) {
     return n;
