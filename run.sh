@@ -4,8 +4,9 @@
 #   ./run.sh test [--sanitize=thread|address | --compiler=clang]
 #                                      build and run every test; last line:
 #                                      "tests: N passed, M failed"
-#   ./run.sh bench [--scaling] [--instructions] [--rounds K]
+#   ./run.sh bench [--scaling] [--instructions] [--rounds K] [--no-comparison]
 #                                      Release build, Canopy vs oneTBB vs Boost.Asio
+#                                      (bench/README.md has every option)
 # Missing Debian packages are installed with apt-get (as root, or via sudo).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -165,7 +166,7 @@ case "$command" in
   demo) run_demo "$@" ;;
   bench) run_bench "$@" ;;
   *)
-    echo "usage: ./run.sh demo | test [--sanitize=thread|address] | bench [--scaling]" >&2
+    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang] | bench [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
     exit 2
     ;;
 esac

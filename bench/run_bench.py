@@ -2,7 +2,7 @@
 """Runs every canopy_bench workload on canopy and its peers and compares them.
 
 usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
-                    [--timeout S] [--scaling]
+                    [--timeout S] [--scaling] [--instructions] [--no-comparison]
 
 For each workload the peers run interleaved (canopy, tbb, asio, then the next
 workload), K rounds over; idle_cpu also runs with no executor in the process
@@ -16,6 +16,10 @@ implementation is not built shows as n/a; the driver carries on.
 --scaling additionally sweeps spawn_remote, fib and yield_many over 1, 2, 4,
 ... up to nproc threads for every peer, into results/scaling.jsonl and
 results/scaling.svg.
+
+--no-comparison skips the side-by-side table (results/latest.jsonl and
+previous.jsonl are left as they are), to run --scaling or --instructions on
+their own.
 
 --instructions additionally counts, with valgrind's callgrind, the
 instructions canopy executes for each CPU-bound workload on 1 worker
@@ -52,8 +56,9 @@ RESULTS_DIRECTORY = Path(__file__).resolve().parent / "results"
 def parse_arguments():
     parser = argparse.ArgumentParser(description="Compare canopy with oneTBB and Boost.Asio.")
     parser.add_argument("binary", type=Path, help="path of the built canopy_bench")
-    parser.add_argument("--rounds", type=positive_integer, default=1,
-                        help="times every (workload, peer) runs, interleaved (default 1)")
+    parser.add_argument("--rounds", type=positive_integer, default=3,
+                        help="times every (workload, peer) runs, interleaved; the table "
+                        "shows the median (default 3: one round drifts by more than 10 %%)")
     parser.add_argument("--threads", type=positive_integer, default=os.cpu_count() or 1,
                         help="worker threads for the comparison (default: nproc)")
     parser.add_argument("--reps", type=positive_integer, default=None,
@@ -65,7 +70,13 @@ def parse_arguments():
     parser.add_argument("--instructions", action="store_true",
                         help="also count canopy's instructions (callgrind, 1 worker) for "
                         + ", ".join(INSTRUCTION_WORKLOADS))
-    return parser.parse_args()
+    parser.add_argument("--no-comparison", action="store_true",
+                        help="skip the side-by-side table and leave results/latest.jsonl as "
+                        "it is (with --scaling or --instructions)")
+    arguments = parser.parse_args()
+    if arguments.no_comparison and not (arguments.scaling or arguments.instructions):
+        parser.error("--no-comparison leaves nothing to run: add --scaling or --instructions")
+    return arguments
 
 
 def positive_integer(text):
@@ -410,17 +421,13 @@ unset multiplot
     run_gnuplot(script, output)
 
 
-def main():
-    arguments = parse_arguments()
-    if not os.access(arguments.binary, os.X_OK):
-        sys.exit(f"run_bench.py: {arguments.binary} is not an executable canopy_bench")
-    RESULTS_DIRECTORY.mkdir(parents=True, exist_ok=True)
+def run_and_print_comparison(arguments, workloads):
+    """The side-by-side run: latest.jsonl (old one kept as previous.jsonl),
+    the table against the previous run, and ratios.svg."""
     latest = RESULTS_DIRECTORY / "latest.jsonl"
     previous = RESULTS_DIRECTORY / "previous.jsonl"
     if latest.exists():
         shutil.copyfile(latest, previous)
-
-    workloads = list_workloads(arguments.binary)
     records = run_comparison(arguments, workloads, latest)
     rows = comparison_rows(workloads, records)
     previous_records = read_records(previous)
@@ -430,6 +437,16 @@ def main():
         progress(f"note: the previous run used {sorted(previous_threads)} threads, this one {arguments.threads}")
     print_table(rows, previous_rows, arguments.threads)
     plot_ratios(rows, RESULTS_DIRECTORY / "ratios.svg")
+
+
+def main():
+    arguments = parse_arguments()
+    if not os.access(arguments.binary, os.X_OK):
+        sys.exit(f"run_bench.py: {arguments.binary} is not an executable canopy_bench")
+    RESULTS_DIRECTORY.mkdir(parents=True, exist_ok=True)
+    workloads = list_workloads(arguments.binary)
+    if not arguments.no_comparison:
+        run_and_print_comparison(arguments, workloads)
 
     if arguments.scaling:
         scaling_records, counts = run_scaling(arguments, RESULTS_DIRECTORY / "scaling.jsonl")
