@@ -563,8 +563,15 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
   if (words == 0) {
     return false;
   }
-  const std::size_t start_leaf =
-      own_partition ? self.cursor_leaf : next_random(self.random) % (words * 64);
+  // A thief starts where its last steal succeeded, so that it empties one
+  // leaf's words in order instead of taking one task from each of many: a
+  // word it empties is one that spawner reserves whole again. It starts at
+  // a random leaf when it has none, which spreads thieves over victims.
+  std::size_t start_leaf = self.cursor_leaf;
+  if (!own_partition) {
+    start_leaf =
+        self.steal_leaf != no_leaf ? self.steal_leaf : next_random(self.random) % (words * 64);
+  }
   const std::size_t start_word = (start_leaf / 64) % words;
   const auto start_bit = static_cast<unsigned>(start_leaf % 64);
   // The start word is visited twice: bits at/after start_bit first, the
@@ -581,13 +588,14 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
     while (active != 0) {
       const std::size_t leaf = word * 64 + static_cast<std::size_t>(std::countr_zero(active));
       if (claim_in_leaf(leaf, slot)) {
-        if (own_partition) {
-          self.cursor_leaf = leaf;
-        }
+        (own_partition ? self.cursor_leaf : self.steal_leaf) = leaf;
         return true;
       }
       active &= active - 1;
     }
+  }
+  if (!own_partition) {
+    self.steal_leaf = no_leaf;
   }
   return false;
 }

@@ -122,6 +122,7 @@ class executor_core final : private sleep_probe {
     bool last_from_yield = false;         // fairness: a yielded task lets the tree go first
     std::vector<std::uint64_t> own_mask;  // per root word: leaves this worker owns
     std::size_t cursor_leaf = 0;          // where the last own-partition task was found
+    std::size_t steal_leaf = no_leaf;     // where the last steal succeeded (no_leaf: none)
     std::uint64_t random = 0;             // xorshift state for steal start points
     task_arena::reservation spawn_slots;  // slots for this worker's spawns
     std::uint32_t lifo_streak = 0;        // tasks run from the LIFO slot in a row
@@ -156,6 +157,7 @@ class executor_core final : private sleep_probe {
   void make_runnable(std::uint32_t slot) noexcept;
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
   static constexpr std::uint32_t no_task = ~std::uint32_t{0};
+  static constexpr std::size_t no_leaf = ~std::size_t{0};
   static constexpr std::uint32_t max_lifo_streak = 16;
   void owe_wakes(std::uint32_t permits_granted) noexcept;
   std::size_t place_external(std::size_t after) noexcept;

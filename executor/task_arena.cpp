@@ -9,7 +9,8 @@ namespace canopy {
 
 task_arena::leaf_block::leaf_block(std::size_t signals, std::size_t tasks)
     : slots(std::make_unique<task_slot[]>(tasks)),
-      occupancy(std::make_unique<sync::atomic<std::uint64_t>[]>(signals)) {}
+      occupancy(std::make_unique<sync::atomic<std::uint64_t>[]>(signals)),
+      free_words(signals >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << signals) - 1) {}
 
 task_arena::task_arena(std::size_t signals_per_leaf, std::size_t initial_leaves,
                        std::size_t max_leaves, std::size_t partition_count)
@@ -80,65 +81,146 @@ std::optional<std::uint32_t> task_arena::try_claim_in(std::size_t partition) noe
 
 bool task_arena::reserve(std::size_t partition, reservation& into) {
   for (;;) {
-    if (try_reserve_in(partition, into)) {
+    if (try_reserve_in(partition, into, false)) {
       return true;
     }
     if (!grow(partition)) {
-      return try_reserve_in(partition, into);
+      return try_reserve_in(partition, into, true);
     }
   }
 }
 
-bool task_arena::try_reserve_in(std::size_t partition, reservation& into) noexcept {
-  partition_state& state = partitions_[partition];
-  // acquire: pairs with grow()'s release increment, so the leaf is published.
-  const std::size_t words = state.leaves.load(sync::acquire) * signals_per_leaf_;
-  if (words == 0) {
+bool task_arena::try_reserve_in(std::size_t partition, reservation& into,
+                                bool take_fragments) noexcept {
+  if (reserve_hinted(partition, into)) {
+    return true;
+  }
+  if (!take_fragments) {
     return false;
   }
-  // The cursor names the word the partition's last reservation came from.
-  // Its slots were written moments ago and, once their tasks have ended,
-  // are likely still in this core's cache, where a fresh word's are not (a
-  // leaf's slots span 256 KiB): so it is tried first, and kept while at
-  // least half of it is free again. A word with fewer free bits is passed
-  // over (and tried again last), so that a spawner does not take a few bits
-  // at a time from a word that workers are still emptying.
-  const std::size_t start = state.cursor.load(sync::relaxed) % words;
-  for (std::size_t step = 0; step <= words; ++step) {
-    const std::size_t word = (start + step) % words;
+  // The hints found no word with a clear bit. They can miss one only for
+  // the moment between mark_full's clear and its re-check, so before the
+  // caller grows the partition (or reports it full) every word is tried.
+  // acquire: pairs with grow()'s release increment, so the leaf is published.
+  const std::size_t words = partitions_[partition].leaves.load(sync::acquire) * signals_per_leaf_;
+  for (std::size_t word = 0; word < words; ++word) {
     const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
-    const std::size_t signal = word % signals_per_leaf_;
-    sync::atomic<std::uint64_t>& occupancy = leaves_[leaf].load(sync::acquire)->occupancy[signal];
-    std::uint64_t occupied = occupancy.load(sync::relaxed);
-    if (step == 0 && words > 1 && std::popcount(~occupied) < 32) {
-      continue;
-    }
-    while (occupied != ~std::uint64_t{0}) {
-      const std::uint64_t wanted = ~occupied;
-      // seq_cst: as in try_claim_in — acquire pairs with release(), and the
-      // total order pairs with the capacity waiters' handshake.
-      const std::uint64_t previous = occupancy.fetch_or(wanted, sync::seq_cst);
-      const std::uint64_t got = wanted & ~previous;
-      if (got != 0) {
-        state.cursor.store(static_cast<std::uint32_t>(word), sync::relaxed);
-        into.first_slot = index_of(leaf, signal, 0);
-        into.free = got;
-        return true;
-      }
-      occupied = previous;
+    if (reserve_word(leaf, word % signals_per_leaf_, word, partition, into)) {
+      return true;
     }
   }
   return false;
+}
+
+bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexcept {
+  partition_state& state = partitions_[partition];
+  // acquire: pairs with grow()'s release increment, so the leaf is published.
+  const std::size_t leaves = state.leaves.load(sync::acquire);
+  if (leaves == 0) {
+    return false;
+  }
+  const std::size_t words = leaves * signals_per_leaf_;
+  const std::size_t start = state.cursor.load(sync::relaxed) % words;
+  const std::size_t start_leaf = start / signals_per_leaf_;
+  const std::size_t start_signal = start % signals_per_leaf_;
+  const auto leaf_at = [&](std::size_t position) {
+    return partition_leaf(partition, position, partition_count_);
+  };
+  // 1. The cursor word, the last one reserved: its slots are likely still
+  //    in this core's cache, so it is taken again once half of it is free
+  //    (below half it would hand out a few bits at a time from a word that
+  //    workers are still emptying; it is tried again last).
+  {
+    leaf_block& block = *leaves_[leaf_at(start_leaf)].load(sync::acquire);
+    const std::uint64_t occupied = block.occupancy[start_signal].load(sync::relaxed);
+    if ((words == 1 || std::popcount(~occupied) >= 32) &&
+        reserve_word(leaf_at(start_leaf), start_signal, start, partition, into)) {
+      return true;
+    }
+  }
+  // 2. Every leaf from the cursor's on, through its free-word hint: after
+  //    the cursor word in the first leaf, whole leaves, then the words
+  //    before the cursor in the first leaf, and the cursor word last.
+  for (std::size_t step = 0; step <= leaves; ++step) {
+    const std::size_t position = (start_leaf + step) % leaves;
+    const std::size_t leaf = leaf_at(position);
+    leaf_block& block = *leaves_[leaf].load(sync::acquire);
+    // relaxed: a hint; reserve_word's fetch_or decides.
+    std::uint64_t candidates = block.free_words.load(sync::relaxed);
+    if (step == 0) {
+      candidates &= start_signal + 1 >= 64 ? 0 : ~std::uint64_t{0} << (start_signal + 1);
+    } else if (step == leaves) {
+      candidates &= (std::uint64_t{2} << start_signal) - 1;
+    }
+    while (candidates != 0) {
+      const auto signal = static_cast<std::size_t>(std::countr_zero(candidates));
+      if (reserve_word(leaf, signal, position * signals_per_leaf_ + signal, partition, into)) {
+        return true;
+      }
+      candidates &= candidates - 1;
+    }
+  }
+  return false;
+}
+
+bool task_arena::reserve_word(std::size_t leaf, std::size_t signal, std::size_t partition_word,
+                              std::size_t partition, reservation& into) noexcept {
+  leaf_block& block = *leaves_[leaf].load(sync::acquire);
+  sync::atomic<std::uint64_t>& occupancy = block.occupancy[signal];
+  std::uint64_t occupied = occupancy.load(sync::relaxed);
+  while (occupied != ~std::uint64_t{0}) {
+    const std::uint64_t wanted = ~occupied;
+    // seq_cst: as in try_claim_in — acquire pairs with release(), and the
+    // total order pairs with the capacity waiters' handshake.
+    const std::uint64_t previous = occupancy.fetch_or(wanted, sync::seq_cst);
+    const std::uint64_t got = wanted & ~previous;
+    if (got != 0) {
+      partitions_[partition].cursor.store(static_cast<std::uint32_t>(partition_word),
+                                          sync::relaxed);
+      into.first_slot = index_of(leaf, signal, 0);
+      into.free = got;
+      mark_full(block, signal);  // every clear bit is ours now
+      return true;
+    }
+    occupied = previous;
+  }
+  mark_full(block, signal);
+  return false;
+}
+
+void task_arena::mark_full(leaf_block& block, std::size_t signal) noexcept {
+  const std::uint64_t bit = std::uint64_t{1} << signal;
+  // relaxed: skipping the clear is always safe (a hint left set costs one
+  // probe later), and a scan of a full partition then writes nothing.
+  if ((block.free_words.load(sync::relaxed) & bit) == 0) {
+    return;
+  }
+  // seq_cst clear, then seq_cst re-read of the word: pairs with mark_free,
+  // which runs after a seq_cst clear of an occupancy bit. Either the re-read
+  // sees that clear, or mark_free's fetch_or comes after this fetch_and in
+  // the total order; both leave the hint set while the word has a clear bit.
+  block.free_words.fetch_and(~bit, sync::seq_cst);
+  if (block.occupancy[signal].load(sync::seq_cst) == 0) {
+    block.free_words.fetch_or(bit, sync::seq_cst);
+  }
+}
+
+void task_arena::mark_free(leaf_block& block, std::size_t signal, std::uint64_t previous,
+                           std::uint64_t cleared) noexcept {
+  if (previous != 0 && (previous & ~cleared) == 0) {
+    // seq_cst: pairs with mark_full's clear and re-read (above).
+    block.free_words.fetch_or(std::uint64_t{1} << signal, sync::seq_cst);
+  }
 }
 
 void task_arena::give_back(reservation& from) noexcept {
   if (from.free == 0) {
     return;
   }
-  sync::atomic<std::uint64_t>& occupancy =
-      leaves_[leaf_of(from.first_slot)].load(sync::acquire)->occupancy[signal_of(from.first_slot)];
+  leaf_block& block = *leaves_[leaf_of(from.first_slot)].load(sync::acquire);
+  const std::size_t signal = signal_of(from.first_slot);
   // seq_cst: same as release().
-  occupancy.fetch_and(~from.free, sync::seq_cst);
+  mark_free(block, signal, block.occupancy[signal].fetch_and(~from.free, sync::seq_cst), from.free);
   from.free = 0;
 }
 
@@ -164,11 +246,12 @@ bool task_arena::grow(std::size_t partition) {
 }
 
 void task_arena::release(std::uint32_t index) noexcept {
-  sync::atomic<std::uint64_t>& occupancy =
-      leaves_[leaf_of(index)].load(sync::acquire)->occupancy[signal_of(index)];
+  leaf_block& block = *leaves_[leaf_of(index)].load(sync::acquire);
+  const std::size_t signal = signal_of(index);
   // seq_cst: release half of the slot hand-over (pairs with try_claim_in's
   // fetch_or) and first half of the capacity-waiter handshake.
-  occupancy.fetch_and(~(std::uint64_t{1} << bit_of(index)), sync::seq_cst);
+  const std::uint64_t mask = std::uint64_t{1} << bit_of(index);
+  mark_free(block, signal, block.occupancy[signal].fetch_and(~mask, sync::seq_cst), mask);
 }
 
 std::size_t task_arena::live_count() const noexcept {

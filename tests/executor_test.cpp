@@ -399,6 +399,60 @@ TEST_CASE("slots recycled into a worker's reservation all come back to the arena
   }
 }
 
+TEST_CASE("task_arena: emptied words are found by hint; fragments only at full size") {
+  using canopy::task_arena;
+  task_arena arena(2, 1, 2, 1);  // one partition, leaves of 2 words (128 slots), at most 2 leaves
+  const auto take_all = [](task_arena::reservation& from) {
+    std::vector<std::uint32_t> slots;
+    while (from.free != 0) {
+      slots.push_back(task_arena::take(from));
+    }
+    return slots;
+  };
+  task_arena::reservation run;
+  REQUIRE(arena.reserve(0, run));
+  const std::vector<std::uint32_t> first = take_all(run);
+  REQUIRE(arena.reserve(0, run));
+  const std::vector<std::uint32_t> second = take_all(run);
+  REQUIRE(first.size() == 64);
+  REQUIRE(second.size() == 64);
+  CHECK(arena.leaf_limit() == 1);
+
+  // The first word empties completely: the next reservation finds it
+  // through its hint although the cursor is on the second word.
+  for (const std::uint32_t slot : first) {
+    arena.release(slot);
+  }
+  REQUIRE(arena.reserve(0, run));
+  CHECK(run.first_slot == first.front());
+  CHECK(std::popcount(run.free) == 64);
+  const std::vector<std::uint32_t> again = take_all(run);
+
+  // Only fragments free now (10 bits of each word): the partition grows
+  // instead of handing them out a few at a time.
+  for (std::size_t index = 0; index < 10; ++index) {
+    arena.release(again[index]);
+    arena.release(second[index]);
+  }
+  REQUIRE(arena.reserve(0, run));
+  CHECK(arena.leaf_limit() == 2);
+  CHECK(std::popcount(run.free) == 64);
+  static_cast<void>(take_all(run));
+  REQUIRE(arena.reserve(0, run));
+  CHECK(std::popcount(run.free) == 64);
+  static_cast<void>(take_all(run));
+
+  // At its maximum size the fragments are still found, then it is full.
+  REQUIRE(arena.reserve(0, run));
+  CHECK(std::popcount(run.free) == 10);
+  static_cast<void>(take_all(run));
+  REQUIRE(arena.reserve(0, run));
+  CHECK(std::popcount(run.free) == 10);
+  static_cast<void>(take_all(run));
+  CHECK_FALSE(arena.reserve(0, run));
+  CHECK(arena.live_count() == 256);
+}
+
 TEST_CASE("task_arena: a reservation returns to the last word once half of it is free") {
   using canopy::task_arena;
   task_arena arena(4, 1, 1, 1);  // one partition, one leaf of 4 words (256 slots)
