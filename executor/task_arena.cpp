@@ -98,9 +98,9 @@ bool task_arena::try_reserve_in(std::size_t partition, reservation& into,
   if (!take_fragments) {
     return false;
   }
-  // The hints found no word with a clear bit. They can miss one only for
-  // the moment between mark_full's clear and its re-check, so before the
-  // caller grows the partition (or reports it full) every word is tried.
+  // No empty word is hinted and the partition cannot grow: every word is
+  // tried, fragments included, before it is reported full. (A hint can
+  // miss an empty word only between clear_empty_hint's clear and re-read.)
   // acquire: pairs with grow()'s release increment, so the leaf is published.
   const std::size_t words = partitions_[partition].leaves.load(sync::acquire) * signals_per_leaf_;
   for (std::size_t word = 0; word < words; ++word) {
@@ -179,36 +179,38 @@ bool task_arena::reserve_word(std::size_t leaf, std::size_t signal, std::size_t 
                                           sync::relaxed);
       into.first_slot = index_of(leaf, signal, 0);
       into.free = got;
-      mark_full(block, signal);  // every clear bit is ours now
+      clear_empty_hint(block, signal);  // the word is not empty now
       return true;
     }
     occupied = previous;
   }
-  mark_full(block, signal);
+  clear_empty_hint(block, signal);
   return false;
 }
 
-void task_arena::mark_full(leaf_block& block, std::size_t signal) noexcept {
+void task_arena::clear_empty_hint(leaf_block& block, std::size_t signal) noexcept {
   const std::uint64_t bit = std::uint64_t{1} << signal;
   // relaxed: skipping the clear is always safe (a hint left set costs one
   // probe later), and a scan of a full partition then writes nothing.
   if ((block.free_words.load(sync::relaxed) & bit) == 0) {
     return;
   }
-  // seq_cst clear, then seq_cst re-read of the word: pairs with mark_free,
-  // which runs after a seq_cst clear of an occupancy bit. Either the re-read
-  // sees that clear, or mark_free's fetch_or comes after this fetch_and in
-  // the total order; both leave the hint set while the word has a clear bit.
+  // seq_cst clear, then seq_cst re-read of the word: pairs with
+  // hint_if_emptied, which runs after the seq_cst clear of the word's last
+  // occupancy bit. Either the re-read sees the word empty, or that fetch_or
+  // comes after this fetch_and in the total order; both leave the hint set
+  // on an empty word.
   block.free_words.fetch_and(~bit, sync::seq_cst);
   if (block.occupancy[signal].load(sync::seq_cst) == 0) {
     block.free_words.fetch_or(bit, sync::seq_cst);
   }
 }
 
-void task_arena::mark_free(leaf_block& block, std::size_t signal, std::uint64_t previous,
+void task_arena::hint_if_emptied(leaf_block& block, std::size_t signal, std::uint64_t previous,
                            std::uint64_t cleared) noexcept {
   if (previous != 0 && (previous & ~cleared) == 0) {
-    // seq_cst: pairs with mark_full's clear and re-read (above).
+    // The clear emptied the word. seq_cst: pairs with clear_empty_hint's
+    // clear and re-read (above).
     block.free_words.fetch_or(std::uint64_t{1} << signal, sync::seq_cst);
   }
 }
@@ -220,7 +222,7 @@ void task_arena::give_back(reservation& from) noexcept {
   leaf_block& block = *leaves_[leaf_of(from.first_slot)].load(sync::acquire);
   const std::size_t signal = signal_of(from.first_slot);
   // seq_cst: same as release().
-  mark_free(block, signal, block.occupancy[signal].fetch_and(~from.free, sync::seq_cst), from.free);
+  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~from.free, sync::seq_cst), from.free);
   from.free = 0;
 }
 
@@ -251,7 +253,7 @@ void task_arena::release(std::uint32_t index) noexcept {
   // seq_cst: release half of the slot hand-over (pairs with try_claim_in's
   // fetch_or) and first half of the capacity-waiter handshake.
   const std::uint64_t mask = std::uint64_t{1} << bit_of(index);
-  mark_free(block, signal, block.occupancy[signal].fetch_and(~mask, sync::seq_cst), mask);
+  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~mask, sync::seq_cst), mask);
 }
 
 std::size_t task_arena::live_count() const noexcept {

@@ -6,10 +6,11 @@
 //
 // Allocation is per partition (partition_owner(leaf) == partition): a
 // partition scans its leaves' occupancy words from a moving cursor and
-// claims a clear bit with fetch_or. A spawner reserves whole words; it
-// finds one through each leaf's free-word hint (bit s set: occupancy word s
-// may have a clear bit), one load per leaf instead of one per word, and
-// falls back to the exact scan before it grows the partition. When every slot of the partition is
+// claims a clear bit with fetch_or. A spawner reserves whole words: the
+// last one again once half of it is free, else an empty one, found through
+// each leaf's free-word hint (one load per leaf, not one per word). With no
+// empty word hinted the partition grows; only at its maximum size are
+// partly used words (fragments) handed out. When every slot of the partition is
 // taken it grows by one leaf (leaf index partition + k * workers) until
 // max_leaves; then allocation in that partition fails and the caller tries
 // another partition, or reports "at capacity". A task is never dropped or
@@ -65,8 +66,8 @@ class task_arena {
   };
 
   // Reserve every free slot of one occupancy word of `partition`, growing the
-  // partition if it is full. False when it is full at its maximum size. May
-  // throw std::bad_alloc when growing.
+  // partition when it has no empty word. False when it is full at its
+  // maximum size. May throw std::bad_alloc when growing.
   [[nodiscard]] bool reserve(std::size_t partition, reservation& into);
 
   // Take one reserved slot; `from.free` must be non-zero.
@@ -126,8 +127,8 @@ class task_arena {
     explicit leaf_block(std::size_t signals, std::size_t tasks);
     std::unique_ptr<task_slot[]> slots;
     std::unique_ptr<sync::atomic<std::uint64_t>[]> occupancy;
-    // Bit s: occupancy[s] may have a clear bit. Never clear while the word
-    // has one, except between mark_full's clear and its re-check.
+    // Bit s: occupancy[s] may be empty. Never clear on an empty word, except
+    // between clear_empty_hint's clear and its re-read.
     alignas(sync::cache_line) sync::atomic<std::uint64_t> free_words{0};
   };
   struct alignas(sync::cache_line) partition_state {
@@ -136,15 +137,18 @@ class task_arena {
   };
 
   std::optional<std::uint32_t> try_claim_in(std::size_t partition) noexcept;
+  // Reserve an empty (or hinted) word; with `take_fragments`, any free bits.
   bool try_reserve_in(std::size_t partition, reservation& into, bool take_fragments) noexcept;
   bool reserve_hinted(std::size_t partition, reservation& into) noexcept;
   bool reserve_word(std::size_t leaf, std::size_t signal, std::size_t partition_word,
                     std::size_t partition, reservation& into) noexcept;
-  // The word just read full: clear its free-word bit, then re-check.
-  static void mark_full(leaf_block& block, std::size_t signal) noexcept;
-  // A clear that found the word full: its free-word bit goes back on.
-  static void mark_free(leaf_block& block, std::size_t signal, std::uint64_t previous,
-                        std::uint64_t cleared) noexcept;
+  // Word `signal` was just reserved from or found in use: clear its hint,
+  // then re-read the word and set the hint again if it is empty.
+  static void clear_empty_hint(leaf_block& block, std::size_t signal) noexcept;
+  // After clearing `cleared` from a word that held `previous`: hint the word
+  // if that emptied it.
+  static void hint_if_emptied(leaf_block& block, std::size_t signal, std::uint64_t previous,
+                              std::uint64_t cleared) noexcept;
   bool grow(std::size_t partition);
 
   std::size_t signals_per_leaf_;
