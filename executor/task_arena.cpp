@@ -207,7 +207,7 @@ void task_arena::clear_empty_hint(leaf_block& block, std::size_t signal) noexcep
 }
 
 void task_arena::hint_if_emptied(leaf_block& block, std::size_t signal, std::uint64_t previous,
-                           std::uint64_t cleared) noexcept {
+                                 std::uint64_t cleared) noexcept {
   if (previous != 0 && (previous & ~cleared) == 0) {
     // The clear emptied the word. seq_cst: pairs with clear_empty_hint's
     // clear and re-read (above).
@@ -222,7 +222,8 @@ void task_arena::give_back(reservation& from) noexcept {
   leaf_block& block = *leaves_[leaf_of(from.first_slot)].load(sync::acquire);
   const std::size_t signal = signal_of(from.first_slot);
   // seq_cst: same as release().
-  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~from.free, sync::seq_cst), from.free);
+  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~from.free, sync::seq_cst),
+                  from.free);
   from.free = 0;
 }
 
