@@ -81,31 +81,37 @@ std::optional<std::uint32_t> task_arena::try_claim_in(std::size_t partition) noe
 
 bool task_arena::reserve(std::size_t partition, reservation& into) {
   for (;;) {
-    if (try_reserve_in(partition, into, false)) {
+    if (try_reserve_in(partition, into, half_word)) {
       return true;
     }
     if (!grow(partition)) {
-      return try_reserve_in(partition, into, true);
+      return try_reserve_in(partition, into, 1);
     }
   }
 }
 
-bool task_arena::try_reserve_in(std::size_t partition, reservation& into,
-                                bool take_fragments) noexcept {
+bool task_arena::try_reserve_in(std::size_t partition, reservation& into, int min_free) noexcept {
   if (reserve_hinted(partition, into)) {
     return true;
   }
-  if (!take_fragments) {
-    return false;
-  }
-  // No empty word is hinted and the partition cannot grow: every word is
-  // tried, fragments included, before it is reported full. (A hint can
-  // miss an empty word only between clear_empty_hint's clear and re-read.)
+  // No empty word is hinted: every word is read, and one with at least
+  // `min_free` free slots is taken. Before growing that is half a word, so
+  // a partition grows only while each of its words is over half in use (it
+  // stays within twice its live tasks); at its maximum size it is any free
+  // slot. (A hint can miss an empty word only between clear_empty_hint's
+  // clear and re-read; this scan does not use the hints.)
   // acquire: pairs with grow()'s release increment, so the leaf is published.
   const std::size_t words = partitions_[partition].leaves.load(sync::acquire) * signals_per_leaf_;
   for (std::size_t word = 0; word < words; ++word) {
     const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
-    if (reserve_word(leaf, word % signals_per_leaf_, word, partition, into)) {
+    const std::size_t signal = word % signals_per_leaf_;
+    // relaxed: a pre-check; reserve_word's fetch_or decides.
+    const std::uint64_t occupied =
+        leaves_[leaf].load(sync::acquire)->occupancy[signal].load(sync::relaxed);
+    // (A full word, the common case when the partition must grow, is
+    // passed over without the popcount, a libgcc call on baseline x86-64.)
+    if (occupied != ~std::uint64_t{0} && std::popcount(~occupied) >= min_free &&
+        reserve_word(leaf, signal, word, partition, into)) {
       return true;
     }
   }
@@ -133,7 +139,7 @@ bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexce
   {
     leaf_block& block = *leaves_[leaf_at(start_leaf)].load(sync::acquire);
     const std::uint64_t occupied = block.occupancy[start_signal].load(sync::relaxed);
-    if ((words == 1 || std::popcount(~occupied) >= 32) &&
+    if ((words == 1 || std::popcount(~occupied) >= half_word) &&
         reserve_word(leaf_at(start_leaf), start_signal, start, partition, into)) {
       return true;
     }

@@ -8,9 +8,10 @@
 // partition scans its leaves' occupancy words from a moving cursor and
 // claims a clear bit with fetch_or. A spawner reserves whole words: the
 // last one again once half of it is free, else an empty one, found through
-// each leaf's free-word hint (one load per leaf, not one per word). With no
-// empty word hinted the partition grows; only at its maximum size are
-// partly used words (fragments) handed out. When every slot of the partition is
+// each leaf's free-word hint (one load per leaf, not one per word), else any
+// word at least half free. Only when there is none does the partition grow
+// (so it stays within twice its live tasks); only at its maximum size are
+// words less than half free handed out. When every slot of the partition is
 // taken it grows by one leaf (leaf index partition + k * workers) until
 // max_leaves; then allocation in that partition fails and the caller tries
 // another partition, or reports "at capacity". A task is never dropped or
@@ -66,8 +67,8 @@ class task_arena {
   };
 
   // Reserve every free slot of one occupancy word of `partition`, growing the
-  // partition when it has no empty word. False when it is full at its
-  // maximum size. May throw std::bad_alloc when growing.
+  // partition when no word is at least half free. False when it is full at
+  // its maximum size. May throw std::bad_alloc when growing.
   [[nodiscard]] bool reserve(std::size_t partition, reservation& into);
 
   // Take one reserved slot; `from.free` must be non-zero.
@@ -137,8 +138,9 @@ class task_arena {
   };
 
   std::optional<std::uint32_t> try_claim_in(std::size_t partition) noexcept;
-  // Reserve an empty (or hinted) word; with `take_fragments`, any free bits.
-  bool try_reserve_in(std::size_t partition, reservation& into, bool take_fragments) noexcept;
+  // Reserve a hinted empty word, else any word with `min_free` free slots.
+  bool try_reserve_in(std::size_t partition, reservation& into, int min_free) noexcept;
+  static constexpr int half_word = 32;
   bool reserve_hinted(std::size_t partition, reservation& into) noexcept;
   bool reserve_word(std::size_t leaf, std::size_t signal, std::size_t partition_word,
                     std::size_t partition, reservation& into) noexcept;

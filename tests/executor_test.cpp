@@ -399,7 +399,7 @@ TEST_CASE("slots recycled into a worker's reservation all come back to the arena
   }
 }
 
-TEST_CASE("task_arena: emptied words are found by hint; fragments only at full size") {
+TEST_CASE("task_arena: empty words by hint, half-free words next, fragments only at full size") {
   using canopy::task_arena;
   task_arena arena(2, 1, 2, 1);  // one partition, leaves of 2 words (128 slots), at most 2 leaves
   const auto take_all = [](task_arena::reservation& from) {
@@ -428,11 +428,22 @@ TEST_CASE("task_arena: emptied words are found by hint; fragments only at full s
   CHECK(std::popcount(run.free) == 64);
   const std::vector<std::uint32_t> again = take_all(run);
 
-  // Only fragments free now (10 bits of each word): the partition grows
+  // 40 slots of the other word end (it is not the cursor's word): it is
+  // over half free, so it is reserved again before the partition grows.
+  for (std::size_t index = 0; index < 40; ++index) {
+    arena.release(second[index]);
+  }
+  REQUIRE(arena.reserve(0, run));
+  CHECK(arena.leaf_limit() == 1);
+  CHECK(run.first_slot == second.front());
+  CHECK(std::popcount(run.free) == 40);
+  const std::vector<std::uint32_t> refilled = take_all(run);
+
+  // Only fragments free now (10 slots of each word): the partition grows
   // instead of handing them out a few at a time.
   for (std::size_t index = 0; index < 10; ++index) {
     arena.release(again[index]);
-    arena.release(second[index]);
+    arena.release(refilled[index]);
   }
   REQUIRE(arena.reserve(0, run));
   CHECK(arena.leaf_limit() == 2);
