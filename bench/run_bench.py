@@ -9,8 +9,10 @@ workload), K rounds over; idle_cpu also runs with no executor in the process
 ("baseline"), which is the floor of the measurement itself, and its JSON
 lines carry "other_threads": the part spent by the executor's own threads. Every JSON line goes to results/latest.jsonl (the
 previous latest.jsonl is kept as results/previous.jsonl first), a table goes
-to stdout, and results/ratios.svg plots each peer's value divided by the best
-peer's. Lower is better for every workload. A run that fails or whose
+to stdout (values are medians over rounds; the ratio is the median over
+rounds of canopy ÷ the best peer of the same round, so that drift between
+rounds cancels), and results/ratios.svg plots each peer's value divided by
+the best peer's. Lower is better for every workload. A run that fails or whose
 implementation is not built shows as n/a; the driver carries on.
 
 --scaling additionally sweeps spawn_remote, fib and yield_many over 1, 2, 4,
@@ -162,8 +164,28 @@ def ratio_to_best_peer(value, peer_values):
     return value / best
 
 
+def paired_ratio(records, workload, field):
+    """Median over rounds of canopy ÷ the best peer *in that round*.
+
+    The peers of one round run back to back, so the machine's drift (which
+    moves by tens of per cent over minutes here) cancels in each round's
+    ratio; a ratio of medians taken from different rounds would not cancel
+    it. None when no round has canopy and a compared peer."""
+    by_round = {}
+    for record in records:
+        if record["workload"] == workload and record.get(field) is not None:
+            by_round.setdefault(record.get("round", 1), {})[record["peer"]] = record[field]
+    ratios = []
+    for values in by_round.values():
+        ratio = ratio_to_best_peer(values.get("canopy"), [values.get(peer) for peer in COMPARED_PEERS])
+        if ratio is not None:
+            ratios.append(ratio)
+    return statistics.median(ratios) if ratios else None
+
+
 def comparison_rows(workloads, records):
-    """One row per workload (and one more for wake_latency's p99)."""
+    """One row per workload (and one more for wake_latency's p99). Values
+    are medians over rounds; the ratio is paired_ratio()."""
     medians = median_by_key(records, "value")
     p99_medians = median_by_key(records, "p99")
     other_thread_medians = median_by_key(records, "other_threads")
@@ -181,7 +203,7 @@ def comparison_rows(workloads, records):
                 "label": label,
                 "unit": units.get(workload, ""),
                 "values": values,
-                "ratio": ratio_to_best_peer(values["canopy"], [values[peer] for peer in COMPARED_PEERS]),
+                "ratio": paired_ratio(records, workload, metric),
                 "baseline": table.get((workload, "baseline")),
                 "other_threads": {peer: other_thread_medians.get((workload, peer)) for peer in PEERS}
                                  if metric == "value" else {},
@@ -233,7 +255,8 @@ def print_table(rows, previous_rows, threads):
                 regressions.append(row["label"])
         lines.append(line)
     widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
-    print(f"threads: {threads}; ratio = canopy / best of {', '.join(COMPARED_PEERS)}; lower is better")
+    print(f"threads: {threads}; values: medians over rounds; ratio: median over rounds of canopy / "
+          f"best of {', '.join(COMPARED_PEERS)} in the same round; lower is better")
     for line in lines:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
     for row in rows:
@@ -326,7 +349,8 @@ def plot_ratios(rows, output):
     data = []
     for row in rows:
         best_peer_values = [row["values"][peer] for peer in COMPARED_PEERS]
-        ratios = [ratio_to_best_peer(row["values"][peer], best_peer_values) for peer in PEERS]
+        ratios = [row["ratio"] if peer == "canopy" else ratio_to_best_peer(row["values"][peer], best_peer_values)
+                  for peer in PEERS]
         data.append(f'"{row["label"]}" ' + " ".join(gnuplot_cell(ratio) for ratio in ratios))
     bars = [f'$ratios using {column}{":xtic(1)" if column == 2 else ""} title "{peer}" linecolor "{PEER_COLORS[peer]}"'
             for column, peer in enumerate(PEERS, start=2)]
