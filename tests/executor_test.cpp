@@ -399,16 +399,20 @@ TEST_CASE("slots recycled into a worker's reservation all come back to the arena
   }
 }
 
+namespace {
+// Takes every slot of a reservation, in order.
+std::vector<std::uint32_t> take_all(canopy::task_arena::reservation& from) {
+  std::vector<std::uint32_t> slots;
+  while (from.free != 0) {
+    slots.push_back(canopy::task_arena::take(from));
+  }
+  return slots;
+}
+}  // namespace
+
 TEST_CASE("task_arena: empty words by hint, half-free words next, fragments only at full size") {
   using canopy::task_arena;
   task_arena arena(2, 1, 2, 1);  // one partition, leaves of 2 words (128 slots), at most 2 leaves
-  const auto take_all = [](task_arena::reservation& from) {
-    std::vector<std::uint32_t> slots;
-    while (from.free != 0) {
-      slots.push_back(task_arena::take(from));
-    }
-    return slots;
-  };
   task_arena::reservation run;
   REQUIRE(arena.reserve(0, run));
   const std::vector<std::uint32_t> first = take_all(run);
@@ -467,13 +471,6 @@ TEST_CASE("task_arena: empty words by hint, half-free words next, fragments only
 TEST_CASE("task_arena: a reservation returns to the last word once half of it is free") {
   using canopy::task_arena;
   task_arena arena(4, 1, 1, 1);  // one partition, one leaf of 4 words (256 slots)
-  const auto take_all = [](task_arena::reservation& from) {
-    std::vector<std::uint32_t> slots;
-    while (from.free != 0) {
-      slots.push_back(task_arena::take(from));
-    }
-    return slots;
-  };
   task_arena::reservation run;
   REQUIRE(arena.reserve(0, run));
   const std::uint32_t first_word = run.first_slot;
