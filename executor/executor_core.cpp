@@ -565,7 +565,7 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
   }
   // A thief starts where its last steal succeeded, so that it empties one
   // leaf's words in order instead of taking one task from each of many: a
-  // word it empties is one that spawner reserves whole again. It starts at
+  // word it empties is one the spawner can reserve whole again. It starts at
   // a random leaf when it has none, which spreads thieves over victims.
   std::size_t start_leaf = self.cursor_leaf;
   if (!own_partition) {
