@@ -243,7 +243,8 @@ bool task_arena::grow(std::size_t partition) {
   }
   auto block = std::make_unique<leaf_block>(signals_per_leaf_, tasks_per_leaf_);
   // release: publishes the zeroed slots and occupancy words to every reader
-  // that loads this pointer (slot(), try_claim_in) with acquire.
+  // that loads this pointer with acquire: slot(), and every leaves_[i] load
+  // in this file (the reservation paths, release, give_back, the counts).
   leaves_[leaf].store(block.release(), sync::release);
   if (leaf + 1 > leaf_limit_.load(sync::relaxed)) {
     leaf_limit_.store(leaf + 1, sync::release);
