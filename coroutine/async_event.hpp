@@ -15,9 +15,9 @@
 #include <coroutine>
 #include <mutex>
 
-#include "coroutine/task.hpp"
-#include "coroutine/wait_link.hpp"
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
+#include "task.hpp"
+#include "wait_link.hpp"
 
 namespace canopy {
 

@@ -11,10 +11,10 @@
 #include <system_error>
 #include <utility>
 
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
-#include "executor/errors.hpp"
-#include "executor/executor.hpp"
+#include "../executor/errors.hpp"
+#include "../executor/executor.hpp"
+#include "spawn.hpp"
+#include "task.hpp"
 
 namespace canopy {
 

@@ -17,10 +17,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "coroutine/task.hpp"
-#include "coroutine/wait_link.hpp"
-#include "executor/join_handle.hpp"
-#include "executor/join_state.hpp"
+#include "../executor/join_handle.hpp"
+#include "../executor/join_state.hpp"
+#include "task.hpp"
+#include "wait_link.hpp"
 
 namespace canopy {
 
@@ -73,7 +73,8 @@ template <class T>
 class join_awaiter {
  public:
   // Borrowing (an lvalue handle) or owning (an rvalue handle).
-  explicit join_awaiter(join_handle<T>& borrowed) : borrowed_(&borrowed), state_(checked(borrowed)) {}
+  explicit join_awaiter(join_handle<T>& borrowed)
+      : borrowed_(&borrowed), state_(checked(borrowed)) {}
   explicit join_awaiter(join_handle<T>&& owned)
       : owned_(std::move(owned)), state_(checked(owned_)) {}
   join_awaiter(join_awaiter&& other) noexcept

@@ -27,14 +27,14 @@
 #include <type_traits>
 #include <utility>
 
-#include "coroutine/task.hpp"
-#include "coroutine/task_handle.hpp"
-#include "coroutine/wait_link.hpp"
-#include "executor/errors.hpp"
-#include "executor/executor.hpp"
-#include "executor/executor_core.hpp"
-#include "executor/join_state.hpp"
-#include "executor/task_slot.hpp"
+#include "../executor/errors.hpp"
+#include "../executor/executor.hpp"
+#include "../executor/executor_core.hpp"
+#include "../executor/join_state.hpp"
+#include "../executor/task_slot.hpp"
+#include "task.hpp"
+#include "task_handle.hpp"
+#include "wait_link.hpp"
 
 namespace canopy {
 

@@ -30,9 +30,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "executor/block_pool.hpp"
-#include "executor/join_state.hpp"
-#include "executor/task_slot.hpp"
+#include "../executor/block_pool.hpp"
+#include "../executor/join_state.hpp"
+#include "../executor/task_slot.hpp"
 
 namespace canopy {
 
@@ -90,8 +90,8 @@ class frame_record;
 inline constexpr std::size_t frame_alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
 
 template <class T>
-inline constexpr std::size_t record_size =
-    (sizeof(frame_record<T>) + frame_alignment - 1) & ~(frame_alignment - 1);
+inline constexpr std::size_t record_size = (sizeof(frame_record<T>) + frame_alignment - 1) &
+                                           ~(frame_alignment - 1);
 
 template <class T>
 class frame_record final : public join_state<T> {
@@ -193,7 +193,9 @@ class promise_of : public promise_base {
             .address());
   }
 
-  CANOPY_PROMISE_HELPER void unhandled_exception() noexcept { record().set_error(std::current_exception()); }
+  CANOPY_PROMISE_HELPER void unhandled_exception() noexcept {
+    record().set_error(std::current_exception());
+  }
 
   // After completion (inline await): the value, or rethrow.
   CANOPY_PROMISE_HELPER T take() { return record().take_result(); }
@@ -205,8 +207,8 @@ class task_promise final : public promise_of<T> {
   task<T> get_return_object() noexcept;
 
   template <class U = T>
-    requires std::is_convertible_v<U&&, T>
-  CANOPY_PROMISE_HELPER void return_value(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+  requires std::is_convertible_v<U&&, T> CANOPY_PROMISE_HELPER void return_value(
+      U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
     this->record().set_value(std::forward<U>(value));
   }
 };

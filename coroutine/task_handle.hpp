@@ -20,9 +20,9 @@
 
 #include <utility>
 
-#include "executor/executor_core.hpp"
-#include "executor/join_handle.hpp"
-#include "executor/task_slot.hpp"
+#include "../executor/executor_core.hpp"
+#include "../executor/join_handle.hpp"
+#include "../executor/task_slot.hpp"
 
 namespace canopy {
 

@@ -27,9 +27,9 @@
 
 #include <cstdint>
 
-#include "executor/executor_core.hpp"
-#include "executor/task_slot.hpp"
-#include "sync/atomics.hpp"
+#include "../executor/executor_core.hpp"
+#include "../executor/task_slot.hpp"
+#include "../sync/atomics.hpp"
 
 namespace canopy::detail {
 

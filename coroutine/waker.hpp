@@ -20,8 +20,8 @@
 
 #include <stdexcept>
 
-#include "executor/executor_core.hpp"
-#include "executor/task_slot.hpp"
+#include "../executor/executor_core.hpp"
+#include "../executor/task_slot.hpp"
 
 namespace canopy {
 

@@ -20,9 +20,9 @@
 #include <variant>
 #include <vector>
 
-#include "coroutine/join_await.hpp"
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
+#include "join_await.hpp"
+#include "spawn.hpp"
+#include "task.hpp"
 
 namespace canopy {
 

@@ -21,8 +21,8 @@
 
 #include <coroutine>
 
-#include "coroutine/task.hpp"
-#include "executor/task_slot.hpp"
+#include "../executor/task_slot.hpp"
+#include "task.hpp"
 
 namespace canopy {
 

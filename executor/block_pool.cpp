@@ -1,4 +1,4 @@
-#include "executor/block_pool.hpp"
+#include "block_pool.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -13,9 +13,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "executor/executor_core.hpp"
-#include "executor/join_state.hpp"
-#include "executor/task_slot.hpp"
+#include "executor_core.hpp"
+#include "join_state.hpp"
+#include "task_slot.hpp"
 
 namespace canopy::detail {
 

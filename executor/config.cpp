@@ -1,4 +1,4 @@
-#include "executor/config.hpp"
+#include "config.hpp"
 
 #include <bit>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "executor/errors.hpp"
+#include "errors.hpp"
 
 #include <string>
 

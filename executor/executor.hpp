@@ -29,12 +29,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "executor/callable_task.hpp"
-#include "executor/config.hpp"
-#include "executor/errors.hpp"
-#include "executor/executor_core.hpp"
-#include "executor/join_handle.hpp"
-#include "executor/stats.hpp"
+#include "callable_task.hpp"
+#include "config.hpp"
+#include "errors.hpp"
+#include "executor_core.hpp"
+#include "join_handle.hpp"
+#include "stats.hpp"
 
 namespace canopy {
 
@@ -69,8 +69,8 @@ class executor {
 
   // Spawn fn() as a task; returns its join handle.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>)
-  auto spawn(Fn&& fn) -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
+  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto spawn(Fn&& fn)
+      -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     auto outcome = spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::block);
     if (outcome.error) {
@@ -95,16 +95,15 @@ class executor {
   // Like spawn(), but never blocks: at capacity or after shutdown it
   // returns the error instead.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>)
-  auto try_spawn(Fn&& fn) -> try_spawn_result<std::invoke_result_t<std::decay_t<Fn>&>> {
+  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
+      -> try_spawn_result<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     return spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::fail);
   }
 
   // Spawn without a join handle (cheapest). Exceptions go to the handler.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>)
-  void spawn_detached(Fn&& fn) {
+  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) void spawn_detached(Fn&& fn) {
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
     if (const spawn_status status = spawn_body(task, spawn_mode::block, nullptr);
@@ -117,9 +116,7 @@ class executor {
   // detached; its exception, if any, is kept in its completion record.
   template <class Task>
   requires spawnable_task<Task>
-  void spawn_detached(Task&& task) {
-    spawn(std::forward<Task>(task)).detach();
-  }
+  void spawn_detached(Task&& task) { spawn(std::forward<Task>(task)).detach(); }
 
   // Stop accepting tasks and finish per executor_config::on_shutdown.
   // Idempotent; blocks until every worker has exited.

@@ -1,4 +1,4 @@
-#include "executor/executor_core.hpp"
+#include "executor_core.hpp"
 
 #include <bit>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <exception>
 #include <system_error>
 
-#include "summary_tree/partition.hpp"
+#include "../summary_tree/partition.hpp"
 
 namespace canopy {
 

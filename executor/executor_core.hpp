@@ -18,15 +18,15 @@
 #include <thread>
 #include <vector>
 
-#include "executor/config.hpp"
-#include "executor/errors.hpp"
-#include "executor/stats.hpp"
-#include "executor/task_arena.hpp"
-#include "executor/task_slot.hpp"
-#include "executor/yield_queue.hpp"
-#include "signal_waker/sleep_module.hpp"
-#include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"
+#include "../signal_waker/sleep_module.hpp"
+#include "../summary_tree/summary_tree.hpp"
+#include "../sync/atomics.hpp"
+#include "config.hpp"
+#include "errors.hpp"
+#include "stats.hpp"
+#include "task_arena.hpp"
+#include "task_slot.hpp"
+#include "yield_queue.hpp"
 
 namespace canopy {
 

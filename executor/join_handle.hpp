@@ -17,9 +17,9 @@
 #include <system_error>
 #include <utility>
 
-#include "executor/errors.hpp"
-#include "executor/executor_core.hpp"
-#include "executor/join_state.hpp"
+#include "errors.hpp"
+#include "executor_core.hpp"
+#include "join_state.hpp"
 
 namespace canopy {
 

@@ -1,6 +1,6 @@
-#include "executor/join_state.hpp"
+#include "join_state.hpp"
 
-#include "executor/executor_core.hpp"
+#include "executor_core.hpp"
 
 namespace canopy {
 

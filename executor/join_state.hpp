@@ -23,10 +23,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "executor/block_pool.hpp"
-#include "executor/errors.hpp"
-#include "executor/task_slot.hpp"
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
+#include "block_pool.hpp"
+#include "errors.hpp"
+#include "task_slot.hpp"
 
 namespace canopy {
 

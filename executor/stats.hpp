@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
 
 namespace canopy {
 

@@ -1,9 +1,9 @@
-#include "executor/task_arena.hpp"
+#include "task_arena.hpp"
 
 #include <algorithm>
 #include <bit>
 
-#include "summary_tree/partition.hpp"
+#include "../summary_tree/partition.hpp"
 
 namespace canopy {
 

@@ -28,8 +28,8 @@
 #include <mutex>
 #include <optional>
 
-#include "executor/task_slot.hpp"
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
+#include "task_slot.hpp"
 
 namespace canopy {
 

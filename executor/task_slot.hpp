@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
 
 namespace canopy {
 

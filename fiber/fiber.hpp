@@ -1,6 +1,6 @@
 // Everything for Boost.Context fibers (docs/coroutines.md).
 #pragma once
 
-#include "fiber/fiber_task.hpp"
-#include "fiber/stack_pool.hpp"
-#include "fiber/this_fiber.hpp"
+#include "fiber_task.hpp"
+#include "stack_pool.hpp"
+#include "this_fiber.hpp"

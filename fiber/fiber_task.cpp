@@ -1,4 +1,4 @@
-#include "fiber/fiber_task.hpp"
+#include "fiber_task.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "executor/block_pool.hpp"
+#include "../executor/block_pool.hpp"
 
 namespace canopy::detail {
 

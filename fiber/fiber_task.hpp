@@ -46,16 +46,16 @@
 #include <type_traits>
 #include <utility>
 
-#include "coroutine/spawn.hpp"
-#include "coroutine/task_handle.hpp"
-#include "coroutine/wait_link.hpp"
-#include "executor/errors.hpp"
-#include "executor/executor.hpp"
-#include "executor/executor_core.hpp"
-#include "executor/join_state.hpp"
-#include "executor/task_slot.hpp"
-#include "fiber/sanitizer.hpp"
-#include "fiber/stack_pool.hpp"
+#include "../coroutine/spawn.hpp"
+#include "../coroutine/task_handle.hpp"
+#include "../coroutine/wait_link.hpp"
+#include "../executor/errors.hpp"
+#include "../executor/executor.hpp"
+#include "../executor/executor_core.hpp"
+#include "../executor/join_state.hpp"
+#include "../executor/task_slot.hpp"
+#include "sanitizer.hpp"
+#include "stack_pool.hpp"
 
 namespace canopy {
 
@@ -224,10 +224,10 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
 // constructor throws. If no stack can be had when the fiber first runs,
 // join() rethrows std::bad_alloc.
 template <class Fn>
-  requires std::is_invocable_v<std::decay_t<Fn>&>
-auto spawn_fiber(executor& pool, Fn&& fn,
-                 std::size_t stack_size = stack_pool::default_stack_size)
-    -> task_handle<detail::fiber_result_t<Fn>> {
+requires std::is_invocable_v < std::decay_t<Fn>
+& > auto spawn_fiber(executor& pool, Fn&& fn,
+                     std::size_t stack_size = stack_pool::default_stack_size)
+        -> task_handle<detail::fiber_result_t<Fn>> {
   task_handle<detail::fiber_result_t<Fn>> handle;
   if (const spawn_status status = detail::spawn_fiber_on(pool.core(), std::forward<Fn>(fn),
                                                          stack_size, spawn_mode::block, handle);
@@ -240,9 +240,9 @@ auto spawn_fiber(executor& pool, Fn&& fn,
 // Inside a running task: spawn on the same executor (at capacity:
 // spawn_error(errc::at_capacity) instead of blocking the worker).
 template <class Fn>
-  requires std::is_invocable_v<std::decay_t<Fn>&>
-auto spawn_fiber(Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size)
-    -> task_handle<detail::fiber_result_t<Fn>> {
+requires std::is_invocable_v < std::decay_t<Fn>
+& > auto spawn_fiber(Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size)
+        -> task_handle<detail::fiber_result_t<Fn>> {
   task_handle<detail::fiber_result_t<Fn>> handle;
   if (const spawn_status status =
           detail::spawn_fiber_on(detail::current_core("canopy::spawn_fiber(fn)"),

@@ -1,4 +1,4 @@
-#include "fiber/stack_pool.hpp"
+#include "stack_pool.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -96,8 +96,7 @@ struct pool_state {
     for (std::size_t index = count; index-- > 0;) {
       std::byte* const guard = bytes + index * slot;
       fiber_stack stack{guard + page, target.size, false};
-      if (stats.guarded_stacks < stats.guard_limit &&
-          ::mprotect(guard, page, PROT_NONE) == 0) {
+      if (stats.guarded_stacks < stats.guard_limit && ::mprotect(guard, page, PROT_NONE) == 0) {
         stack.guarded = true;
         ++stats.guarded_stacks;
       }

@@ -15,12 +15,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "coroutine/async_event.hpp"
-#include "coroutine/join_await.hpp"
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
-#include "executor/join_handle.hpp"
-#include "fiber/fiber_task.hpp"
+#include "../coroutine/async_event.hpp"
+#include "../coroutine/join_await.hpp"
+#include "../coroutine/spawn.hpp"
+#include "../coroutine/task.hpp"
+#include "../executor/join_handle.hpp"
+#include "fiber_task.hpp"
 
 namespace canopy::this_fiber {
 
@@ -135,7 +135,7 @@ T await(task<T> work) {
 // Any other awaitable a canopy::task can co_await: awaited by a small
 // spawned coroutine task, which this fiber then awaits.
 template <class Awaitable>
-  requires detail::member_awaitable<std::remove_cvref_t<Awaitable>>
+requires detail::member_awaitable<std::remove_cvref_t<Awaitable>>
 auto await(Awaitable&& awaitable) -> detail::await_result_t<std::remove_cvref_t<Awaitable>> {
   using stored = std::remove_cvref_t<Awaitable>;
   using result = detail::await_result_t<stored>;

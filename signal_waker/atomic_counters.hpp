@@ -24,7 +24,7 @@
 
 #include <cstdint>
 
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
 
 namespace canopy {
 

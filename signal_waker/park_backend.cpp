@@ -1,4 +1,4 @@
-#include "signal_waker/park_backend.hpp"
+#include "park_backend.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -1,6 +1,6 @@
-#include "signal_waker/signal_waker.hpp"
+#include "signal_waker.hpp"
 
-#include "summary_tree/partition.hpp"
+#include "../summary_tree/partition.hpp"
 
 namespace canopy {
 

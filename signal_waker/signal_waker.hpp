@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "signal_waker/park_backend.hpp"
-#include "signal_waker/sleep_latch.hpp"
-#include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"
+#include "../summary_tree/summary_tree.hpp"
+#include "../sync/atomics.hpp"
+#include "park_backend.hpp"
+#include "sleep_latch.hpp"
 
 namespace canopy {
 

@@ -1,4 +1,4 @@
-#include "signal_waker/sleep_module.hpp"
+#include "sleep_module.hpp"
 
 #include <algorithm>
 #include <chrono>

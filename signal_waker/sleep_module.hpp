@@ -30,11 +30,11 @@
 #include <memory>
 #include <vector>
 
-#include "signal_waker/atomic_counters.hpp"
-#include "signal_waker/signal_waker.hpp"
-#include "signal_waker/spin_history.hpp"
-#include "summary_tree/permit_semaphore.hpp"
-#include "sync/atomics.hpp"
+#include "../summary_tree/permit_semaphore.hpp"
+#include "../sync/atomics.hpp"
+#include "atomic_counters.hpp"
+#include "signal_waker.hpp"
+#include "spin_history.hpp"
 
 namespace canopy {
 

@@ -1,4 +1,4 @@
-#include "summary_tree/permit_semaphore.hpp"
+#include "permit_semaphore.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "summary_tree/summary_tree.hpp"
+#include "summary_tree.hpp"
 
 #include <bit>
 #include <stdexcept>

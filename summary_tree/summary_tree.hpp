@@ -33,8 +33,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "summary_tree/permit_semaphore.hpp"
-#include "sync/atomics.hpp"
+#include "../sync/atomics.hpp"
+#include "permit_semaphore.hpp"
 
 namespace canopy {
 

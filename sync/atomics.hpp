@@ -11,7 +11,7 @@
 #include <thread>
 
 #ifdef CANOPY_MODEL_CHECK
-#include "sync/model_atomic.hpp"
+#include "model_atomic.hpp"
 #endif
 
 namespace canopy::sync {
