@@ -1,0 +1,39 @@
+// Timed waits for fibers: the blocking forms of io/timer_wait.hpp. Each
+// suspends only the calling fiber (its worker runs other tasks meanwhile).
+//
+//   canopy::this_fiber::sleep_for(5ms);
+//   canopy::this_fiber::sleep_until(deadline);
+//
+// Outside a fiber they throw std::logic_error (this_fiber's rule); with no
+// timer queue on the executor, std::logic_error (timer_queue::current()).
+// A fiber cancelled while it sleeps unwinds (fiber_unwind) through the
+// sleep, which takes its timer back on the way out.
+#pragma once
+
+#include <chrono>
+
+#include "../coroutine/waker.hpp"
+#include "../fiber/this_fiber.hpp"
+#include "timer_wait.hpp"
+
+namespace canopy::this_fiber {
+
+inline void sleep_until(io::timer_queue::clock::time_point deadline) {
+  canopy::detail::checked_current_fiber("this_fiber::sleep_until()");
+  io::timer_wait wait(deadline);
+  if (wait.ready() || !wait.arm(current_waker())) {
+    return;
+  }
+  const io::detail::disarm_guard<io::timer_wait> guard(&wait);
+  while (!wait.ready()) {
+    wait_for_wake();  // throws fiber_unwind on cancel: the guard disarms
+  }
+}
+
+template <class Rep, class Period>
+void sleep_for(std::chrono::duration<Rep, Period> duration) {
+  sleep_until(io::timer_queue::clock::now() +
+              std::chrono::ceil<io::timer_queue::clock::duration>(duration));
+}
+
+}  // namespace canopy::this_fiber

@@ -1,0 +1,193 @@
+#include "timer_queue.hpp"
+
+#include <array>
+#include <stdexcept>
+
+namespace canopy::io {
+
+namespace {
+
+// executor -> timer queue, for timer_queue::current(). Written rarely
+// (attach/detach), read on every sleep: a fixed table of atomics scanned
+// without a lock.
+struct attachment {
+  sync::atomic<const executor_core*> core{nullptr};
+  sync::atomic<timer_queue*> queue{nullptr};
+};
+constexpr std::size_t max_attachments = 64;
+std::array<attachment, max_attachments> attachments;
+std::mutex attach_mutex;  // serialises attach/detach
+
+// Wakes copied out of due entries under the mutex, delivered after it.
+constexpr std::size_t wake_batch = 64;
+
+}  // namespace
+
+timer_queue::timer_queue() noexcept : promised_(timer_wheel::never), epoch_(clock::now()) {}
+
+timer_queue::~timer_queue() = default;
+
+std::uint64_t timer_queue::deadline_ticks(clock::time_point deadline) const noexcept {
+  if (deadline <= epoch_) {
+    return 0;
+  }
+  if (deadline == clock::time_point::max()) {
+    return timer_wheel::never - 1;
+  }
+  const auto since = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - epoch_);
+  return (static_cast<std::uint64_t>(since.count()) + 999) / 1000;  // round up: never early
+}
+
+std::uint64_t timer_queue::now_ticks(clock::time_point now) const noexcept {
+  if (now <= epoch_) {
+    return 0;
+  }
+  const auto since = std::chrono::duration_cast<std::chrono::microseconds>(now - epoch_);
+  return static_cast<std::uint64_t>(since.count());
+}
+
+timer_queue::clock::time_point timer_queue::from_ticks(std::uint64_t ticks) const noexcept {
+  if (ticks == timer_wheel::never) {
+    return clock::time_point::max();
+  }
+  return epoch_ + std::chrono::microseconds(ticks);
+}
+
+bool timer_queue::arm(entry& item, clock::time_point deadline, const waker& target) {
+  const clock::time_point now = clock::now();
+  if (deadline <= now) {
+    return false;
+  }
+  const std::uint64_t ticks = deadline_ticks(deadline);
+  item.target = target;
+  item.fired.store(false, sync::relaxed);  // published by the mutex to expire()
+  bool earlier = false;
+  {
+    const std::lock_guard lock(mutex_);
+    wheel_.insert(item, ticks);
+    if (ticks < promised_) {
+      promised_ = ticks;  // one notification per new earliest deadline
+      earlier = true;
+    }
+  }
+  if (earlier && listener_ != nullptr) {
+    listener_(listener_arg_);
+  }
+  return true;
+}
+
+void timer_queue::disarm(entry& item) noexcept {
+  const std::lock_guard lock(mutex_);
+  if (item.linked()) {
+    wheel_.remove(item);
+  }
+}
+
+std::optional<timer_queue::clock::time_point> timer_queue::next_deadline() noexcept {
+  const std::lock_guard lock(mutex_);
+  promised_ = wheel_.next_deadline();
+  if (promised_ == timer_wheel::never) {
+    return std::nullopt;
+  }
+  return from_ticks(promised_);
+}
+
+std::size_t timer_queue::expire(clock::time_point now) noexcept {
+  const std::uint64_t now_tick = now_ticks(now);
+  std::size_t total = 0;
+  std::array<waker, wake_batch> wakes;
+  bool more = true;
+  while (more) {
+    std::size_t count = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      // At most a batch at a time (the rest stay linked); come back for
+      // more after delivering it.
+      const std::size_t fired_here =
+          wheel_.expire(now_tick, wake_batch, [&](timer_node& node) noexcept {
+            auto& item = static_cast<entry&>(node);
+            wakes[count++] = item.target;
+            // release: pairs with has_fired()'s acquire; the waiter that sees
+            // the flag sees the entry unlinked. After this store the waiter may
+            // end the entry's life (after disarm takes the mutex we hold).
+            item.fired.store(true, sync::release);
+          });
+      more = fired_here == wake_batch;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      wakes[i].wake();
+    }
+    total += count;
+  }
+  return total;
+}
+
+void timer_queue::set_earlier_deadline_listener(void (*fn)(void*) noexcept, void* arg) noexcept {
+  const std::lock_guard lock(mutex_);
+  listener_ = fn;
+  listener_arg_ = arg;
+}
+
+std::size_t timer_queue::pending() noexcept {
+  const std::lock_guard lock(mutex_);
+  return wheel_.size();
+}
+
+void timer_queue::attach(executor_core& core, timer_queue& queue) {
+  const std::lock_guard lock(attach_mutex);
+  attachment* free_entry = nullptr;
+  for (attachment& one : attachments) {
+    const executor_core* const owner = one.core.load(sync::relaxed);
+    if (owner == &core) {
+      throw std::logic_error(
+          "canopy::io::timer_queue::attach: this executor already has a timer queue");
+    }
+    if (owner == nullptr && free_entry == nullptr) {
+      free_entry = &one;
+    }
+  }
+  if (free_entry == nullptr) {
+    throw std::logic_error("canopy::io::timer_queue::attach: more than 64 executors with timers");
+  }
+  free_entry->queue.store(&queue, sync::relaxed);
+  // release: pairs with find()'s acquire load of `core`; a finder that
+  // matches the core sees the queue pointer stored above.
+  free_entry->core.store(&core, sync::release);
+}
+
+void timer_queue::detach(executor_core& core) noexcept {
+  const std::lock_guard lock(attach_mutex);
+  for (attachment& one : attachments) {
+    if (one.core.load(sync::relaxed) == &core) {
+      one.core.store(nullptr, sync::relaxed);
+      one.queue.store(nullptr, sync::relaxed);
+    }
+  }
+}
+
+timer_queue* timer_queue::find(const executor_core* core) noexcept {
+  for (attachment& one : attachments) {
+    // acquire: pairs with attach()'s release store of `core`.
+    if (one.core.load(sync::acquire) == core) {
+      return one.queue.load(sync::relaxed);
+    }
+  }
+  return nullptr;
+}
+
+timer_queue& timer_queue::current() {
+  worker_context* const worker = current_worker();
+  if (worker == nullptr || !worker->has_running) {
+    throw std::logic_error(
+        "canopy timers: sleep_for/sleep_until/with_timeout called outside a task");
+  }
+  timer_queue* const queue = find(worker->core);
+  if (queue == nullptr) {
+    throw std::logic_error(
+        "canopy timers: no timer queue drives this executor (create a canopy::io::reactor or a "
+        "canopy::io::timer_thread for it)");
+  }
+  return *queue;
+}
+
+}  // namespace canopy::io

@@ -1,0 +1,48 @@
+// timer_thread — drives an executor's timers from a thread of its own, for
+// an executor that runs no reactor (the reactor's poller drives them
+// otherwise). It owns a timer_queue, attaches it to the executor for the
+// thread's lifetime, sleeps until the queue's next deadline
+// (clock_nanosleep-precise: a condition variable's wait_until) and expires
+// what is due. An arm() that brings the earliest deadline forward wakes it.
+//
+//   canopy::executor pool;
+//   canopy::io::timer_thread timers(pool);   // before any sleep_for in pool's tasks
+//   ...
+//   pool.shutdown();                         // before ~timer_thread if tasks still sleep
+//
+// Destroy it after the tasks that sleep on it have ended (shutdown the
+// executor first): a task woken by nothing would sleep forever.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "../executor/executor.hpp"
+#include "timer_queue.hpp"
+
+namespace canopy::io {
+
+class timer_thread {
+ public:
+  explicit timer_thread(executor& pool);
+  ~timer_thread();
+  timer_thread(const timer_thread&) = delete;
+  timer_thread& operator=(const timer_thread&) = delete;
+
+  [[nodiscard]] timer_queue& queue() noexcept { return queue_; }
+
+ private:
+  static void on_earlier_deadline(void* self) noexcept;
+  void run();
+
+  executor_core* core_;
+  timer_queue queue_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool poke_ = false;      // guarded by mutex_
+  bool stopping_ = false;  // guarded by mutex_
+  std::thread thread_;
+};
+
+}  // namespace canopy::io

@@ -1,0 +1,389 @@
+// Timers: the timing wheel alone (against a reference model), the timer
+// queue's wakes, and sleep_for / sleep_until / with_timeout in coroutine
+// tasks and fibers on an executor driven by io::timer_thread.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "fiber/fiber.hpp"
+#include "io/timer_fiber.hpp"
+#include "io/timer_thread.hpp"
+#include "io/timer_wait.hpp"
+#include "io/timer_wheel.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::executor_config;
+using canopy::task;
+using canopy::io::timer_node;
+using canopy::io::timer_wheel;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+long scaled(long count) { return std::max(1L, count / canopy::testing::stress_divisor()); }
+
+executor_config config_with(std::size_t workers) {
+  executor_config config;
+  config.worker_count = workers;
+  return config;
+}
+
+// Random inserts, removes and expiries against a multimap of deadlines:
+// every fired node is due and was pending, nothing due stays behind, and
+// next_deadline() is never later than the true earliest deadline.
+void check_against_model(std::uint64_t seed, std::uint64_t max_distance, int steps) {
+  std::mt19937_64 random(seed);
+  timer_wheel wheel;
+  std::vector<std::unique_ptr<timer_node>> nodes;
+  std::set<timer_node*> pending;
+  std::uint64_t now = 0;
+  for (int step = 0; step < steps; ++step) {
+    const std::uint64_t action = random() % 10;
+    if (action < 5) {
+      nodes.push_back(std::make_unique<timer_node>());
+      // Some deadlines in the past (due at once), most in the future.
+      const std::uint64_t distance = random() % (max_distance + 1);
+      const std::uint64_t deadline = (random() % 8 == 0 && now > 5) ? now - 5 : now + distance;
+      wheel.insert(*nodes.back(), deadline);
+      pending.insert(nodes.back().get());
+    } else if (action < 7 && !pending.empty()) {
+      auto it = pending.begin();
+      std::advance(it, static_cast<long>(random() % pending.size()));
+      REQUIRE((*it)->linked());
+      wheel.remove(**it);
+      CHECK_FALSE((*it)->linked());
+      pending.erase(it);
+    } else {
+      now += random() % (max_distance / 4 + 2);
+      std::uint64_t true_earliest = timer_wheel::never;
+      for (timer_node* node : pending) {
+        true_earliest = std::min(true_earliest, node->deadline);
+      }
+      REQUIRE(wheel.next_deadline() <= true_earliest);
+      const std::size_t fired = wheel.expire(now, pending.size() + 1, [&](timer_node& node) {
+        REQUIRE(node.deadline <= now);
+        REQUIRE_FALSE(node.linked());
+        REQUIRE(pending.erase(&node) == 1);
+      });
+      (void)fired;
+      for (timer_node* node : pending) {
+        REQUIRE(node->deadline > now);  // nothing due left behind
+        REQUIRE(node->linked());
+      }
+    }
+    REQUIRE(wheel.size() == pending.size());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("timer_wheel: fires exactly the due timers (model check over several spans)") {
+  for (const std::uint64_t span : {std::uint64_t{10}, std::uint64_t{100}, std::uint64_t{5000},
+                                   std::uint64_t{1} << 20, std::uint64_t{1} << 40}) {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      CAPTURE(span);
+      CAPTURE(seed);
+      check_against_model(seed * 7919 + span, span, static_cast<int>(scaled(4000)));
+    }
+  }
+}
+
+TEST_CASE("timer_wheel: next_deadline is exact after inserts, and far deadlines work") {
+  timer_wheel wheel;
+  CHECK(wheel.next_deadline() == timer_wheel::never);
+  timer_node near;
+  timer_node far;
+  timer_node farthest;
+  wheel.insert(far, 1'000'000);
+  wheel.insert(near, 1'000);
+  wheel.insert(farthest, timer_wheel::never - 1);
+  CHECK(wheel.next_deadline() == 1'000);
+  std::vector<std::uint64_t> fired;
+  auto record = [&](timer_node& node) { fired.push_back(node.deadline); };
+  CHECK(wheel.expire(999, 10, record) == 0);
+  CHECK(wheel.expire(1'000, 10, record) == 1);
+  CHECK(wheel.next_deadline() == 1'000'000);  // exact, not the start of a coarse slot
+  CHECK(wheel.expire(999'999, 10, record) == 0);
+  CHECK(wheel.expire(1'000'000, 10, record) == 1);
+  CHECK(wheel.next_deadline() == timer_wheel::never - 1);
+  wheel.remove(farthest);
+  CHECK(wheel.empty());
+  CHECK(wheel.next_deadline() == timer_wheel::never);
+  CHECK(fired == std::vector<std::uint64_t>{1'000, 1'000'000});
+}
+
+TEST_CASE("timer_wheel: expire stops at its limit and resumes where it left") {
+  timer_wheel wheel;
+  std::vector<timer_node> nodes(100);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    wheel.insert(nodes[i], 500 + i % 3);
+  }
+  std::size_t total = 0;
+  auto count = [&](timer_node&) { ++total; };
+  CHECK(wheel.expire(600, 30, count) == 30);
+  CHECK(wheel.size() == 70);
+  CHECK(wheel.expire(600, 30, count) == 30);
+  CHECK(wheel.expire(600, 100, count) == 40);
+  CHECK(total == 100);
+  CHECK(wheel.empty());
+}
+
+TEST_CASE("timer_wheel: a million timers inserted and cancelled leave it empty") {
+  timer_wheel wheel;
+  const std::size_t count = static_cast<std::size_t>(scaled(1'000'000));
+  std::vector<timer_node> nodes(count);
+  std::mt19937_64 random(42);
+  for (timer_node& node : nodes) {
+    wheel.insert(node, random() % 10'000'000);
+  }
+  CHECK(wheel.size() == count);
+  for (timer_node& node : nodes) {
+    wheel.remove(node);
+  }
+  CHECK(wheel.empty());
+  CHECK(wheel.next_deadline() == timer_wheel::never);
+}
+
+TEST_CASE("timer_queue: arm, fire, disarm; a passed deadline does not arm") {
+  canopy::io::timer_queue queue;
+  canopy::io::timer_queue::entry item;
+  CHECK_FALSE(queue.arm(item, clock_type::now() - 1ms, canopy::waker{}));
+  CHECK(queue.pending() == 0);
+  const auto deadline = clock_type::now() + 2ms;
+  REQUIRE(queue.arm(item, deadline, canopy::waker{}));
+  CHECK(queue.pending() == 1);
+  const auto next = queue.next_deadline();
+  REQUIRE(next.has_value());
+  CHECK(*next >= deadline);
+  CHECK(*next - deadline < 1us);  // rounded up to the microsecond, never early
+  CHECK(queue.expire(deadline - 1us) == 0);
+  CHECK_FALSE(item.has_fired());
+  CHECK(queue.expire(*next) == 1);
+  CHECK(item.has_fired());
+  CHECK(queue.pending() == 0);
+  CHECK_FALSE(queue.next_deadline().has_value());
+
+  canopy::io::timer_queue::entry other;
+  REQUIRE(queue.arm(other, clock_type::now() + 1h, canopy::waker{}));
+  queue.disarm(other);
+  CHECK(queue.pending() == 0);
+  CHECK(queue.expire(clock_type::now() + 2h) == 0);
+  CHECK_FALSE(other.has_fired());
+}
+
+TEST_CASE("timer_queue: an earlier deadline notifies the driver once") {
+  canopy::io::timer_queue queue;
+  std::atomic<int> notified{0};
+  queue.set_earlier_deadline_listener(
+      [](void* counter) noexcept { static_cast<std::atomic<int>*>(counter)->fetch_add(1); },
+      &notified);
+  canopy::io::timer_queue::entry a;
+  canopy::io::timer_queue::entry b;
+  canopy::io::timer_queue::entry c;
+  REQUIRE(queue.arm(a, clock_type::now() + 1h, canopy::waker{}));
+  CHECK(notified.load() == 1);
+  CHECK(queue.next_deadline().has_value());  // the driver now sleeps towards a
+  REQUIRE(queue.arm(b, clock_type::now() + 2h, canopy::waker{}));
+  CHECK(notified.load() == 1);  // later: no notification
+  REQUIRE(queue.arm(c, clock_type::now() + 1min, canopy::waker{}));
+  CHECK(notified.load() == 2);  // earlier: the driver must recompute
+  queue.disarm(a);
+  queue.disarm(b);
+  queue.disarm(c);
+}
+
+TEST_CASE("sleep_for in coroutine tasks: wakes after the duration, never before") {
+  canopy::testing::watchdog guard("sleep_for", 30);
+  executor pool(config_with(2));
+  canopy::io::timer_thread timers(pool);
+  const int sleepers = static_cast<int>(scaled(200));
+  std::atomic<int> early{0};
+  std::vector<canopy::task_handle<void>> handles;
+  for (int i = 0; i < sleepers; ++i) {
+    handles.push_back(pool.spawn([](int index, std::atomic<int>& too_early) -> task<void> {
+      const auto duration = std::chrono::microseconds(200 + (index % 20) * 100);
+      const auto start = clock_type::now();
+      co_await canopy::sleep_for(duration);
+      if (clock_type::now() - start < duration) {
+        too_early.fetch_add(1);
+      }
+      co_await canopy::sleep_until(clock_type::now() - 1ms);  // passed: no suspension
+    }(i, early)));
+  }
+  for (auto& handle : handles) {
+    handle.join();
+  }
+  CHECK(early.load() == 0);
+  CHECK(timers.queue().pending() == 0);
+  pool.shutdown();
+}
+
+TEST_CASE("sleep_for outside a task or without a timer queue throws logic_error") {
+  executor pool(config_with(1));
+  auto handle = pool.spawn([]() -> task<void> { co_await canopy::sleep_for(1ms); }());
+  CHECK_THROWS_AS(handle.join(), std::logic_error);
+  CHECK_THROWS_AS(canopy::io::timer_queue::current(), std::logic_error);
+  pool.shutdown();
+}
+
+TEST_CASE("cancelling or shutting down a sleeping task removes its timer") {
+  canopy::testing::watchdog guard("sleep cancel", 30);
+  executor pool(config_with(2));
+  canopy::io::timer_thread timers(pool);
+  std::atomic<int> started{0};
+  std::vector<canopy::task_handle<void>> handles;
+  for (int i = 0; i < 50; ++i) {
+    handles.push_back(pool.spawn([](std::atomic<int>& count) -> task<void> {
+      count.fetch_add(1);
+      co_await canopy::sleep_for(1h);
+    }(started)));
+  }
+  REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 50; }));
+  for (std::size_t i = 0; i < 25; ++i) {
+    handles[i].cancel();
+  }
+  for (std::size_t i = 0; i < 25; ++i) {
+    CHECK_THROWS_AS(handles[i].join(), canopy::task_cancelled);
+  }
+  CHECK(timers.queue().pending() == 25);
+  pool.shutdown();  // destroys the 25 still sleeping
+  CHECK(timers.queue().pending() == 0);
+  for (std::size_t i = 25; i < handles.size(); ++i) {
+    CHECK_THROWS_AS(handles[i].join(), canopy::task_cancelled);
+  }
+}
+
+namespace {
+
+// A wait source that becomes ready when set() is called.
+struct flag_source {
+  std::atomic<bool> flag{false};
+  std::mutex mutex;
+  canopy::waker target;  // guarded by mutex
+  bool armed = false;    // guarded by mutex
+  std::atomic<int> arms{0};
+  std::atomic<int> disarms{0};
+
+  bool ready() noexcept { return flag.load(std::memory_order_acquire); }
+  bool arm(const canopy::waker& waker) {
+    const std::lock_guard lock(mutex);
+    if (flag.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    target = waker;
+    armed = true;
+    arms.fetch_add(1);
+    return true;
+  }
+  void disarm() noexcept {
+    const std::lock_guard lock(mutex);
+    armed = false;
+    disarms.fetch_add(1);
+  }
+  int result() const noexcept { return 7; }
+  void set() {
+    canopy::waker copy;
+    {
+      const std::lock_guard lock(mutex);
+      flag.store(true, std::memory_order_release);
+      if (armed) {
+        copy = target;
+      }
+    }
+    copy.wake();
+  }
+};
+
+task<int> slow_value(std::chrono::milliseconds delay, int value) {
+  co_await canopy::sleep_for(delay);
+  co_return value;
+}
+
+}  // namespace
+
+TEST_CASE("with_timeout: the value, or errc::timed_out") {
+  canopy::testing::watchdog guard("with_timeout", 30);
+  executor pool(config_with(2));
+  canopy::io::timer_thread timers(pool);
+
+  SUBCASE("a wait source that never becomes ready times out and is disarmed") {
+    flag_source source;
+    auto result = canopy::block_on(pool, [](flag_source& s) -> task<bool> {
+      const auto start = clock_type::now();
+      auto got = co_await canopy::with_timeout(3ms, s);
+      co_return !got && got.error() == canopy::io::errc::timed_out &&
+          clock_type::now() - start >= 3ms;
+    }(source));
+    CHECK(result);
+    CHECK(source.arms.load() == source.disarms.load());
+    CHECK(timers.queue().pending() == 0);
+  }
+  SUBCASE("a wait source ready in time gives its value and the timer is removed") {
+    flag_source source;
+    auto handle = pool.spawn([](flag_source& s) -> task<int> {
+      auto got = co_await canopy::with_timeout(1h, s);
+      co_return got ? *got : -1;
+    }(source));
+    REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 1; }));
+    source.set();
+    CHECK(handle.join() == 7);
+    CHECK(timers.queue().pending() == 0);
+    CHECK(source.arms.load() == source.disarms.load());
+  }
+  SUBCASE("a task: value in time, timed_out (and the child cancelled) otherwise") {
+    auto fast = canopy::block_on(pool, []() -> task<int> {
+      auto got = co_await canopy::with_timeout(1h, slow_value(1ms, 5));
+      co_return got ? *got : -1;
+    }());
+    CHECK(fast == 5);
+    auto slow = canopy::block_on(pool, []() -> task<bool> {
+      auto got = co_await canopy::with_timeout(2ms, slow_value(1h, 5));
+      co_return !got && got.error() == canopy::io::errc::timed_out;
+    }());
+    CHECK(slow);
+    // The cancelled child's hour-long sleep is taken back.
+    CHECK(canopy::testing::eventually([&] { return timers.queue().pending() == 0; }));
+  }
+  SUBCASE("an exception from the task is rethrown") {
+    auto handle = pool.spawn([]() -> task<void> {
+      auto got = co_await canopy::with_timeout(1h, []() -> task<int> {
+        throw std::runtime_error("inner");
+        co_return 1;
+      }());
+      (void)got;
+    }());
+    CHECK_THROWS_AS(handle.join(), std::runtime_error);
+  }
+  pool.shutdown();
+}
+
+TEST_CASE("this_fiber::sleep_for suspends only the fiber, and a cancel removes the timer") {
+  canopy::testing::watchdog guard("fiber sleep", 30);
+  executor pool(config_with(2));
+  canopy::io::timer_thread timers(pool);
+  auto handle = canopy::spawn_fiber(pool, [] {
+    const auto start = clock_type::now();
+    canopy::this_fiber::sleep_for(2ms);
+    canopy::this_fiber::sleep_until(clock_type::now() + 1ms);
+    return clock_type::now() - start >= 3ms;
+  });
+  CHECK(handle.join());
+  auto sleeper = canopy::spawn_fiber(pool, [] { canopy::this_fiber::sleep_for(1h); });
+  REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 1; }));
+  sleeper.cancel();
+  CHECK_THROWS_AS(sleeper.join(), canopy::task_cancelled);
+  CHECK(timers.queue().pending() == 0);
+  pool.shutdown();
+}
