@@ -126,16 +126,15 @@ class async_event {
   };
 
   struct awaiter {
+    using canopy_awaiter = void;
     wait pending;
     bool await_ready() const noexcept { return pending.ready(); }
     template <class Promise>
     bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
       detail::task_context& context = detail::context_of(self);
-      context.resume_point = self;
-      context.armed = &pending.link();
-      context.signal = run_outcome::suspended;
+      context.suspend_on(self, detail::wait_kind::link, &pending.link());
       if (!pending.arm()) {
-        context.armed = nullptr;
+        context.clear_wait();
         return false;
       }
       return true;

@@ -3,6 +3,8 @@
 
 #include "async_event.hpp"
 #include "block_on.hpp"
+#include "custom_wait.hpp"
+#include "foreign_await.hpp"
 #include "join_await.hpp"
 #include "spawn.hpp"
 #include "task.hpp"

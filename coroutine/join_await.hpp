@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "../executor/block_pool.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
 #include "task.hpp"
@@ -65,46 +66,88 @@ T take_and_detach(join_handle<T>& handle) {
   return state->take();
 }
 
-// A coroutine awaiting a join handle registers its task id with the join
-// state (join_state_base::set_waiting_task): no wait_link, nothing in the
-// frame that the completing side touches, so a cancelled or dropped awaiter
-// is destroyed at once. Its body resumes it once the state is ready().
+// A coroutine awaiting a join handle of its own executor registers its task
+// id with the join state (join_state_base::set_waiting_task): no wait_link,
+// nothing in the frame that the completing side touches, so a cancelled or
+// dropped awaiter is destroyed at once. Its body resumes it once the state
+// is ready().
+//
+// A handle of another executor is awaited through a wait_link instead (in
+// a small pooled block): the completing task then never keeps a pointer to
+// this task's executor, which may be destroyed first. If this task is
+// destroyed while waiting, the link is abandoned and the child's
+// completion frees the frame (coroutine/wait_link.hpp) without touching
+// this executor; the child is asked to cancel.
 template <class T>
 class join_awaiter {
  public:
+  using canopy_awaiter = void;
+
   // Borrowing (an lvalue handle) or owning (an rvalue handle).
   explicit join_awaiter(join_handle<T>& borrowed)
       : borrowed_(&borrowed), state_(checked(borrowed)) {}
   explicit join_awaiter(join_handle<T>&& owned)
       : owned_(std::move(owned)), state_(checked(owned_)) {}
   join_awaiter(join_awaiter&& other) noexcept
-      : borrowed_(other.borrowed_), owned_(std::move(other.owned_)), state_(other.state_) {}
+      : borrowed_(other.borrowed_),
+        owned_(std::move(other.owned_)),
+        state_(other.state_),
+        foreign_(std::exchange(other.foreign_, nullptr)) {}
+  join_awaiter& operator=(join_awaiter&&) = delete;
+  ~join_awaiter() {
+    if (foreign_ != nullptr) {
+      delete foreign_;
+    }
+  }
 
   bool await_ready() const noexcept { return state_->ready(); }
 
   template <class Promise>
-  bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
+  bool await_suspend(std::coroutine_handle<Promise> self) {
+    task_context& context = context_of(self);
     const worker_context* const worker = current_worker();
+    if (!state_->has_task_on(worker->core)) {
+      return suspend_on_foreign(context, self);
+    }
     // A child that has not started yet runs here, nested, instead of this
     // task suspending and being rescheduled when the child ends.
-    if (state_->has_task_on(worker->core) && worker->core->run_pending_inline(state_->task()) &&
-        state_->ready()) {
+    if (worker->core->run_pending_inline(state_->task()) && state_->ready()) {
       return false;
     }
-    task_context& context = context_of(self);
-    context.resume_point = self;
-    context.joining = state_;
-    context.signal = run_outcome::suspended;
+    context.suspend_on(self, wait_kind::join, state_);
     if (!state_->set_waiting_task(worker->core, worker->running)) {
-      context.joining = nullptr;
+      context.clear_wait();
       return false;  // completed meanwhile: continue at once
     }
     return true;
   }
 
-  T await_resume() { return take_and_detach(borrowed_ != nullptr ? *borrowed_ : owned_); }
+  T await_resume() {
+    if (foreign_ != nullptr) {
+      delete std::exchange(foreign_, nullptr);  // fired: the child is done with it
+    }
+    return take_and_detach(borrowed_ != nullptr ? *borrowed_ : owned_);
+  }
 
  private:
+  // The link for a handle of another executor, from the block pool.
+  struct foreign_wait final : join_wait<T> {
+    using join_wait<T>::join_wait;
+    static void* operator new(std::size_t size) { return allocate_block(size); }
+    static void operator delete(void* block, std::size_t size) noexcept { free_block(block, size); }
+  };
+
+  bool suspend_on_foreign(task_context& context, std::coroutine_handle<> self) {
+    foreign_ = new foreign_wait(state_);
+    context.suspend_on(self, wait_kind::link, &foreign_->link());
+    if (!foreign_->arm()) {
+      context.clear_wait();
+      delete std::exchange(foreign_, nullptr);
+      return false;  // completed meanwhile
+    }
+    return true;
+  }
+
   static join_state<T>* checked(join_handle<T>& handle) {
     if (!handle.valid()) {
       throw std::logic_error("canopy: co_await on an empty join handle");
@@ -115,6 +158,7 @@ class join_awaiter {
   join_handle<T>* borrowed_ = nullptr;
   join_handle<T> owned_;
   join_state<T>* state_;
+  foreign_wait* foreign_ = nullptr;
 };
 
 }  // namespace detail

@@ -56,24 +56,29 @@ struct coroutine_body {
     return state != nullptr && state->cancel_requested();
   }
 
-  run_outcome run() {
-    if (context.armed != nullptr) {
-      if (!context.armed->has_fired()) {
-        if (!cancel_requested()) {
-          return run_outcome::suspended;  // woken, but not by what it waits for
-        }
-        return cancel_now();
-      }
-      context.armed = nullptr;
-    } else if (context.joining != nullptr) {
-      if (!context.joining->ready()) {
-        if (!cancel_requested()) {
-          return run_outcome::suspended;  // woken, but the awaited task is not done
-        }
-        return cancel_now();
-      }
-      context.joining = nullptr;
+  // True if the wait the task suspended on is over (or it waits for any wake).
+  [[nodiscard]] bool wait_over() const noexcept {
+    switch (context.kind) {
+      case wait_kind::none:
+        return true;
+      case wait_kind::link:
+        return static_cast<const wait_link*>(context.waiting_on)->has_fired();
+      case wait_kind::join:
+        return static_cast<const join_state_base*>(context.waiting_on)->ready();
+      case wait_kind::custom:
+        return context.custom_ops->ready(context.waiting_on);
     }
+    return true;
+  }
+
+  run_outcome run() {
+    if (!wait_over()) {
+      if (!cancel_requested()) {
+        return run_outcome::suspended;  // woken, but not by what it waits for
+      }
+      return cancel_now();
+    }
+    context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
     if (cancel_requested()) {
       return cancel_now();
     }
@@ -100,7 +105,11 @@ struct coroutine_body {
     }
     const bool failed = record.failed();
     std::exchange(root, {}).destroy();
-    state->complete(failed ? join_state_base::outcome::error : join_state_base::outcome::value);
+    if (failed) {
+      state->complete_with_error(*current_worker()->core);
+    } else {
+      state->complete(join_state_base::outcome::value);
+    }
   }
 
   run_outcome cancel_now() noexcept {
@@ -117,14 +126,18 @@ struct coroutine_body {
       return;
     }
     void* const frame = std::exchange(root, {}).address();
-    if (join_state_base* const awaited = std::exchange(context.joining, nullptr)) {
-      // Awaiting a join handle registers only this task's id, never the
-      // frame: the frame can go at once. Ask the awaited task to stop early
-      // (its handle, in this frame, keeps its state alive until then).
-      awaited->request_cancel();
-    }
-    wait_link* const link = std::exchange(context.armed, nullptr);
-    if (link != nullptr) {
+    void* const waiting_on = std::exchange(context.waiting_on, nullptr);
+    const wait_kind kind = std::exchange(context.kind, wait_kind::none);
+    if (kind == wait_kind::join) {
+      // Awaiting a join handle of this executor registers only this
+      // task's id, never the frame: the frame can go at once. The awaited
+      // task is cancelled too (woken, so that it stops now; its handle,
+      // in this frame, keeps its state alive until then).
+      static_cast<join_state_base*>(waiting_on)->cancel_and_wake();
+    } else if (kind == wait_kind::custom) {
+      context.custom_ops->disarm(waiting_on);  // the source forgets the frame now
+    } else if (kind == wait_kind::link) {
+      auto* const link = static_cast<wait_link*>(waiting_on);
       if (state != nullptr) {
         frame_record<T>& record = frame_record<T>::of_frame(frame);
         record.add_ref();
@@ -185,8 +198,7 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
           frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
           record.joined = from->joined;  // published with the slot (spawn_body)
           auto* made = ::new (storage)
-              body{task_context{from->root, nullptr, nullptr, run_outcome::suspended}, from->root,
-                   from->joined ? &record : nullptr};
+              body{task_context{from->root}, from->root, from->joined ? &record : nullptr};
           from->root.promise().set_context(&made->context);
         },
         &context, mode, spawned);

@@ -23,6 +23,7 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -46,14 +47,48 @@ struct wait_link;
 template <class T>
 class task_promise;
 
+// What a suspended task waits for, as recorded in its task_context. The
+// body's run() checks it before resuming (a wake that finds the wait not
+// over is spurious and leaves the task suspended), and destroying the task
+// releases it (coroutine/spawn.hpp).
+enum class wait_kind : std::uint8_t {
+  none,    // any wake resumes (wait_for_wake, yield_now)
+  link,    // a wait_link that must have fired (async_event, foreign awaitables)
+  join,    // a join state of this executor that must be ready()
+  custom,  // a wait source (coroutine/custom_wait.hpp): custom_ops->ready()
+};
+
+// How the body tests and releases a custom wait that lives in the frame.
+struct custom_wait_ops {
+  bool (*ready)(void* wait) noexcept;
+  void (*disarm)(void* wait) noexcept;
+};
+
 // Per spawned task, in its slot: what the next run resumes and what the
 // current one ended with. Touched only by the thread running the task (or
 // by the thread destroying it, which then owns it).
 struct task_context {
-  std::coroutine_handle<> resume_point;  // innermost suspended coroutine
-  wait_link* armed = nullptr;            // the link a wake must have fired, or null
-  join_state_base* joining = nullptr;    // or: the join state that must be ready
+  std::coroutine_handle<> resume_point;         // innermost suspended coroutine
+  void* waiting_on = nullptr;                   // the wait_link, join state or custom wait
+  const custom_wait_ops* custom_ops = nullptr;  // when kind == custom
+  wait_kind kind = wait_kind::none;
   run_outcome signal = run_outcome::suspended;
+
+  // An awaiter about to suspend `self` records what the wait is.
+  void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
+                  const custom_wait_ops* ops = nullptr) noexcept {
+    resume_point = self;
+    waiting_on = on;
+    custom_ops = ops;
+    kind = what;
+    signal = run_outcome::suspended;
+  }
+  // The wait ended without suspending (the source was ready meanwhile).
+  void clear_wait() noexcept {
+    waiting_on = nullptr;
+    custom_ops = nullptr;
+    kind = wait_kind::none;
+  }
 };
 
 // The block every task frame lives in: [frame_record<T>][coroutine frame].
@@ -144,8 +179,62 @@ class frame_record final : public join_state<T> {
   std::size_t block_size_;
 };
 
+// The awaiter a co_await expression on `awaitable` uses: its member
+// operator co_await, else a free operator co_await found by lookup, else
+// the awaitable itself (then a reference to it).
+template <class A>
+decltype(auto) get_awaiter(A&& awaitable) {
+  if constexpr (requires { std::forward<A>(awaitable).operator co_await(); }) {
+    return std::forward<A>(awaitable).operator co_await();
+  } else if constexpr (requires { operator co_await(std::forward<A>(awaitable)); }) {
+    return operator co_await(std::forward<A>(awaitable));
+  } else {
+    return std::forward<A>(awaitable);
+  }
+}
+
+template <class A>
+using awaiter_of_t = decltype(get_awaiter(std::declval<A>()));
+
+// Canopy's own awaiters declare `using canopy_awaiter = void;`: they know the
+// task context and suspend through it (never resuming the coroutine from
+// another thread). Everything else is foreign (coroutine/foreign_await.hpp).
+template <class A>
+concept canopy_native_awaitable = requires {
+  typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_awaiter;
+};
+
+template <class A>
+concept erased_handle_awaitable = requires(std::remove_reference_t<awaiter_of_t<A>>& awaiter,
+                                           std::coroutine_handle<> handle) {
+  awaiter.await_ready();
+  awaiter.await_suspend(handle);
+  awaiter.await_resume();
+};
+
+template <class A>
+class foreign_awaiter;
+
 class promise_base {
  public:
+  // Every co_await in a task: Canopy's awaiters as they are, any other
+  // awaitable through a foreign_awaiter, whose resumption wakes the task
+  // so that it continues on its executor.
+  template <class A>
+  decltype(auto) await_transform(A&& awaitable) {
+    if constexpr (canopy_native_awaitable<A>) {
+      return std::forward<A>(awaitable);
+    } else {
+      static_assert(erased_handle_awaitable<A>,
+                    "canopy::task can co_await this awaitable only if its await_suspend accepts a "
+                    "std::coroutine_handle<> (Canopy resumes the task through a wake on its "
+                    "executor); this one requires a particular promise type or is not an "
+                    "awaitable. Wrap the operation in a canopy::wait_on source "
+                    "(coroutine/custom_wait.hpp) instead.");
+      return foreign_awaiter<A>(std::forward<A>(awaitable));
+    }
+  }
+
   std::suspend_always initial_suspend() noexcept { return {}; }
 
   struct final_awaiter {
@@ -287,6 +376,7 @@ class [[nodiscard]] task {
   // co_await task: run it inline in the awaiting task (symmetric transfer),
   // then return its value or rethrow its exception.
   struct awaiter {
+    using canopy_awaiter = void;
     std::coroutine_handle<promise_type> child;
 
     bool await_ready() const noexcept { return false; }
@@ -325,3 +415,5 @@ inline task<void> task_promise<void>::get_return_object() noexcept {
 }  // namespace detail
 
 }  // namespace canopy
+
+#include "foreign_await.hpp"  // NOLINT(misc-header-include-cycle): defines foreign_awaiter

@@ -30,12 +30,12 @@ namespace detail {
 
 template <run_outcome Outcome>
 struct bare_suspend {
+  using canopy_awaiter = void;
   bool await_ready() const noexcept { return false; }
   template <class Promise>
   void await_suspend(std::coroutine_handle<Promise> self) noexcept {
     task_context& context = context_of(self);
-    context.resume_point = self;
-    context.armed = nullptr;
+    context.suspend_on(self, wait_kind::none, nullptr);
     context.signal = Outcome;
   }
   void await_resume() const noexcept {}

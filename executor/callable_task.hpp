@@ -44,7 +44,7 @@ struct callable_body {
     } catch (...) {
       if (state != nullptr) {
         state->set_error(std::current_exception());
-        state->complete(join_state_base::outcome::error);
+        state->complete_with_error(*current_worker()->core);
       } else {
         current_worker()->core->report_detached_exception(std::current_exception());
       }

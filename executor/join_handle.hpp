@@ -1,19 +1,37 @@
-// join_handle<T> — the caller's end of a spawned task.
+// join_handle<T> — the caller's end of a spawned task (a callable, a
+// coroutine or a fiber: every kind's handle is, or converts to, this type).
 //
 // Contract:
 //   * join() blocks the calling thread until the task ends, then returns its
 //     value, rethrows its exception, or throws canopy::task_cancelled if it
 //     was destroyed without completing. Call it from a thread that is not a
-//     worker of the same executor (on a worker it throws std::system_error
-//     with errc::worker_thread instead of risking a deadlock).
-//   * ready() never blocks. cancel() asks that the task not start: a task
-//     cancelled before it starts never runs and join() throws task_cancelled;
-//     a task already running finishes normally.
-//   * Dropping (destroying) a handle detaches the task: it still runs; its
-//     result is discarded.
-// A handle is move-only and used by one thread at a time.
+//     worker of any canopy executor: on a worker thread it throws
+//     std::system_error with errc::worker_thread instead of blocking that
+//     worker (inside a task, co_await the handle or this_fiber::await it).
+//   * wait_for(duration) / wait_until(time_point) block like join() but at
+//     most until the deadline, and return whether the task has ended (then
+//     join() returns at once). Same thread rule as join().
+//   * ready() never blocks.
+//   * cancel() asks the task to stop and wakes it if it is suspended, so it
+//     is destroyed promptly: a task cancelled before it starts never runs; a
+//     suspended coroutine's frame is destroyed (its destructors run), a
+//     suspended fiber's stack is unwound; a running task is destroyed at its
+//     next suspension point (a plain callable that already started runs to
+//     its end). join() then throws task_cancelled. Returns true if the request
+//     came before the task completed.
+//   * Dropping (destroying) a handle, or detach(), detaches the task: it still
+//     runs; its result is discarded. If it then ends with an exception, the
+//     exception goes to executor_config::on_detached_exception, as for any
+//     detached task. (A handle dropped after the task ended discards what it
+//     holds, exception included.)
+// A handle is move-only and used by one thread at a time. It may outlive its
+// executor: after the executor's shutdown every task has ended, so join()
+// returns or throws at once.
 #pragma once
 
+#include <chrono>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -44,14 +62,7 @@ class join_handle {
   [[nodiscard]] bool ready() const noexcept { return state_ != nullptr && state_->ready(); }
 
   T join() {
-    if (state_ == nullptr) {
-      throw std::logic_error("canopy::join_handle::join() on an empty handle");
-    }
-    if (worker_context* worker = current_worker(); worker != nullptr) {
-      throw std::system_error(make_error_code(errc::worker_thread),
-                              "canopy::join_handle::join() would block a worker thread; "
-                              "co_await the handle inside a coroutine task instead");
-    }
+    check_blocking_allowed("join()");
     state_->wait_blocking();
     join_state<T>* state = std::exchange(state_, nullptr);
     struct release_on_exit {
@@ -61,11 +72,34 @@ class join_handle {
     return state->take();
   }
 
-  bool cancel() noexcept { return state_ != nullptr && state_->request_cancel(); }
+  // Wait until the task ends or the deadline passes; true if it ended.
+  template <class Clock, class Duration>
+  bool wait_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    check_blocking_allowed("wait_until()");
+    if (state_->ready()) {
+      return true;
+    }
+    // Converted to the steady clock once: a system_clock deadline that the
+    // wall clock jumps past is not followed (as std::condition_variable).
+    const auto remaining = deadline - Clock::now();
+    return wait_steady(std::chrono::steady_clock::now() +
+                       std::chrono::ceil<std::chrono::nanoseconds>(remaining));
+  }
+  template <class Rep, class Period>
+  bool wait_for(const std::chrono::duration<Rep, Period>& timeout) {
+    check_blocking_allowed("wait_for()");
+    if (state_->ready()) {
+      return true;
+    }
+    return wait_steady(std::chrono::steady_clock::now() +
+                       std::chrono::ceil<std::chrono::nanoseconds>(timeout));
+  }
+
+  bool cancel() noexcept { return state_ != nullptr && state_->cancel_and_wake(); }
 
   void detach() noexcept {
     if (state_ != nullptr) {
-      std::exchange(state_, nullptr)->release_ref();
+      std::exchange(state_, nullptr)->detach_and_release();
     }
   }
 
@@ -73,6 +107,24 @@ class join_handle {
   [[nodiscard]] join_state<T>* state() const noexcept { return state_; }
 
  private:
+  void check_blocking_allowed(const char* what) const {
+    if (state_ == nullptr) {
+      throw std::logic_error(std::string("canopy::join_handle::") + what + " on an empty handle");
+    }
+    if (current_worker() != nullptr) {
+      throw std::system_error(
+          make_error_code(errc::worker_thread),
+          std::string("canopy::join_handle::") + what +
+              " called on a worker thread of a canopy executor would block that worker; "
+              "co_await the handle (or this_fiber::await it) inside a task instead");
+    }
+  }
+  bool wait_steady(std::chrono::steady_clock::time_point deadline) noexcept {
+    const auto since_epoch =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+    return state_->wait_blocking_until(since_epoch < 0 ? 0 : since_epoch);
+  }
+
   join_state<T>* state_ = nullptr;
 };
 

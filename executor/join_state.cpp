@@ -1,15 +1,52 @@
 #include "join_state.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+
 #include "executor_core.hpp"
 
 namespace canopy {
 
-void join_state_base::complete(outcome result) noexcept {
+namespace {
+
+// The state word is a plain 32-bit futex word: blocked joiners sleep on it
+// with FUTEX_WAIT_BITSET (absolute CLOCK_MONOTONIC deadline, or none) and
+// complete() wakes them with FUTEX_WAKE. (std::atomic::wait has no timeout,
+// and its notify may skip the syscall for waiters it did not register.)
+std::uint32_t* futex_address(sync::atomic<std::uint32_t>& word) noexcept {
+  return reinterpret_cast<std::uint32_t*>(&word);
+}
+
+void futex_wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected,
+                const timespec* deadline) noexcept {
+  syscall(SYS_futex, futex_address(word), FUTEX_WAIT_BITSET_PRIVATE, expected, deadline, nullptr,
+          FUTEX_BITSET_MATCH_ANY);
+}
+
+void futex_wake_all(sync::atomic<std::uint32_t>& word) noexcept {
+  syscall(SYS_futex, futex_address(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+std::int64_t steady_now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool join_state_base::complete(outcome result) noexcept {
   // acq_rel: release publishes the value/exception written before; acquire
-  // pairs with set_continuation()'s release so the continuation is readable.
+  // pairs with set_continuation()'s release so the continuation is readable,
+  // and with detach_and_release()'s fetch_or.
   const std::uint32_t previous = word_.fetch_or(static_cast<std::uint32_t>(result), sync::acq_rel);
   if ((previous & blocked_bit) != 0) {
-    word_.notify_all();
+    futex_wake_all(word_);
   }
   if ((previous & continuation_bit) != 0) {
     const continuation next = continuation_;
@@ -22,6 +59,22 @@ void join_state_base::complete(outcome result) noexcept {
       next.resume(next.context);
     }
   }
+  return (previous & (detached_bit | continuation_bit)) == detached_bit;
+}
+
+void join_state_base::complete_with_error(const executor_core& core) noexcept {
+  if (complete(outcome::error)) {
+    // Only the task's reference is left: nobody else reads error_ now.
+    core.report_detached_exception(std::exchange(error_, nullptr));
+  }
+}
+
+void join_state_base::detach_and_release() noexcept {
+  // acq_rel: pairs with complete()'s fetch_or; whichever RMW comes second
+  // sees the other's bit, so complete() reports the error exactly when the
+  // handle was gone before the outcome was published.
+  word_.fetch_or(detached_bit, sync::acq_rel);
+  release_ref();
 }
 
 bool join_state_base::set_continuation(continuation next) noexcept {
@@ -43,11 +96,21 @@ bool join_state_base::set_waiting_task(executor_core* core, task_id waiter) noex
   return set_continuation(continuation{nullptr, core});
 }
 
-void join_state_base::wait_blocking() noexcept {
+void join_state_base::wait_blocking() noexcept { wait_blocking_until(-1); }
+
+bool join_state_base::wait_blocking_until(std::int64_t steady_deadline_ns) noexcept {
+  timespec deadline{};
+  if (steady_deadline_ns >= 0) {
+    deadline.tv_sec = static_cast<std::time_t>(steady_deadline_ns / 1'000'000'000);
+    deadline.tv_nsec = static_cast<long>(steady_deadline_ns % 1'000'000'000);
+  }
   // acquire (here and after each wait): pairs with complete()'s acq_rel
   // fetch_or, so the value or exception is readable once the outcome is seen.
   std::uint32_t word = word_.load(sync::acquire);
   while ((word & outcome_mask) == 0) {
+    if (steady_deadline_ns >= 0 && steady_now_ns() >= steady_deadline_ns) {
+      return false;
+    }
     if ((word & blocked_bit) == 0) {
       // acquire on failure/success: we re-read the outcome after the CAS.
       if (!word_.compare_exchange_weak(word, word | blocked_bit, sync::acq_rel, sync::acquire)) {
@@ -55,15 +118,26 @@ void join_state_base::wait_blocking() noexcept {
       }
       word |= blocked_bit;
     }
-    word_.wait(word, sync::acquire);
+    futex_wait(word_, word, steady_deadline_ns >= 0 ? &deadline : nullptr);
     word = word_.load(sync::acquire);
   }
+  return true;
 }
 
 bool join_state_base::request_cancel() noexcept {
   // acq_rel: the task body reads the bit with acquire before starting.
   const std::uint32_t previous = word_.fetch_or(cancel_bit, sync::acq_rel);
   return (previous & outcome_mask) == 0;
+}
+
+bool join_state_base::cancel_and_wake() noexcept {
+  if (!request_cancel()) {
+    return false;
+  }
+  if (task_core_ != nullptr) {
+    task_core_->schedule(task_);  // stale (already finished) is a no-op
+  }
+  return true;
 }
 
 }  // namespace canopy

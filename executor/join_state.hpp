@@ -5,6 +5,9 @@
 //   bit  2     a continuation is registered (an awaiting coroutine)
 //   bit  3     a thread is blocked in wait_blocking()
 //   bit  4     cancellation was requested before the task started
+//   bit  5     the handle was dropped (detached) before completion: nobody
+//              will read the result, so an exception goes to the
+//              executor's on_detached_exception handler instead
 // The outcome is written exactly once, by complete(). The result (value or
 // exception) is written before complete() and read after observing a
 // non-pending outcome with acquire.
@@ -62,8 +65,14 @@ class join_state_base {
   [[nodiscard]] bool ready() const noexcept { return status() != outcome::pending; }
 
   // Task side, exactly once: publish the outcome, then run the continuation
-  // and wake blocked joiners if there are any.
-  void complete(outcome result) noexcept;
+  // and wake blocked joiners if there are any. Returns true if the handle
+  // was detached before this (nobody will observe the outcome: the caller
+  // reports an error outcome to the executor's detached-exception handler).
+  bool complete(outcome result) noexcept;
+
+  // Handle side, when the handle is dropped without joining: mark the task
+  // detached (so complete() reports an exception), then release the ref.
+  void detach_and_release() noexcept;
 
   // Awaiter side: register `next` to run at completion. False if the task
   // already completed (then nothing is registered; do not suspend).
@@ -79,6 +88,9 @@ class join_state_base {
 
   // Joiner side: block the calling thread until the outcome is set.
   void wait_blocking() noexcept;
+  // The same with a deadline on std::chrono::steady_clock (nanoseconds
+  // since its epoch). True if the outcome was set before the deadline.
+  bool wait_blocking_until(std::int64_t steady_deadline_ns) noexcept;
 
   // The task this record belongs to, recorded by the spawner after the
   // spawn and read only by the thread that holds the handle (a plain
@@ -98,12 +110,23 @@ class join_state_base {
   // Ask that the task not start. True if the request was registered before
   // completion (a task that already started runs to its end regardless).
   bool request_cancel() noexcept;
+  // request_cancel(), and if it was registered, wake the task (when the
+  // spawner recorded it with set_task) so that a suspended task sees the
+  // request now and is destroyed. Same caller rules as set_task's readers.
+  bool cancel_and_wake() noexcept;
   [[nodiscard]] bool cancel_requested() const noexcept {
     return (word_.load(sync::acquire) & cancel_bit) != 0;
   }
 
+  void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
+  // Task side: complete(outcome::error) and, if the handle was detached
+  // before, hand the exception (nobody will join it) to `core`'s
+  // on_detached_exception handler. Call after set_error().
+  void complete_with_error(const executor_core& core) noexcept;
+
  protected:
   virtual ~join_state_base() = default;
+  std::exception_ptr error_;
 
  private:
   // Called by the last release_ref(); private, but a derived record that
@@ -114,6 +137,7 @@ class join_state_base {
   static constexpr std::uint32_t continuation_bit = 1U << 2;
   static constexpr std::uint32_t blocked_bit = 1U << 3;
   static constexpr std::uint32_t cancel_bit = 1U << 4;
+  static constexpr std::uint32_t detached_bit = 1U << 5;
 
   sync::atomic<std::uint32_t> word_{0};
   sync::atomic<std::uint32_t> refs_{2};
@@ -131,7 +155,6 @@ class join_state : public join_state_base {
   void set_value(Args&&... args) {
     value_.emplace(std::forward<Args>(args)...);
   }
-  void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
 
   // Joiner side, after ready(): the value, or rethrow the task's exception,
   // or throw task_cancelled.
@@ -153,14 +176,12 @@ class join_state : public join_state_base {
 
  protected:
   std::optional<T> value_;
-  std::exception_ptr error_;
 };
 
 template <>
 class join_state<void> : public join_state_base {
  public:
   void set_value() noexcept {}
-  void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
   void take() {
     switch (status()) {
       case outcome::value:
@@ -176,9 +197,6 @@ class join_state<void> : public join_state_base {
         throw task_cancelled();
     }
   }
-
- protected:
-  std::exception_ptr error_;
 };
 
 // A join state whose memory comes from the per-thread block pool

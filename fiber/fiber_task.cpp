@@ -63,7 +63,11 @@ struct fiber_body {
   run_outcome finish() noexcept {
     const join_state_base::outcome result = frame->result;
     free_fiber_frame(std::exchange(frame, nullptr));
-    state->complete(result);
+    if (result == join_state_base::outcome::error) {
+      state->complete_with_error(*current_worker()->core);
+    } else {
+      state->complete(result);
+    }
     return run_outcome::completed;
   }
 

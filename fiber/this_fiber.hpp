@@ -9,6 +9,7 @@
 //   T v = this_fiber::await(some_task());   // a canopy::task<T>: spawned, then awaited
 //   T v = this_fiber::await(awaitable);     // anything a canopy::task can co_await
 //   this_fiber::wait_for_wake();            // until any wake (current_waker())
+//   R r = this_fiber::wait_on(source);      // a custom wait (coroutine/custom_wait.hpp)
 // When the fiber is being cancelled or dropped, these throw fiber_unwind.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "../coroutine/async_event.hpp"
+#include "../coroutine/custom_wait.hpp"
 #include "../coroutine/join_await.hpp"
 #include "../coroutine/spawn.hpp"
 #include "../coroutine/task.hpp"
@@ -92,6 +94,32 @@ inline void wait_for_wake() {
   frame.armed = nullptr;
   frame.signal = run_outcome::suspended;
   canopy::detail::switch_out(frame);
+}
+
+// Wait on a custom wait source (coroutine/custom_wait.hpp has the
+// contract): arm it with this fiber's waker, switch out until ready(),
+// disarm, return result(). A cancelled or dropped fiber unwinds from here
+// (fiber_unwind) after disarming the source.
+template <class W>
+requires wait_source<W>
+decltype(auto) wait_on(W& source) {
+  canopy::detail::checked_current_fiber("this_fiber::wait_on(source)");
+  if (source.ready() || !source.arm(current_waker())) {
+    return source.result();
+  }
+  struct disarm_on_exit {
+    W* source;
+    ~disarm_on_exit() {
+      if (source != nullptr) {
+        source->disarm();
+      }
+    }
+  } guard{&source};
+  while (!source.ready()) {
+    wait_for_wake();  // spurious and stale wakes loop here
+  }
+  std::exchange(guard.source, nullptr)->disarm();
+  return source.result();
 }
 
 template <class T>
