@@ -21,13 +21,7 @@ namespace canopy::this_fiber {
 inline void sleep_until(io::timer_queue::clock::time_point deadline) {
   canopy::detail::checked_current_fiber("this_fiber::sleep_until()");
   io::timer_wait wait(deadline);
-  if (wait.ready() || !wait.arm(current_waker())) {
-    return;
-  }
-  const io::detail::disarm_guard<io::timer_wait> guard(&wait);
-  while (!wait.ready()) {
-    wait_for_wake();  // throws fiber_unwind on cancel: the guard disarms
-  }
+  wait_on(wait);  // a cancel unwinds from here after disarming the timer
 }
 
 template <class Rep, class Period>

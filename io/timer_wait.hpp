@@ -33,11 +33,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "../coroutine/custom_wait.hpp"
 #include "../coroutine/spawn.hpp"
 #include "../coroutine/task.hpp"
 #include "../coroutine/task_handle.hpp"
 #include "../coroutine/waker.hpp"
-#include "../coroutine/yield.hpp"
 #include "timer_error.hpp"
 #include "timer_queue.hpp"
 
@@ -54,8 +54,10 @@ class timer_wait {
   timer_wait(timer_queue& queue, clock::time_point deadline) noexcept
       : queue_(&queue), deadline_(deadline) {}
   explicit timer_wait(clock::time_point deadline) : timer_wait(timer_queue::current(), deadline) {}
-  timer_wait(const timer_wait&) = delete;
-  timer_wait& operator=(const timer_wait&) = delete;
+  // Moving is for handing an unarmed wait to canopy::wait_on (the entry is
+  // not copied: it is only ever linked once armed, in its final place).
+  timer_wait(timer_wait&& other) noexcept : queue_(other.queue_), deadline_(other.deadline_) {}
+  timer_wait& operator=(timer_wait&&) = delete;
 
   [[nodiscard]] bool ready() const noexcept {
     return entry_.has_fired() || clock::now() >= deadline_;
@@ -77,92 +79,70 @@ class timer_wait {
 template <class T>
 class [[nodiscard]] timeout_result {
  public:
-  timeout_result(T value) : value_(std::move(value)) {}     // NOLINT: implicit, as optional
-  timeout_result(std::error_code error) : error_(error) {}  // NOLINT
+  timeout_result(T value) : value_(std::move(value)) {}  // NOLINT: implicit, as optional
+  [[nodiscard]] static timeout_result timed_out() { return timeout_result(); }
 
   [[nodiscard]] bool has_value() const noexcept { return value_.has_value(); }
   explicit operator bool() const noexcept { return has_value(); }
-  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+  // errc::timed_out after a timeout, else no error.
+  [[nodiscard]] std::error_code error() const noexcept {
+    return value_ ? std::error_code() : make_error_code(errc::timed_out);
+  }
   T& operator*() & noexcept { return *value_; }
+  const T& operator*() const& noexcept { return *value_; }
   T&& operator*() && noexcept { return std::move(*value_); }
   T* operator->() noexcept { return &*value_; }
+  const T* operator->() const noexcept { return &*value_; }
   // The value; throws std::system_error(errc::timed_out) after a timeout.
   T& value() & {
     if (!value_) {
-      throw std::system_error(error_, "canopy::with_timeout");
+      throw std::system_error(make_error_code(errc::timed_out), "canopy::with_timeout");
     }
     return *value_;
   }
 
  private:
+  timeout_result() = default;
   std::optional<T> value_;
-  std::error_code error_;
 };
 
 template <>
 class [[nodiscard]] timeout_result<void> {
  public:
   timeout_result() noexcept = default;
-  timeout_result(std::error_code error) : error_(error) {}  // NOLINT
+  [[nodiscard]] static timeout_result timed_out() noexcept {
+    timeout_result result;
+    result.timed_out_ = true;
+    return result;
+  }
 
-  [[nodiscard]] bool has_value() const noexcept { return !error_; }
+  [[nodiscard]] bool has_value() const noexcept { return !timed_out_; }
   explicit operator bool() const noexcept { return has_value(); }
-  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+  [[nodiscard]] std::error_code error() const noexcept {
+    return timed_out_ ? make_error_code(errc::timed_out) : std::error_code();
+  }
   void value() const {
-    if (error_) {
-      throw std::system_error(error_, "canopy::with_timeout");
+    if (timed_out_) {
+      throw std::system_error(make_error_code(errc::timed_out), "canopy::with_timeout");
     }
   }
 
  private:
-  std::error_code error_;
+  bool timed_out_ = false;
 };
 
 namespace detail {
 
-template <class W>
-concept wait_source = requires(W& source, const waker& target) {
-  { source.ready() } -> std::convertible_to<bool>;
-  { source.arm(target) } -> std::convertible_to<bool>;
-  source.disarm();
-  source.result();
-};
-
-// Disarms a wait source when the waiting frame ends, however it ends.
-template <class W>
-struct disarm_guard {
-  explicit disarm_guard(W* armed) noexcept : source(armed) {}
-  disarm_guard(const disarm_guard&) = delete;
-  disarm_guard& operator=(const disarm_guard&) = delete;
-  ~disarm_guard() {
-    if (source != nullptr) {
-      source->disarm();
-    }
-  }
-  W* source;
-};
-
-// Waits on a wait source in a coroutine task: arm with the task's waker,
-// then suspend until a wake finds it ready (wakes may be stale: re-check).
-template <wait_source W>
-task<decltype(std::declval<W&>().result())> wait_on_source(W& source) {
-  if (!source.ready() && source.arm(current_waker())) {
-    const disarm_guard<W> guard(&source);
-    while (!source.ready()) {
-      co_await wait_for_wake();
-    }
-  }
-  co_return source.result();
-}
-
 // A deadline raced against another wait source.
-template <wait_source W>
+template <canopy::wait_source W>
 class timed_source {
  public:
   using value_type = decltype(std::declval<W&>().result());
 
   timed_source(W& inner, timer_queue::clock::time_point deadline)
       : inner_(&inner), timer_(deadline) {}
+  timed_source(timed_source&& other) noexcept = default;  // before arming (wait_on)
+  timed_source& operator=(timed_source&&) = delete;
 
   [[nodiscard]] bool ready() const noexcept { return inner_->ready() || timer_.ready(); }
   [[nodiscard]] bool arm(const waker& target) {
@@ -197,7 +177,7 @@ class timed_source {
         return timeout_result<value_type>(inner_->result());
       }
     }
-    return timeout_result<value_type>(make_error_code(io::errc::timed_out));
+    return timeout_result<value_type>::timed_out();
   }
 
  private:
@@ -237,26 +217,30 @@ struct child_done_source {
 
 }  // namespace io
 
-// Suspend the calling task until `deadline` (at once if it has passed).
-inline task<void> sleep_until(io::timer_queue::clock::time_point deadline) {
-  io::timer_wait wait(deadline);
-  co_await io::detail::wait_on_source(wait);
+// Suspend the calling task until `deadline` (not at all if it has passed).
+[[nodiscard]] inline auto sleep_until(io::timer_queue::clock::time_point deadline) {
+  return canopy::wait_on(io::timer_wait(deadline));
 }
 
 template <class Rep, class Period>
-task<void> sleep_for(std::chrono::duration<Rep, Period> duration) {
+[[nodiscard]] auto sleep_for(std::chrono::duration<Rep, Period> duration) {
   return sleep_until(io::timer_queue::clock::now() +
                      std::chrono::ceil<io::timer_queue::clock::duration>(duration));
 }
 
-// with_timeout on a wait source: the source's result, or errc::timed_out.
-template <class Rep, class Period, io::detail::wait_source W>
-task<io::timeout_result<decltype(std::declval<W&>().result())>> with_timeout(
-    std::chrono::duration<Rep, Period> duration, W& source) {
-  io::detail::timed_source<W> timed(
+// with_timeout on a wait source (an lvalue that outlives the await): the
+// source's result, or errc::timed_out.
+template <class Rep, class Period, canopy::wait_source W>
+[[nodiscard]] auto with_timeout(std::chrono::duration<Rep, Period> duration, W& source) {
+  return canopy::wait_on(io::detail::timed_source<W>(
       source, io::timer_queue::clock::now() +
-                  std::chrono::ceil<io::timer_queue::clock::duration>(duration));
-  co_return co_await io::detail::wait_on_source(timed);
+                  std::chrono::ceil<io::timer_queue::clock::duration>(duration)));
+}
+
+// with_deadline: with_timeout with an absolute deadline.
+template <canopy::wait_source W>
+[[nodiscard]] auto with_deadline(io::timer_queue::clock::time_point deadline, W& source) {
+  return canopy::wait_on(io::detail::timed_source<W>(source, deadline));
 }
 
 // with_timeout on a task: awaited by a child task, cancelled on timeout (a
@@ -271,10 +255,10 @@ task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> dura
       canopy::spawn(io::detail::await_and_wake(std::move(work), current_waker()));
   io::detail::child_done_source<T> done{&child};
   io::detail::timed_source<io::detail::child_done_source<T>> timed(done, deadline);
-  const io::timeout_result<void> finished = co_await io::detail::wait_on_source(timed);
+  const io::timeout_result<void> finished = co_await canopy::wait_on(timed);
   if (!finished) {
     child.cancel();  // dropped with the handle: detached
-    co_return finished.error();
+    co_return io::timeout_result<T>::timed_out();
   }
   if constexpr (std::is_void_v<T>) {
     co_await child;

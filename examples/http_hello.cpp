@@ -1,0 +1,128 @@
+// http_hello — an HTTP/1.1 server on Canopy: `GET /` answers "Hello, World!".
+//
+//   http_hello [PORT] [--threads N] [--request-timeout MS]
+//
+// Listens on 127.0.0.1:PORT (0 or no PORT: a free port). Prints
+// "listening on 127.0.0.1:PORT" once it accepts connections, serves until
+// SIGINT or SIGTERM, then prints one line of statistics ("stats key=value
+// ...": the executor's and the reactor's counters, requests served) and
+// exits. One worker per hardware thread unless --threads says otherwise.
+// Keep-alive, pipelining, Connection: close, 400 on malformed or oversized
+// requests, 408 for a request that does not arrive within the timeout
+// (io/http_server.hpp).
+#include <signal.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "coroutine/coroutine.hpp"
+#include "io/http_server.hpp"
+#include "io/io.hpp"
+#include "io/timer_binding.hpp"
+
+namespace {
+
+namespace http = canopy::io::http;
+
+void hello(const http::request& req, std::string& out) {
+  const bool close = !req.keep_alive;
+  if (req.target != "/") {
+    http::append_response(out, 404, "Not Found", "text/plain", "Not Found", close);
+  } else if (req.method != "GET" && req.method != "HEAD") {
+    http::append_response(out, 405, "Method Not Allowed", "text/plain", "Method Not Allowed",
+                          close);
+  } else {
+    http::append_response(out, 200, "OK", "text/plain", "Hello, World!", close);
+  }
+}
+
+bool parse_number(std::string_view text, unsigned long& value) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+[[noreturn]] void usage(const char* message) {
+  std::fprintf(stderr,
+               "http_hello: %s\nusage: http_hello [PORT] [--threads N] [--request-timeout MS]\n",
+               message);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  unsigned long port = 0;
+  unsigned long threads = canopy::executor_config::default_worker_count();
+  unsigned long timeout_ms = 10'000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view argument = argv[i];
+    if ((argument == "--threads" || argument == "--request-timeout") && i + 1 < argc) {
+      unsigned long& target = argument == "--threads" ? threads : timeout_ms;
+      if (!parse_number(argv[++i], target) || target == 0) {
+        usage("--threads and --request-timeout take a positive number");
+      }
+    } else if (i == 1 && parse_number(argument, port)) {
+      if (port > 65535) {
+        usage("the port must be 0..65535");
+      }
+    } else {
+      usage("unknown argument");
+    }
+  }
+
+  // SIGINT/SIGTERM are taken by sigwait below: blocked in every thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  canopy::executor_config config;
+  config.worker_count = threads;
+  canopy::executor pool(canopy::io::with_reactor(config));
+  canopy::io::reactor_timers timers(pool);
+  canopy::io::reactor& reactor = canopy::io::reactor::of(pool);
+
+  std::error_code error;
+  canopy::io::tcp_listener listener = canopy::io::tcp_listener::bind(
+      reactor, canopy::io::endpoint::loopback_v4(static_cast<std::uint16_t>(port)), error);
+  if (error) {
+    std::fprintf(stderr, "http_hello: cannot listen on 127.0.0.1:%lu: %s\n", port,
+                 error.message().c_str());
+    return 1;
+  }
+  http::server_options options;
+  options.request_timeout = std::chrono::milliseconds(timeout_ms);
+  auto server = pool.spawn(http::serve(listener, options, &hello));
+  std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
+  std::fflush(stdout);
+
+  int received = 0;
+  sigwait(&stop_signals, &received);
+
+  const canopy::worker_stats work = pool.stats().total();
+  const canopy::io::reactor_stats io = reactor.stats();
+  server.cancel();
+  pool.shutdown();  // destroys the accept loop and every open connection
+  listener.close();
+  const http::server_counters served = http::counters();
+  std::printf(
+      "stats tasks_run=%llu steals=%llu parks=%llu wakes_by_permit=%llu wakes_by_jec=%llu "
+      "reactor_blocking_waits=%llu reactor_polls=%llu reactor_events=%llu reactor_notifies=%llu "
+      "connections=%llu requests=%llu bad_requests=%llu timeouts=%llu\n",
+      static_cast<unsigned long long>(work.tasks_run), static_cast<unsigned long long>(work.steals),
+      static_cast<unsigned long long>(work.parks),
+      static_cast<unsigned long long>(work.wakes_by_permit),
+      static_cast<unsigned long long>(work.wakes_by_jec),
+      static_cast<unsigned long long>(io.blocking_waits), static_cast<unsigned long long>(io.polls),
+      static_cast<unsigned long long>(io.events), static_cast<unsigned long long>(io.notifies),
+      static_cast<unsigned long long>(served.connections),
+      static_cast<unsigned long long>(served.requests),
+      static_cast<unsigned long long>(served.bad_requests),
+      static_cast<unsigned long long>(served.timeouts));
+  return 0;
+}

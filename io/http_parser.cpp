@@ -1,0 +1,252 @@
+#include "http_parser.hpp"
+
+#include <algorithm>
+
+namespace canopy::io::http {
+
+namespace {
+
+constexpr bool is_token_char(char c) noexcept {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+    return true;
+  }
+  switch (c) {
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr bool is_visible(char c) noexcept {
+  const auto byte = static_cast<unsigned char>(c);
+  return byte > 0x20 && byte != 0x7F;  // VCHAR and obs-text (0x80..0xFF)
+}
+
+constexpr bool is_field_char(char c) noexcept { return is_visible(c) || c == ' ' || c == '\t'; }
+
+constexpr char lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
+
+bool is_token(std::string_view text) noexcept {
+  return !text.empty() && std::all_of(text.begin(), text.end(), is_token_char);
+}
+
+std::string_view trim(std::string_view text) noexcept {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+parse_outcome fail(parse_error error) noexcept { return {parse_status::invalid, error, 0}; }
+
+// Digits only (no sign, no spaces inside); 19 digits cannot overflow.
+bool parse_length(std::string_view text, std::size_t& length) noexcept {
+  if (text.empty() || text.size() > 19) {
+    return false;
+  }
+  std::size_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') {
+      return false;
+    }
+    value = value * 10 + static_cast<std::size_t>(c - '0');
+  }
+  length = value;
+  return true;
+}
+
+parse_error parse_request_line(std::string_view line, request& out) noexcept {
+  const std::size_t first_space = line.find(' ');
+  if (first_space == std::string_view::npos) {
+    return parse_error::bad_request_line;
+  }
+  const std::size_t second_space = line.find(' ', first_space + 1);
+  if (second_space == std::string_view::npos) {
+    return parse_error::bad_request_line;
+  }
+  out.method = line.substr(0, first_space);
+  out.target = line.substr(first_space + 1, second_space - first_space - 1);
+  const std::string_view version = line.substr(second_space + 1);
+  if (!is_token(out.method)) {
+    return parse_error::bad_method;
+  }
+  if (out.target.empty() || !std::all_of(out.target.begin(), out.target.end(), is_visible)) {
+    return parse_error::bad_target;
+  }
+  if (version.size() != 8 || version.substr(0, 7) != "HTTP/1." ||
+      (version[7] != '0' && version[7] != '1')) {
+    return parse_error::bad_version;
+  }
+  out.version_minor = version[7] - '0';
+  return parse_error::none;
+}
+
+}  // namespace
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool lists_token(std::string_view value, std::string_view token) noexcept {
+  while (!value.empty()) {
+    const std::size_t comma = value.find(',');
+    const std::string_view item = trim(value.substr(0, comma));
+    if (equals_ignoring_case(item, token)) {
+      return true;
+    }
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+std::string_view request::find(std::string_view name) const noexcept {
+  for (std::size_t i = 0; i < header_count; ++i) {
+    if (equals_ignoring_case(headers[i].name, name)) {
+      return headers[i].value;
+    }
+  }
+  return {};
+}
+
+parse_outcome parse_request(std::string_view input, request& out,
+                            const request_limits& limits) noexcept {
+  out.header_count = 0;
+  out.body = {};
+  // RFC 9112 2.2: ignore at least one empty line before a request line.
+  std::size_t start = 0;
+  while (start + 1 < input.size() && input[start] == '\r' && input[start + 1] == '\n' &&
+         start < 4) {
+    start += 2;
+  }
+  const std::size_t head_end = input.find("\r\n\r\n", start);
+  if (head_end == std::string_view::npos) {
+    if (input.size() - start > limits.max_head_bytes) {
+      return fail(parse_error::too_large);
+    }
+    // A byte no request head may hold is reported now, not at the limit.
+    for (std::size_t i = start; i < input.size(); ++i) {
+      const char c = input[i];
+      if (!is_field_char(c) && c != '\r' && c != '\n') {
+        return fail(parse_error::bad_request_line);
+      }
+    }
+    return {};
+  }
+  if (head_end - start + 4 > limits.max_head_bytes) {
+    return fail(parse_error::too_large);
+  }
+
+  std::string_view rest = input.substr(start, head_end - start + 2);  // lines, each with CRLF
+  std::size_t line_end = rest.find("\r\n");
+  if (const parse_error error = parse_request_line(rest.substr(0, line_end), out);
+      error != parse_error::none) {
+    return fail(error);
+  }
+  rest.remove_prefix(line_end + 2);
+
+  bool have_length = false;
+  std::size_t content_length = 0;
+  bool close = false;
+  bool keep_alive = false;
+  while (!rest.empty()) {
+    line_end = rest.find("\r\n");
+    const std::string_view line = rest.substr(0, line_end);
+    rest.remove_prefix(line_end + 2);
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) {
+      return fail(parse_error::bad_header);  // also obsolete folding (a leading space)
+    }
+    const std::string_view name = line.substr(0, colon);
+    const std::string_view raw_value = line.substr(colon + 1);
+    if (!is_token(name) || !std::all_of(raw_value.begin(), raw_value.end(), is_field_char)) {
+      return fail(parse_error::bad_header);
+    }
+    if (out.header_count == limits.max_headers || out.header_count == request::header_capacity) {
+      return fail(parse_error::too_large);
+    }
+    const std::string_view value = trim(raw_value);
+    out.headers[out.header_count++] = header{name, value};
+
+    if (equals_ignoring_case(name, "content-length")) {
+      std::size_t length = 0;
+      if (!parse_length(value, length) || (have_length && length != content_length)) {
+        return fail(parse_error::bad_content_length);
+      }
+      have_length = true;
+      content_length = length;
+    } else if (equals_ignoring_case(name, "transfer-encoding")) {
+      return fail(parse_error::unsupported_transfer_encoding);
+    } else if (equals_ignoring_case(name, "connection")) {
+      close = close || lists_token(value, "close");
+      keep_alive = keep_alive || lists_token(value, "keep-alive");
+    }
+  }
+  if (content_length > limits.max_body_bytes) {
+    return fail(parse_error::too_large);
+  }
+  out.keep_alive = out.version_minor == 1 ? !close : (keep_alive && !close);
+
+  const std::size_t body_start = head_end + 4;
+  if (input.size() - body_start < content_length) {
+    return {};
+  }
+  out.body = input.substr(body_start, content_length);
+  return {parse_status::complete, parse_error::none, body_start + content_length};
+}
+
+std::string_view describe(parse_error error) noexcept {
+  switch (error) {
+    case parse_error::none:
+      return "no error";
+    case parse_error::bad_request_line:
+      return "malformed request line";
+    case parse_error::bad_method:
+      return "the method is not a token";
+    case parse_error::bad_target:
+      return "the request target is empty or holds a control character";
+    case parse_error::bad_version:
+      return "the version is not HTTP/1.0 or HTTP/1.1";
+    case parse_error::bad_header:
+      return "malformed header line";
+    case parse_error::bad_content_length:
+      return "invalid or conflicting Content-Length";
+    case parse_error::unsupported_transfer_encoding:
+      return "Transfer-Encoding is not supported";
+    case parse_error::too_large:
+      return "the request head or body is over the size limit";
+  }
+  return "unknown error";
+}
+
+}  // namespace canopy::io::http

@@ -1,0 +1,252 @@
+#include "http_server.hpp"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "../coroutine/custom_wait.hpp"
+#include "../coroutine/spawn.hpp"
+#include "../sync/atomics.hpp"
+#include "registration.hpp"
+#include "timer_wait.hpp"
+
+namespace canopy::io::http {
+
+namespace {
+
+struct shared_counters {
+  sync::atomic<std::uint64_t> connections{0};
+  sync::atomic<std::uint64_t> requests{0};
+  sync::atomic<std::uint64_t> bad_requests{0};
+  sync::atomic<std::uint64_t> timeouts{0};
+};
+shared_counters totals;
+
+void add(sync::atomic<std::uint64_t>& counter, std::uint64_t by) noexcept {
+  counter.fetch_add(by, sync::relaxed);
+}
+
+// The bytes that arrived and are not yet answered: [begin, end) of `data`.
+class input_buffer {
+ public:
+  explicit input_buffer(std::size_t capacity) : data_(capacity) {}
+
+  [[nodiscard]] std::string_view pending() const noexcept {
+    return {data_.data() + begin_, end_ - begin_};
+  }
+  void consume(std::size_t count) noexcept {
+    begin_ += count;
+    if (begin_ == end_) {
+      begin_ = end_ = 0;
+    }
+  }
+  // Room to read into: moves the pending bytes to the front when the tail
+  // is short, and grows up to `limit` bytes in all.
+  std::span<std::byte> space(std::size_t limit) {
+    if (data_.size() - end_ < 512 && begin_ > 0) {
+      std::memmove(data_.data(), data_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (end_ == data_.size() && data_.size() < limit) {
+      data_.resize(std::min(limit, data_.size() * 2));
+    }
+    return {reinterpret_cast<std::byte*>(data_.data()) + end_, data_.size() - end_};
+  }
+  void filled(std::size_t count) noexcept { end_ += count; }
+
+ private:
+  std::vector<char> data_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+};
+
+std::string_view reason_of(int status) noexcept {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 408:
+      return "Request Timeout";
+    default:
+      return "Error";
+  }
+}
+
+// Writes `out` (try once without a task frame, then wait for the rest).
+task<bool> flush(tcp_stream& stream, std::string& out) {
+  std::error_code error;
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
+                                         out.size());
+  const std::size_t sent = stream.try_write_some(bytes, error);
+  if (error && error != std::errc::resource_unavailable_try_again) {
+    co_return false;
+  }
+  if (sent < bytes.size()) {
+    error.clear();
+    co_await stream.write_all(bytes.subspan(sent), error);
+    if (error) {
+      co_return false;
+    }
+  }
+  out.clear();
+  co_return true;
+}
+
+// After an error answer: stop sending, then read and drop what the client
+// still sends (bounded in bytes and time) before closing, so that the close
+// does not reset the connection while the answer is still unread (a close
+// with unread input sends RST, which can discard the answer at the client).
+task<void> linger_close(tcp_stream& stream) {
+  stream.shutdown(SHUT_WR);
+  const auto deadline = timer_queue::clock::now() + std::chrono::milliseconds(500);
+  std::byte sink[4096];
+  std::size_t dropped = 0;
+  while (dropped < 65536) {
+    std::error_code error;
+    const std::size_t got = stream.try_read_some(sink, error);
+    if (error == std::errc::resource_unavailable_try_again) {
+      readiness_wait readable_now(stream.reg(), direction::read);
+      const timeout_result<std::error_code> waited =
+          co_await canopy::with_deadline(deadline, readable_now);
+      if (!waited || *waited) {
+        break;
+      }
+      continue;
+    }
+    if (error || got == 0) {
+      break;
+    }
+    dropped += got;
+  }
+}
+
+}  // namespace
+
+void append_response(std::string& out, int status, std::string_view reason,
+                     std::string_view content_type, std::string_view body, bool close) {
+  char number[24];
+  out.append("HTTP/1.1 ");
+  auto [status_end, status_error] = std::to_chars(number, number + sizeof number, status);
+  (void)status_error;
+  out.append(number, status_end);
+  out.push_back(' ');
+  out.append(reason);
+  out.append("\r\nContent-Length: ");
+  auto [length_end, length_error] = std::to_chars(number, number + sizeof number, body.size());
+  (void)length_error;
+  out.append(number, length_end);
+  if (!content_type.empty()) {
+    out.append("\r\nContent-Type: ");
+    out.append(content_type);
+  }
+  if (close) {
+    out.append("\r\nConnection: close");
+  }
+  out.append("\r\n\r\n");
+  out.append(body);
+}
+
+task<void> serve_connection(tcp_stream stream, server_options options, handler respond) {
+  add(totals.connections, 1);
+  const std::size_t buffer_limit = options.limits.max_head_bytes + options.limits.max_body_bytes;
+  input_buffer input(std::min<std::size_t>(4096, buffer_limit));
+  std::string output;
+  request req;
+  // Counted however the connection ends (also when shutdown destroys it).
+  struct tally_on_exit {
+    std::uint64_t served = 0;
+    tally_on_exit() = default;
+    tally_on_exit(const tally_on_exit&) = delete;
+    tally_on_exit& operator=(const tally_on_exit&) = delete;
+    ~tally_on_exit() { add(totals.requests, served); }
+  } tally;
+  auto deadline = timer_queue::clock::now() + options.request_timeout;
+  bool closing = false;
+  for (;;) {
+    // Answer every complete request that arrived, in order.
+    bool answered = false;
+    while (!closing) {
+      const parse_outcome outcome = parse_request(input.pending(), req, options.limits);
+      if (outcome.status == parse_status::incomplete) {
+        break;
+      }
+      if (outcome.status == parse_status::invalid) {
+        add(totals.bad_requests, 1);
+        append_response(output, 400, reason_of(400), "text/plain", describe(outcome.error), true);
+        closing = true;
+        break;
+      }
+      respond(req, output);
+      ++tally.served;
+      answered = true;
+      input.consume(outcome.consumed);
+      closing = !req.keep_alive;
+    }
+    if (!output.empty() && !co_await flush(stream, output)) {
+      break;
+    }
+    if (closing) {
+      if (!input.pending().empty() || !req.keep_alive) {
+        co_await linger_close(stream);
+      }
+      break;
+    }
+    if (answered) {
+      deadline = timer_queue::clock::now() + options.request_timeout;
+    }
+
+    // Read what comes next; wait for it (until the deadline) if nothing has.
+    std::error_code error;
+    const std::size_t got = stream.try_read_some(input.space(buffer_limit), error);
+    if (error == std::errc::resource_unavailable_try_again) {
+      readiness_wait readable_now(stream.reg(), direction::read);
+      const timeout_result<std::error_code> waited =
+          co_await canopy::with_deadline(deadline, readable_now);
+      if (!waited) {
+        add(totals.timeouts, 1);
+        append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
+        if (co_await flush(stream, output)) {
+          co_await linger_close(stream);
+        }
+        break;
+      }
+      if (*waited) {
+        break;  // the registration went away or the socket is in error
+      }
+      continue;
+    }
+    if (error || got == 0) {
+      break;  // reset, or EOF
+    }
+    input.filled(got);
+  }
+  stream.shutdown(SHUT_WR);
+  stream.close();
+}
+
+task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond) {
+  for (;;) {
+    std::error_code error;
+    tcp_stream stream = co_await listener.accept(error);
+    if (error) {
+      if (error == std::errc::too_many_files_open ||
+          error == std::errc::too_many_files_open_in_system ||
+          error == std::errc::no_buffer_space || error == std::errc::connection_aborted) {
+        co_await canopy::sleep_for(std::chrono::milliseconds(10));  // let connections close
+        continue;
+      }
+      co_return error;
+    }
+    canopy::spawn_detached(serve_connection(std::move(stream), options, respond));
+  }
+}
+
+server_counters counters() noexcept {
+  return {totals.connections.load(sync::relaxed), totals.requests.load(sync::relaxed),
+          totals.bad_requests.load(sync::relaxed), totals.timeouts.load(sync::relaxed)};
+}
+
+}  // namespace canopy::io::http

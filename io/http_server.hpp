@@ -1,0 +1,69 @@
+// http_server — HTTP/1.1 connections on canopy::io TCP streams, one
+// coroutine task per connection.
+//
+//   canopy::io::http::server_options options;            // limits, timeout
+//   co_await canopy::io::http::serve_connection(std::move(stream), options, handler);
+//   co_await canopy::io::http::serve(listener, options, handler);  // accept loop
+//
+// Behaviour, per connection:
+//   * keep-alive: requests are read until the client closes, asks for
+//     `Connection: close` (answered, then the connection is closed), or
+//     speaks HTTP/1.0 without keep-alive;
+//   * pipelining: every complete request in what arrived is answered, in
+//     order, and the answers go out in one write;
+//   * a malformed request, or a head / body over the limits: `400 Bad
+//     Request` with `Connection: close`, then the connection is closed;
+//   * a request that does not arrive in full within request_timeout of the
+//     previous answer (or of the accept): `408 Request Timeout` and close —
+//     so a client that sends its headers too slowly, or sits idle, holds a
+//     connection for at most that long;
+//   * I/O errors (reset, EPIPE) end the connection quietly.
+// The handler is called on the worker running the connection; it appends a
+// complete response to `out` (append_response helps).
+//
+// The timeout needs a timer queue on the executor (io/timer_binding.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "../coroutine/task.hpp"
+#include "http_parser.hpp"
+#include "tcp.hpp"
+
+namespace canopy::io::http {
+
+struct server_options {
+  request_limits limits;
+  std::chrono::milliseconds request_timeout{10'000};
+};
+
+// Appends one response to `out`. The request decides whether the response
+// says `Connection: close`.
+using handler = void (*)(const request& req, std::string& out);
+
+// "HTTP/1.1 <status> <reason>" with Content-Length, Content-Type and, if
+// `close`, Connection: close.
+void append_response(std::string& out, int status, std::string_view reason,
+                     std::string_view content_type, std::string_view body, bool close);
+
+// Serves one connection until it ends.
+task<void> serve_connection(tcp_stream stream, server_options options, handler respond);
+
+// Accepts connections forever, each served by a spawned task. Returns (with
+// the error) when accept fails for a reason other than a transient one
+// (ECONNABORTED, EMFILE, ENFILE and ENOBUFS are waited out).
+task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond);
+
+// Counters over every connection served in this process (relaxed).
+struct server_counters {
+  std::uint64_t connections = 0;
+  std::uint64_t requests = 0;
+  std::uint64_t bad_requests = 0;
+  std::uint64_t timeouts = 0;
+};
+[[nodiscard]] server_counters counters() noexcept;
+
+}  // namespace canopy::io::http
