@@ -35,6 +35,9 @@ void executor_config::validate() const {
   if (idle_yield_rounds > 100000) {
     reject("idle_yield_rounds", idle_yield_rounds, "must be in 0..100000");
   }
+  if (driver_poll_interval == 0 || driver_poll_interval > 1000000) {
+    reject("driver_poll_interval", driver_poll_interval, "must be in 1..1000000");
+  }
 }
 
 }  // namespace canopy

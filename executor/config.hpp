@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <thread>
+
+#include "idle_driver.hpp"
 
 namespace canopy {
 
@@ -44,6 +47,14 @@ struct executor_config {
   // Receives exceptions thrown by tasks spawned without a join handle.
   // Default: print the message to stderr. Called on the worker thread.
   std::function<void(std::exception_ptr)> on_detached_exception;
+
+  // What the poller worker waits on besides its futex (executor/idle_driver.hpp),
+  // e.g. a canopy::io::reactor. Null: no poller, every worker parks on its futex.
+  // Shared so that it outlives every task the executor destroys at shutdown.
+  std::shared_ptr<idle_driver> driver;
+  // While no worker is parked as the poller, a busy worker polls the driver
+  // without blocking once per this many tasks (tokio: 61). 1..1000000.
+  std::uint32_t driver_poll_interval = 61;
 
   // Throws std::invalid_argument describing the first invalid field.
   void validate() const;

@@ -37,6 +37,25 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {
   return state;
 }
 
+// The poller's park backend: blocks in the idle driver instead of the futex.
+class driver_park_backend final : public park_backend {
+ public:
+  explicit driver_park_backend(idle_driver& driver) noexcept : driver_(driver) {}
+  bool wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override {
+    // seq_cst: pairs with a waker's claim (also seq_cst) — either we see the
+    // claim here, or the claim happens after and its notify() makes the
+    // driver's wait() return (the driver's contract keeps an early notify).
+    if (word.load(sync::seq_cst) != expected) {
+      return false;
+    }
+    return driver_.wait();
+  }
+  void wake(sync::atomic<std::uint32_t>& /*word*/) noexcept override { driver_.notify(); }
+
+ private:
+  idle_driver& driver_;
+};
+
 }  // namespace
 
 worker_context* current_worker() noexcept { return this_thread_worker; }
@@ -52,6 +71,10 @@ executor_core::executor_core(executor_config config)
       external_caches_(std::make_unique<external_spawn_cache[]>(external_cache_count)) {
   for (std::size_t index = 0; index < external_cache_count; ++index) {
     external_caches_[index].next_partition = index % config_.worker_count;
+  }
+  if (config_.driver != nullptr) {
+    poller_backend_ = std::make_unique<driver_park_backend>(*config_.driver);
+    sleep_.set_poller_backend(poller_backend_.get());
   }
   const std::size_t workers = config_.worker_count;
   workers_.reserve(workers);
@@ -454,6 +477,7 @@ void executor_core::worker_main(std::size_t index) {
   while (!stopping_.load(sync::acquire)) {
     if (find_task(self, slot)) {
       run_task(self, slot);
+      poll_driver_if_due(self);
       continue;
     }
     // Out of work: return reserved spawn slots so that a spawner blocked at
@@ -469,6 +493,9 @@ void executor_core::worker_main(std::size_t index) {
         break;
       }
       const idle_report report = sleep_.no_work_found(index, idle, *this);
+      if (report.holds_poller) {
+        dispatch_as_poller();
+      }
       if (report.parked) {
         worker_counters::bump(self.counters.spurious_wakeups, report.spurious_wakeups);
         switch (report.reason) {
@@ -481,6 +508,7 @@ void executor_core::worker_main(std::size_t index) {
           case wake_reason::shutdown:
             worker_counters::bump(self.counters.wakes_by_shutdown);
             break;
+          case wake_reason::io:  // the poller woke itself: counted in the reactor's stats
           case wake_reason::none:
             break;
         }
@@ -491,6 +519,23 @@ void executor_core::worker_main(std::size_t index) {
     }
   }
   this_thread_worker = nullptr;
+}
+
+void executor_core::poll_driver_if_due(worker_state& self) noexcept {
+  if (poller_backend_ == nullptr || ++self.since_driver_poll < config_.driver_poll_interval) {
+    return;
+  }
+  self.since_driver_poll = 0;
+  // Only while no worker holds the poller role: a parked poller is woken by
+  // readiness itself, and one dispatching is about to poll anyway.
+  if (sleep_.try_take_poller()) {
+    dispatch_as_poller();
+  }
+}
+
+void executor_core::dispatch_as_poller() noexcept {
+  config_.driver->dispatch();
+  sleep_.release_poller();
 }
 
 bool executor_core::take_yielded(worker_state& self, std::uint32_t& slot) {

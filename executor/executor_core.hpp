@@ -23,6 +23,7 @@
 #include "../sync/atomics.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "idle_driver.hpp"
 #include "stats.hpp"
 #include "task_arena.hpp"
 #include "task_slot.hpp"
@@ -109,6 +110,9 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] const executor_config& config() const noexcept { return config_; }
   [[nodiscard]] bool is_worker_thread() const noexcept;
 
+  // The driver the poller worker waits on (executor_config::driver), or null.
+  [[nodiscard]] idle_driver* driver() const noexcept { return config_.driver.get(); }
+
   // Internal, for tests: the protocol objects.
   summary_tree& tree() noexcept { return tree_; }
   sleep_module& sleep() noexcept { return sleep_; }
@@ -126,6 +130,7 @@ class executor_core final : private sleep_probe {
     std::uint64_t random = 0;             // xorshift state for steal start points
     task_arena::reservation spawn_slots;  // slots for this worker's spawns
     std::uint32_t lifo_streak = 0;        // tasks run from the LIFO slot in a row
+    std::uint32_t since_driver_poll = 0;  // tasks run since this worker last polled the driver
     // The LIFO slot: the task this worker spawned or woke last, run next
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
@@ -178,6 +183,10 @@ class executor_core final : private sleep_probe {
   bool is_quiescent() noexcept;
   void destroy_leftovers();
 
+  // The poller role's driver calls (executor/idle_driver.hpp).
+  void poll_driver_if_due(worker_state& self) noexcept;
+  void dispatch_as_poller() noexcept;
+
   // sleep_probe
   bool must_stay_awake(std::size_t worker) noexcept override;
   void about_to_block(std::size_t worker) noexcept override;
@@ -186,6 +195,10 @@ class executor_core final : private sleep_probe {
   summary_tree tree_;
   task_arena arena_;
   sleep_module sleep_;
+  // Adapts config_.driver to the park_backend the poller parks on (null
+  // without a driver). Declared before workers_; the workers are joined in
+  // shutdown(), before any member is destroyed.
+  std::unique_ptr<park_backend> poller_backend_;
   std::vector<std::unique_ptr<worker_state>> workers_;
   std::unique_ptr<external_spawn_cache[]> external_caches_;
 

@@ -8,8 +8,9 @@ namespace canopy {
 
 #ifdef CANOPY_MODEL_CHECK
 // Model-checking build: parking is a state of the checker's logical thread.
-void futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
+bool futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
   model::park_on(&word, expected, word.peek());
+  return false;
 }
 void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept {
   model::unpark_on(&word);
@@ -23,11 +24,12 @@ long futex(sync::atomic<std::uint32_t>& word, int operation, std::uint32_t value
 }
 }  // namespace
 
-void futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
+bool futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
   // The kernel compares the word with `expected` under its own lock, so a
   // wake() that changed the word first makes this return at once (EAGAIN).
   // EINTR and spurious returns are allowed by the contract; callers loop.
   futex(word, FUTEX_WAIT_PRIVATE, expected);
+  return false;
 }
 
 void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept {

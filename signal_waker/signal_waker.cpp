@@ -6,6 +6,7 @@ namespace canopy {
 
 signal_waker::signal_waker(std::size_t max_partition_leaves, park_backend& backend)
     : backend_(backend),
+      active_backend_(&backend),
       summary_words_((max_partition_leaves + summary_tree::bits_per_word - 1) /
                      summary_tree::bits_per_word),
       partition_summary_(std::make_unique<sync::atomic<std::uint64_t>[]>(
@@ -35,11 +36,26 @@ bool signal_waker::sync_partition_summary(const summary_tree& tree, std::size_t 
   return any;
 }
 
-std::uint32_t signal_waker::park() noexcept {
+std::uint32_t signal_waker::park(bool* self_claimed) noexcept {
   std::uint32_t spurious = 0;
+  if (self_claimed != nullptr) {
+    *self_claimed = false;
+  }
+  park_backend& backend = *active_backend_.load(sync::relaxed);
   for (;;) {
-    backend_.wait(latch_.word(), sleep_latch::sleeping);
+    const bool own_reason = backend.wait(latch_.word(), sleep_latch::sleeping);
     if (latch_.load() != sleep_latch::sleeping) {
+      return spurious;
+    }
+    if (own_reason) {
+      // The same claim a waker makes; whoever wins owes the bookkeeping.
+      // wake_reason_ is only a statistic, so a losing waker's store is fine.
+      if (latch_.claim_sleeper()) {
+        wake_reason_.store(static_cast<std::uint32_t>(wake_reason::io), sync::relaxed);
+        if (self_claimed != nullptr) {
+          *self_claimed = true;
+        }
+      }
       return spurious;
     }
     ++spurious;

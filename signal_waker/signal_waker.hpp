@@ -9,9 +9,13 @@
 // tree's leaf words by sync_partition_summary() before the worker parks.
 //
 // Parking: the worker blocks on its sleep_latch word through a park_backend
-// (futex today, epoll later). A waker claims the latch (SLEEPING -> SET),
-// records why it woke the worker, then calls unpark(); the claim is what
-// makes exactly one waker responsible for each park.
+// (the futex, or the poller backend for the one worker holding the poller
+// role: use_backend()). A waker claims the latch (SLEEPING -> SET), records
+// why it woke the worker, then calls unpark(); the claim is what makes
+// exactly one waker responsible for each park. A poller backend that
+// collected I/O readiness or reached a timer deadline makes the parked
+// worker claim its own latch (wake_reason::io): then the worker, not a
+// waker, owes the sleeper bookkeeping.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +29,7 @@
 
 namespace canopy {
 
-enum class wake_reason : std::uint32_t { none = 0, permit = 1, jec = 2, shutdown = 3 };
+enum class wake_reason : std::uint32_t { none = 0, permit = 1, jec = 2, shutdown = 3, io = 4 };
 
 class signal_waker {
  public:
@@ -54,16 +58,32 @@ class signal_waker {
   // ---- parking ----
   sleep_latch& latch() noexcept { return latch_; }
 
+  // Owner, before its latch goes SLEEPY -> SLEEPING: which backend the next
+  // park blocks on (null: the default one given at construction).
+  void use_backend(park_backend* backend) noexcept {
+    // relaxed: the owner's seq_cst fall_asleep() CAS follows, and a waker
+    // reads this only after its claim CAS read SLEEPING from that CAS.
+    active_backend_.store(backend == nullptr ? &backend_ : backend, sync::relaxed);
+  }
+  // A hint for wakers choosing whom to wake: true while this worker's last
+  // park went through a backend other than the default (the poller).
+  [[nodiscard]] bool parks_on_other_backend() const noexcept {
+    return active_backend_.load(sync::relaxed) != &backend_;
+  }
+
   // Owner: block until the latch leaves SLEEPING. Returns the number of
-  // spurious returns from the backend (woken while still SLEEPING).
-  std::uint32_t park() noexcept;
+  // spurious returns from the backend (woken while still SLEEPING). If the
+  // backend reported a reason of its own, the owner claims its latch itself
+  // (SLEEPING -> SET, wake reason io) and sets *self_claimed: it then owes
+  // the sleeper bookkeeping that a waker's claim would have done.
+  std::uint32_t park(bool* self_claimed = nullptr) noexcept;
 
   // Waker: claim a parked worker (SLEEPING -> SET). On success the caller
   // owns the sleeper bookkeeping and must call unpark().
   [[nodiscard]] bool claim(wake_reason reason) noexcept;
 
   // Waker: wake the worker it claimed, or force-wake for shutdown.
-  void unpark() noexcept { backend_.wake(latch_.word()); }
+  void unpark() noexcept { active_backend_.load(sync::relaxed)->wake(latch_.word()); }
   // Any thread: set the latch whatever its state; unpark if it was parked.
   // Returns whether the worker was SLEEPING.
   bool force_wake(wake_reason reason) noexcept;
@@ -80,6 +100,7 @@ class signal_waker {
   // after observing the latch leave SLEEPING (acquire), so relaxed suffices.
   sync::atomic<std::uint32_t> wake_reason_{0};
   park_backend& backend_;
+  sync::atomic<park_backend*> active_backend_;
   std::size_t summary_words_;
   std::unique_ptr<sync::atomic<std::uint64_t>[]> partition_summary_;
 };

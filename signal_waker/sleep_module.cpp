@@ -99,11 +99,18 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
     }
   }
   permits_.add_sleeper();
+  // The poller role, if free: park on the poller backend (epoll) instead of
+  // the futex. Chosen before SLEEPING so a claiming waker unparks the right way.
+  const bool polling = poller_backend_ != nullptr && try_take_poller();
+  waker.use_backend(polling ? poller_backend_ : nullptr);
   if (!latch.fall_asleep()) {
     // Only a forced wake (shutdown) sets a SLEEPY latch; it saw no SLEEPING
     // latch, so the bookkeeping is ours.
     forget_sleeper();
     latch.reset();
+    if (polling) {
+      release_poller();
+    }
     idle.rounds = 0;
     return {};
   }
@@ -118,13 +125,21 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
       forget_sleeper();
     }  // else a waker claimed us first and did the bookkeeping
     latch.reset();
+    if (polling) {
+      release_poller();
+    }
     idle.rounds = 0;
     return {};
   }
   probe.about_to_block(worker);
   idle_report report;
   const auto parked_at = std::chrono::steady_clock::now();
-  report.spurious_wakeups = waker.park();
+  bool self_claimed = false;
+  report.spurious_wakeups = waker.park(&self_claimed);
+  if (self_claimed) {
+    forget_sleeper();  // the poller woke itself: no waker did this for us
+  }
+  report.holds_poller = polling;
   idle.spin.parked(std::chrono::steady_clock::now() - parked_at);
   idle.parked = true;
   idle.spin_rounds = idle.spin.rounds_to_spin(yield_rounds_);
@@ -159,12 +174,20 @@ std::uint32_t sleep_module::wake_any(std::uint32_t count, wake_reason reason) no
   const std::size_t workers = wakers_.size();
   const std::size_t start = wake_cursor_.fetch_add(1, sync::relaxed) % workers;
   std::uint32_t woken = 0;
-  for (std::size_t step = 0; step < workers && woken < count; ++step) {
-    signal_waker& waker = *wakers_[(start + step) % workers];
-    if (waker.claim(reason)) {
-      forget_sleeper(reason);
-      waker.unpark();
-      ++woken;
+  // Pass 0 skips the poller (a hint), so that it stays in epoll_wait while
+  // futex sleepers take the work; pass 1 takes whoever is left.
+  const int passes = poller_backend_ != nullptr ? 2 : 1;
+  for (int pass = passes == 2 ? 0 : 1; pass < 2 && woken < count; ++pass) {
+    for (std::size_t step = 0; step < workers && woken < count; ++step) {
+      signal_waker& waker = *wakers_[(start + step) % workers];
+      if (pass == 0 && waker.parks_on_other_backend()) {
+        continue;
+      }
+      if (waker.claim(reason)) {
+        forget_sleeper(reason);
+        waker.unpark();
+        ++woken;
+      }
     }
   }
   return woken;

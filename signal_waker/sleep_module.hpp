@@ -19,6 +19,14 @@
 //      f. seq_cst fence, then take an outstanding permit or probe once more;
 //         if either succeeds, abort (SLEEPING -> UNSET, undo c and d);
 //      g. block on the latch word until a waker claims it (SLEEPING -> SET).
+// Poller role (when the executor has an idle driver): between c and e the
+// worker takes the one poller token if it is free and then blocks in step g
+// on the poller backend (epoll_wait) instead of the futex; a waker's unpark
+// then writes the poller's eventfd. If the backend returns with readiness
+// or a due timer, the worker claims its own latch and does the bookkeeping
+// a waker would have done. It keeps the token until the executor has
+// dispatched what the poller collected (release_poller()). Wakers prefer
+// futex sleepers, so the poller stays in epoll_wait while others can work.
 // A poster calls wake_for_permits(n) when the tree granted n permits, and
 // new_jobs(n) otherwise (the JEC path). A waker that claims a sleeper's latch
 // — not the sleeper — decrements the sleeping count and the semaphore's
@@ -63,6 +71,7 @@ struct idle_report {
   bool parked = false;  // the worker blocked and was woken
   wake_reason reason = wake_reason::none;
   std::uint32_t spurious_wakeups = 0;
+  bool holds_poller = false;  // parked as the poller: dispatch, then release_poller()
 };
 
 class sleep_module {
@@ -93,6 +102,21 @@ class sleep_module {
   // sleepers only if fewer workers are awake and idle than there are jobs.
   std::uint32_t new_jobs(std::uint32_t jobs) noexcept;
 
+  // Before workers start: the backend the poller parks on (null: none).
+  void set_poller_backend(park_backend* backend) noexcept { poller_backend_ = backend; }
+  [[nodiscard]] bool has_poller() const noexcept { return poller_backend_ != nullptr; }
+  // The poller token: held by at most one worker, parked on the poller
+  // backend or dispatching/polling without blocking. Any worker.
+  [[nodiscard]] bool try_take_poller() noexcept {
+    // acquire: pairs with release_poller(), so the previous holder's use of
+    // the driver's buffers happens-before ours.
+    return !poller_taken_.load(sync::relaxed) && !poller_taken_.exchange(true, sync::acquire);
+  }
+  void release_poller() noexcept {
+    // release: pairs with try_take_poller()'s acquire exchange.
+    poller_taken_.store(false, sync::release);
+  }
+
   // Shutdown: set every latch; unpark the parked ones.
   void wake_all_for_shutdown() noexcept;
 
@@ -119,6 +143,8 @@ class sleep_module {
   permit_semaphore& permits_;
   atomic_counters counters_;
   std::unique_ptr<park_backend> backend_;
+  park_backend* poller_backend_ = nullptr;
+  alignas(sync::cache_line) sync::atomic<bool> poller_taken_{false};
   std::vector<std::unique_ptr<signal_waker>> wakers_;
   std::unique_ptr<padded_epoch[]> park_epochs_;
   // Where the next wake scan starts, so wakes spread over workers. A hint only.

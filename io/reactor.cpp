@@ -1,0 +1,472 @@
+#include "reactor.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <stdexcept>
+
+namespace canopy::io {
+
+namespace {
+
+constexpr std::uint32_t error_events = EPOLLERR | EPOLLHUP;
+constexpr std::uint32_t read_events = EPOLLIN | EPOLLRDHUP | EPOLLPRI | error_events;
+constexpr std::uint32_t write_events = EPOLLOUT | error_events;
+
+std::uint64_t cookie_of(std::uint32_t slot, std::uint32_t generation) noexcept {
+  return (std::uint64_t{slot} << 32) | generation;
+}
+
+}  // namespace
+
+// One registration. Everything but the generation check is guarded by `lock`.
+struct reactor::entry {
+  std::mutex lock;
+  std::uint32_t generation = 1;
+  bool live = false;
+  int fd = -1;
+  bool ready[2] = {false, false};
+  bool error = false;
+  std::uint64_t tick = 0;  // events delivered to this registration
+  waker waiters[2];        // one per direction; invalid when none
+  waker persistent;        // woken on every edge (callback registrations)
+  std::uint32_t pending_events = 0;
+};
+
+reactor::reactor() : chunks_(std::make_unique<sync::atomic<entry*>[]>(max_chunks)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) {
+    throw std::system_error(errno, std::system_category(), "canopy::io::reactor: epoll_create1");
+  }
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) {
+    const int saved = errno;
+    ::close(epoll_fd_);
+    throw std::system_error(saved, std::system_category(), "canopy::io::reactor: eventfd");
+  }
+  // Level-triggered: a notify() that lands before the poller's epoll_wait,
+  // or between its drain and its latch check, keeps the eventfd readable, so
+  // the next epoll_wait returns at once (docs/architecture.md, the poller).
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = wake_cookie;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &event) != 0) {
+    const int saved = errno;
+    ::close(event_fd_);
+    ::close(epoll_fd_);
+    throw std::system_error(saved, std::system_category(), "canopy::io::reactor: epoll_ctl");
+  }
+}
+
+reactor::~reactor() {
+  for (std::size_t chunk = 0; chunk < max_chunks; ++chunk) {
+    delete[] chunks_[chunk].load(sync::relaxed);
+  }
+  ::close(event_fd_);
+  ::close(epoll_fd_);
+}
+
+reactor* reactor::of(executor_core& core) noexcept { return dynamic_cast<reactor*>(core.driver()); }
+
+reactor& reactor::of(executor& pool) {
+  reactor* found = of(pool.core());
+  if (found == nullptr) {
+    throw std::logic_error(
+        "canopy::io::reactor::of: this executor has no reactor (set executor_config::driver, "
+        "e.g. with canopy::io::with_reactor)");
+  }
+  return *found;
+}
+
+reactor& reactor::current() {
+  worker_context* worker = current_worker();
+  if (worker == nullptr || worker->core == nullptr) {
+    throw std::logic_error(
+        "canopy::io::reactor::current() called outside a task (pass a reactor explicitly)");
+  }
+  reactor* found = of(*worker->core);
+  if (found == nullptr) {
+    throw std::logic_error(
+        "canopy::io: the executor running this task has no reactor (set executor_config::driver, "
+        "e.g. with canopy::io::with_reactor)");
+  }
+  return *found;
+}
+
+executor_config with_reactor(executor_config config) {
+  config.driver = std::make_shared<reactor>();
+  return config;
+}
+
+reactor::entry* reactor::find(std::uint32_t slot) const noexcept {
+  // acquire: pairs with the release store that published the chunk in add().
+  entry* chunk = chunks_[slot >> chunk_bits].load(sync::acquire);
+  return chunk == nullptr ? nullptr : &chunk[slot & (chunk_size - 1)];
+}
+
+reactor::registration_id reactor::add(int fd, interest what, std::error_code& error,
+                                      bool assume_ready) noexcept {
+  error.clear();
+  if (fd < 0) {
+    error = std::make_error_code(std::errc::bad_file_descriptor);
+    return {};
+  }
+  std::uint32_t slot = 0;
+  {
+    const std::lock_guard guard(slots_mutex_);
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      if (slot_count_ == max_chunks * chunk_size) {
+        error = std::make_error_code(std::errc::too_many_files_open);
+        return {};
+      }
+      slot = slot_count_;
+      if ((slot & (chunk_size - 1)) == 0) {
+        entry* chunk = new (std::nothrow) entry[chunk_size];
+        if (chunk == nullptr) {
+          error = std::make_error_code(std::errc::not_enough_memory);
+          return {};
+        }
+        // release: pairs with find()'s acquire load on the poller thread.
+        chunks_[slot >> chunk_bits].store(chunk, sync::release);
+      }
+      ++slot_count_;
+    }
+  }
+  entry& target = *find(slot);
+  std::unique_lock guard(target.lock);
+  target.live = true;
+  target.fd = fd;
+  // Optimistic: a fresh registration is "ready" in both directions; the
+  // first operation's EAGAIN clears what is not.
+  target.ready[0] = target.ready[1] = assume_ready;
+  target.error = false;
+  target.pending_events = 0;
+  const registration_id id{slot, target.generation};
+  epoll_event event{};
+  event.events = EPOLLET | EPOLLRDHUP;
+  if ((static_cast<unsigned>(what) & static_cast<unsigned>(interest::readable)) != 0) {
+    event.events |= EPOLLIN;
+  }
+  if ((static_cast<unsigned>(what) & static_cast<unsigned>(interest::writable)) != 0) {
+    event.events |= EPOLLOUT;
+  }
+  event.data.u64 = cookie_of(slot, id.generation);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+    error = std::error_code(errno, std::system_category());
+    target.live = false;
+    target.fd = -1;
+    ++target.generation;
+    guard.unlock();
+    const std::lock_guard slots(slots_mutex_);
+    free_slots_.push_back(slot);
+    return {};
+  }
+  return id;
+}
+
+void reactor::remove(registration_id id) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return;
+  }
+  waker woken[3];
+  {
+    const std::lock_guard guard(target->lock);
+    if (!target->live || target->generation != id.generation) {
+      return;
+    }
+    // The descriptor may already be closed by its owner (EBADF): then the
+    // kernel already dropped it from the set, which is what DEL wants.
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, target->fd, nullptr);
+    target->live = false;
+    target->fd = -1;
+    // A new generation: events still queued with the old cookie, and a
+    // dispatch that read one just before we took the lock, are dropped.
+    ++target->generation;
+    woken[0] = target->waiters[0];
+    woken[1] = target->waiters[1];
+    woken[2] = target->persistent;
+    target->waiters[0] = target->waiters[1] = target->persistent = waker{};
+  }
+  {
+    const std::lock_guard slots(slots_mutex_);
+    free_slots_.push_back(id.slot);
+  }
+  // Their tasks re-check and see wait_status::closed.
+  for (const waker& each : woken) {
+    each.wake();
+  }
+}
+
+wait_status reactor::ready_or_arm(registration_id id, direction which, const waker& waiter,
+                                  std::uint64_t& tick) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return wait_status::closed;
+  }
+  const std::lock_guard guard(target->lock);
+  if (!target->live || target->generation != id.generation) {
+    return wait_status::closed;
+  }
+  const auto index = static_cast<std::size_t>(which);
+  if (target->ready[index]) {
+    tick = target->tick;
+    return wait_status::ready;
+  }
+  target->waiters[index] = waiter;
+  return wait_status::armed;
+}
+
+wait_status reactor::peek(registration_id id, direction which) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return wait_status::closed;
+  }
+  const std::lock_guard guard(target->lock);
+  if (!target->live || target->generation != id.generation) {
+    return wait_status::closed;
+  }
+  return target->ready[static_cast<std::size_t>(which)] ? wait_status::ready : wait_status::armed;
+}
+
+std::uint64_t reactor::tick(registration_id id) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return 0;
+  }
+  const std::lock_guard guard(target->lock);
+  return target->generation == id.generation ? target->tick : 0;
+}
+
+void reactor::clear_ready(registration_id id, direction which, std::uint64_t tick) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return;
+  }
+  const std::lock_guard guard(target->lock);
+  if (target->live && target->generation == id.generation && target->tick == tick) {
+    target->ready[static_cast<std::size_t>(which)] = false;
+  }
+}
+
+void reactor::disarm(registration_id id, direction which) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return;
+  }
+  const std::lock_guard guard(target->lock);
+  if (target->generation == id.generation) {
+    target->waiters[static_cast<std::size_t>(which)] = waker{};
+  }
+}
+
+bool reactor::has_error(registration_id id) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return false;
+  }
+  const std::lock_guard guard(target->lock);
+  return target->generation == id.generation && target->error;
+}
+
+bool reactor::set_persistent_waker(registration_id id, const waker& waiter) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return false;
+  }
+  const std::lock_guard guard(target->lock);
+  if (!target->live || target->generation != id.generation) {
+    return false;
+  }
+  target->persistent = waiter;
+  return true;
+}
+
+std::uint32_t reactor::take_events(registration_id id, bool& live) noexcept {
+  live = false;
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return 0;
+  }
+  const std::lock_guard guard(target->lock);
+  if (!target->live || target->generation != id.generation) {
+    return 0;
+  }
+  live = true;
+  const std::uint32_t events = target->pending_events;
+  target->pending_events = 0;
+  return events;
+}
+
+bool reactor::has_pending_events(registration_id id) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return true;
+  }
+  const std::lock_guard guard(target->lock);
+  return !target->live || target->generation != id.generation || target->pending_events != 0;
+}
+
+void reactor::set_deadline_source(deadline_source* source) noexcept {
+  // release: the source's construction happens-before the poller's acquire load.
+  deadlines_.store(source, sync::release);
+  notify();  // the poller recomputes its timeout
+}
+
+void reactor::deliver(const epoll_event& event) noexcept {
+  const std::uint64_t cookie = event.data.u64;
+  if (cookie == wake_cookie) {
+    drain_eventfd();
+    return;
+  }
+  const auto slot = static_cast<std::uint32_t>(cookie >> 32);
+  const auto generation = static_cast<std::uint32_t>(cookie & 0xffffffffU);
+  entry* target = find(slot);
+  if (target == nullptr) {
+    return;
+  }
+  waker woken[3];
+  {
+    const std::lock_guard guard(target->lock);
+    if (!target->live || target->generation != generation) {
+      return;  // stale: removed (and maybe re-registered) since the event was queued
+    }
+    ++target->tick;
+    target->pending_events |= event.events;
+    if ((event.events & error_events) != 0) {
+      target->error = true;
+    }
+    if ((event.events & read_events) != 0) {
+      target->ready[0] = true;
+      woken[0] = target->waiters[0];
+      target->waiters[0] = waker{};
+    }
+    if ((event.events & write_events) != 0) {
+      target->ready[1] = true;
+      woken[1] = target->waiters[1];
+      target->waiters[1] = waker{};
+    }
+    woken[2] = target->persistent;
+  }
+  events_.fetch_add(1, sync::relaxed);
+  for (const waker& each : woken) {
+    each.wake();
+  }
+}
+
+void reactor::drain_eventfd() noexcept {
+  std::uint64_t count = 0;
+  // EAGAIN (already drained) is fine: the eventfd is non-blocking.
+  [[maybe_unused]] const ssize_t got = ::read(event_fd_, &count, sizeof count);
+}
+
+int reactor::epoll_wait_until(
+    std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
+  using namespace std::chrono;
+  int timeout_ms = -1;
+  timespec timeout{};
+  const timespec* timeout_ptr = nullptr;
+  if (deadline) {
+    const auto left = *deadline - steady_clock::now();
+    const auto ns = left.count() <= 0 ? nanoseconds{0} : duration_cast<nanoseconds>(left);
+    timeout.tv_sec = static_cast<time_t>(ns.count() / 1000000000);
+    timeout.tv_nsec = static_cast<long>(ns.count() % 1000000000);
+    timeout_ptr = &timeout;
+    // Fallback: round up so that a sleep never ends early.
+    timeout_ms = static_cast<int>(std::min<std::int64_t>((ns.count() + 999999) / 1000000, 1 << 30));
+  }
+  if (have_pwait2_) {
+    const int count = epoll_pwait2(epoll_fd_, collected_.data(), max_events, timeout_ptr, nullptr);
+    if (count >= 0 || errno != ENOSYS) {
+      return count;
+    }
+    have_pwait2_ = false;
+  }
+  return epoll_wait(epoll_fd_, collected_.data(), max_events, timeout_ms);
+}
+
+bool reactor::wait() noexcept {
+  if (collected_count_ > 0 || deadline_due_) {
+    return true;  // not dispatched yet (a notify made park() call us again)
+  }
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // acquire: pairs with set_deadline_source().
+  deadline_source* source = deadlines_.load(sync::acquire);
+  if (source != nullptr) {
+    deadline = source->next_deadline();
+  }
+  blocking_waits_.fetch_add(1, sync::relaxed);
+  const int count = epoll_wait_until(deadline);
+  if (count < 0) {
+    return false;  // EINTR: park() re-checks its latch and calls again
+  }
+  if (count == 0) {
+    deadline_due_ = deadline.has_value();
+    return deadline_due_;
+  }
+  // Keep only registration events; the eventfd is drained here so that a
+  // notify() that landed before this wait is consumed exactly once.
+  int kept = 0;
+  for (int index = 0; index < count; ++index) {
+    if (collected_[index].data.u64 == wake_cookie) {
+      drain_eventfd();
+    } else {
+      collected_[kept++] = collected_[index];
+    }
+  }
+  collected_count_ = kept;
+  if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+    deadline_due_ = true;
+  }
+  return collected_count_ > 0 || deadline_due_;
+}
+
+void reactor::notify() noexcept {
+  notifies_.fetch_add(1, sync::relaxed);
+  const std::uint64_t one = 1;
+  // EAGAIN only if the counter would overflow: it is readable either way.
+  [[maybe_unused]] const ssize_t put = ::write(event_fd_, &one, sizeof one);
+}
+
+std::size_t reactor::dispatch() noexcept {
+  std::size_t delivered = 0;
+  const int collected = collected_count_;
+  collected_count_ = 0;
+  for (int index = 0; index < collected; ++index) {
+    deliver(collected_[index]);
+  }
+  delivered += static_cast<std::size_t>(collected);
+  polls_.fetch_add(1, sync::relaxed);
+  const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);
+  for (int index = 0; index < count; ++index) {
+    deliver(collected_[index]);
+  }
+  delivered += count > 0 ? static_cast<std::size_t>(count) : 0;
+  deadline_due_ = false;
+  // acquire: pairs with set_deadline_source().
+  if (deadline_source* source = deadlines_.load(sync::acquire); source != nullptr) {
+    const std::size_t fired = source->expire(std::chrono::steady_clock::now());
+    if (fired != 0) {
+      deadline_fires_.fetch_add(1, sync::relaxed);
+    }
+    delivered += fired;
+  }
+  return delivered;
+}
+
+reactor_stats reactor::stats() const noexcept {
+  reactor_stats result;
+  result.blocking_waits = blocking_waits_.load(sync::relaxed);
+  result.polls = polls_.load(sync::relaxed);
+  result.events = events_.load(sync::relaxed);
+  result.notifies = notifies_.load(sync::relaxed);
+  result.deadlines = deadline_fires_.load(sync::relaxed);
+  return result;
+}
+
+}  // namespace canopy::io

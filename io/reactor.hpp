@@ -1,0 +1,192 @@
+// reactor — the epoll reactor (edge-triggered) behind canopy::io, and the
+// executor's idle driver: the worker holding the poller role parks in
+// epoll_wait here instead of on its futex (executor/idle_driver.hpp).
+//
+// io/ sits above executor/, coroutine/ and fiber/; nothing below includes it.
+// An executor gets a reactor through its config:
+//
+//   auto reactor = std::make_shared<canopy::io::reactor>();
+//   canopy::executor_config config;
+//   config.driver = reactor;                 // or canopy::io::with_reactor(config)
+//   canopy::executor pool(config);
+//
+// Registrations. A descriptor is registered once (EPOLLET with the interest
+// set, plus EPOLLRDHUP); each registration lives in a slot with a generation,
+// and the epoll cookie carries (slot, generation), so an event for a
+// registration that was removed — its slot reused, its descriptor number
+// reused — is recognised as stale and dropped. Readiness is kept per
+// direction (read, write) with a tick that counts events; an operation that
+// got EAGAIN clears its direction only if no event arrived since it looked
+// (clear_ready(tick)), so an edge that lands between the syscall and the
+// clear is never lost. Error and hang-up (EPOLLERR, EPOLLHUP) make both
+// directions ready with the error flag set; the next syscall reports the
+// actual error.
+//
+// Waiting: a waiter stores its task's waker in the registration
+// (ready_or_arm); the poller's dispatch takes the stored wakers of every
+// direction an event made ready and wakes them after unlocking. A stale
+// waker (its task finished) is a no-op (the task slot's own generation).
+//
+// Threads: every member may be called from any thread. remove() may race
+// with a dispatch of the same registration: each registration's state is
+// guarded by its own mutex, slots are never freed while the reactor lives,
+// and after remove() returns no waker stored in it is woken again.
+// The reactor must outlive every registration (executor_config::driver
+// holds it by shared_ptr, and the executor destroys its tasks, which own
+// their registrations, before it releases the config).
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <vector>
+
+#include "../coroutine/waker.hpp"
+#include "../executor/config.hpp"
+#include "../executor/executor.hpp"
+#include "../executor/idle_driver.hpp"
+#include "../sync/atomics.hpp"
+
+namespace canopy::io {
+
+enum class interest : std::uint8_t { readable = 1, writable = 2, both = 3 };
+enum class direction : std::uint8_t { read = 0, write = 1 };
+
+// What ready_or_arm() found.
+enum class wait_status : std::uint8_t {
+  ready,   // the direction is ready (or in error): try the operation
+  armed,   // not ready: the waker is stored and will be woken on the next edge
+  closed,  // the registration was removed: errc::operation_canceled
+};
+
+struct reactor_stats {
+  std::uint64_t blocking_waits = 0;  // epoll_wait calls that could block (poller parked)
+  std::uint64_t polls = 0;           // non-blocking polls (dispatch)
+  std::uint64_t events = 0;          // readiness events delivered to registrations
+  std::uint64_t notifies = 0;        // eventfd writes (a waker unparking the poller)
+  std::uint64_t deadlines = 0;       // deadline_source expiries that fired something
+};
+
+class reactor final : public idle_driver {
+ public:
+  // Throws std::system_error if epoll or the eventfd cannot be created.
+  reactor();
+  ~reactor() override;
+
+  // The reactor of the executor running the calling task. Throws
+  // std::logic_error outside a task, or if its executor has no reactor.
+  static reactor& current();
+  // The reactor of `pool` (its executor_config::driver). Throws
+  // std::logic_error if it has none.
+  static reactor& of(executor& pool);
+  static reactor* of(executor_core& core) noexcept;
+
+  // ---- registrations (any thread) ----
+  struct registration_id {
+    std::uint32_t slot = 0;
+    std::uint32_t generation = 0;
+  };
+  // Register `fd` with `what`. Errors: errc::bad_file_descriptor (invalid or
+  // closed fd), errc::file_exists (already registered with this reactor),
+  // errc::operation_not_permitted (a regular file or other descriptor epoll
+  // cannot watch), errc::too_many_files_open (registration slots exhausted).
+  // `assume_ready`: start with both directions ready (the first operation's
+  // EAGAIN corrects it), else not ready (the ADD's own edge reports them).
+  registration_id add(int fd, interest what, std::error_code& error,
+                      bool assume_ready = true) noexcept;
+  // Remove a registration: epoll_ctl(DEL), wake its waiters (they see
+  // wait_status::closed). Idempotent; a stale id is a no-op. After it
+  // returns, nothing stored in the registration is woken again.
+  void remove(registration_id id) noexcept;
+
+  // If `which` is ready (or in error), returns ready with *tick set;
+  // otherwise stores `waiter` (replacing a previous one) and returns armed.
+  wait_status ready_or_arm(registration_id id, direction which, const waker& waiter,
+                           std::uint64_t& tick) noexcept;
+  // The operation got EAGAIN after seeing `tick`: clear `which` unless an
+  // event arrived since.
+  void clear_ready(registration_id id, direction which, std::uint64_t tick) noexcept;
+  // Whether `which` is ready (or in error), without arming; closed for a
+  // removed registration.
+  wait_status peek(registration_id id, direction which) noexcept;
+  // The registration's event counter (0 for a stale id).
+  std::uint64_t tick(registration_id id) noexcept;
+  // Forget the stored waiter for `which` (a wait that ended without an edge).
+  void disarm(registration_id id, direction which) noexcept;
+  // Whether the last event reported EPOLLERR or EPOLLHUP.
+  [[nodiscard]] bool has_error(registration_id id) noexcept;
+
+  // A waker woken on every edge of the registration, never consumed
+  // (callback registrations), and the events accumulated since the last
+  // take_events(). Returns false for a stale id.
+  bool set_persistent_waker(registration_id id, const waker& waiter) noexcept;
+  // Accumulated EPOLL* bits since the last call (0: none), and whether the
+  // registration is still live.
+  std::uint32_t take_events(registration_id id, bool& live) noexcept;
+  // True if events are pending for take_events(), or the id is stale.
+  bool has_pending_events(registration_id id) noexcept;
+
+  // ---- timers ----
+  // The deadline source the poller consults (io/ timers). Set once, before
+  // timers are used; null to detach. The source must outlive the reactor's
+  // use of it (detach before destroying it).
+  void set_deadline_source(deadline_source* source) noexcept;
+
+  // ---- idle_driver ----
+  bool wait() noexcept override;
+  void notify() noexcept override;
+  std::size_t dispatch() noexcept override;
+
+  [[nodiscard]] reactor_stats stats() const noexcept;
+  // Whether epoll_pwait2 (nanosecond timeouts) is in use, else epoll_wait
+  // with the timeout rounded up to whole milliseconds.
+  [[nodiscard]] bool precise_timeouts() const noexcept { return have_pwait2_; }
+
+ private:
+  struct entry;
+  static constexpr std::size_t chunk_bits = 8;
+  static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
+  static constexpr std::size_t max_chunks = 4096;  // 1 Mi registrations
+  static constexpr std::uint64_t wake_cookie = ~std::uint64_t{0};
+  static constexpr int max_events = 256;
+
+  entry* find(std::uint32_t slot) const noexcept;
+  void deliver(const epoll_event& event) noexcept;
+  void drain_eventfd() noexcept;
+  int epoll_wait_until(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
+
+  int epoll_fd_ = -1;
+  int event_fd_ = -1;
+  bool have_pwait2_ = true;
+
+  std::mutex slots_mutex_;  // guards free_slots_, chunk creation, slot_count_
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t slot_count_ = 0;
+  std::unique_ptr<sync::atomic<entry*>[]> chunks_;
+
+  // Poller-only state (the poller role is handed over release/acquire).
+  std::array<epoll_event, max_events> collected_{};
+  int collected_count_ = 0;
+  bool deadline_due_ = false;
+  sync::atomic<deadline_source*> deadlines_{nullptr};
+
+  // Statistics (relaxed counters).
+  sync::atomic<std::uint64_t> blocking_waits_{0};
+  sync::atomic<std::uint64_t> polls_{0};
+  sync::atomic<std::uint64_t> events_{0};
+  sync::atomic<std::uint64_t> notifies_{0};
+  sync::atomic<std::uint64_t> deadline_fires_{0};
+};
+
+// `config` with a fresh reactor as its driver.
+executor_config with_reactor(executor_config config = {});
+
+}  // namespace canopy::io

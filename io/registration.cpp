@@ -1,0 +1,149 @@
+#include "registration.hpp"
+
+#include <sys/socket.h>
+
+#include <string>
+#include <utility>
+
+namespace canopy::io {
+
+registration::registration(reactor& owner, int fd, interest what, std::error_code& error,
+                           bool assume_ready) noexcept {
+  id_ = owner.add(fd, what, error, assume_ready);
+  if (!error) {
+    owner_ = &owner;
+    fd_ = fd;
+  }
+}
+
+registration::registration(reactor& owner, int fd, interest what) {
+  std::error_code error;
+  id_ = owner.add(fd, what, error);
+  if (error) {
+    throw std::system_error(
+        error, "canopy::io::registration: cannot register descriptor " + std::to_string(fd));
+  }
+  owner_ = &owner;
+  fd_ = fd;
+}
+
+registration::registration(registration&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)),
+      id_(other.id_),
+      fd_(std::exchange(other.fd_, -1)) {}
+
+registration& registration::operator=(registration&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::exchange(other.owner_, nullptr);
+    id_ = other.id_;
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void registration::reset() noexcept {
+  if (owner_ != nullptr) {
+    owner_->remove(id_);
+    owner_ = nullptr;
+    fd_ = -1;
+  }
+}
+
+std::uint64_t registration::tick(direction /*which*/) const noexcept {
+  return owner_ == nullptr ? 0 : owner_->tick(id_);
+}
+
+void registration::clear_ready(direction which, std::uint64_t tick) const noexcept {
+  if (owner_ != nullptr) {
+    owner_->clear_ready(id_, which, tick);
+  }
+}
+
+bool readiness_wait::ready() noexcept {
+  if (owner_ == nullptr) {
+    status_ = wait_status::closed;
+    return true;
+  }
+  status_ = owner_->peek(id_, which_);
+  return status_ != wait_status::armed;
+}
+
+bool readiness_wait::arm(const waker& waiter) noexcept {
+  if (owner_ == nullptr) {
+    status_ = wait_status::closed;
+    return false;
+  }
+  std::uint64_t tick = 0;
+  status_ = owner_->ready_or_arm(id_, which_, waiter, tick);
+  return status_ == wait_status::armed;
+}
+
+void readiness_wait::disarm() noexcept {
+  if (owner_ != nullptr) {
+    owner_->disarm(id_, which_);
+  }
+}
+
+std::error_code readiness_wait::result() noexcept {
+  if (status_ == wait_status::closed) {
+    return std::make_error_code(std::errc::operation_canceled);
+  }
+  if (owner_->has_error(id_)) {
+    return socket_error(fd_);
+  }
+  return {};
+}
+
+std::error_code socket_error(int fd) noexcept {
+  int value = 0;
+  socklen_t length = sizeof value;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) != 0 || value == 0) {
+    return {};
+  }
+  return {value, std::system_category()};
+}
+
+namespace {
+interest interest_of(direction which) noexcept {
+  return which == direction::read ? interest::readable : interest::writable;
+}
+}  // namespace
+
+task<std::error_code> readable(int fd) {
+  std::error_code error;
+  // A one-shot registration starts "not ready": the ADD's own edge reports
+  // the current state.
+  registration reg(reactor::current(), fd, interest::readable, error, false);
+  if (error) {
+    co_return error;
+  }
+  co_return co_await canopy::wait_on(readiness_wait{reg, direction::read});
+}
+
+task<std::error_code> writable(int fd) {
+  std::error_code error;
+  registration reg(reactor::current(), fd, interest::writable, error, false);
+  if (error) {
+    co_return error;
+  }
+  co_return co_await canopy::wait_on(readiness_wait{reg, direction::write});
+}
+
+namespace this_fiber {
+namespace {
+std::error_code one_shot(int fd, direction which) {
+  std::error_code error;
+  registration reg(reactor::current(), fd, interest_of(which), error, false);
+  if (error) {
+    return error;
+  }
+  readiness_wait wait{reg, which};
+  return canopy::this_fiber::wait_on(wait);
+}
+}  // namespace
+std::error_code readable(int fd) { return one_shot(fd, direction::read); }
+std::error_code writable(int fd) { return one_shot(fd, direction::write); }
+}  // namespace this_fiber
+
+}  // namespace canopy::io

@@ -1,0 +1,133 @@
+// tcp — non-blocking TCP listener and stream on the reactor, IPv4 and IPv6.
+//
+//   auto listener = canopy::io::tcp_listener::bind(reactor, endpoint::loopback_v4(0));
+//   canopy::io::tcp_stream peer = co_await listener.accept();
+//   std::size_t got = co_await peer.read_some(buffer);    // 0: the peer closed (EOF)
+//   co_await peer.write_all(std::span(buffer).first(got));
+//
+// Error convention (docs/io.md): every operation has two forms. The one
+// taking a `std::error_code&` never throws for I/O errors and reports them
+// there (system_category errno values: ECONNRESET, EPIPE, ECONNREFUSED, ...;
+// errc::operation_canceled if the object was closed during the wait). The
+// one without throws std::system_error carrying the same code. EOF is not an
+// error: read_some() returns 0. EAGAIN and EINTR never surface: the
+// operation waits for readiness or retries. SIGPIPE is never raised
+// (MSG_NOSIGNAL): a write to a reset connection gives EPIPE or ECONNRESET.
+//
+// Threads: one operation per direction at a time on a stream (one reader
+// and one writer may run concurrently in different tasks); close() from any
+// thread, but not while another thread still uses the object. Destroying a
+// stream or listener closes its descriptor, after removing its registration.
+// The task forms are canopy::task<T> (co_await them inside a canopy::task);
+// the fiber forms live in canopy::io::this_fiber and block the fiber.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <system_error>
+
+#include "../coroutine/task.hpp"
+#include "endpoint.hpp"
+#include "reactor.hpp"
+#include "registration.hpp"
+
+namespace canopy::io {
+
+class tcp_stream {
+ public:
+  tcp_stream() noexcept = default;
+  // Adopt a connected (or connecting), non-blocking socket; it is closed if
+  // its registration fails (errors: see registration). `assume_ready`: see
+  // reactor::add (false for a socket whose connect(2) is in progress).
+  tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready = true) noexcept;
+  tcp_stream(tcp_stream&& other) noexcept;
+  tcp_stream& operator=(tcp_stream&& other) noexcept;
+  tcp_stream(const tcp_stream&) = delete;
+  tcp_stream& operator=(const tcp_stream&) = delete;
+  ~tcp_stream() { close(); }
+
+  // Connect to `peer` on `owner` (or on the current task's reactor).
+  static task<tcp_stream> connect(reactor& owner, endpoint peer, std::error_code& error);
+  static task<tcp_stream> connect(reactor& owner, endpoint peer);
+  static task<tcp_stream> connect(endpoint peer, std::error_code& error);
+  static task<tcp_stream> connect(endpoint peer);
+
+  // At least one byte, or 0 at EOF (or on error with the error_code form).
+  task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
+  task<std::size_t> read_some(std::span<std::byte> buffer);
+  // Every byte, or an error (then some prefix may have been sent).
+  task<void> write_all(std::span<const std::byte> data, std::error_code& error);
+  task<void> write_all(std::span<const std::byte> data);
+
+  // Without waiting: one recv/send; errc::resource_unavailable_try_again
+  // when it would block. For callback-style code (io/callback.hpp).
+  std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
+  std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
+
+  // shutdown(2): SHUT_RD, SHUT_WR or SHUT_RDWR.
+  std::error_code shutdown(int how) noexcept;
+  // Remove the registration and close the descriptor (idempotent). Waiting
+  // operations end with errc::operation_canceled.
+  void close() noexcept;
+
+  [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
+  [[nodiscard]] int native_handle() const noexcept { return fd_; }
+  [[nodiscard]] endpoint local_endpoint() const noexcept;
+  [[nodiscard]] endpoint remote_endpoint() const noexcept;
+  // TCP_NODELAY (on by default for accepted and connected streams).
+  std::error_code set_no_delay(bool on) noexcept;
+  [[nodiscard]] const registration& reg() const noexcept { return reg_; }
+
+ private:
+  friend class tcp_listener;
+  int fd_ = -1;
+  registration reg_;
+};
+
+class tcp_listener {
+ public:
+  tcp_listener() noexcept = default;
+  tcp_listener(tcp_listener&& other) noexcept;
+  tcp_listener& operator=(tcp_listener&& other) noexcept;
+  tcp_listener(const tcp_listener&) = delete;
+  tcp_listener& operator=(const tcp_listener&) = delete;
+  ~tcp_listener() { close(); }
+
+  // socket + SO_REUSEADDR (+ SO_REUSEPORT if `reuse_port`) + bind + listen.
+  static tcp_listener bind(reactor& owner, const endpoint& local, std::error_code& error,
+                           int backlog = 1024, bool reuse_port = false) noexcept;
+  static tcp_listener bind(reactor& owner, const endpoint& local, int backlog = 1024,
+                           bool reuse_port = false);
+
+  // The next connection (non-blocking, close-on-exec, TCP_NODELAY).
+  // ECONNABORTED and EINTR are retried; EMFILE/ENFILE are reported.
+  task<tcp_stream> accept(std::error_code& error);
+  task<tcp_stream> accept();
+  // Without waiting; errc::resource_unavailable_try_again when none is queued.
+  tcp_stream try_accept(std::error_code& error) noexcept;
+
+  void close() noexcept;
+  [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
+  [[nodiscard]] int native_handle() const noexcept { return fd_; }
+  [[nodiscard]] endpoint local_endpoint() const noexcept;
+  [[nodiscard]] const registration& reg() const noexcept { return reg_; }
+
+ private:
+  int fd_ = -1;
+  registration reg_;
+};
+
+// Fiber forms: the same operations, blocking the calling fiber.
+namespace this_fiber {
+tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error);
+tcp_stream accept(tcp_listener& listener, std::error_code& error);
+std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error);
+void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error);
+// Throwing forms.
+tcp_stream connect(reactor& owner, const endpoint& peer);
+tcp_stream accept(tcp_listener& listener);
+std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer);
+void write_all(tcp_stream& stream, std::span<const std::byte> data);
+}  // namespace this_fiber
+
+}  // namespace canopy::io

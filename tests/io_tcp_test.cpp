@@ -1,0 +1,394 @@
+// canopy::io TCP: round trips on IPv4 and IPv6, EOF, refused connections,
+// abrupt resets at scale, a peer that never reads, shutdown with open
+// connections. Every case checks that no descriptor leaks (/proc/self/fd).
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "io/io.hpp"
+#include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::task;
+using canopy::io::endpoint;
+using canopy::io::reactor;
+using canopy::io::tcp_listener;
+using canopy::io::tcp_stream;
+using canopy::testing::eventually;
+using canopy::testing::io_config;
+using canopy::testing::open_fd_count;
+
+namespace {
+
+std::span<const std::byte> bytes_of(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+// Echo every byte back until EOF or an error; counts connections served.
+task<void> echo_connection(tcp_stream peer, std::atomic<int>* finished) {
+  std::array<std::byte, 4096> buffer{};
+  for (;;) {
+    std::error_code error;
+    const std::size_t got = co_await peer.read_some(buffer, error);
+    if (error || got == 0) {
+      break;
+    }
+    co_await peer.write_all(std::span(buffer).first(got), error);
+    if (error) {
+      break;
+    }
+  }
+  if (finished != nullptr) {
+    finished->fetch_add(1);
+  }
+}
+
+task<void> accept_loop(tcp_listener* listener, std::atomic<int>* finished) {
+  for (;;) {
+    std::error_code error;
+    tcp_stream peer = co_await listener->accept(error);
+    if (error) {
+      if (error == std::errc::operation_canceled || error == std::errc::bad_file_descriptor) {
+        co_return;
+      }
+      continue;  // EMFILE and friends: keep serving
+    }
+    canopy::spawn_detached(echo_connection(std::move(peer), finished));
+  }
+}
+
+task<std::string> round_trip(reactor* owner, endpoint server, std::string message) {
+  tcp_stream stream = co_await tcp_stream::connect(*owner, server);
+  co_await stream.write_all(bytes_of(message));
+  std::string answer;
+  std::array<std::byte, 1024> buffer{};
+  while (answer.size() < message.size()) {
+    const std::size_t got = co_await stream.read_some(buffer);
+    if (got == 0) {
+      break;
+    }
+    answer.append(reinterpret_cast<const char*>(buffer.data()), got);
+  }
+  co_return answer;
+}
+
+}  // namespace
+
+TEST_CASE("tcp echo round trips over IPv4 and IPv6") {
+  const canopy::testing::watchdog guard("tcp echo", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    for (const endpoint local : {endpoint::loopback_v4(0), endpoint::loopback_v6(0)}) {
+      std::error_code error;
+      tcp_listener listener = tcp_listener::bind(owner, local, error);
+      if (error && local.family() == AF_INET6) {
+        MESSAGE("IPv6 loopback unavailable here: " << error.message());
+        continue;
+      }
+      REQUIRE_FALSE(error);
+      const endpoint server = listener.local_endpoint();
+      CHECK(server.port() != 0);
+      std::atomic<int> finished{0};
+      canopy::spawn_detached(pool, accept_loop(&listener, &finished));
+      std::vector<canopy::task_handle<std::string>> clients;
+      for (int index = 0; index < 20; ++index) {
+        clients.push_back(pool.spawn(round_trip(&owner, server, "hello " + std::to_string(index))));
+      }
+      for (int index = 0; index < 20; ++index) {
+        CHECK(clients[static_cast<std::size_t>(index)].join() == "hello " + std::to_string(index));
+      }
+      CHECK(eventually([&] { return finished.load() == 20; }));
+      listener.close();  // the accept loop ends with operation_canceled
+    }
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("reading after the peer closed gives EOF; connecting to a closed port ECONNREFUSED") {
+  const canopy::testing::watchdog guard("tcp eof", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    const endpoint server = listener.local_endpoint();
+    auto outcome = pool.spawn(
+        [](reactor* owner, tcp_listener* listener, endpoint server) -> task<std::size_t> {
+          tcp_stream client = co_await tcp_stream::connect(*owner, server);
+          tcp_stream accepted = co_await listener->accept();
+          co_await client.write_all(bytes_of("bye"));
+          client.close();
+          std::array<std::byte, 16> buffer{};
+          std::size_t total = 0;
+          for (;;) {
+            const std::size_t got = co_await accepted.read_some(buffer);
+            if (got == 0) {
+              break;  // EOF after the three bytes
+            }
+            total += got;
+          }
+          // EOF again, and a write to the closed peer fails without SIGPIPE.
+          CHECK(co_await accepted.read_some(buffer) == 0);
+          co_return total;
+        }(&owner, &listener, server));
+    CHECK(outcome.join() == 3);
+
+    listener.close();  // nothing listens on `server` any more
+    auto refused = pool.spawn([](reactor* owner, endpoint server) -> task<std::error_code> {
+      std::error_code error;
+      tcp_stream stream = co_await tcp_stream::connect(*owner, server, error);
+      CHECK_FALSE(stream.is_open());
+      co_return error;
+    }(&owner, server));
+    CHECK(refused.join() == std::errc::connection_refused);
+
+    // The throwing form says the same with an exception.
+    auto thrown = pool.spawn([](reactor* owner, endpoint server) -> task<bool> {
+      try {
+        co_await tcp_stream::connect(*owner, server);
+      } catch (const std::system_error& failure) {
+        co_return failure.code() == std::errc::connection_refused;
+      }
+      co_return false;
+    }(&owner, server));
+    CHECK(thrown.join());
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("a write to a reset peer gives EPIPE or ECONNRESET, not SIGPIPE") {
+  const canopy::testing::watchdog guard("tcp epipe", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    const endpoint server = listener.local_endpoint();
+    auto outcome = pool.spawn(
+        [](reactor* owner, tcp_listener* listener, endpoint server) -> task<std::error_code> {
+          tcp_stream client = co_await tcp_stream::connect(*owner, server);
+          tcp_stream accepted = co_await listener->accept();
+          const linger abort_on_close{1, 0};
+          ::setsockopt(client.native_handle(), SOL_SOCKET, SO_LINGER, &abort_on_close,
+                       sizeof abort_on_close);
+          client.close();  // RST
+          std::vector<std::byte> block(64 * 1024);
+          std::error_code error;
+          for (int attempt = 0; attempt < 64 && !error; ++attempt) {
+            co_await accepted.write_all(block, error);
+          }
+          co_return error;
+        }(&owner, &listener, server));
+    const std::error_code error = outcome.join();
+    CHECK((error == std::errc::broken_pipe || error == std::errc::connection_reset));
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("10,000 connections reset abruptly while the server keeps serving") {
+  const canopy::testing::watchdog guard("tcp resets", 120);
+  const std::size_t fds_before = open_fd_count();
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  // Each connection costs two descriptors here (client and server side).
+  const std::size_t batch =
+      std::min<std::size_t>(500, limit.rlim_cur > 200 ? (limit.rlim_cur - 100) / 3 : 32);
+  const long total = 10000 / canopy::testing::stress_divisor();
+  std::atomic<int> finished{0};
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0), 4096);
+    const endpoint server = listener.local_endpoint();
+    canopy::spawn_detached(pool, accept_loop(&listener, &finished));
+    long opened = 0;
+    std::vector<int> clients;
+    while (opened < total) {
+      clients.clear();
+      for (std::size_t index = 0; index < batch && opened < total; ++index, ++opened) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        REQUIRE(fd >= 0);
+        REQUIRE(::connect(fd, server.data(), server.size()) == 0);
+        if (index % 2 == 0) {
+          const char byte = 'x';
+          CHECK(::send(fd, &byte, 1, MSG_NOSIGNAL) == 1);
+        }
+        clients.push_back(fd);
+      }
+      for (const int fd : clients) {
+        const linger abort_on_close{1, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+        ::close(fd);  // RST
+      }
+      // Bound the server's open descriptors before the next batch.
+      REQUIRE(eventually([&] { return finished.load() == opened; }, 60));
+    }
+    // Still serving.
+    CHECK(pool.spawn(round_trip(&owner, server, "still here")).join() == "still here");
+    CHECK(eventually([&] { return finished.load() == total + 1; }));
+    listener.close();
+  }
+  CHECK(finished.load() == total + 1);
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("a client that never reads: the server's writes wait, memory stays bounded") {
+  const canopy::testing::watchdog guard("tcp slow reader", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    const endpoint server = listener.local_endpoint();
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(::connect(client, server.data(), server.size()) == 0);
+    std::atomic<std::size_t> written{0};
+    std::atomic<bool> writing_done{false};
+    auto writer = pool.spawn([](tcp_listener* listener, std::atomic<std::size_t>* written,
+                                std::atomic<bool>* done) -> task<std::error_code> {
+      tcp_stream peer = co_await listener->accept();
+      const std::vector<std::byte> chunk(64 * 1024);
+      std::error_code error;
+      while (!error) {
+        co_await peer.write_all(chunk, error);
+        if (!error) {
+          written->fetch_add(chunk.size());
+        }
+      }
+      done->store(true);
+      co_return error;
+    }(&listener, &written, &writing_done));
+    // The writes stop growing once the socket buffers are full.
+    std::size_t previous = 0;
+    REQUIRE(eventually(
+        [&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          const std::size_t now = written.load();
+          const bool stable = now != 0 && now == previous;
+          previous = now;
+          return stable;
+        },
+        20));
+    CHECK_FALSE(writing_done.load());
+    // Bounded by the kernel's buffers, not by what the writer wanted to send.
+    CHECK(written.load() < std::size_t{64} << 20);
+    const linger abort_on_close{1, 0};
+    ::setsockopt(client, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+    ::close(client);
+    const std::error_code error = writer.join();
+    CHECK((error == std::errc::broken_pipe || error == std::errc::connection_reset));
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE(
+    "shutdown with open connections and waiting tasks destroys every task and closes every "
+    "descriptor") {
+  const canopy::testing::watchdog guard("tcp shutdown", 60);
+  const std::size_t fds_before = open_fd_count();
+  std::atomic<int> destroyed{0};
+  constexpr int connections = 16;
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    auto listener =
+        std::make_shared<tcp_listener>(tcp_listener::bind(owner, endpoint::loopback_v4(0)));
+    const endpoint server = listener->local_endpoint();
+    std::atomic<int> waiting{0};
+    // Server: accept, then each connection waits in read_some forever.
+    canopy::spawn_detached(
+        pool,
+        [](std::shared_ptr<tcp_listener> listener, std::atomic<int>* destroyed,
+           std::atomic<int>* waiting) -> task<void> {
+          canopy::testing::destroy_flag flag(*destroyed);
+          for (;;) {
+            tcp_stream peer = co_await listener->accept();
+            canopy::spawn_detached([](tcp_stream peer, std::atomic<int>* destroyed,
+                                      std::atomic<int>* waiting) -> task<void> {
+              canopy::testing::destroy_flag flag(*destroyed);
+              std::array<std::byte, 64> buffer{};
+              waiting->fetch_add(1);
+              co_await peer.read_some(buffer);  // never completes
+            }(std::move(peer), destroyed, waiting));
+          }
+        }(listener, &destroyed, &waiting));
+    // Clients: connect and also wait in read_some.
+    for (int index = 0; index < connections; ++index) {
+      canopy::spawn_detached(pool,
+                             [](reactor* owner, endpoint server, std::atomic<int>* destroyed,
+                                std::atomic<int>* waiting) -> task<void> {
+                               canopy::testing::destroy_flag flag(*destroyed);
+                               tcp_stream stream = co_await tcp_stream::connect(*owner, server);
+                               std::array<std::byte, 64> buffer{};
+                               waiting->fetch_add(1);
+                               co_await stream.read_some(buffer);
+                             }(&owner, server, &destroyed, &waiting));
+    }
+    REQUIRE(eventually([&] { return waiting.load() == 2 * connections; }));
+    CHECK(open_fd_count() >= fds_before + 2 * connections);
+    pool.shutdown();
+  }
+  CHECK(destroyed.load() == 2 * connections + 1);
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
+  const canopy::testing::watchdog guard("tcp fibers", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    const endpoint server = listener.local_endpoint();
+    auto served = canopy::spawn_fiber(pool, [&listener] {
+      tcp_stream peer = canopy::io::this_fiber::accept(listener);
+      std::array<std::byte, 64> buffer{};
+      std::size_t total = 0;
+      for (;;) {
+        const std::size_t got = canopy::io::this_fiber::read_some(peer, buffer);
+        if (got == 0) {
+          break;
+        }
+        canopy::io::this_fiber::write_all(peer, std::span(buffer).first(got));
+        total += got;
+      }
+      return total;
+    });
+    auto client = canopy::spawn_fiber(pool, [&owner, server] {
+      tcp_stream stream = canopy::io::this_fiber::connect(owner, server);
+      canopy::io::this_fiber::write_all(stream, bytes_of("fiber"));
+      std::array<std::byte, 64> buffer{};
+      std::string answer;
+      while (answer.size() < 5) {
+        const std::size_t got = canopy::io::this_fiber::read_some(stream, buffer);
+        if (got == 0) {
+          break;
+        }
+        answer.append(reinterpret_cast<const char*>(buffer.data()), got);
+      }
+      stream.shutdown(SHUT_WR);
+      return answer;
+    });
+    CHECK(client.join() == "fiber");
+    CHECK(served.join() == 5);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
