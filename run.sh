@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Canopy's one entry point.
-#   ./run.sh demo                      build, then run the demo (the main job)
+#   ./run.sh demo [--seconds S] [--connections N]
+#                                      the main job: the HTTP example under load
+#                                      (--cpu: the CPU demo instead)
 #   ./run.sh test [--sanitize=thread|address | --compiler=clang]
 #                                      build and run every test; last line:
 #                                      "tests: N passed, M failed"
@@ -145,10 +147,16 @@ run_tests() {
 release_options=(--buildtype=release -Db_lto=true)
 
 run_demo() {
-  ensure_packages "${core_packages[@]}"
+  ensure_packages "${core_packages[@]}" python3
   configure build-release "${release_options[@]}"
-  ninja -C build-release demo/canopy_demo >&2  # the demo only: LTO links are slow
-  ./build-release/demo/canopy_demo "$@"
+  if [ "${1:-}" = "--cpu" ]; then
+    shift
+    ninja -C build-release demo/canopy_demo >&2  # only what runs: LTO links are slow
+    ./build-release/demo/canopy_demo "$@"
+    return
+  fi
+  ninja -C build-release examples/http_hello demo/canopy_load >&2
+  python3 demo/http_demo.py build-release "$@"
 }
 
 run_bench() {
