@@ -2,6 +2,8 @@
 // queue's wakes, and sleep_for / sleep_until / with_timeout in coroutine
 // tasks and fibers on an executor driven by io::timer_thread.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +17,8 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
+#include "io/registration.hpp"
+#include "io/timer_binding.hpp"
 #include "io/timer_fiber.hpp"
 #include "io/timer_thread.hpp"
 #include "io/timer_wait.hpp"
@@ -385,5 +389,52 @@ TEST_CASE("this_fiber::sleep_for suspends only the fiber, and a cancel removes t
   sleeper.cancel();
   CHECK_THROWS_AS(sleeper.join(), canopy::task_cancelled);
   CHECK(timers.queue().pending() == 0);
+  pool.shutdown();
+}
+
+TEST_CASE("timers driven by the reactor's poller: sleeps end on time, with_timeout on readiness") {
+  canopy::testing::watchdog guard("reactor timers", 30);
+  executor pool(canopy::io::with_reactor(config_with(2)));
+  canopy::io::reactor_timers timers(pool);
+  const int sleepers = static_cast<int>(scaled(100));
+  std::atomic<int> early{0};
+  std::vector<canopy::task_handle<void>> handles;
+  for (int i = 0; i < sleepers; ++i) {
+    handles.push_back(pool.spawn([](int index, std::atomic<int>& too_early) -> task<void> {
+      for (int round = 0; round < 5; ++round) {
+        const auto duration = std::chrono::microseconds(100 + (index % 10) * 150);
+        const auto start = clock_type::now();
+        co_await canopy::sleep_for(duration);
+        if (clock_type::now() - start < duration) {
+          too_early.fetch_add(1);
+        }
+      }
+    }(i, early)));
+  }
+  for (auto& handle : handles) {
+    handle.join();
+  }
+  CHECK(early.load() == 0);
+  CHECK(timers.queue().pending() == 0);
+
+  // A readiness wait that never completes, bounded by a deadline.
+  int pipe_ends[2];
+  REQUIRE(::pipe2(pipe_ends, O_NONBLOCK | O_CLOEXEC) == 0);
+  {
+    std::error_code error;
+    // Not assumed ready: the pipe is empty, so the wait really waits.
+    canopy::io::registration reg(canopy::io::reactor::of(pool), pipe_ends[0],
+                                 canopy::io::interest::readable, error, false);
+    REQUIRE_FALSE(error);
+    auto timed_out = canopy::block_on(pool, [](const canopy::io::registration& r) -> task<bool> {
+      canopy::io::readiness_wait readable(r, canopy::io::direction::read);
+      const auto start = clock_type::now();
+      auto got = co_await canopy::with_timeout(5ms, readable);
+      co_return !got && clock_type::now() - start >= 5ms;
+    }(reg));
+    CHECK(timed_out);
+  }
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
   pool.shutdown();
 }

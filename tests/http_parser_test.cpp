@@ -1,0 +1,131 @@
+// The HTTP/1.1 request parser alone (io/http_parser.hpp): valid requests,
+// every way a request can be malformed, the limits, and incremental input.
+#include "io/http_parser.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+
+using canopy::io::http::parse_error;
+using canopy::io::http::parse_request;
+using canopy::io::http::parse_status;
+using canopy::io::http::request;
+using canopy::io::http::request_limits;
+
+namespace {
+
+parse_error error_of(std::string_view input, const request_limits& limits = {}) {
+  request req;
+  const auto outcome = parse_request(input, req, limits);
+  REQUIRE(outcome.status == parse_status::invalid);
+  return outcome.error;
+}
+
+}  // namespace
+
+TEST_CASE("http parser: a simple GET") {
+  request req;
+  const std::string input = "GET /index.html HTTP/1.1\r\nHost: example\r\nAccept:  */* \r\n\r\n";
+  const auto outcome = parse_request(input, req);
+  REQUIRE(outcome.status == parse_status::complete);
+  CHECK(outcome.consumed == input.size());
+  CHECK(req.method == "GET");
+  CHECK(req.target == "/index.html");
+  CHECK(req.version_minor == 1);
+  CHECK(req.header_count == 2);
+  CHECK(req.find("host") == "example");
+  CHECK(req.find("ACCEPT") == "*/*");  // surrounding whitespace dropped
+  CHECK(req.find("missing").empty());
+  CHECK(req.keep_alive);
+  CHECK(req.body.empty());
+}
+
+TEST_CASE("http parser: keep-alive from the version and the Connection header") {
+  request req;
+  REQUIRE(parse_request("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", req).status ==
+          parse_status::complete);
+  CHECK_FALSE(req.keep_alive);
+  REQUIRE(parse_request("GET / HTTP/1.1\r\nConnection: Upgrade, CLOSE\r\n\r\n", req).status ==
+          parse_status::complete);
+  CHECK_FALSE(req.keep_alive);
+  REQUIRE(parse_request("GET / HTTP/1.0\r\n\r\n", req).status == parse_status::complete);
+  CHECK(req.version_minor == 0);
+  CHECK_FALSE(req.keep_alive);
+  REQUIRE(parse_request("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", req).status ==
+          parse_status::complete);
+  CHECK(req.keep_alive);
+}
+
+TEST_CASE("http parser: a body of Content-Length bytes, and pipelined requests one at a time") {
+  request req;
+  const std::string two =
+      "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\n\r\n";
+  auto outcome = parse_request(two, req);
+  REQUIRE(outcome.status == parse_status::complete);
+  CHECK(req.body == "hello");
+  CHECK(req.target == "/a");
+  outcome = parse_request(std::string_view(two).substr(outcome.consumed), req);
+  REQUIRE(outcome.status == parse_status::complete);
+  CHECK(req.target == "/b");
+  CHECK(req.body.empty());
+}
+
+TEST_CASE("http parser: every prefix of a valid request is incomplete, never invalid") {
+  const std::string input =
+      "\r\nPUT /x?y=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nX-A: b\r\n\r\nabc";
+  request req;
+  for (std::size_t length = 0; length < input.size(); ++length) {
+    CAPTURE(length);
+    CHECK(parse_request(std::string_view(input).substr(0, length), req).status ==
+          parse_status::incomplete);
+  }
+  const auto outcome = parse_request(input, req);
+  REQUIRE(outcome.status == parse_status::complete);
+  CHECK(req.method == "PUT");
+  CHECK(req.body == "abc");
+}
+
+TEST_CASE("http parser: malformed requests name what is wrong") {
+  CHECK(error_of("GET\r\n\r\n") == parse_error::bad_request_line);
+  CHECK(error_of("GET /\r\n\r\n") == parse_error::bad_request_line);
+  CHECK(error_of("G(T / HTTP/1.1\r\n\r\n") == parse_error::bad_method);
+  CHECK(error_of(" / HTTP/1.1\r\n\r\n") == parse_error::bad_method);
+  CHECK(error_of("GET  HTTP/1.1\r\n\r\n") == parse_error::bad_target);
+  CHECK(error_of("GET / HTTP/2.0\r\n\r\n") == parse_error::bad_version);
+  CHECK(error_of("GET / HTTP/1.1 \r\n\r\n") == parse_error::bad_version);
+  CHECK(error_of("GET / http/1.1\r\n\r\n") == parse_error::bad_version);
+  CHECK(error_of("GET / HTTP/1.1\r\nNoColon\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\n: empty\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of(std::string("GET / HTTP/1.1\r\nA: b\x01\r\n\r\n")) == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n") ==
+        parse_error::bad_content_length);
+  CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n") ==
+        parse_error::bad_content_length);
+  CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n") ==
+        parse_error::bad_content_length);
+  CHECK(error_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") ==
+        parse_error::unsupported_transfer_encoding);
+  // A byte no request head may hold is reported before the head is complete.
+  CHECK(error_of(std::string("GET /\0", 6)) == parse_error::bad_request_line);
+}
+
+TEST_CASE("http parser: limits on the head, the header count and the body") {
+  request_limits limits;
+  limits.max_head_bytes = 64;
+  limits.max_headers = 2;
+  limits.max_body_bytes = 4;
+  // An unfinished head longer than the limit is rejected without waiting.
+  CHECK(error_of("GET /" + std::string(100, 'a'), limits) == parse_error::too_large);
+  CHECK(error_of("GET / HTTP/1.1\r\nA: " + std::string(60, 'b') + "\r\n\r\n", limits) ==
+        parse_error::too_large);
+  CHECK(error_of("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits) ==
+        parse_error::too_large);
+  CHECK(error_of("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", limits) == parse_error::too_large);
+  request req;
+  CHECK(parse_request("POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd", req, limits).status ==
+        parse_status::complete);
+  CHECK(canopy::io::http::describe(parse_error::too_large).find("limit") != std::string::npos);
+}
