@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev)
+core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake)
 bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind)
 
 ensure_packages() {
@@ -136,6 +136,23 @@ run_tests() {
       echo "-- quick_start FAILED" >&2
       failed=$((failed + 1))
     fi
+  fi
+  # Canopy as a user gets it: install into a temporary prefix and build a
+  # small program against it three ways (tests/consumer/run.sh), counted as
+  # one test each. Plain gcc suite only: it builds its own unsanitized
+  # copy, which the sanitizer and clang suites would not test anything new in.
+  if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
+    local consumer_summary
+    consumer_summary=$(bash tests/consumer/run.sh | tail -1) || true
+    if [[ "$consumer_summary" =~ ^consumer:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+      passed=$((passed + BASH_REMATCH[1]))
+      failed=$((failed + BASH_REMATCH[2]))
+    else
+      echo "-- consumer test FAILED: no summary line" >&2
+      failed=$((failed + 1))
+    fi
+  else
+    echo "== consumer (install + pkg-config/CMake/meson): skipped, runs in the plain gcc suite" >&2
   fi
   echo "tests: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]

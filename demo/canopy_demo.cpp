@@ -1,6 +1,9 @@
 // canopy_demo — start an executor, spread work over every worker, and show
 // what happened: tasks run per worker, steals, parks, and wakes by permit
 // and by the JEC path; then show that the idle workers are asleep.
+//   canopy_demo [BATCHES] [--trace FILE]
+// --trace FILE writes a trace of the workers (docs/tracing.md): FILE as
+// Chrome trace-event JSON, and the same name with .svg as a timeline.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -64,14 +67,33 @@ void print_stats(const canopy::executor_stats& stats) {
               static_cast<unsigned long long>(total.wakes_by_jec),
               static_cast<unsigned long long>(total.wakes_by_shutdown),
               static_cast<unsigned long long>(total.spurious_wakeups));
+  // The columns, as worker_stats (executor/stats.hpp) counts them.
+  std::printf(
+      "(parks: times the worker blocked; wake:prm: parks ended by a permit (a leaf of the\n"
+      " summary tree became active); wake:jec: ended by the JEC path (work posted without a\n"
+      " permit while too few workers were awake); wake:end: ended by shutdown; spurious:\n"
+      " returns from the futex with no wake)\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long batches = argc > 1 ? std::atol(argv[1]) : 200;
+  long batches = 200;
+  canopy::executor_config config;
+  for (int index = 1; index < argc; ++index) {
+    const std::string argument = argv[index];
+    if (argument == "--trace" && index + 1 < argc) {
+      config.trace_path = argv[++index];
+      config.trace_events_per_worker = std::size_t{1} << 18;  // the whole run
+    } else if (!argument.empty() && argument[0] != '-') {
+      batches = std::atol(argument.c_str());
+    } else {
+      std::fprintf(stderr, "usage: canopy_demo [BATCHES] [--trace FILE]\n");
+      return 2;
+    }
+  }
   constexpr long children_per_batch = 500;
-  canopy::executor pool;
+  canopy::executor pool(config);
   const std::size_t workers = pool.worker_count();
   std::printf(
       "canopy demo: %zu workers, %ld batches x %ld tasks spawned from inside tasks,\n"
@@ -123,5 +145,9 @@ int main(int argc, char** argv) {
   std::printf("\nworkers that ran tasks: %zu of %zu\n", busy_workers, workers);
   std::printf("workers asleep after the work: %u of %zu\n", stats.sleeping_workers, workers);
   pool.shutdown();
+  if (!config.trace_path.empty()) {
+    std::printf("trace written to %s (Perfetto, chrome://tracing) and its .svg timeline\n",
+                config.trace_path.c_str());
+  }
   return stats.sleeping_workers == workers ? 0 : 1;
 }

@@ -1,6 +1,6 @@
 // The README's example, compiled and run by the build so that it stays true.
 
-#include "coroutine/coroutine.hpp"
+#include <canopy/canopy.hpp>
 
 canopy::task<long> fib(int n) {
   if (n < 2) co_return n;

@@ -35,6 +35,11 @@ void executor_config::validate() const {
   if (idle_yield_rounds > 100000) {
     reject("idle_yield_rounds", idle_yield_rounds, "must be in 0..100000");
   }
+  if (trace_events_per_worker < min_trace_events || trace_events_per_worker > max_trace_events) {
+    reject("trace_events_per_worker", trace_events_per_worker,
+           "must be in " + std::to_string(min_trace_events) + ".." +
+               std::to_string(max_trace_events));
+  }
   if (driver_poll_interval == 0 || driver_poll_interval > 1000000) {
     reject("driver_poll_interval", driver_poll_interval, "must be in 1..1000000");
   }

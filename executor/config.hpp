@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "idle_driver.hpp"
@@ -55,6 +56,17 @@ struct executor_config {
   // While no worker is parked as the poller, a busy worker polls the driver
   // without blocking once per this many tasks (tokio: 61). 1..1000000.
   std::uint32_t driver_poll_interval = 61;
+
+  // Trace of worker activity (executor/trace.hpp, docs/tracing.md): when
+  // set, each worker records what it does, and shutdown() writes this file
+  // (Chrome trace-event JSON) and an SVG timeline beside it. Empty: the
+  // environment variable CANOPY_TRACE, if set, names the file; else off.
+  std::string trace_path;
+  // Events kept per worker (a ring: the newest are kept; rounded up to a
+  // power of two). 1024..16777216.
+  std::size_t trace_events_per_worker = std::size_t{1} << 16;
+  static constexpr std::size_t min_trace_events = 1024;
+  static constexpr std::size_t max_trace_events = std::size_t{1} << 24;
 
   // Throws std::invalid_argument describing the first invalid field.
   void validate() const;

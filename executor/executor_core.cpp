@@ -90,6 +90,15 @@ executor_core::executor_core(executor_config config)
     state->random = 0x9E3779B97F4A7C15ULL * (index + 1);
     workers_.push_back(std::move(state));
   }
+  // Tracing (executor/trace.hpp): on only if configured; then every worker
+  // records into its own buffer and posters report the wakes they deliver.
+  trace_ = trace_recorder::from_config(config_);
+  if (trace_ != nullptr) {
+    for (std::size_t index = 0; index < workers; ++index) {
+      workers_[index]->trace = &trace_->worker(index);
+    }
+    sleep_.set_wake_observer(trace_.get());
+  }
   try {
     for (std::size_t index = 0; index < workers; ++index) {
       workers_[index]->thread = std::thread([this, index] { worker_main(index); });
@@ -170,6 +179,9 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
   target.state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
   if (spawned != nullptr) {
     *spawned = {slot, generation};
+  }
+  if (!on_worker && trace_ != nullptr) [[unlikely]] {
+    trace_->outside_spawn(slot);
   }
   make_runnable(slot);
   return spawn_status::spawned;
@@ -472,6 +484,7 @@ void executor_core::owe_wakes(std::uint32_t permits_granted) noexcept {
 void executor_core::worker_main(std::size_t index) {
   worker_state& self = *workers_[index];
   this_thread_worker = &self.context;
+  trace_recorder::bind_this_thread(self.trace);
   idle_state idle;
   std::uint32_t slot = 0;
   while (!stopping_.load(sync::acquire)) {
@@ -484,11 +497,17 @@ void executor_core::worker_main(std::size_t index) {
     // capacity is not kept waiting by slots nobody will use soon.
     give_back_worker_slots(self);
     sleep_.start_looking(idle);
+    if (self.trace != nullptr) {
+      self.trace->search_started();
+    }
     bool found = false;
     while (!stopping_.load(sync::acquire)) {
       if (find_task(self, slot)) {
         sleep_.work_found(tree_.any_active());
         found = true;
+        if (self.trace != nullptr) {
+          self.trace->search_ended();
+        }
         run_task(self, slot);
         break;
       }
@@ -497,6 +516,9 @@ void executor_core::worker_main(std::size_t index) {
         dispatch_as_poller();
       }
       if (report.parked) {
+        if (self.trace != nullptr) {
+          self.trace->park_ended(report.reason);
+        }
         worker_counters::bump(self.counters.spurious_wakeups, report.spurious_wakeups);
         switch (report.reason) {
           case wake_reason::permit:
@@ -515,6 +537,9 @@ void executor_core::worker_main(std::size_t index) {
       }
     }
     if (!found) {
+      if (self.trace != nullptr) {
+        self.trace->search_ended();
+      }
       sleep_.work_found(false);
     }
   }
@@ -597,6 +622,11 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   //    other workers' LIFO slots.
   if (config_.worker_count > 1 && (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
     worker_counters::bump(self.counters.steals);
+    if (self.trace != nullptr) [[unlikely]] {
+      self.trace->steal(self.steal_leaf == no_leaf
+                            ? trace_buffer::no_partition
+                            : partition_owner(self.steal_leaf, config_.worker_count));
+    }
     self.last_from_yield = false;
     return true;
   }
@@ -667,7 +697,11 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
   target.state.store(task_slot::make_state(generation, task_slot::executing), sync::relaxed);
   self.context.running = {slot, generation};
   self.context.has_running = true;
+  const std::uint64_t trace_start = self.trace != nullptr ? self.trace->run_started() : 0;
   const run_outcome outcome = target.vtable->run(target.storage);
+  if (self.trace != nullptr) [[unlikely]] {
+    self.trace->run_ended(trace_start, slot, outcome);
+  }
   self.context.has_running = false;
   worker_counters::bump(self.counters.tasks_run);
   switch (outcome) {
@@ -717,6 +751,9 @@ bool executor_core::must_stay_awake(std::size_t worker) noexcept {
 
 void executor_core::about_to_block(std::size_t worker) noexcept {
   worker_counters::bump(workers_[worker]->counters.parks);
+  if (trace_ != nullptr) {
+    workers_[worker]->trace->park_started();
+  }
   // seq_cst: pairs with shutdown step 2's store; see is_quiescent().
   if (draining_.load(sync::seq_cst)) {
     const std::lock_guard lock(drain_mutex_);
@@ -782,6 +819,13 @@ void executor_core::shutdown() {
     for (auto& worker : workers_) {
       if (worker->thread.joinable()) {
         worker->thread.join();
+      }
+    }
+    // The workers are joined: nothing records any more. Write the trace.
+    if (trace_ != nullptr) {
+      std::string message;
+      if (trace_->write_files(message)) {
+        std::fprintf(stderr, "%s\n", message.c_str());
       }
     }
     // 5. Destroy every task still alive (suspended, or pending under

@@ -27,6 +27,7 @@
 #include "stats.hpp"
 #include "task_arena.hpp"
 #include "task_slot.hpp"
+#include "trace.hpp"
 #include "yield_queue.hpp"
 
 namespace canopy {
@@ -130,6 +131,7 @@ class executor_core final : private sleep_probe {
     std::uint64_t random = 0;             // xorshift state for steal start points
     task_arena::reservation spawn_slots;  // slots for this worker's spawns
     std::uint32_t lifo_streak = 0;        // tasks run from the LIFO slot in a row
+    trace_buffer* trace = nullptr;        // this worker's trace events; null: tracing off
     std::uint32_t since_driver_poll = 0;  // tasks run since this worker last polled the driver
     // The LIFO slot: the task this worker spawned or woke last, run next
     // without touching the summary tree. Other workers may steal it
@@ -200,6 +202,8 @@ class executor_core final : private sleep_probe {
   // shutdown(), before any member is destroyed.
   std::unique_ptr<park_backend> poller_backend_;
   std::vector<std::unique_ptr<worker_state>> workers_;
+  // The trace of worker activity (executor/trace.hpp); null when off.
+  std::unique_ptr<trace_recorder> trace_;
   std::unique_ptr<external_spawn_cache[]> external_caches_;
 
   // Shutdown flags, each written once (seq_cst; see shutdown()).

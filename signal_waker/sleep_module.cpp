@@ -179,12 +179,16 @@ std::uint32_t sleep_module::wake_any(std::uint32_t count, wake_reason reason) no
   const int passes = poller_backend_ != nullptr ? 2 : 1;
   for (int pass = passes == 2 ? 0 : 1; pass < 2 && woken < count; ++pass) {
     for (std::size_t step = 0; step < workers && woken < count; ++step) {
-      signal_waker& waker = *wakers_[(start + step) % workers];
+      const std::size_t index = (start + step) % workers;
+      signal_waker& waker = *wakers_[index];
       if (pass == 0 && waker.parks_on_other_backend()) {
         continue;
       }
       if (waker.claim(reason)) {
         forget_sleeper(reason);
+        if (wake_observer_ != nullptr) [[unlikely]] {
+          wake_observer_->woke(index, reason);
+        }
         waker.unpark();
         ++woken;
       }

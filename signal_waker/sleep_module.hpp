@@ -74,6 +74,20 @@ struct idle_report {
   bool holds_poller = false;  // parked as the poller: dispatch, then release_poller()
 };
 
+// Told about every wake a poster delivers (the trace, executor/trace.hpp).
+// woke() runs on the poster's thread, after its claim and before its
+// unpark; it must not block.
+class wake_observer {
+ public:
+  virtual void woke(std::size_t worker, wake_reason reason) noexcept = 0;
+
+ protected:
+  wake_observer() = default;
+  wake_observer(const wake_observer&) = default;
+  wake_observer& operator=(const wake_observer&) = default;
+  ~wake_observer() = default;
+};
+
 class sleep_module {
  public:
   sleep_module(std::size_t worker_count, std::size_t max_partition_leaves,
@@ -117,6 +131,9 @@ class sleep_module {
     poller_taken_.store(false, sync::release);
   }
 
+  // Before workers start: who is told about each wake (null: nobody).
+  void set_wake_observer(wake_observer* observer) noexcept { wake_observer_ = observer; }
+
   // Shutdown: set every latch; unpark the parked ones.
   void wake_all_for_shutdown() noexcept;
 
@@ -144,6 +161,7 @@ class sleep_module {
   atomic_counters counters_;
   std::unique_ptr<park_backend> backend_;
   park_backend* poller_backend_ = nullptr;
+  wake_observer* wake_observer_ = nullptr;
   alignas(sync::cache_line) sync::atomic<bool> poller_taken_{false};
   std::vector<std::unique_ptr<signal_waker>> wakers_;
   std::unique_ptr<padded_epoch[]> park_epochs_;
