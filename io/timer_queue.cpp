@@ -1,5 +1,7 @@
 #include "timer_queue.hpp"
 
+#include <sys/prctl.h>
+
 #include <array>
 #include <stdexcept>
 
@@ -84,6 +86,16 @@ void timer_queue::disarm(entry& item) noexcept {
 }
 
 std::optional<timer_queue::clock::time_point> timer_queue::next_deadline() noexcept {
+  // The thread asking is the one that will sleep until the answer (the
+  // reactor's poller, a timer_thread). Linux stretches a sleeping thread's
+  // timeouts by its timer slack, 50 µs by default, so that nearby wake-ups
+  // coalesce: 1 ns makes epoll_pwait2 and futex timeouts end on time. Set
+  // once per thread; it also tightens that thread's other timed sleeps.
+  thread_local bool slack_tightened = false;
+  if (!slack_tightened) {
+    slack_tightened = true;
+    ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  }
   const std::lock_guard lock(mutex_);
   promised_ = wheel_.next_deadline();
   if (promised_ == timer_wheel::never) {
