@@ -471,6 +471,13 @@ def main():
     workloads = list_workloads(arguments.binary)
     if not arguments.no_comparison:
         run_and_print_comparison(arguments, workloads)
+        # The I/O workloads (HTTP, echo, timers): their own driver, the same
+        # build directory (bench/io_bench.py builds its servers there).
+        io_driver = Path(__file__).resolve().parent / "io_bench.py"
+        build_directory = Path(arguments.binary).resolve().parent.parent
+        if (build_directory / "build.ninja").exists():
+            subprocess.run([sys.executable, str(io_driver), str(build_directory),
+                            "--rounds", str(arguments.rounds)], check=False)
 
     if arguments.scaling:
         scaling_records, counts = run_scaling(arguments, RESULTS_DIRECTORY / "scaling.jsonl")

@@ -1,0 +1,116 @@
+// canopy_echo_server — the Canopy side of the echo benchmark: one coroutine
+// task per connection that sends back what it reads.
+//
+//   canopy_echo_server PORT [--threads N]
+//
+// Reads with a non-blocking attempt first and waits for readability only
+// after EAGAIN (no task frame per read), writes the same way. Prints
+// "listening on 127.0.0.1:PORT" and serves until SIGINT/SIGTERM.
+#include <signal.h>
+
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+#include "coroutine/coroutine.hpp"
+#include "io/io.hpp"
+
+namespace {
+
+using canopy::io::direction;
+
+canopy::task<void> echo(canopy::io::tcp_stream stream) {
+  std::array<std::byte, 4096> buffer;
+  for (;;) {
+    std::error_code error;
+    const std::size_t got = stream.try_read_some(buffer, error);
+    if (error == std::errc::resource_unavailable_try_again) {
+      if (co_await canopy::io::readable(stream.reg())) {
+        co_return;
+      }
+      continue;
+    }
+    if (error || got == 0) {
+      co_return;
+    }
+    const std::span<const std::byte> data(buffer.data(), got);
+    const std::size_t sent = stream.try_write_some(data, error);
+    if (error && error != std::errc::resource_unavailable_try_again) {
+      co_return;
+    }
+    if (sent < got) {
+      error.clear();
+      co_await stream.write_all(data.subspan(sent), error);
+      if (error) {
+        co_return;
+      }
+    }
+  }
+}
+
+canopy::task<void> accept_loop(canopy::io::tcp_listener& listener) {
+  for (;;) {
+    std::error_code error;
+    canopy::io::tcp_stream stream = co_await listener.accept(error);
+    if (error) {
+      if (error == std::errc::operation_canceled) {
+        co_return;
+      }
+      continue;
+    }
+    canopy::spawn_detached(echo(std::move(stream)));
+  }
+}
+
+[[noreturn]] void usage(const char* message) {
+  std::fprintf(stderr, "canopy_echo_server: %s\nusage: canopy_echo_server PORT [--threads N]\n",
+               message);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage("the port is required");
+  }
+  unsigned port = 0;
+  if (std::from_chars(argv[1], argv[1] + std::strlen(argv[1]), port).ec != std::errc() ||
+      port > 65535) {
+    usage("the port must be 0..65535");
+  }
+  canopy::executor_config config;
+  if (argc == 4 && std::string_view(argv[2]) == "--threads") {
+    unsigned threads = 0;
+    if (std::from_chars(argv[3], argv[3] + std::strlen(argv[3]), threads).ec != std::errc() ||
+        threads == 0) {
+      usage("--threads takes a positive number");
+    }
+    config.worker_count = threads;
+  } else if (argc != 2) {
+    usage("bad arguments");
+  }
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  canopy::executor pool(canopy::io::with_reactor(config));
+  canopy::io::tcp_listener listener = canopy::io::tcp_listener::bind(
+      canopy::io::reactor::of(pool),
+      canopy::io::endpoint::loopback_v4(static_cast<std::uint16_t>(port)));
+  auto server = pool.spawn(accept_loop(listener));
+  std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  server.cancel();
+  pool.shutdown();
+  return 0;
+}
