@@ -22,7 +22,9 @@
 namespace canopy::soak {
 
 // What a joiner saw at join().
-enum class join_seen : std::uint8_t { not_joined, value, error, cancelled };
+//   refused: join rethrew spawn_error(shut_down): the task (a when_all or a
+//   fiber with children) could not spawn a child because shutdown had begun.
+enum class join_seen : std::uint8_t { not_joined, value, error, cancelled, refused };
 
 struct ledger_entry {
   std::atomic<std::uint8_t> destroyed{0};

@@ -87,6 +87,7 @@ struct round_counters {
   std::atomic<std::uint64_t> event_sets{0};
   std::atomic<std::uint64_t> joins{0};
   std::atomic<std::uint64_t> cancels{0};
+  std::atomic<std::uint64_t> unexpected_errors{0};  // joins that rethrew what no task threw
 };
 
 // A wait_for_wake waiter handed to the foreign waker thread.
@@ -155,8 +156,10 @@ void dump(round_state& round, const char* why) {
     }
     summary_tree& tree = core.tree();
     for (std::size_t index = 0; index < tree.root_word_count(); ++index) {
-      std::fprintf(stderr, "  root word %zu: %016llx\n", index,
-                   static_cast<unsigned long long>(tree.root_word(index)));
+      if (const std::uint64_t word = tree.root_word(index); word != 0 || index == 0) {
+        std::fprintf(stderr, "  root word %zu: %016llx\n", index,
+                     static_cast<unsigned long long>(word));
+      }
     }
     for (std::size_t leaf = 0; leaf < tree.leaf_count(); ++leaf) {
       if (const std::uint64_t word = tree.leaf_word(leaf); word != 0) {
@@ -344,6 +347,15 @@ void record_join(round_state& round, held_handle& held) {
     seen = join_seen::cancelled;
   } catch (const soak_error&) {
     seen = join_seen::error;
+  } catch (const spawn_error& error) {
+    seen = join_seen::refused;
+    if (error.code() != make_error_code(errc::shut_down) || !round.shutting_down.load()) {
+      std::fprintf(stderr, "soak: join rethrew an unexpected spawn_error: %s\n", error.what());
+      round.counters.unexpected_errors.fetch_add(1);
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "soak: join rethrew an unexpected exception: %s\n", error.what());
+    round.counters.unexpected_errors.fetch_add(1);
   }
   held.entry->seen.store(seen);
   round.counters.joins.fetch_add(1, std::memory_order_relaxed);
@@ -543,12 +555,18 @@ bool check_round(round_state& round) {
         seen != join_seen::cancelled) {
       complain("a task threw but its join returned a value", index);
     }
+    if (seen == join_seen::refused && !started) {
+      complain("a task that never ran reported a refused child spawn", index);
+    }
     if (!entry.threw.load() && seen == join_seen::error) {
       complain("a join rethrew an error the task never threw", index);
     }
     if (entry.threw.load() && entry.detached.load()) {
       ++detached_threw;
     }
+  }
+  if (round.counters.unexpected_errors.load() != 0) {
+    complain("a join rethrew an exception no task threw on purpose", 0);
   }
   const std::uint64_t dropped = round.pool->stats().dropped_tasks;
   if (dropped < not_started_floor) {
@@ -609,8 +627,19 @@ bool run_round(const options& opts, std::mt19937_64& random, run_totals& totals)
       std::rethrow_exception(error);
     } catch (const soak_error&) {
       round.counters.detached_errors.fetch_add(1, std::memory_order_relaxed);
+    } catch (const spawn_error& refused) {
+      // A detached when_all or fiber whose child spawn met shutdown.
+      if (refused.code() != make_error_code(errc::shut_down) || !round.shutting_down.load()) {
+        std::fprintf(stderr, "soak: a detached task threw an unexpected spawn_error: %s\n",
+                     refused.what());
+        round.counters.unexpected_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (const std::exception& other) {
+      std::fprintf(stderr, "soak: a detached task threw an unexpected exception: %s\n",
+                   other.what());
+      round.counters.unexpected_errors.fetch_add(1, std::memory_order_relaxed);
     } catch (...) {
-      round.counters.detached_errors.fetch_add(1000000, std::memory_order_relaxed);
+      round.counters.unexpected_errors.fetch_add(1, std::memory_order_relaxed);
     }
   };
   round.pool = std::make_unique<executor>(std::move(config));
