@@ -6,6 +6,12 @@
 #   ./run.sh test [--sanitize=thread|address | --compiler=clang]
 #                                      build and run every test; last line:
 #                                      "tests: N passed, M failed"
+#   ./run.sh test --fuzz=SECONDS       run every libFuzzer target (tests/fuzz) for
+#                                      SECONDS each (clang, ASan+UBSan)
+#   ./run.sh test --mutants            the model check against each mutant of the
+#                                      wake protocol (tests/model/mutants.sh)
+#   ./run.sh soak [--minutes M | --seconds S] [--sanitize=thread] [--seed N]
+#                                      mixed load with exactly-once accounting (soak/)
 #   ./run.sh bench [--scaling] [--instructions] [--rounds K] [--no-comparison]
 #                                      Release build, Canopy vs oneTBB vs Boost.Asio
 #                                      (bench/README.md has every option)
@@ -45,14 +51,22 @@ configure_and_build() {
 }
 
 run_tests() {
-  local sanitize="" compiler=gcc
+  local sanitize="" compiler=gcc fuzz_seconds="" mutants=""
   for argument in "$@"; do
     case "$argument" in
+      --mutants) mutants=1 ;;
+      --fuzz=*)
+        fuzz_seconds=${argument#--fuzz=}
+        if ! [[ "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
+          echo "run.sh test: --fuzz needs a whole number of seconds, got '$fuzz_seconds'" >&2
+          exit 2
+        fi
+        ;;
       --sanitize=thread | --sanitize=address) sanitize=${argument#--sanitize=} ;;
       --compiler=gcc | --compiler=clang) compiler=${argument#--compiler=} ;;
       *)
         echo "run.sh test: unknown option '$argument'" \
-          "(use --sanitize=thread|address, --compiler=gcc|clang)" >&2
+          "(use --sanitize=thread|address, --compiler=gcc|clang, --fuzz=SECONDS, --mutants)" >&2
         exit 2
         ;;
     esac
@@ -62,6 +76,24 @@ run_tests() {
     exit 2
   fi
   ensure_packages "${core_packages[@]}"
+  if [ -n "$mutants" ]; then
+    # The model check's mutation table (tests/model/mutants.sh): each safety
+    # step removed in a scratch copy; one test per mutant.
+    local summary
+    summary=$(bash tests/model/mutants.sh | tee /dev/stderr | tail -1) || true
+    passed=$(echo "$summary" | sed -E 's/mutants: ([0-9]+) as expected.*/\1/')
+    failed=$(echo "$summary" | sed -E 's/.*, ([0-9]+) not/\1/')
+    echo "tests: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    return
+  fi
+  if [ -n "$fuzz_seconds" ]; then
+    passed=0 failed=0
+    run_fuzzers "$fuzz_seconds"
+    echo "tests: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    return
+  fi
   local dir=build runner=() options=()
   if [ "$compiler" = clang ]; then
     ensure_packages clang
@@ -94,7 +126,7 @@ run_tests() {
     exit 1
   fi
 
-  local passed=0 failed=0
+  passed=0 failed=0
   local binaries
   binaries=$(find "$dir/tests" -maxdepth 1 -type f -name '*_test' -perm -u+x | sort)
   for binary in $binaries; do
@@ -137,6 +169,24 @@ run_tests() {
       failed=$((failed + 1))
     fi
   fi
+  # A short soak (soak/): exactly-once accounting under mixed load, counted
+  # as one test; its monitor exits with a dump instead of hanging.
+  if ninja -C "$dir" soak/canopy_soak >&2; then
+    echo "== canopy_soak (5 s)${sanitize:+ ($sanitize)}" >&2
+    if timeout 900 "${runner[@]}" "$dir/soak/canopy_soak" --seconds 5 >&2; then
+      passed=$((passed + 1))
+    else
+      echo "-- canopy_soak FAILED" >&2
+      failed=$((failed + 1))
+    fi
+  else
+    failed=$((failed + 1))
+  fi
+  # The fuzz targets, a few seconds each, in the plain gcc run only (they
+  # have their own clang + ASan/UBSan build).
+  if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
+    run_fuzzers 3
+  fi
   # Canopy as a user gets it: install into a temporary prefix and build a
   # small program against it three ways (tests/consumer/run.sh), counted as
   # one test each. Plain gcc suite only: it builds its own unsanitized
@@ -158,11 +208,83 @@ run_tests() {
   [ "$failed" -eq 0 ]
 }
 
+# run_fuzzers SECONDS: build the libFuzzer targets (tests/fuzz) with clang,
+# ASan and UBSan in build-fuzz, run each for SECONDS from its committed seed
+# corpus (new inputs go to a scratch folder, crashes to build-fuzz/artifacts),
+# and count each target in the caller's passed / failed.
+run_fuzzers() {
+  local seconds=$1
+  ensure_packages clang libclang-rt-dev
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CXX=clang++ meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
+      -Db_lundef=false >&2
+  fi
+  local targets=(summary_tree_fuzz task_arena_fuzz task_state_fuzz)
+  if ! ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2; then
+    echo "-- fuzz targets: the build failed" >&2
+    failed=$((failed + ${#targets[@]}))
+    return
+  fi
+  mkdir -p build-fuzz/artifacts
+  for target in "${targets[@]}"; do
+    local scratch
+    scratch=$(mktemp -d)
+    echo "== $target (${seconds} s)" >&2
+    if ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+      timeout $((seconds + 120)) "build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" \
+      -timeout=60 -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$target-" \
+      "$scratch" "tests/fuzz/corpus/$target" >"$scratch.log" 2>&1; then
+      grep -E '^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units)' "$scratch.log" >&2 || true
+      passed=$((passed + 1))
+    else
+      echo "-- $target FAILED; its output:" >&2
+      tail -40 "$scratch.log" >&2
+      failed=$((failed + 1))
+    fi
+    rm -rf "$scratch" "$scratch.log"
+  done
+}
+
+# ./run.sh soak: the soak for as long as asked (default 1 minute).
+run_soak() {
+  local seconds=60 sanitize="" seed=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --minutes) seconds=$(awk "BEGIN { print 60 * ($2) }"); shift 2 ;;
+      --seconds) seconds=$2; shift 2 ;;
+      --seed) seed=(--seed "$2"); shift 2 ;;
+      --sanitize=thread) sanitize=thread; shift ;;
+      *)
+        echo "run.sh soak: unknown option '$1' (use --minutes M, --seconds S, --seed N," \
+          "--sanitize=thread)" >&2
+        exit 2
+        ;;
+    esac
+  done
+  ensure_packages "${core_packages[@]}"
+  local dir=build runner=()
+  if [ "$sanitize" = thread ]; then
+    dir=build-tsan
+    configure "$dir" -Db_sanitize=thread -Db_lundef=false
+    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" CANOPY_TIMEOUT_SCALE=10
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+      runner=(setarch "$(uname -m)" -R)
+    fi
+  else
+    configure "$dir"
+  fi
+  ninja -C "$dir" soak/canopy_soak >&2
+  "${runner[@]}" "$dir/soak/canopy_soak" --seconds "$seconds" "${seed[@]}"
+}
+
 # Release builds use link-time optimisation: callgrind counted 5.5 % fewer
 # instructions for fib(30) and 11 % fewer for fib_fiber with it
 # (docs/performance.md, entry 7).
 release_options=(--buildtype=release -Db_lto=true)
 
+# ./run.sh demo [--seconds S] [--connections N] [--server-threads T] [--client-threads T]:
+# examples/http_hello under canopy_load on 127.0.0.1, then a summary
+# (demo/http_demo.py). ./run.sh demo --cpu [...]: the CPU demo (canopy_demo).
 run_demo() {
   ensure_packages "${core_packages[@]}" python3
   configure build-release "${release_options[@]}"
@@ -188,10 +310,11 @@ command=${1:-}
 [ $# -gt 0 ] && shift
 case "$command" in
   test) run_tests "$@" ;;
+  soak) run_soak "$@" ;;
   demo) run_demo "$@" ;;
   bench) run_bench "$@" ;;
   *)
-    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang] | bench [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
+    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants] | soak [--minutes M] [--sanitize=thread] | bench [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
     exit 2
     ;;
 esac

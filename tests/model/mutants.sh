@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# mutants.sh — re-check that the model check can fail: for each safety step
+# of the wake protocol, build tests/model_check_test against a copy of the
+# sources with that step removed, and report whether the checker rejects it.
+#
+#   tests/model/mutants.sh            (from the repository root; ./run.sh test --mutants)
+#
+# The working tree is never modified: each mutant is applied to a copy in a
+# scratch folder. A mutant whose pattern no longer matches the source is a
+# failure too (the table must follow the code). Mutants marked "weak" remove
+# a fence that only matters on a weaker memory model than the sequentially
+# consistent one the checker explores: the checker is *expected* to miss
+# them, and the table says so (docs/correctness.md, "Not checked yet").
+# Exit status: 0 when every "caught" mutant was caught and every mutant
+# applied; 1 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cxx=${CXX:-g++}
+
+# name % file % perl substitution (applied with -0pe) % expected: caught / weak
+mutants=(
+  "try_sleep's final probe (must_stay_awake) removed%signal_waker/sleep_module.cpp%s/if \(permits_\.try_acquire\(\) \|\| probe\.must_stay_awake\(worker\)\) \{/if (permits_.try_acquire()) {/%caught"
+  "deactivate_root's re-check of the leaf removed%summary_tree/summary_tree.cpp%s/if \(leaf_words_\[leaf\]\.value\.load\(sync::seq_cst\) != 0\) \{\n    return activate_root\(leaf\);/if (false) {\n    return activate_root(leaf);/%caught"
+  "mark_signal_inactive's re-check of the signal word removed%summary_tree/summary_tree.cpp%s/if \(signal_words_\[leaf \* signals_per_leaf_ \+ signal\]\.load\(sync::seq_cst\) != 0\) \{/if (false) {/%caught"
+  "stale-bit repair in claim_in_leaf and claim_task_bit removed%summary_tree/summary_tree.cpp%s/if \(\(root_words_\[leaf \/ bits_per_word\]\.value\.load\(sync::relaxed\) & bit_of\(leaf\)\) != 0\) \{/if (false) {/; s/if \(\(leaf_words_\[leaf\]\.value\.load\(sync::relaxed\) & bit_of\(signal\)\) != 0\) \{/if (false) {/%caught"
+  "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%caught"
+  "seq_cst fence before try_sleep's final probe removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);\n  if \(permits_\.try_acquire\(\)/if (permits_.try_acquire()/%weak"
+  "seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%weak"
+)
+
+copy_sources() {
+  rm -rf "$scratch/src"
+  mkdir -p "$scratch/src/tests"
+  cp -r summary_tree signal_waker sync executor "$scratch/src/"
+  cp -r tests/model tests/model_check_test.cpp tests/test_main.cpp tests/watchdog.hpp \
+    "$scratch/src/tests/"
+}
+
+build_and_run() {
+  local dir=$scratch/src
+  if ! "$cxx" -std=c++20 -O2 -DCANOPY_MODEL_CHECK -I"$dir" \
+    "$dir/tests/model_check_test.cpp" "$dir/tests/model/model_checker.cpp" \
+    "$dir/tests/test_main.cpp" "$dir/summary_tree/permit_semaphore.cpp" \
+    "$dir/summary_tree/summary_tree.cpp" "$dir/signal_waker/park_backend.cpp" \
+    "$dir/signal_waker/signal_waker.cpp" "$dir/signal_waker/sleep_module.cpp" \
+    -lboost_context -pthread -o "$scratch/model_check" 2>"$scratch/build.log"; then
+    echo "build-failed"
+    return
+  fi
+  if timeout 600 "$scratch/model_check" >"$scratch/run.log" 2>&1; then
+    echo "passed"
+  else
+    echo "failed"
+  fi
+}
+
+status=0
+as_expected=0
+not_as_expected=0
+printf '%-62s %-8s %s\n' "mutant" "expected" "model check"
+copy_sources
+baseline=$(build_and_run)
+printf '%-62s %-8s %s\n' "(none: the real sources)" "passes" "$baseline"
+if [ "$baseline" != passed ]; then
+  tail -20 "$scratch/build.log" "$scratch/run.log" >&2 || true
+  status=1
+  not_as_expected=$((not_as_expected + 1))
+else
+  as_expected=$((as_expected + 1))
+fi
+for entry in "${mutants[@]}"; do
+  IFS='%' read -r name file substitution expected <<<"$entry"
+  copy_sources
+  before=$(md5sum "$scratch/src/$file")
+  perl -0pi -e "$substitution" "$scratch/src/$file" || true
+  if [ "$(md5sum "$scratch/src/$file")" = "$before" ]; then
+    printf '%-62s %-8s %s\n' "$name" "$expected" "DOES NOT APPLY (source changed: update the table)"
+    status=1
+    not_as_expected=$((not_as_expected + 1))
+    continue
+  fi
+  result=$(build_and_run)
+  verdict=$result
+  case "$result" in
+    failed) verdict="rejected (caught)" ;;
+    passed) verdict="passed (not caught)" ;;
+  esac
+  if [ "$result" = build-failed ] || { [ "$expected" = caught ] && [ "$result" != failed ]; }; then
+    verdict="$verdict  <-- the checker should catch this"
+    status=1
+    not_as_expected=$((not_as_expected + 1))
+  else
+    as_expected=$((as_expected + 1))
+  fi
+  printf '%-62s %-8s %s\n' "$name" "$expected" "$verdict"
+  if [ "$result" = failed ]; then
+    grep -E "ERROR|lost|stale|failure|CHECK" "$scratch/run.log" | head -2 | sed 's/^/      /'
+  fi
+done
+echo "mutants: $as_expected as expected, $not_as_expected not"
+exit $status
