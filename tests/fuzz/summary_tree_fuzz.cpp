@@ -123,7 +123,7 @@ struct harness {
           fail("invariant T: task bit set under a clear leaf bit", leaf, signal, 0);
         }
       }
-      if (leaf_word >> tree.signals_per_leaf() != 0 && tree.signals_per_leaf() < 64) {
+      if (tree.signals_per_leaf() < 64 && leaf_word >> tree.signals_per_leaf() != 0) {
         fail("leaf bit set beyond signals_per_leaf", leaf, 0, static_cast<long>(leaf_word));
       }
       if (leaf_word != 0 && !root_bit(leaf)) {
