@@ -30,6 +30,7 @@
 
 #include <coroutine>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -93,7 +94,8 @@ class foreign_awaiter {
 
   bool await_ready() {
     if constexpr (inner_by_reference) {
-      inner_ = &get_awaiter(static_cast<stored_type&&>(stored_));
+      auto&& awaiter = get_awaiter(static_cast<stored_type&&>(stored_));  // the stored object
+      inner_ = std::addressof(awaiter);
     } else {
       inner_.emplace(
           from_call{[this] { return get_awaiter(static_cast<stored_type&&>(stored_)); }});

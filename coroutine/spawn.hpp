@@ -248,6 +248,9 @@ struct task_spawner<task<T>> {
                                handle_type& out) {
     return to_error_code(detail::spawn_joined(core, std::move(work), mode, out));
   }
+  static std::error_code spawn_detached(executor_core& core, task<T>&& work, spawn_mode mode) {
+    return to_error_code(detail::spawn_coroutine<T>(core, std::move(work), false, mode, nullptr));
+  }
 };
 
 // Inside a running task (coroutine, fiber or callable): spawn `work` on the
@@ -262,6 +265,17 @@ task_handle<T> spawn(task<T> work) {
     throw spawn_error(status);
   }
   return handle;
+}
+
+// The same without blocking: at capacity, or after shutdown began, the
+// result carries errc::at_capacity / errc::shut_down instead of a handle.
+template <class T>
+spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
+  spawn_attempt<task_handle<T>> attempt;
+  attempt.error =
+      to_error_code(detail::spawn_joined(detail::current_core("canopy::try_spawn(task)"),
+                                         std::move(work), spawn_mode::fail, attempt.handle));
+  return attempt;
 }
 
 // The same without a join handle; an exception goes to the executor's

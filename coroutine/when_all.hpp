@@ -5,8 +5,12 @@
 //
 // Each task is spawned on the current executor (so they run in parallel),
 // then every join handle is awaited, even after one failed: when_all never
-// returns while one of its tasks still runs. If any task threw, the first
-// exception (in argument order) is rethrown after all have ended. A void
+// returns while one of its tasks still runs. If a spawn fails (at capacity:
+// spawn_error(errc::at_capacity); after shutdown began: errc::shut_down),
+// the tasks not yet spawned are destroyed unstarted, those already spawned
+// are awaited, and then the spawn error is rethrown. Otherwise, if any task
+// threw, the first exception (in argument order) is rethrown after all have
+// ended. A void
 // task contributes std::monostate to the tuple.
 // Only inside a running task (it spawns with canopy::spawn).
 #pragma once
@@ -57,12 +61,31 @@ struct settle_awaiter : join_awaiter<T> {
   }
 };
 
+// Awaits every handle that was spawned (the others are empty), so that no
+// task outlives when_all, even when a spawn failed.
+template <class T>
+task<void> settle(task_handle<T>& handle, std::optional<non_void_t<T>>& slot,
+                  std::exception_ptr& first_error) {
+  if (handle.valid()) {
+    co_await settle_awaiter<T>(handle, slot, first_error);
+  }
+}
+
 template <class... Ts, std::size_t... Is>
 task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...>, task<Ts>... tasks) {
-  std::tuple<task_handle<Ts>...> handles{canopy::spawn(std::move(tasks))...};
+  std::tuple<task_handle<Ts>...> handles;
+  std::exception_ptr spawn_failure;
+  try {
+    ((std::get<Is>(handles) = canopy::spawn(std::move(std::get<Is>(std::tie(tasks...))))), ...);
+  } catch (...) {
+    spawn_failure = std::current_exception();  // rethrown once the spawned ones ended
+  }
   std::tuple<std::optional<non_void_t<Ts>>...> results;
   std::exception_ptr first_error;
-  (co_await settle_awaiter<Ts>(std::get<Is>(handles), std::get<Is>(results), first_error), ...);
+  (co_await settle(std::get<Is>(handles), std::get<Is>(results), first_error), ...);
+  if (spawn_failure) {
+    std::rethrow_exception(spawn_failure);
+  }
   if (first_error) {
     std::rethrow_exception(first_error);
   }
@@ -80,13 +103,21 @@ template <class T>
 task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> tasks) {
   std::vector<task_handle<T>> handles;
   handles.reserve(tasks.size());
-  for (auto& work : tasks) {
-    handles.push_back(canopy::spawn(std::move(work)));
+  std::exception_ptr spawn_failure;
+  try {
+    for (auto& work : tasks) {
+      handles.push_back(canopy::spawn(std::move(work)));
+    }
+  } catch (...) {
+    spawn_failure = std::current_exception();  // rethrown once the spawned ones ended
   }
   std::vector<std::optional<detail::non_void_t<T>>> results(handles.size());
   std::exception_ptr first_error;
   for (std::size_t index = 0; index < handles.size(); ++index) {
     co_await detail::settle_awaiter<T>(handles[index], results[index], first_error);
+  }
+  if (spawn_failure) {
+    std::rethrow_exception(spawn_failure);
   }
   if (first_error) {
     std::rethrow_exception(first_error);

@@ -35,6 +35,10 @@ void executor_config::validate() const {
   if (idle_yield_rounds > 100000) {
     reject("idle_yield_rounds", idle_yield_rounds, "must be in 0..100000");
   }
+  if (on_shutdown != shutdown_policy::drain && on_shutdown != shutdown_policy::cancel_pending) {
+    reject("on_shutdown", static_cast<std::size_t>(on_shutdown),
+           "is not a shutdown_policy (drain or cancel_pending)");
+  }
   if (trace_events_per_worker < min_trace_events || trace_events_per_worker > max_trace_events) {
     reject("trace_events_per_worker", trace_events_per_worker,
            "must be in " + std::to_string(min_trace_events) + ".." +

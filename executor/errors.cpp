@@ -17,7 +17,7 @@ class executor_error_category final : public std::error_category {
       case errc::cancelled:
         return "canopy: the task was cancelled (destroyed without completing)";
       case errc::worker_thread:
-        return "canopy: this call would block a worker thread of the same executor";
+        return "canopy: this call would block a worker thread of a canopy executor";
     }
     return "canopy: unknown error " + std::to_string(value);
   }

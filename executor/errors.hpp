@@ -11,7 +11,7 @@ enum class errc {
   shut_down = 1,      // spawn after shutdown() began
   at_capacity = 2,    // try_spawn (or a spawn from a worker) found every slot taken
   cancelled = 3,      // the task was destroyed without completing
-  worker_thread = 4,  // a call that would block or deadlock was made on a worker thread
+  worker_thread = 4,  // a blocking call (join, wait_for, block_on, shutdown) on a worker thread
 };
 
 const std::error_category& executor_category() noexcept;

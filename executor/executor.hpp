@@ -11,11 +11,16 @@
 // Errors:
 //   * spawn() after shutdown() began throws spawn_error(errc::shut_down).
 //   * At capacity (max_leaves full) spawn() blocks the calling thread until a
-//     slot frees; on a worker thread, where blocking could deadlock the pool,
-//     it throws spawn_error(errc::at_capacity) instead. try_spawn() never
-//     blocks and returns the error code.
+//     slot frees (shutdown() releases it with errc::shut_down); on a worker
+//     thread, where blocking could deadlock the pool, it throws
+//     spawn_error(errc::at_capacity) instead. try_spawn() — for callables and
+//     for every other task kind (coroutines; fibers: try_spawn_fiber) — never
+//     blocks and returns the error code. capacity() and stats().live_tasks
+//     tell how full the executor is.
 //   * An invalid executor_config throws std::invalid_argument naming the field.
-//   * A task's exception travels to join(); for detached tasks it goes to
+//   * A task's exception travels to join(); for detached tasks — spawned with
+//     spawn_detached, or whose handle was dropped or detach()ed before the
+//     task ended, whatever its kind — it goes to
 //     executor_config::on_detached_exception.
 // Every spawned task either runs or is destroyed at shutdown (counted in
 // stats().dropped_tasks; its join handle reports task_cancelled); either way
@@ -42,7 +47,9 @@ namespace canopy {
 // canopy::task<T>, see coroutine/spawn.hpp): specialise task_spawner<Task>
 // with a `handle_type` and
 //   static std::error_code spawn(executor_core&, Task&&, spawn_mode, handle_type& out);
-// and executor::spawn(Task) uses it instead of the callable path.
+//   static std::error_code spawn_detached(executor_core&, Task&&, spawn_mode);
+// and executor::spawn / try_spawn / spawn_detached use them instead of the
+// callable path.
 template <class Task>
 struct task_spawner {};
 
@@ -51,12 +58,16 @@ concept spawnable_task = requires {
   typename task_spawner<std::remove_cvref_t<Task>>::handle_type;
 };
 
-template <class T>
-struct try_spawn_result {
-  join_handle<T> handle;  // valid only when !error
+// What try_spawn returns: the handle, or why the task was not accepted.
+template <class Handle>
+struct spawn_attempt {
+  Handle handle;  // valid only when !error
   std::error_code error;
   explicit operator bool() const noexcept { return !error; }
 };
+
+template <class T>
+using try_spawn_result = spawn_attempt<join_handle<T>>;
 
 class executor {
  public:
@@ -93,7 +104,17 @@ class executor {
   }
 
   // Like spawn(), but never blocks: at capacity or after shutdown it
-  // returns the error instead.
+  // returns the error instead (errc::at_capacity, errc::shut_down).
+  template <class Task>
+  requires spawnable_task<Task>
+  auto try_spawn(Task&& task)
+      -> spawn_attempt<typename task_spawner<std::remove_cvref_t<Task>>::handle_type> {
+    spawn_attempt<typename task_spawner<std::remove_cvref_t<Task>>::handle_type> attempt;
+    attempt.error = task_spawner<std::remove_cvref_t<Task>>::spawn(
+        *core_, std::forward<Task>(task), spawn_mode::fail, attempt.handle);
+    return attempt;
+  }
+
   template <class Fn>
   requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
       -> try_spawn_result<std::invoke_result_t<std::decay_t<Fn>&>> {
@@ -112,11 +133,16 @@ class executor {
     }
   }
 
-  // Spawn a task of another kind (a coroutine) and drop its handle: it runs
-  // detached; its exception, if any, is kept in its completion record.
+  // Spawn a task of another kind (a coroutine) without a handle; its
+  // exception, if any, goes to the handler, as for a callable.
   template <class Task>
   requires spawnable_task<Task>
-  void spawn_detached(Task&& task) { spawn(std::forward<Task>(task)).detach(); }
+  void spawn_detached(Task&& task) {
+    if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn_detached(
+            *core_, std::forward<Task>(task), spawn_mode::block)) {
+      throw spawn_error(static_cast<errc>(error.value()));
+    }
+  }
 
   // Stop accepting tasks and finish per executor_config::on_shutdown.
   // Idempotent; blocks until every worker has exited.
@@ -124,6 +150,9 @@ class executor {
 
   [[nodiscard]] executor_stats stats() const { return core_->stats(); }
   [[nodiscard]] std::size_t worker_count() const noexcept { return core_->worker_count(); }
+  // The most tasks alive at once (executor_config::max_leaves * 64 *
+  // signals_per_leaf); stats().live_tasks says how many are alive now.
+  [[nodiscard]] std::size_t capacity() const noexcept { return core_->capacity(); }
 
   // The runtime underneath, for task kinds built on it (coroutines, fibers).
   [[nodiscard]] executor_core& core() noexcept { return *core_; }
@@ -132,20 +161,15 @@ class executor {
   template <class Result, class Fn>
   try_spawn_result<Result> spawn_joined(Fn&& fn, spawn_mode mode) {
     using body = detail::callable_body<std::decay_t<Fn>, Result>;
-    auto* state = new pooled_join_state<Result>();  // two references: task + handle
-    body task{std::forward<Fn>(fn), state};
-    spawn_status status = spawn_status::spawned;
+    // Two references (task + handle); owned here until the spawn succeeded,
+    // so that a throwing copy of fn, or a failed spawn, frees it.
+    std::unique_ptr<pooled_join_state<Result>> owner(new pooled_join_state<Result>());
+    body task{std::forward<Fn>(fn), owner.get()};
     task_id id;
-    try {
-      status = spawn_body(task, mode, &id);
-    } catch (...) {
-      delete state;
-      throw;
-    }
-    if (status != spawn_status::spawned) {
-      delete state;
+    if (const spawn_status status = spawn_body(task, mode, &id); status != spawn_status::spawned) {
       return {join_handle<Result>(), to_error_code(status)};
     }
+    pooled_join_state<Result>* const state = owner.release();
     // Lets a coroutine or fiber that awaits the handle run the task at the
     // join if it has not started (executor_core::run_pending_inline).
     state->set_task(core_.get(), id);

@@ -183,8 +183,17 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
   if (!on_worker && trace_ != nullptr) [[unlikely]] {
     trace_->outside_spawn(slot);
   }
+  count_spawn(on_worker);
   make_runnable(slot);
   return spawn_status::spawned;
+}
+
+void executor_core::count_spawn(bool on_worker) noexcept {
+  if (on_worker) {
+    worker_counters::bump(workers_[this_thread_worker->index]->counters.spawned);
+  } else {
+    external_spawns_.fetch_add(1, sync::relaxed);  // a statistic: no ordering
+  }
 }
 
 std::size_t executor_core::place_external(std::size_t after) noexcept {
@@ -384,6 +393,7 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
   // generation fails its CAS; SCHEDULED is dropped, nobody else holds the task.
   target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
   worker_counters::bump(self->counters.tasks_run);
+  worker_counters::bump(self->counters.finished);
   release_slot(*self, id.slot);
   return pending_run::adopted;
 }
@@ -711,6 +721,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       // release: a stale waker that reads the new generation fails its CAS;
       // the slot's teardown is published by arena_.release() below.
       target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
+      worker_counters::bump(self.counters.finished);
       release_slot(self, slot);
       break;
     case run_outcome::suspended: {
@@ -795,16 +806,19 @@ void executor_core::shutdown() {
                             "canopy::executor::shutdown() called from one of its worker threads");
   }
   std::call_once(shutdown_once_, [this] {
-    // 1. Refuse new external spawns; wait for spawns already past the check;
-    //    release spawners blocked at capacity (they get errc::shut_down).
+    // 1. Refuse new external spawns; release spawners blocked at capacity
+    //    (they get errc::shut_down); wait for spawns already past the check.
+    //    The release comes first: a blocked spawner is itself in flight,
+    //    and leaves only when notified. One that blocks after the notify
+    //    reads accepting_ == false under capacity_mutex_ and never waits.
     accepting_.store(false, sync::seq_cst);
-    while (in_flight_.load(sync::acquire) != 0) {
-      sync::yield_thread();
-    }
     {
       const std::lock_guard lock(capacity_mutex_);
       ++capacity_epoch_;
       capacity_cv_.notify_all();
+    }
+    while (in_flight_.load(sync::acquire) != 0) {
+      sync::yield_thread();
     }
     // 2. Drain policy: wait until every worker is parked with nothing runnable.
     if (config_.on_shutdown == shutdown_policy::drain) {
@@ -856,6 +870,19 @@ executor_stats executor_core::stats() const {
     result.workers.push_back(worker->counters.snapshot());
   }
   result.dropped_tasks = dropped_tasks_.load(sync::relaxed);
+  // Ended counts (in the snapshot above) are read before spawned counts: a
+  // task counted as ended was spawned before, so the difference is never
+  // negative in a quiet moment; while tasks run it is clamped at 0.
+  std::uint64_t ended = result.dropped_tasks;
+  for (const worker_stats& one : result.workers) {
+    ended += one.finished;
+  }
+  std::uint64_t started = external_spawns_.load(sync::relaxed);
+  for (const auto& worker : workers_) {
+    started += worker->counters.spawned.load(sync::relaxed);
+  }
+  result.live_tasks = started > ended ? started - ended : 0;
+  result.capacity = capacity();
   result.sleeping_workers = sleep_.counters().sleeping();
   return result;
 }

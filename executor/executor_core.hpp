@@ -108,6 +108,10 @@ class executor_core final : private sleep_probe {
   // or a line on stderr). Called on the worker thread that ran the task.
   void report_detached_exception(const std::exception_ptr& error) const noexcept;
   [[nodiscard]] std::size_t worker_count() const noexcept { return config_.worker_count; }
+  // The most tasks that can be alive at once.
+  [[nodiscard]] std::size_t capacity() const noexcept {
+    return config_.max_leaves * config_.tasks_per_leaf();
+  }
   [[nodiscard]] const executor_config& config() const noexcept { return config_; }
   [[nodiscard]] bool is_worker_thread() const noexcept;
 
@@ -182,6 +186,9 @@ class executor_core final : private sleep_probe {
   // Run a task claimed by claim_pending nested in the running one.
   void run_claimed_nested(worker_state& self, std::uint32_t slot);
   void notify_capacity_waiters() noexcept;
+  // stats().live_tasks: one more spawned (per worker, or shared for threads
+  // that are not workers).
+  void count_spawn(bool on_worker) noexcept;
   bool is_quiescent() noexcept;
   void destroy_leftovers();
 
@@ -225,6 +232,7 @@ class executor_core final : private sleep_probe {
   sync::atomic<std::uint64_t> in_flight_{0};
 
   sync::atomic<std::uint64_t> dropped_tasks_{0};
+  sync::atomic<std::uint64_t> external_spawns_{0};  // spawns from non-worker threads
 };
 
 }  // namespace canopy

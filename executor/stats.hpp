@@ -17,12 +17,19 @@ struct worker_stats {
   std::uint64_t wakes_by_jec = 0;       // parks ended by the JEC path
   std::uint64_t wakes_by_shutdown = 0;  // parks ended by shutdown
   std::uint64_t spurious_wakeups = 0;   // returns from the park backend while still SLEEPING
+  std::uint64_t spawned = 0;            // tasks spawned by tasks running on this worker
+  std::uint64_t finished = 0;           // tasks that completed on this worker
 };
 
 struct executor_stats {
   std::vector<worker_stats> workers;
   std::uint64_t dropped_tasks = 0;     // tasks destroyed without completing
   std::uint32_t sleeping_workers = 0;  // workers parked when the snapshot was taken
+  // Tasks spawned and not yet ended (completed or dropped). Exact when the
+  // executor is quiescent; while tasks run, a snapshot of counters read one
+  // after another, so it may be off by the tasks that ended meanwhile.
+  std::uint64_t live_tasks = 0;
+  std::uint64_t capacity = 0;  // the most tasks alive at once (max_leaves * tasks per leaf)
 
   [[nodiscard]] worker_stats total() const noexcept {
     worker_stats sum;
@@ -35,6 +42,8 @@ struct executor_stats {
       sum.wakes_by_jec += one.wakes_by_jec;
       sum.wakes_by_shutdown += one.wakes_by_shutdown;
       sum.spurious_wakeups += one.spurious_wakeups;
+      sum.spawned += one.spawned;
+      sum.finished += one.finished;
     }
     return sum;
   }
@@ -51,6 +60,8 @@ struct alignas(sync::cache_line) worker_counters {
   sync::atomic<std::uint64_t> wakes_by_jec{0};
   sync::atomic<std::uint64_t> wakes_by_shutdown{0};
   sync::atomic<std::uint64_t> spurious_wakeups{0};
+  sync::atomic<std::uint64_t> spawned{0};
+  sync::atomic<std::uint64_t> finished{0};
 
   static void bump(sync::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
     counter.store(counter.load(sync::relaxed) + by, sync::relaxed);
@@ -64,7 +75,9 @@ struct alignas(sync::cache_line) worker_counters {
             wakes_by_permit.load(sync::relaxed),
             wakes_by_jec.load(sync::relaxed),
             wakes_by_shutdown.load(sync::relaxed),
-            spurious_wakeups.load(sync::relaxed)};
+            spurious_wakeups.load(sync::relaxed),
+            spawned.load(sync::relaxed),
+            finished.load(sync::relaxed)};
   }
 };
 

@@ -236,6 +236,12 @@ void switch_into(fiber_frame& frame) noexcept {
 }
 
 void switch_out(fiber_frame& frame) {
+  if (frame.unwinding) {
+    // A fiber that caught fiber_unwind and tries to suspend again: it is
+    // being destroyed, so the suspension point throws again at once (no
+    // switch) until the fiber returns.
+    throw fiber_unwind();
+  }
 #if defined(CANOPY_TSAN_FIBERS)
   __tsan_switch_to_fiber(frame.tsan_return, 0);
 #endif

@@ -34,8 +34,12 @@
 // Cancellation and shutdown unwind the fiber: it is resumed with a request
 // to unwind, and its pending suspension point throws canopy::fiber_unwind,
 // which runs the destructors on its stack. Do not swallow fiber_unwind
-// (catch (...) must rethrow it); a fiber that does finishes early anyway and
-// its result is discarded.
+// (catch (...) must rethrow it); a fiber that does is not resumed again:
+// every later suspension point (yield, await, wait_on, sleeping) throws
+// fiber_unwind at once, and whatever the fiber returns is discarded (its
+// handle reports task_cancelled). A suspension point inside a destructor
+// that runs during the unwind therefore throws from that destructor
+// (std::terminate): do not wait in destructors.
 #pragma once
 
 #include <boost/context/detail/fcontext.hpp>
@@ -235,6 +239,28 @@ requires std::is_invocable_v < std::decay_t<Fn>
     throw spawn_error(status);
   }
   return handle;
+}
+
+// Like spawn_fiber(pool, ...), but never blocks: at capacity or after
+// shutdown the result carries errc::at_capacity / errc::shut_down.
+template <class Fn>
+requires std::is_invocable_v < std::decay_t<Fn>
+& > auto try_spawn_fiber(executor& pool, Fn&& fn,
+                         std::size_t stack_size = stack_pool::default_stack_size)
+        -> spawn_attempt<task_handle<detail::fiber_result_t<Fn>>> {
+  spawn_attempt<task_handle<detail::fiber_result_t<Fn>>> attempt;
+  attempt.error = to_error_code(detail::spawn_fiber_on(
+      pool.core(), std::forward<Fn>(fn), stack_size, spawn_mode::fail, attempt.handle));
+  return attempt;
+}
+
+// A fiber without a handle: its exception, if any, goes to the executor's
+// on_detached_exception handler (as for every task detached before it ends).
+template <class Fn>
+requires std::is_invocable_v < std::decay_t<Fn>
+& > void spawn_fiber_detached(executor& pool, Fn&& fn,
+                              std::size_t stack_size = stack_pool::default_stack_size) {
+  spawn_fiber(pool, std::forward<Fn>(fn), stack_size).detach();
 }
 
 // Inside a running task: spawn on the same executor (at capacity:

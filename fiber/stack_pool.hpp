@@ -18,7 +18,14 @@
 //     an overflow is reported (abort with a message) at the next
 //     suspension, after it may already have written up to the page below
 //     and then into the stack below that. This is the honest cost of more
-//     fibers than guard pages.
+//     fibers than guard pages. What the canary can catch: an overflow that
+//     writes the 8 bytes at the stack's lowest address (any overflow that
+//     grows the stack contiguously past its end, as deep recursion does).
+//     What it cannot: a frame that skips over those 8 bytes (a large local
+//     array written sparsely, alloca), an overflow that crashes before the
+//     next suspension, or one that writes the canary's value back. Only a
+//     guarded stack catches every overflow; give fibers that recurse
+//     deeply or keep large locals a guarded stack (set_guard_limit).
 //   * Free stacks are reused (guarded ones first); memory is never
 //     unmapped, a free stack keeps the pages it touched.
 // Thread-safe; a small per-thread cache keeps the global lock off the
@@ -31,17 +38,17 @@
 namespace canopy {
 
 struct fiber_stack {
-  void* base = nullptr;   // lowest usable byte (just above the guard page)
-  std::size_t size = 0;   // usable bytes
-  bool guarded = false;   // a PROT_NONE page lies just below `base`
+  void* base = nullptr;  // lowest usable byte (just above the guard page)
+  std::size_t size = 0;  // usable bytes
+  bool guarded = false;  // a PROT_NONE page lies just below `base`
 };
 
 struct stack_pool_stats {
-  std::size_t chunks = 0;            // mappings made
-  std::size_t stacks = 0;            // stacks carved (free or in use)
-  std::size_t guarded_stacks = 0;    // of which have a PROT_NONE guard page
-  std::size_t in_use = 0;            // out of the shared pool (in use, or in a thread's cache)
-  std::size_t guard_limit = 0;       // guarded stacks allowed in total
+  std::size_t chunks = 0;          // mappings made
+  std::size_t stacks = 0;          // stacks carved (free or in use)
+  std::size_t guarded_stacks = 0;  // of which have a PROT_NONE guard page
+  std::size_t in_use = 0;          // out of the shared pool (in use, or in a thread's cache)
+  std::size_t guard_limit = 0;     // guarded stacks allowed in total
 };
 
 namespace stack_pool {

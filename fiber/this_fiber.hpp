@@ -165,6 +165,7 @@ T await(task<T> work) {
 template <class Awaitable>
 requires detail::member_awaitable<std::remove_cvref_t<Awaitable>>
 auto await(Awaitable&& awaitable) -> detail::await_result_t<std::remove_cvref_t<Awaitable>> {
+  canopy::detail::checked_current_fiber("this_fiber::await(awaitable)");
   using stored = std::remove_cvref_t<Awaitable>;
   using result = detail::await_result_t<stored>;
   auto bridge = [](stored inner) -> task<result> {
