@@ -56,10 +56,6 @@ timer_queue::clock::time_point timer_queue::from_ticks(std::uint64_t ticks) cons
 }
 
 bool timer_queue::arm(entry& item, clock::time_point deadline, const waker& target) {
-  const clock::time_point now = clock::now();
-  if (deadline <= now) {
-    return false;
-  }
   const std::uint64_t ticks = deadline_ticks(deadline);
   item.target = target;
   item.fired.store(false, sync::relaxed);  // published by the mutex to expire()

@@ -55,8 +55,11 @@ class timer_queue final : public deadline_source {
   timer_queue(const timer_queue&) = delete;
   timer_queue& operator=(const timer_queue&) = delete;
 
-  // Register `item` to wake `target` at `deadline`. False, registering
-  // nothing, when the deadline has already passed. `item` must not be armed.
+  // Register `item` to wake `target` at `deadline`; always true (the wait
+  // sources' arm() shape). A deadline that has already passed is due at the
+  // next expire(): callers that can check first (timer_wait::ready) do, and
+  // arm() reads no clock (a clock read costs more than the insert on a VM).
+  // `item` must not be armed.
   [[nodiscard]] bool arm(entry& item, clock::time_point deadline, const waker& target);
   // Take an armed entry back (a no-op if it already expired). Any thread;
   // afterwards the queue no longer touches `item`.

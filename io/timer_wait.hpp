@@ -62,7 +62,8 @@ class timer_wait {
   [[nodiscard]] bool ready() const noexcept {
     return entry_.has_fired() || clock::now() >= deadline_;
   }
-  // False (nothing registered) when the deadline has passed.
+  // Registers the timer (wait_on asked ready() first, so the deadline had
+  // not passed then; if it has since, the next expiry fires it at once).
   [[nodiscard]] bool arm(const waker& target) { return queue_->arm(entry_, deadline_, target); }
   void disarm() noexcept { queue_->disarm(entry_); }
   void result() const noexcept {}
