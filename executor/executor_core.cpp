@@ -147,6 +147,9 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
       in_flight_.fetch_sub(1, sync::release);
       return spawn_status::shut_down;
     }
+    if (trace_ != nullptr) [[unlikely]] {
+      trace_->outside_spawn();
+    }
   }
   struct in_flight_guard {
     executor_core* core;
@@ -179,9 +182,6 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
   target.state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
   if (spawned != nullptr) {
     *spawned = {slot, generation};
-  }
-  if (!on_worker && trace_ != nullptr) [[unlikely]] {
-    trace_->outside_spawn(slot);
   }
   count_spawn(on_worker);
   make_runnable(slot);
@@ -569,7 +569,12 @@ void executor_core::poll_driver_if_due(worker_state& self) noexcept {
 }
 
 void executor_core::dispatch_as_poller() noexcept {
-  config_.driver->dispatch();
+  trace_buffer* const trace = trace_ != nullptr ? trace_recorder::this_thread() : nullptr;
+  const std::uint64_t trace_start = trace != nullptr ? trace->now() : 0;
+  const std::size_t delivered = config_.driver->dispatch();
+  if (trace != nullptr) {
+    trace->reactor_poll(trace_start, static_cast<std::uint32_t>(delivered));
+  }
   sleep_.release_poller();
 }
 
@@ -699,6 +704,23 @@ bool executor_core::claim_in_leaf(std::size_t leaf, std::uint32_t& slot) {
 }
 
 void executor_core::run_task(worker_state& self, std::uint32_t slot) {
+  // One test of a pointer in the worker's own state when tracing is off
+  // (docs/tracing.md has the instruction counts); the traced run is out of line.
+  if (self.trace != nullptr) [[unlikely]] {
+    run_task_traced(self, slot);
+    return;
+  }
+  static_cast<void>(run_and_retire(self, slot));
+}
+
+[[gnu::noinline]] void executor_core::run_task_traced(worker_state& self, std::uint32_t slot) {
+  const std::uint64_t started = self.trace->run_started();
+  const run_outcome outcome = run_and_retire(self, slot);
+  self.trace->run_ended(started, slot, outcome);
+}
+
+[[gnu::always_inline]] inline run_outcome executor_core::run_and_retire(worker_state& self,
+                                                                        std::uint32_t slot) {
   task_slot& target = arena_.slot(slot);
   const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
   // relaxed: while SCHEDULED the claiming worker is the state's only writer
@@ -707,11 +729,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
   target.state.store(task_slot::make_state(generation, task_slot::executing), sync::relaxed);
   self.context.running = {slot, generation};
   self.context.has_running = true;
-  const std::uint64_t trace_start = self.trace != nullptr ? self.trace->run_started() : 0;
   const run_outcome outcome = target.vtable->run(target.storage);
-  if (self.trace != nullptr) [[unlikely]] {
-    self.trace->run_ended(trace_start, slot, outcome);
-  }
   self.context.has_running = false;
   worker_counters::bump(self.counters.tasks_run);
   switch (outcome) {
@@ -745,6 +763,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       }
       break;
   }
+  return outcome;
 }
 
 // ---------------------------------------------------------------- sleeping

@@ -161,6 +161,9 @@ class executor_core final : private sleep_probe {
   bool claim_in_leaf(std::size_t leaf, std::uint32_t& slot);
   bool claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot);
   void run_task(worker_state& self, std::uint32_t slot);
+  // run_task's body; run_task_traced records the run around it (tracing on).
+  run_outcome run_and_retire(worker_state& self, std::uint32_t slot);
+  void run_task_traced(worker_state& self, std::uint32_t slot);
   void signal_task(std::uint32_t slot) noexcept;
   // Make a SCHEDULED task runnable: into this worker's LIFO slot when called
   // on a worker of this executor (the slot's previous task goes to the tree),

@@ -13,8 +13,8 @@
 // Events (trace_kind): task runs, searches for work, parks (with what woke
 // the worker), steals (from which partition), wakes (from which thread, to
 // which worker: a flow arrow from the waker to the woken worker), spawns from
-// outside threads, and reactor polls (recorded by the I/O layer through
-// trace_buffer::reactor_poll).
+// outside threads, and reactor polls (the poller worker's dispatch of the
+// idle driver, executor_core::dispatch_as_poller).
 #pragma once
 
 #include <cstddef>
@@ -42,12 +42,12 @@ enum class trace_kind : std::uint8_t {
   steal,         // instant; value: the victim's partition (no_partition: a LIFO slot)
   wake,          // instant, on the waking thread; value: flow id, extra: the woken
                  // worker, detail: wake_reason
-  spawn,         // instant, an outside thread spawned; value: slot
+  spawn,         // instant, an outside thread spawned a task
   reactor_poll,  // the I/O reactor polled, start..end; value: events collected
 };
 
 struct trace_event {
-  std::uint64_t start_ns = 0;  // since the recorder was made
+  std::uint64_t start_ns = 0;  // since the recorder was made (recorded in ticks, see now())
   std::uint64_t end_ns = 0;    // == start_ns for instants
   std::uint64_t value = 0;
   std::uint32_t extra = 0;
@@ -130,13 +130,19 @@ class trace_recorder final : public wake_observer {
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
   // Where the SVG goes: the path with ".json" replaced by ".svg" (or ".svg" added).
   [[nodiscard]] std::string svg_path() const;
+  // Event time: ticks of the event clock since the recorder was made
+  // (trace.cpp: the time-stamp counter on x86), converted to nanoseconds
+  // when the trace is written.
   [[nodiscard]] std::uint64_t now() const noexcept;
+  [[nodiscard]] double nanoseconds_per_tick() const noexcept;
 
   // Worker thread start: its buffer is the one its wakes are recorded in.
   static void bind_this_thread(trace_buffer* buffer) noexcept;
+  // The calling worker's buffer (null on other threads, or when off).
+  [[nodiscard]] static trace_buffer* this_thread() noexcept;
 
   // Any thread that is not one of this executor's workers.
-  void outside_spawn(std::uint32_t slot) noexcept;
+  void outside_spawn() noexcept;
   // wake_observer: a poster claimed `worker`'s park (any thread).
   void woke(std::size_t worker, wake_reason reason) noexcept override;
 
@@ -150,6 +156,7 @@ class trace_recorder final : public wake_observer {
  private:
   std::string path_;
   std::uint64_t epoch_ns_;
+  std::uint64_t epoch_ticks_;
   std::vector<std::unique_ptr<trace_buffer>> workers_;
   mutable std::mutex outside_mutex_;
   std::unique_ptr<trace_buffer> outside_;  // guarded by outside_mutex_

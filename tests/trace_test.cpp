@@ -2,6 +2,7 @@
 // shutdown when tracing is on (executor/trace.hpp), read back with a JSON
 // parser and checked event by event.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,8 +17,6 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <unistd.h>
-
 #include <variant>
 #include <vector>
 
@@ -57,8 +56,8 @@ class json_reader {
     throw std::runtime_error("invalid JSON at byte " + std::to_string(at_) + ": " + what);
   }
   void skip_space() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' ||
-                                  text_[at_] == '\t')) {
+    while (at_ < text_.size() &&
+           (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' || text_[at_] == '\t')) {
       ++at_;
     }
   }
@@ -173,9 +172,9 @@ class json_reader {
       ++at_;
     }
     const std::size_t digits = at_;
-    while (at_ < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[at_])) != 0 ||
-                                  text_[at_] == '.' || text_[at_] == 'e' || text_[at_] == 'E' ||
-                                  text_[at_] == '+' || text_[at_] == '-')) {
+    while (at_ < text_.size() &&
+           (std::isdigit(static_cast<unsigned char>(text_[at_])) != 0 || text_[at_] == '.' ||
+            text_[at_] == 'e' || text_[at_] == 'E' || text_[at_] == '+' || text_[at_] == '-')) {
       ++at_;
     }
     if (at_ == digits) {
@@ -411,8 +410,8 @@ TEST_CASE("tracing problems are reported, not fatal") {
   canopy::executor_config config;
   config.worker_count = 1;
   config.trace_events_per_worker = 10;
-  CHECK_THROWS_WITH_AS(canopy::executor{config},
-                       doctest::Contains("trace_events_per_worker"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(canopy::executor{config}, doctest::Contains("trace_events_per_worker"),
+                       std::invalid_argument);
   // An unwritable path: shutdown says so on stderr and completes.
   config.trace_events_per_worker = canopy::executor_config::min_trace_events;
   config.trace_path = "/nonexistent-directory/for/canopy/trace.json";

@@ -1,8 +1,9 @@
 // A program that uses an installed Canopy the way a user's would: it names
-// only <canopy/canopy.hpp> and links only "canopy" (pkg-config, CMake
+// only <canopy/...> headers and links only "canopy" (pkg-config, CMake
 // canopy::canopy, or meson dependency('canopy')). tests/consumer/run.sh
 // builds it three ways and checks what it prints.
 #include <canopy/canopy.hpp>
+#include <canopy/io.hpp>  // not used below: checks that the I/O headers install whole
 
 #include <cstdio>
 
@@ -30,7 +31,7 @@ int main() {
                     }).join();
   const int callable = pool.spawn([] { return 7; }).join();
   pool.shutdown();
-  std::printf("canopy consumer: fib(20) = %ld, fiber 42 = %d, callable 7 = %d\n", coroutine,
-              fiber, callable);
+  std::printf("canopy consumer: fib(20) = %ld, fiber 42 = %d, callable 7 = %d\n", coroutine, fiber,
+              callable);
   return coroutine == 6765 && fiber == 42 && callable == 7 ? 0 : 1;
 }
