@@ -11,6 +11,10 @@
 # a fence that only matters on a weaker memory model than the sequentially
 # consistent one the checker explores: the checker is *expected* to miss
 # them, and the table says so (docs/correctness.md, "Not checked yet").
+# "liveness" marks a step that the no-lost-wakeup argument does not rely on
+# (the JEC wake: without it a busy owner keeps a backlog while others sleep,
+# but some awake worker still runs every task); the checker, which looks for
+# lost wakeups, is expected to pass it.
 # Exit status: 0 when every "caught" mutant was caught and every mutant
 # applied; 1 otherwise.
 set -euo pipefail
@@ -26,7 +30,7 @@ mutants=(
   "deactivate_root's re-check of the leaf removed%summary_tree/summary_tree.cpp%s/if \(leaf_words_\[leaf\]\.value\.load\(sync::seq_cst\) != 0\) \{\n    return activate_root\(leaf\);/if (false) {\n    return activate_root(leaf);/%caught"
   "mark_signal_inactive's re-check of the signal word removed%summary_tree/summary_tree.cpp%s/if \(signal_words_\[leaf \* signals_per_leaf_ \+ signal\]\.load\(sync::seq_cst\) != 0\) \{/if (false) {/%caught"
   "stale-bit repair in claim_in_leaf and claim_task_bit removed%summary_tree/summary_tree.cpp%s/if \(\(root_words_\[leaf \/ bits_per_word\]\.value\.load\(sync::relaxed\) & bit_of\(leaf\)\) != 0\) \{/if (false) {/; s/if \(\(leaf_words_\[leaf\]\.value\.load\(sync::relaxed\) & bit_of\(signal\)\) != 0\) \{/if (false) {/%caught"
-  "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%caught"
+  "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%liveness"
   "seq_cst fence before try_sleep's final probe removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);\n  if \(permits_\.try_acquire\(\)/if (permits_.try_acquire()/%weak"
   "seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%weak"
 )
