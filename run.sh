@@ -219,7 +219,7 @@ run_fuzzers() {
     CXX=clang++ meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
       -Db_lundef=false >&2
   fi
-  local targets=(summary_tree_fuzz task_arena_fuzz task_state_fuzz)
+  local targets=(summary_tree_fuzz task_arena_fuzz task_state_fuzz http_parser_fuzz)
   if ! ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2; then
     echo "-- fuzz targets: the build failed" >&2
     failed=$((failed + ${#targets[@]}))
