@@ -223,6 +223,11 @@ wait_status reactor::ready_or_arm(registration_id id, direction which, const wak
 }
 
 wait_status reactor::peek(registration_id id, direction which) noexcept {
+  std::uint64_t tick = 0;
+  return peek(id, which, tick);
+}
+
+wait_status reactor::peek(registration_id id, direction which, std::uint64_t& tick) noexcept {
   entry* target = find(id.slot);
   if (target == nullptr) {
     return wait_status::closed;
@@ -231,6 +236,7 @@ wait_status reactor::peek(registration_id id, direction which) noexcept {
   if (!target->live || target->generation != id.generation) {
     return wait_status::closed;
   }
+  tick = target->tick;
   return target->ready[static_cast<std::size_t>(which)] ? wait_status::ready : wait_status::armed;
 }
 

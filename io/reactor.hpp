@@ -117,6 +117,8 @@ class reactor final : public idle_driver {
   // Whether `which` is ready (or in error), without arming; closed for a
   // removed registration.
   wait_status peek(registration_id id, direction which) noexcept;
+  // As peek, and the events counter read under the same lock.
+  wait_status peek(registration_id id, direction which, std::uint64_t& tick) noexcept;
   // The registration's event counter (0 for a stale id).
   std::uint64_t tick(registration_id id) noexcept;
   // Forget the stored waiter for `which` (a wait that ended without an edge).

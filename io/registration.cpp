@@ -54,6 +54,10 @@ std::uint64_t registration::tick(direction /*which*/) const noexcept {
   return owner_ == nullptr ? 0 : owner_->tick(id_);
 }
 
+bool registration::ready(direction which, std::uint64_t& tick) const noexcept {
+  return owner_ == nullptr || owner_->peek(id_, which, tick) != wait_status::armed;
+}
+
 void registration::clear_ready(direction which, std::uint64_t tick) const noexcept {
   if (owner_ != nullptr) {
     owner_->clear_ready(id_, which, tick);

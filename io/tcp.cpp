@@ -84,6 +84,18 @@ attempt accept_once(int listen_fd, int& accepted, std::error_code& error) noexce
   }
 }
 
+// A read that returned fewer bytes than asked for (and more than 0: EOF
+// stays readable) emptied the socket's receive queue: clear read readiness,
+// so the next read waits for an edge instead of spending a recv on EAGAIN
+// (tokio does the same). Safe by the tick: an edge delivered since `tick`
+// keeps the direction ready.
+void drained_if_short(const registration& reg, std::uint64_t tick, std::size_t got,
+                      std::size_t asked) noexcept {
+  if (got > 0 && got < asked) {
+    reg.clear_ready(direction::read, tick);
+  }
+}
+
 void set_no_delay_on(int fd) noexcept {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -214,6 +226,8 @@ std::size_t tcp_stream::try_read_some(std::span<std::byte> buffer,
   if (read_once(fd_, buffer, got, error) == attempt::would_block) {
     reg_.clear_ready(direction::read, tick);
     error = std::make_error_code(std::errc::resource_unavailable_try_again);
+  } else {
+    drained_if_short(reg_, tick, got, buffer.size());
   }
   return got;
 }
@@ -241,15 +255,23 @@ task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer, std::error_
       error = not_open();
       co_return 0;
     }
-    const std::uint64_t tick = reg_.tick(direction::read);
+    std::uint64_t tick = 0;
+    if (!reg_.ready(direction::read, tick)) {
+      // Not ready (an EAGAIN or a short read cleared it): wait for the edge
+      // instead of spending a recv on EAGAIN.
+      if (std::error_code failed =
+              co_await canopy::wait_on(readiness_wait{reg_, direction::read})) {
+        error = failed;
+        co_return 0;
+      }
+      continue;
+    }
     std::size_t got = 0;
     if (read_once(fd_, buffer, got, error) == attempt::done) {
+      drained_if_short(reg_, tick, got, buffer.size());
       co_return got;
     }
-    if (std::error_code failed = co_await wait_after_eagain(reg_, direction::read, tick)) {
-      error = failed;
-      co_return 0;
-    }
+    reg_.clear_ready(direction::read, tick);
   }
 }
 
@@ -506,14 +528,18 @@ tcp_stream accept(tcp_listener& listener, std::error_code& error) {
 
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
   for (;;) {
-    const std::uint64_t tick = stream.reg().tick(direction::read);
-    const std::size_t got = stream.try_read_some(buffer, error);
+    std::uint64_t tick = 0;
+    if (stream.is_open() && !stream.reg().ready(direction::read, tick)) {
+      readiness_wait wait{stream.reg(), direction::read};
+      if (std::error_code failed = canopy::this_fiber::wait_on(wait)) {
+        error = failed;
+        return 0;
+      }
+      continue;
+    }
+    const std::size_t got = stream.try_read_some(buffer, error);  // clears readiness on EAGAIN
     if (error != std::errc::resource_unavailable_try_again) {
       return got;
-    }
-    if (std::error_code failed = fiber_wait_after_eagain(stream.reg(), direction::read, tick)) {
-      error = failed;
-      return 0;
     }
   }
 }
