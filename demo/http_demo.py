@@ -36,6 +36,9 @@ def parse_arguments():
                         help="server workers (default: half the hardware threads)")
     parser.add_argument("--client-threads", type=int, default=max(1, hardware - hardware // 2),
                         help="load generator workers (default: the other half)")
+    parser.add_argument("--trace", type=Path, metavar="FILE",
+                        help="write the server's worker trace to FILE (Chrome trace JSON) and "
+                        "its SVG timeline beside it (docs/tracing.md)")
     arguments = parser.parse_args()
     if arguments.seconds <= 0 or arguments.seconds > 600:
         parser.error("--seconds must be in (0, 600]")
@@ -57,9 +60,14 @@ def process_cpu_ns(pid):
     return total
 
 
-def start_server(binary, threads):
+def start_server(binary, threads, trace=None):
+    # CANOPY_TRACE turns the server executor's trace on; it is written when
+    # the server shuts its executor down on SIGTERM (stop_server).
+    environment = dict(os.environ)
+    if trace is not None:
+        environment["CANOPY_TRACE"] = str(trace.resolve())
     server = subprocess.Popen([str(binary), "0", "--threads", str(threads)],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, env=environment)
     line = server.stdout.readline()
     if not line.startswith("listening on 127.0.0.1:"):
         server.kill()
@@ -95,7 +103,7 @@ def main():
           f"canopy_load ({arguments.connections} keep-alive connections, "
           f"{arguments.client_threads} workers, {arguments.seconds:g} s), on 127.0.0.1")
     sys.stdout.flush()
-    server, port = start_server(server_binary, arguments.server_threads)
+    server, port = start_server(server_binary, arguments.server_threads, arguments.trace)
     try:
         cpu_before = process_cpu_ns(server.pid)
         started = time.monotonic()
@@ -134,6 +142,9 @@ def main():
               f"tasks run {stats.get('tasks_run', 0):,}, steals {stats.get('steals', 0):,}, "
               f"parks {stats.get('parks', 0):,}, wakes by permit "
               f"{stats.get('wakes_by_permit', 0):,} / by JEC {stats.get('wakes_by_jec', 0):,}")
+        print("                      (a permit wake: a leaf of the summary tree became active; "
+              "a JEC wake: work posted\n                      without a permit while too few "
+              "workers were awake; docs/architecture.md)")
         print("  server reactor      "
               f"blocking polls {stats.get('reactor_blocking_waits', 0):,}, non-blocking polls "
               f"{stats.get('reactor_polls', 0):,}, events {stats.get('reactor_events', 0):,}, "
@@ -141,6 +152,10 @@ def main():
         print("  server connections  "
               f"{stats.get('connections', 0):,} accepted, {stats.get('requests', 0):,} requests "
               f"served, {stats.get('bad_requests', 0)} bad, {stats.get('timeouts', 0)} timed out")
+    if arguments.trace is not None:
+        svg = arguments.trace.with_suffix(".svg") if arguments.trace.suffix == ".json" \
+            else Path(str(arguments.trace) + ".svg")
+        print(f"  trace               {arguments.trace} (Perfetto, chrome://tracing) and {svg}")
     return 0 if errors == 0 and load.returncode == 0 else 1
 
 
