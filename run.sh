@@ -42,6 +42,11 @@ configure() {
   shift
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >&2
+  elif meson introspect "$dir" --buildoptions 2>/dev/null |
+    grep -q '"name": "default_library", "value": "shared"'; then
+    # Set up before the libraries became static by default (meson keeps an
+    # existing folder's options): LTO and the instruction counts assume static.
+    meson configure "$dir" -Ddefault_library=static >&2
   fi
 }
 
