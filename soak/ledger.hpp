@@ -33,6 +33,7 @@ struct ledger_entry {
   std::atomic<bool> detached{false};          // nobody joins it
   std::atomic<bool> spawn_failed{false};      // its spawn returned an error
   std::atomic<bool> cancel_requested{false};  // join_handle::cancel() was called
+  std::atomic<bool> child{false};             // a when_all or fiber child (its parent spawns it)
   std::atomic<join_seen> seen{join_seen::not_joined};
 };
 
