@@ -280,12 +280,16 @@ trace_summary check_trace(const json& document, std::size_t workers) {
   // ends before the next starts or contains it (a task run at a join).
   // Timestamps are microseconds with ns resolution: allow 1 ns of rounding.
   constexpr double slack = 0.0011;
-  for (auto& [tid, list] : spans) {
+  for (auto& track : spans) {
+    const double tid = track.first;
+    auto& list = track.second;
     std::sort(list.begin(), list.end(), [](const auto& left, const auto& right) {
       return left.first < right.first || (left.first == right.first && left.second > right.second);
     });
     std::vector<double> open_ends;
-    for (const auto& [start, end] : list) {
+    for (const auto& span : list) {
+      const double start = span.first;
+      const double end = span.second;
       while (!open_ends.empty() && open_ends.back() <= start + slack) {
         open_ends.pop_back();
       }
