@@ -96,7 +96,7 @@ TEST_CASE("tcp echo round trips over IPv4 and IPv6") {
   {
     executor pool(io_config(2));
     reactor& owner = reactor::of(pool);
-    for (const endpoint local : {endpoint::loopback_v4(0), endpoint::loopback_v6(0)}) {
+    for (const endpoint& local : {endpoint::loopback_v4(0), endpoint::loopback_v6(0)}) {
       std::error_code error;
       tcp_listener listener = tcp_listener::bind(owner, local, error);
       if (error && local.family() == AF_INET6) {
