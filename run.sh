@@ -323,6 +323,3 @@ case "$command" in
     exit 2
     ;;
 esac
-# ./run.sh demo [--seconds S] [--connections N] [--server-threads T] [--client-threads T]:
-# examples/http_hello under canopy_load on 127.0.0.1, then a summary
-# (demo/http_demo.py). ./run.sh demo --cpu [...]: the CPU demo (canopy_demo).
