@@ -5,8 +5,13 @@
 //   canopy::executor pool(canopy::io::with_reactor());
 //   canopy::io::reactor_timers timers(pool);
 //   ...
-//   pool.shutdown();   // before ~reactor_timers: sleeping tasks are destroyed
-//                      // (and disarm their timers) while the queue still lives
+//
+// ~reactor_timers shuts the executor down first (shutdown() is idempotent):
+// sleeping tasks hold timers in this queue, so they are destroyed, and
+// disarm their timers, while the queue still lives. Declared after the
+// executor, as above, it is destroyed first and that is all it takes.
+// Destroy it on a thread that is not one of the executor's workers (as the
+// executor itself).
 //
 // The constructor throws std::logic_error if the executor has no reactor
 // or already has a timer queue.
@@ -26,6 +31,7 @@ class reactor_timers {
     reactor_->set_deadline_source(&queue_);
   }
   ~reactor_timers() {
+    core_->shutdown();
     reactor_->set_deadline_source(nullptr);
     timer_queue::detach(*core_);
   }

@@ -442,3 +442,20 @@ TEST_CASE("timers driven by the reactor's poller: sleeps end on time, with_timeo
   ::close(pipe_ends[1]);
   pool.shutdown();
 }
+
+TEST_CASE("reactor_timers declared after its executor: scope exit with tasks still sleeping") {
+  canopy::testing::watchdog guard("timers scope exit", 30);
+  std::atomic<int> destroyed{0};
+  {
+    executor pool(canopy::io::with_reactor(config_with(2)));
+    canopy::io::reactor_timers timers(pool);
+    for (int i = 0; i < 10; ++i) {
+      pool.spawn_detached([](std::atomic<int>& count) -> task<void> {
+        canopy::testing::destroy_flag flag(count);
+        co_await canopy::sleep_for(1h);
+      }(destroyed));
+    }
+    REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 10; }));
+  }  // ~reactor_timers, then ~executor: the sleepers must not touch a freed queue
+  CHECK(destroyed.load() == 10);
+}
