@@ -1,5 +1,6 @@
 // canopy::io — readiness I/O on the executor: the epoll reactor, readiness
-// waits for tasks, fibers and callbacks, and TCP. docs/io.md is the guide.
+// waits for tasks, fibers and callbacks, TCP, and timers (sleep_for,
+// with_timeout; reactor_timers). docs/io.md is the guide.
 #pragma once
 
 #include "callback.hpp"
@@ -7,3 +8,8 @@
 #include "reactor.hpp"
 #include "registration.hpp"
 #include "tcp.hpp"
+#include "timer_binding.hpp"
+#include "timer_error.hpp"
+#include "timer_fiber.hpp"
+#include "timer_thread.hpp"
+#include "timer_wait.hpp"
