@@ -142,13 +142,7 @@ class foreign_awaiter {
     operator inner_type() { return fn(); }  // NOLINT(google-explicit-constructor)
   };
 
-  inner_type& inner() noexcept {
-    if constexpr (inner_by_reference) {
-      return *inner_;
-    } else {
-      return *inner_;
-    }
-  }
+  inner_type& inner() noexcept { return *inner_; }  // a pointer or an optional: both deref
 
   stored_type stored_;
   std::conditional_t<inner_by_reference, inner_type*, std::optional<inner_type>> inner_{};

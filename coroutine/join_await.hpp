@@ -94,13 +94,9 @@ class join_awaiter {
         state_(other.state_),
         foreign_(std::exchange(other.foreign_, nullptr)) {}
   join_awaiter& operator=(join_awaiter&&) = delete;
-  ~join_awaiter() {
-    if (foreign_ != nullptr) {
-      delete foreign_;
-    }
-  }
+  ~join_awaiter() { delete foreign_; }
 
-  bool await_ready() const noexcept { return state_->ready(); }
+  [[nodiscard]] bool await_ready() const noexcept { return state_->ready(); }
 
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> self) {
@@ -123,9 +119,7 @@ class join_awaiter {
   }
 
   T await_resume() {
-    if (foreign_ != nullptr) {
-      delete std::exchange(foreign_, nullptr);  // fired: the child is done with it
-    }
+    delete std::exchange(foreign_, nullptr);  // fired (or never used): the child is done with it
     return take_and_detach(borrowed_ != nullptr ? *borrowed_ : owned_);
   }
 

@@ -72,7 +72,8 @@ task<void> settle(task_handle<T>& handle, std::optional<non_void_t<T>>& slot,
 }
 
 template <class... Ts, std::size_t... Is>
-task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...>, task<Ts>... tasks) {
+task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...> /*indices*/,
+                                                  task<Ts>... tasks) {
   std::tuple<task_handle<Ts>...> handles;
   std::exception_ptr spawn_failure;
   try {
