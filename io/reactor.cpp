@@ -29,6 +29,13 @@ struct reactor::entry {
   int fd = -1;
   bool ready[2] = {false, false};
   bool error = false;
+  // The peer closed its side (EPOLLRDHUP) or the socket failed (HUP, ERR):
+  // reads end at once from now on (EOF or the error), and no later edge will
+  // come, so read readiness is never cleared again (tokio keeps its
+  // read-closed readiness the same way). Without this, a short read of the
+  // last bytes, delivered in the same edge as the FIN, cleared readiness and
+  // the read that would return EOF waited forever.
+  bool read_closed = false;
   std::uint64_t tick = 0;  // events delivered to this registration
   waker waiters[2];        // one per direction; invalid when none
   waker persistent;        // woken on every edge (callback registrations)
@@ -145,6 +152,7 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
   // first operation's EAGAIN clears what is not.
   target.ready[0] = target.ready[1] = assume_ready;
   target.error = false;
+  target.read_closed = false;
   target.pending_events = 0;
   const registration_id id{slot, target.generation};
   epoll_event event{};
@@ -256,7 +264,13 @@ void reactor::clear_ready(registration_id id, direction which, std::uint64_t tic
   }
   const std::lock_guard guard(target->lock);
   if (target->live && target->generation == id.generation && target->tick == tick) {
-    target->ready[static_cast<std::size_t>(which)] = false;
+    // After a hang-up or an error the direction stays ready: the next
+    // operation returns at once (EOF, EPIPE or the error), and no edge would
+    // ever set it again.
+    const bool sticky = target->error || (which == direction::read && target->read_closed);
+    if (!sticky) {
+      target->ready[static_cast<std::size_t>(which)] = false;
+    }
   }
 }
 
@@ -346,6 +360,9 @@ void reactor::deliver(const epoll_event& event) noexcept {
     target->pending_events |= event.events;
     if ((event.events & error_events) != 0) {
       target->error = true;
+    }
+    if ((event.events & (EPOLLRDHUP | error_events)) != 0) {
+      target->read_closed = true;
     }
     if ((event.events & read_events) != 0) {
       target->ready[0] = true;

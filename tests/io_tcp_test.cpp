@@ -392,3 +392,35 @@ TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
   }
   CHECK(open_fd_count() == fds_before);
 }
+
+TEST_CASE("the last bytes and the peer's FIN in one edge: a short read, then EOF") {
+  const canopy::testing::watchdog guard("data and FIN in one edge", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    int ends[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends) == 0);
+    // Data and FIN are queued before the registration exists, so epoll
+    // reports them as one edge (EPOLLIN | EPOLLRDHUP).
+    REQUIRE(::write(ends[1], "bye", 3) == 3);
+    REQUIRE(::shutdown(ends[1], SHUT_WR) == 0);
+    std::error_code error;
+    tcp_stream stream(owner, ends[0], error);
+    REQUIRE_FALSE(error);
+    auto reads = pool.spawn([](tcp_stream* reader) -> task<std::size_t> {
+      // Let the idle worker's poller deliver the edge before the first read,
+      // so that read's tick is the edge's.
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      std::array<std::byte, 16> buffer{};
+      const std::size_t first = co_await reader->read_some(buffer);   // short: 3 of 16
+      const std::size_t second = co_await reader->read_some(buffer);  // EOF: hung before
+      co_return first * 100 + second;
+    }(&stream));
+    REQUIRE(reads.wait_for(std::chrono::seconds(10)));
+    CHECK(reads.join() == 300);
+    stream.close();
+    ::close(ends[1]);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
