@@ -5,6 +5,7 @@
 #include "block_on.hpp"
 #include "custom_wait.hpp"
 #include "foreign_await.hpp"
+#include "host.hpp"
 #include "join_await.hpp"
 #include "spawn.hpp"
 #include "task.hpp"

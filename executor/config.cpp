@@ -14,8 +14,15 @@ namespace {
 }  // namespace
 
 void executor_config::validate() const {
-  if (worker_count == 0 || worker_count > max_worker_count) {
-    reject("worker_count", worker_count, "must be in 1.." + std::to_string(max_worker_count));
+  if (worker_count > max_worker_count) {
+    reject("worker_count", worker_count,
+           "must be in 0.." + std::to_string(max_worker_count) +
+               " (0: the host thread runs every task, executor::run_once and friends)");
+  }
+  if (worker_count == 0 && driver != nullptr) {
+    reject("worker_count", worker_count,
+           "must be at least 1 with an idle driver (an I/O reactor): a parked worker is its "
+           "poller");
   }
   if (signals_per_leaf == 0 || signals_per_leaf > 64 || !std::has_single_bit(signals_per_leaf)) {
     reject("signals_per_leaf", signals_per_leaf, "must be a power of two in 1..64");
@@ -23,7 +30,7 @@ void executor_config::validate() const {
   if (max_leaves == 0 || max_leaves > max_leaf_limit) {
     reject("max_leaves", max_leaves, "must be in 1.." + std::to_string(max_leaf_limit));
   }
-  if (max_leaves < worker_count) {
+  if (max_leaves < worker_count) {  // every owned worker owns a partition
     reject("max_leaves", max_leaves,
            "must be at least worker_count (" + std::to_string(worker_count) +
                ") so that every worker owns a leaf");

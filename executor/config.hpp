@@ -29,7 +29,9 @@ struct executor_config {
   static constexpr std::size_t max_worker_count = 1024;
   static constexpr std::size_t max_leaf_limit = std::size_t{1} << 16;
 
-  // Worker threads. Default: one per hardware thread. Must be 1..1024.
+  // Worker threads the executor owns. Default: one per hardware thread.
+  // 0..1024; 0 makes a host-driven executor: tasks run only on the thread
+  // that calls run_once()/run_for()/run_until_idle()/run() (docs/embedding.md).
   std::size_t worker_count = default_worker_count();
   // Signal words per leaf (64 tasks each): a power of two in 1..64.
   std::size_t signals_per_leaf = 64;

@@ -18,6 +18,9 @@ class executor_error_category final : public std::error_category {
         return "canopy: the task was cancelled (destroyed without completing)";
       case errc::worker_thread:
         return "canopy: this call would block a worker thread of a canopy executor";
+      case errc::host_busy:
+        return "canopy: another thread is running this executor as its host (run_once, "
+               "run_for, run_until_idle, run): one host thread at a time";
     }
     return "canopy: unknown error " + std::to_string(value);
   }

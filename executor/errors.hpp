@@ -12,6 +12,7 @@ enum class errc {
   at_capacity = 2,    // try_spawn (or a spawn from a worker) found every slot taken
   cancelled = 3,      // the task was destroyed without completing
   worker_thread = 4,  // a blocking call (join, wait_for, block_on, shutdown) on a worker thread
+  host_busy = 5,      // run_once/run_for/... while another thread runs the executor as its host
 };
 
 const std::error_category& executor_category() noexcept;

@@ -6,7 +6,24 @@
 //
 // Thread-safety: every member may be called from any thread, including from
 // inside tasks, except shutdown() and the destructor, which must not run on
-// one of this executor's worker threads (they join those threads).
+// one of this executor's worker threads (they join those threads), and the
+// run functions, which must not run inside one of its tasks.
+//
+// Embedding (docs/embedding.md): a thread the executor does not own — a
+// server's event loop, main() — runs its tasks as the *host*:
+//   run_once()        run at most one ready task
+//   run_until_idle()  run ready tasks until none is ready
+//   run_for(d), run_until(t)  run tasks, sleeping while none is ready, until the time is up
+//   run()             the same until shutdown() begins (the host joins the pool)
+//   notify_fd()       readable while the host has work: poll it in your own loop
+//   post(fn)          run fn on the host thread (the loop thread), as a task
+// and a coroutine continues on the host with co_await canopy::resume_on_host()
+// (coroutine/host.hpp). With worker_count = 0 the host runs every task; with
+// owned workers it runs only what is pinned to it (post, resume_on_host;
+// what those spawn goes to the pool), except in run(), where it also takes
+// the pool's tasks as one more worker. One host thread at a time (another
+// caller gets errc::host_busy); all run functions return 0 once shutdown()
+// began, and shutdown() then runs the pinned tasks itself (drain policy).
 //
 // Errors:
 //   * spawn() after shutdown() began throws spawn_error(errc::shut_down).
@@ -27,6 +44,7 @@
 // its destructor runs.
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <functional>
 #include <memory>
@@ -144,6 +162,59 @@ class executor {
     }
   }
 
+  // Run fn() on the host thread (the next run_* call there), as a task of
+  // this executor; its exception goes to on_detached_exception. Any thread.
+  // Errors as spawn_detached (spawn_error: shut_down, or at_capacity on a
+  // worker). A posted task that no host runs before shutdown() is run by
+  // shutdown() (drain policy) or dropped (cancel_pending).
+  template <class Fn>
+  requires std::invocable < std::decay_t<Fn>
+  & > void post(Fn&& fn) {
+    using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
+    body task{std::forward<Fn>(fn), nullptr};
+    if (const spawn_status status =
+            spawn_body(task, spawn_mode::block, nullptr, spawn_placement::host);
+        status != spawn_status::spawned) {
+      throw spawn_error(status);
+    }
+  }
+
+  // The host role (see the top of this file). Each returns how many task
+  // runs the calling thread made. Not from inside a task of this executor
+  // (std::system_error errc::worker_thread); not while another thread runs
+  // as the host (errc::host_busy). On return, notify_fd() is readable if
+  // work for the host is left, else it becomes readable when some arrives.
+  std::size_t run_once() {
+    host_budget budget;
+    budget.max_tasks = 1;
+    return core_->run_host(budget);
+  }
+  std::size_t run_until_idle() { return core_->run_host(host_budget{}); }
+  template <class Rep, class Period>
+  std::size_t run_for(std::chrono::duration<Rep, Period> duration) {
+    return run_until(std::chrono::steady_clock::now() + duration);
+  }
+  template <class Clock, class Duration>
+  std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
+    host_budget budget;
+    budget.wait_for_work = true;
+    budget.deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now());
+    return core_->run_host(budget);
+  }
+  std::size_t run() {
+    host_budget budget;
+    budget.wait_for_work = true;
+    budget.until_shutdown = true;
+    return core_->run_host(budget);
+  }
+  // An eventfd, owned by the executor (do not read or close it): readable
+  // while the host has work — a pinned task, or with worker_count = 0 any
+  // ready task. Add it to your epoll/poll set and call run_until_idle()
+  // (or run_once()) when it is readable.
+  [[nodiscard]] int notify_fd() const noexcept { return core_->notify_fd(); }
+
   // Stop accepting tasks and finish per executor_config::on_shutdown.
   // Idempotent; blocks until every worker has exited.
   void shutdown() { core_->shutdown(); }
@@ -177,13 +248,14 @@ class executor {
   }
 
   template <class Body>
-  spawn_status spawn_body(Body& task, spawn_mode mode, task_id* spawned) {
+  spawn_status spawn_body(Body& task, spawn_mode mode, task_id* spawned,
+                          spawn_placement placement = spawn_placement::anywhere) {
     return core_->spawn_body(
         &detail::body_vtable<Body>::table,
         [](void* storage, void* context) {
           detail::body_storage<Body>::construct(storage, std::move(*static_cast<Body*>(context)));
         },
-        &task, mode, spawned);
+        &task, mode, spawned, placement);
   }
 
   std::unique_ptr<executor_core> core_;

@@ -1,5 +1,6 @@
 #include "executor_core.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +26,7 @@ std::size_t this_thread_hash() noexcept {
 executor_config validated(executor_config config) {
   config.validate();
   if (config.initial_leaves == 0) {
-    config.initial_leaves = config.worker_count;
+    config.initial_leaves = std::max<std::size_t>(config.worker_count, 1);
   }
   return config;
 }
@@ -59,31 +60,35 @@ class driver_park_backend final : public park_backend {
 }  // namespace
 
 worker_context* current_worker() noexcept { return this_thread_worker; }
+worker_context*& current_worker_slot() noexcept { return this_thread_worker; }
 
 executor_core::executor_core(executor_config config)
     : config_(validated(std::move(config))),
+      partitions_(std::max<std::size_t>(config_.worker_count, 1)),
+      host_runs_everything_(config_.worker_count == 0),
       tree_(config_.max_leaves, config_.signals_per_leaf),
-      arena_(config_.signals_per_leaf, config_.initial_leaves, config_.max_leaves,
-             config_.worker_count),
-      sleep_(config_.worker_count,
-             (config_.max_leaves + config_.worker_count - 1) / config_.worker_count,
+      arena_(config_.signals_per_leaf, config_.initial_leaves, config_.max_leaves, partitions_),
+      sleep_(config_.worker_count, (config_.max_leaves + partitions_ - 1) / partitions_,
              config_.idle_yield_rounds, tree_.permits()),
       external_caches_(std::make_unique<external_spawn_cache[]>(external_cache_count)) {
   for (std::size_t index = 0; index < external_cache_count; ++index) {
-    external_caches_[index].next_partition = index % config_.worker_count;
+    external_caches_[index].next_partition = index % partitions_;
   }
   if (config_.driver != nullptr) {
     poller_backend_ = std::make_unique<driver_park_backend>(*config_.driver);
     sleep_.set_poller_backend(poller_backend_.get());
   }
+  // The owned workers, then the host role's state. With owned workers the
+  // host owns no partition (it steals); without, it owns the only one.
   const std::size_t workers = config_.worker_count;
-  workers_.reserve(workers);
-  for (std::size_t index = 0; index < workers; ++index) {
+  workers_.reserve(workers + 1);
+  for (std::size_t index = 0; index <= workers; ++index) {
     auto state = std::make_unique<worker_state>(tree_.root_word_count());
     state->context.core = this;
     state->context.index = index;
+    state->is_host = index == workers;
     for (std::size_t leaf = 0; leaf < config_.max_leaves; ++leaf) {
-      if (partition_owner(leaf, workers) == index) {
+      if (partition_owner(leaf, partitions_) == index) {
         state->own_mask[leaf / 64] |= std::uint64_t{1} << (leaf % 64);
       }
     }
@@ -131,7 +136,8 @@ bool executor_core::is_worker_thread() const noexcept {
 
 spawn_status executor_core::spawn_body(const task_vtable* vtable,
                                        void (*construct)(void* storage, void* context),
-                                       void* context, spawn_mode mode, task_id* spawned) {
+                                       void* context, spawn_mode mode, task_id* spawned,
+                                       spawn_placement placement) {
   const bool on_worker = is_worker_thread();
   if (on_worker) {
     // Worker threads are joined before leftovers are destroyed, so a spawn
@@ -184,7 +190,11 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
     *spawned = {slot, generation};
   }
   count_spawn(on_worker);
-  make_runnable(slot);
+  if (placement == spawn_placement::host) [[unlikely]] {
+    host_.push(slot);  // its lock publishes the body to the host, as a task bit would
+  } else {
+    make_runnable(slot);
+  }
   return spawn_status::spawned;
 }
 
@@ -199,7 +209,7 @@ void executor_core::count_spawn(bool on_worker) noexcept {
 std::size_t executor_core::place_external(std::size_t after) noexcept {
   // Prefer a partition whose owner is sleepy or parked: its work will be
   // picked up by the owner that the permit wakes.
-  const std::size_t workers = workers_.size();
+  const std::size_t workers = config_.worker_count;
   if (workers <= 1) {
     return 0;
   }
@@ -213,7 +223,7 @@ std::size_t executor_core::place_external(std::size_t after) noexcept {
 }
 
 bool executor_core::reserve_anywhere(std::size_t first_partition, task_arena::reservation& into) {
-  const std::size_t workers = config_.worker_count;
+  const std::size_t workers = partitions_;
   for (std::size_t step = 0; step < workers; ++step) {
     if (arena_.reserve((first_partition + step) % workers, into)) {
       return true;
@@ -223,7 +233,7 @@ bool executor_core::reserve_anywhere(std::size_t first_partition, task_arena::re
 }
 
 bool executor_core::allocate_unreserved(std::size_t first_partition, std::uint32_t& slot) {
-  const std::size_t workers = config_.worker_count;
+  const std::size_t workers = partitions_;
   for (std::size_t step = 0; step < workers; ++step) {
     if (auto index = arena_.allocate((first_partition + step) % workers)) {
       slot = *index;
@@ -257,7 +267,7 @@ spawn_status executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
       if (reserved) {
         return spawn_status::spawned;
       }
-    } else if (allocate_unreserved(hash % config_.worker_count, slot)) {
+    } else if (allocate_unreserved(hash % partitions_, slot)) {
       return spawn_status::spawned;
     }
   }
@@ -481,6 +491,9 @@ void executor_core::signal_task(std::uint32_t slot) noexcept {
   } else {
     sleep_.new_jobs(1);
   }
+  if (host_runs_everything_) {
+    host_.notify();  // after the bit's seq_cst RMW: the poster's half of the host handshake
+  }
 }
 
 void executor_core::owe_wakes(std::uint32_t permits_granted) noexcept {
@@ -585,7 +598,7 @@ bool executor_core::take_yielded(worker_state& self, std::uint32_t& slot) {
   }
   slot = *yielded;
   self.last_from_yield = true;
-  if (self.yields.empty()) {
+  if (self.yields.empty() && !self.is_host) {
     sleep_.waker(self.context.index).unmark_yield();
   }
   return true;
@@ -635,12 +648,11 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   }
   // 3. Steal from other partitions, starting at a random leaf, then from
   //    other workers' LIFO slots.
-  if (config_.worker_count > 1 && (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
+  if (workers_.size() > 1 && (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
     worker_counters::bump(self.counters.steals);
     if (self.trace != nullptr) [[unlikely]] {
-      self.trace->steal(self.steal_leaf == no_leaf
-                            ? trace_buffer::no_partition
-                            : partition_owner(self.steal_leaf, config_.worker_count));
+      self.trace->steal(self.steal_leaf == no_leaf ? trace_buffer::no_partition
+                                                   : partition_owner(self.steal_leaf, partitions_));
     }
     self.last_from_yield = false;
     return true;
@@ -758,9 +770,16 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       target.state.fetch_or(task_slot::scheduled, sync::acq_rel);
       target.state.fetch_and(~task_slot::executing, sync::acq_rel);
       worker_counters::bump(self.counters.yields);
-      if (self.yields.push(slot)) {
+      if (self.yields.push(slot) && !self.is_host) {
         sleep_.waker(self.context.index).mark_yield();
       }
+      break;
+    case run_outcome::to_host:
+      // As for a yield: SCHEDULED first (a concurrent wake is absorbed),
+      // then the host channel's queue holds the task (invariant S).
+      target.state.fetch_or(task_slot::scheduled, sync::acq_rel);
+      target.state.fetch_and(~task_slot::executing, sync::acq_rel);
+      host_.push(slot);
       break;
   }
   return outcome;
@@ -830,20 +849,28 @@ void executor_core::shutdown() {
     //    The release comes first: a blocked spawner is itself in flight,
     //    and leaves only when notified. One that blocks after the notify
     //    reads accepting_ == false under capacity_mutex_ and never waits.
+    //    A host thread in run() is woken: every run function returns once
+    //    it sees accepting_ == false.
     accepting_.store(false, sync::seq_cst);
     {
       const std::lock_guard lock(capacity_mutex_);
       ++capacity_epoch_;
       capacity_cv_.notify_all();
     }
+    host_.notify();
     while (in_flight_.load(sync::acquire) != 0) {
       sync::yield_thread();
     }
-    // 2. Drain policy: wait until every worker is parked with nothing runnable.
+    // 2. Take the host role for good (wait for a host thread to return).
+    //    Drain policy: run the host's pinned tasks here — and, with no owned
+    //    workers, every task — until every worker is parked with nothing
+    //    runnable and no pinned task waits.
+    while (host_taken_.exchange(true, sync::acquire)) {
+      sync::yield_thread();
+    }
     if (config_.on_shutdown == shutdown_policy::drain) {
       draining_.store(true, sync::seq_cst);
-      std::unique_lock lock(drain_mutex_);
-      drain_cv_.wait(lock, [this] { return is_quiescent(); });
+      drain_as_host();
     }
     // 3. Stop: workers leave their loops after the current task.
     stopping_.store(true, sync::seq_cst);
@@ -862,7 +889,9 @@ void executor_core::shutdown() {
       }
     }
     // 5. Destroy every task still alive (suspended, or pending under
-    //    cancel_pending): its destructor runs, its join handle says cancelled.
+    //    cancel_pending, or pinned for a host that never ran it): its
+    //    destructor runs, its join handle says cancelled.
+    host_.clear();
     destroy_leftovers();
   });
 }
@@ -884,15 +913,16 @@ void executor_core::destroy_leftovers() {
 
 executor_stats executor_core::stats() const {
   executor_stats result;
-  result.workers.reserve(workers_.size());
-  for (const auto& worker : workers_) {
-    result.workers.push_back(worker->counters.snapshot());
+  result.workers.reserve(config_.worker_count);
+  for (std::size_t index = 0; index < config_.worker_count; ++index) {
+    result.workers.push_back(workers_[index]->counters.snapshot());
   }
+  result.host = workers_[config_.worker_count]->counters.snapshot();
   result.dropped_tasks = dropped_tasks_.load(sync::relaxed);
   // Ended counts (in the snapshot above) are read before spawned counts: a
   // task counted as ended was spawned before, so the difference is never
   // negative in a quiet moment; while tasks run it is clamped at 0.
-  std::uint64_t ended = result.dropped_tasks;
+  std::uint64_t ended = result.dropped_tasks + result.host.finished;
   for (const worker_stats& one : result.workers) {
     ended += one.finished;
   }

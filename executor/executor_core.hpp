@@ -9,6 +9,7 @@
 // Users normally see only executor.hpp.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include "../sync/atomics.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "host_channel.hpp"
 #include "idle_driver.hpp"
 #include "stats.hpp"
 #include "task_arena.hpp"
@@ -44,11 +46,29 @@ struct worker_context {
 
 // The calling thread's worker context, or nullptr on a non-worker thread.
 worker_context* current_worker() noexcept;
+// The calling thread's worker-context pointer itself: the host role binds
+// it while a host thread runs tasks (executor/host_run.cpp).
+worker_context*& current_worker_slot() noexcept;
 
 // How spawn_body() behaves when every slot is taken.
 enum class spawn_mode {
   block,  // wait for a slot (non-worker threads); at_capacity on a worker
   fail,   // return spawn_status::at_capacity at once
+};
+
+// Where spawn_body() puts the new task.
+enum class spawn_placement {
+  anywhere,  // the spawning worker's LIFO slot, or the summary tree
+  host,      // the host channel: only the host thread runs it (executor::post)
+};
+
+// How long one call of executor_core::run_host() keeps the calling thread.
+struct host_budget {
+  std::size_t max_tasks = ~std::size_t{0};
+  bool wait_for_work = false;    // block (until the deadline) when nothing is ready
+  bool until_shutdown = false;   // run(): ignore the deadline, return when shutdown begins
+  bool stop_at_shutdown = true;  // false only for shutdown's own drain
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 class executor_core final : private sleep_probe {
@@ -64,7 +84,8 @@ class executor_core final : private sleep_probe {
   // is released and the exception propagates (strong guarantee).
   spawn_status spawn_body(const task_vtable* vtable,
                           void (*construct)(void* storage, void* context), void* context,
-                          spawn_mode mode, task_id* spawned);
+                          spawn_mode mode, task_id* spawned,
+                          spawn_placement placement = spawn_placement::anywhere);
 
   // Make task `id` runnable. A stale id (the task finished) is a no-op and
   // returns false. Any thread.
@@ -97,6 +118,15 @@ class executor_core final : private sleep_probe {
   // A task it does not accept runs nested as in run_pending_inline.
   pending_run run_or_adopt_pending(task_id id, const adoption& adopt);
 
+  // The calling thread takes the host role and runs tasks within `budget`
+  // (executor.hpp's run_once/run_for/run_until_idle/run document each);
+  // returns how many task runs it made. Throws std::system_error with
+  // errc::worker_thread from a task of this executor and errc::host_busy
+  // while another thread holds the role; returns 0 once shutdown began.
+  std::size_t run_host(const host_budget& budget);
+  // Readable while the host has work (host_channel.hpp). Any thread.
+  [[nodiscard]] int notify_fd() const noexcept { return host_.fd(); }
+
   // Stop accepting tasks, finish according to the policy, join the workers,
   // destroy what is left. Idempotent. Not from a worker thread
   // (std::system_error with errc::worker_thread).
@@ -127,6 +157,7 @@ class executor_core final : private sleep_probe {
   struct worker_state {
     explicit worker_state(std::size_t root_words) : own_mask(root_words, 0) {}
     worker_context context;
+    bool is_host = false;  // the host role's state: no thread of its own
     yield_queue yields;
     bool last_from_yield = false;         // fairness: a yielded task lets the tree go first
     std::vector<std::uint64_t> own_mask;  // per root word: leaves this worker owns
@@ -195,6 +226,22 @@ class executor_core final : private sleep_probe {
   bool is_quiescent() noexcept;
   void destroy_leftovers();
 
+  // The host role (executor/host_run.cpp).
+  worker_state& host_state() noexcept { return *workers_[config_.worker_count]; }
+  // A pinned task, else (unless pinned_only) what find_task finds.
+  bool find_host_task(worker_state& host, std::uint32_t& slot, bool pinned_only);
+  // Hand the host's LIFO task and yielded tasks to the tree (and wake a
+  // worker for them); release_host_work also returns its spawn slots:
+  // done whenever the host stops running.
+  void hand_over_local_work(worker_state& host) noexcept;
+  void release_host_work(worker_state& host) noexcept;
+  // Work the host must come back for: a pinned task, or with no owned
+  // workers any ready task (seq_cst reads: the re-check after arm()).
+  [[nodiscard]] bool host_has_work() const noexcept;
+  // Runs tasks as the host until the budget ends or nothing is ready.
+  std::size_t host_loop(worker_state& host, const host_budget& budget, bool pinned_only);
+  void drain_as_host();
+
   // The poller role's driver calls (executor/idle_driver.hpp).
   void poll_driver_if_due(worker_state& self) noexcept;
   void dispatch_as_poller() noexcept;
@@ -204,6 +251,12 @@ class executor_core final : private sleep_probe {
   void about_to_block(std::size_t worker) noexcept override;
 
   executor_config config_;
+  // Partitions of the arena and the tree: one per owned worker; one (the
+  // host's) when the executor has none.
+  std::size_t partitions_;
+  // No owned workers: the host runs every task, and each ready task
+  // notifies the host channel.
+  bool host_runs_everything_;
   summary_tree tree_;
   task_arena arena_;
   sleep_module sleep_;
@@ -211,7 +264,13 @@ class executor_core final : private sleep_probe {
   // without a driver). Declared before workers_; the workers are joined in
   // shutdown(), before any member is destroyed.
   std::unique_ptr<park_backend> poller_backend_;
+  // The owned workers, then the host role's state (index worker_count).
   std::vector<std::unique_ptr<worker_state>> workers_;
+  host_channel host_;
+  // Held by the thread in run_host() (or by shutdown from step 2 on).
+  // acquire/release: hands the host's worker_state and channel from one
+  // holder to the next.
+  sync::atomic<bool> host_taken_{false};
   // The trace of worker activity (executor/trace.hpp); null when off.
   std::unique_ptr<trace_recorder> trace_;
   std::unique_ptr<external_spawn_cache[]> external_caches_;

@@ -22,7 +22,8 @@ struct worker_stats {
 };
 
 struct executor_stats {
-  std::vector<worker_stats> workers;
+  std::vector<worker_stats> workers;  // the owned workers
+  worker_stats host;                  // runs made by host threads (executor::run_once and friends)
   std::uint64_t dropped_tasks = 0;     // tasks destroyed without completing
   std::uint32_t sleeping_workers = 0;  // workers parked when the snapshot was taken
   // Tasks spawned and not yet ended (completed or dropped). Exact when the
@@ -31,8 +32,9 @@ struct executor_stats {
   std::uint64_t live_tasks = 0;
   std::uint64_t capacity = 0;  // the most tasks alive at once (max_leaves * tasks per leaf)
 
+  // Every worker's counters and the host's, summed.
   [[nodiscard]] worker_stats total() const noexcept {
-    worker_stats sum;
+    worker_stats sum = host;
     for (const worker_stats& one : workers) {
       sum.tasks_run += one.tasks_run;
       sum.steals += one.steals;

@@ -16,10 +16,11 @@
 //                             set meanwhile, -> SCHEDULED and the worker sets
 //                             the task bit again
 //   end_run: yielded (same worker)    -> SCHEDULED, onto the local yield queue
+//   end_run: to_host (same worker)    -> SCHEDULED, onto the host channel's queue
 //   end_run: completed (same worker)  -> generation + 1, IDLE; then the body
 //                             is destroyed and the occupancy bit cleared
 // Invariant S: a task's bit is set in the summary tree, or it sits in a
-// yield queue, at most once, and only while its state is SCHEDULED without
+// yield queue or the host channel's queue, at most once, and only while its state is SCHEDULED without
 // EXECUTING. So no task ever runs concurrently with itself.
 #pragma once
 
@@ -35,6 +36,7 @@ enum class run_outcome : std::uint8_t {
   completed,  // the body is finished; the slot is freed
   suspended,  // waiting for a wake(); the slot stays, idle
   yielded,    // runnable again at once, after other ready tasks
+  to_host,    // runnable again at once, on the host thread (executor/host_channel.hpp)
 };
 
 // Why a body is destroyed.

@@ -53,6 +53,8 @@ const char* outcome_name(std::uint8_t outcome) noexcept {
       return "suspended";
     case run_outcome::yielded:
       return "yielded";
+    case run_outcome::to_host:
+      return "to_host";
   }
   return "unknown";
 }

@@ -88,6 +88,16 @@ inline void yield() {
   canopy::detail::switch_out(frame);
 }
 
+// Continue this fiber on its executor's host thread (coroutine/host.hpp
+// has the contract; docs/embedding.md).
+inline void resume_on_host() {
+  canopy::detail::fiber_frame& frame =
+      canopy::detail::checked_current_fiber("this_fiber::resume_on_host()");
+  frame.armed = nullptr;
+  frame.signal = run_outcome::to_host;
+  canopy::detail::switch_out(frame);
+}
+
 inline void wait_for_wake() {
   canopy::detail::fiber_frame& frame =
       canopy::detail::checked_current_fiber("this_fiber::wait_for_wake()");

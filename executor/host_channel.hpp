@@ -1,0 +1,100 @@
+// host_channel — how tasks reach the host thread, and how a host that is
+// not running learns that they did (docs/embedding.md, docs/architecture.md
+// "The host thread").
+//
+// The host is a thread the executor does not own — a server's event loop, a
+// GUI thread, main() — that runs tasks when it calls executor::run_once(),
+// run_for(), run_until_idle() or run(). Two things wait for it:
+//   * pinned tasks: a task that must continue on the host (resume_on_host(),
+//     executor::post()) sits in this channel's queue, SCHEDULED, until the
+//     host runs it. Only the host pops them; nobody steals them.
+//   * with no owned workers, every ready task: the executor tells the
+//     channel after it sets a task bit in the summary tree.
+// The notify descriptor (an eventfd) turns "the host has work" into
+// readability, so a host loop sleeps in its own epoll/poll.
+//
+// The no-lost-wakeup handshake (a Dekker pair, both sides seq_cst):
+//   poster: make the work visible (queue push, or the task bit's seq_cst
+//           RMW); then notify(): if `armed_`, exchange it to false and, if
+//           that exchange won, write the eventfd once.
+//   host:   before it stops running: arm(): store `armed_ = true`; then
+//           look for work once more (has_queued(), the tree). Work found:
+//           disarm and keep running (or leave the descriptor readable).
+// Either the poster's load sees armed_ == true (it writes), or the host's
+// re-check sees the work. A won exchange always writes exactly once; the host
+// counts the writes it expects (a poster's win is seen as `armed_` already
+// false when it disarms) so that it reads the eventfd only while a count is
+// there or on its way, and never leaves it readable for nothing.
+//
+// Threads: push(), notify(), has_queued() and fd() from any thread; every
+// other member only by the thread holding the executor's host role (one at a
+// time; the role's hand-over is an acquire/release pair in executor_core).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "../sync/atomics.hpp"
+
+namespace canopy {
+
+class host_channel {
+ public:
+  // Creates the eventfd; throws std::system_error if the kernel refuses.
+  host_channel();
+  ~host_channel();
+  host_channel(const host_channel&) = delete;
+  host_channel& operator=(const host_channel&) = delete;
+
+  // The descriptor a host loop polls for readability. Owned by the channel.
+  [[nodiscard]] int fd() const noexcept { return event_fd_; }
+
+  // Any thread: queue a SCHEDULED task for the host, then notify().
+  void push(std::uint32_t slot);
+  // Any thread: whether a pinned task waits (seq_cst: the host's re-check
+  // after arm(), paired with push's seq_cst increment).
+  [[nodiscard]] bool has_queued() const noexcept { return queued_.load(sync::seq_cst) != 0; }
+  // Any thread: new work is visible; make the descriptor readable if the
+  // host is armed.
+  void notify() noexcept;
+
+  // Host: the next pinned task, if any.
+  std::optional<std::uint32_t> pop();
+  // Host: every queued slot, for shutdown (the tasks are destroyed there).
+  void clear() noexcept;
+
+  // Host: about to stop running. Reads away counts already written, then
+  // arms. The caller must re-check for work afterwards and call disarm()
+  // if it finds some.
+  void arm() noexcept;
+  // Host: running again (or staying awake after a re-check found work).
+  void disarm() noexcept;
+  // Host, disarmed: leave the descriptor readable (work is left that the
+  // host loop should come back for). At most one write in flight.
+  void leave_readable() noexcept;
+  // Host, armed: block in ppoll() until the descriptor is readable or
+  // `timeout` passes (negative: no limit). Returns at once if readable.
+  void wait_readable(std::chrono::nanoseconds timeout) noexcept;
+
+ private:
+  void read_counts() noexcept;
+
+  int event_fd_ = -1;
+  // True while the host is not running and wants a write when work appears.
+  alignas(sync::cache_line) sync::atomic<bool> armed_{true};
+  // Pinned tasks waiting for the host, and their number (read without the lock).
+  alignas(sync::cache_line) sync::atomic<std::size_t> queued_{0};
+  std::mutex queue_mutex_;
+  std::deque<std::uint32_t> queue_;
+  // Host only: whether this host armed the channel last, and how many
+  // writes to the eventfd it has not read yet (its own, and posters' that
+  // won the exchange).
+  bool host_armed_ = true;
+  std::uint64_t expected_writes_ = 0;
+};
+
+}  // namespace canopy
