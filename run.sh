@@ -164,16 +164,27 @@ run_tests() {
     fi
     rm -f "$log"
   done
-  # The README's example must build and run (exit 0 checks its results).
-  if [ -x "$dir/examples/quick_start" ]; then
-    echo "== quick_start (README example)" >&2
-    if timeout 300 "${runner[@]}" "$dir/examples/quick_start" >&2; then
-      passed=$((passed + 1))
+  # The README's example and the embedding examples must build and run
+  # (each exits 0 only if its own checks held).
+  local example arguments
+  for example in quick_start embed_in_epoll_loop embed_in_asio; do
+    arguments=()
+    if [ "$example" = embed_in_epoll_loop ]; then
+      arguments=($((20000 / CANOPY_STRESS_DIVISOR)))
+    fi
+    if [ -x "$dir/examples/$example" ]; then
+      echo "== $example (example)" >&2
+      if timeout 300 "${runner[@]}" "$dir/examples/$example" "${arguments[@]}" >&2; then
+        passed=$((passed + 1))
+      else
+        echo "-- $example FAILED" >&2
+        failed=$((failed + 1))
+      fi
     else
-      echo "-- quick_start FAILED" >&2
+      echo "-- $example FAILED: not built" >&2
       failed=$((failed + 1))
     fi
-  fi
+  done
   # A short soak (soak/): exactly-once accounting under mixed load, counted
   # as one test; its monitor exits with a dump instead of hanging.
   if ninja -C "$dir" soak/canopy_soak >&2; then

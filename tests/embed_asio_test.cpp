@@ -2,7 +2,10 @@
 // awaitables as Canopy tasks, and Canopy inside an io_context loop.
 #include <doctest/doctest.h>
 
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+// clang-format off
+#include <utility>  // before Boost 1.74's awaitable.hpp, which uses std::exchange
+// clang-format on
+
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -16,7 +19,6 @@
 #include <chrono>
 #include <functional>
 #include <thread>
-#include <utility>
 
 #include "coroutine/coroutine.hpp"
 #include "embed/asio.hpp"
