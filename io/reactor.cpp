@@ -264,12 +264,30 @@ void reactor::clear_ready(registration_id id, direction which, std::uint64_t tic
   }
   const std::lock_guard guard(target->lock);
   if (target->live && target->generation == id.generation && target->tick == tick) {
-    // After a hang-up or an error the direction stays ready: the next
-    // operation returns at once (EOF, EPIPE or the error), and no edge would
-    // ever set it again.
-    const bool sticky = target->error || (which == direction::read && target->read_closed);
-    if (!sticky) {
-      target->ready[static_cast<std::size_t>(which)] = false;
+    // EAGAIN proves the socket has no EOF or error to report in this
+    // direction now (those return 0 or the error, never EAGAIN): a hang-up
+    // or error flag is stale — e.g. EPOLLHUP reported for a socket that
+    // epoll saw before its connect(2) — and must not keep the direction
+    // ready, or the operation would spin on EAGAIN.
+    target->ready[static_cast<std::size_t>(which)] = false;
+    target->error = false;
+    if (which == direction::read) {
+      target->read_closed = false;
+    }
+  }
+}
+
+void reactor::clear_after_short_read(registration_id id, std::uint64_t tick) noexcept {
+  entry* target = find(id.slot);
+  if (target == nullptr) {
+    return;
+  }
+  const std::lock_guard guard(target->lock);
+  if (target->live && target->generation == id.generation && target->tick == tick) {
+    // After a hang-up or an error read readiness stays: the next read
+    // returns at once (EOF or the error), and no edge would set it again.
+    if (!target->error && !target->read_closed) {
+      target->ready[static_cast<std::size_t>(direction::read)] = false;
     }
   }
 }

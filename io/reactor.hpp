@@ -113,7 +113,12 @@ class reactor final : public idle_driver {
                            std::uint64_t& tick) noexcept;
   // The operation got EAGAIN after seeing `tick`: clear `which` unless an
   // event arrived since.
+  // Also forgets a hang-up or error flag for `which`: EAGAIN shows it is stale.
   void clear_ready(registration_id id, direction which, std::uint64_t tick) noexcept;
+  // A read returned fewer bytes than asked (the receive queue is empty): as
+  // clear_ready for reads, but after a hang-up or error reads stay ready
+  // (the next one returns EOF or the error at once).
+  void clear_after_short_read(registration_id id, std::uint64_t tick) noexcept;
   // Whether `which` is ready (or in error), without arming; closed for a
   // removed registration.
   wait_status peek(registration_id id, direction which) noexcept;

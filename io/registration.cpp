@@ -64,6 +64,12 @@ void registration::clear_ready(direction which, std::uint64_t tick) const noexce
   }
 }
 
+void registration::clear_after_short_read(std::uint64_t tick) const noexcept {
+  if (owner_ != nullptr) {
+    owner_->clear_after_short_read(id_, tick);
+  }
+}
+
 bool readiness_wait::ready() noexcept {
   if (owner_ == nullptr) {
     status_ = wait_status::closed;

@@ -65,6 +65,8 @@ class registration {
   // when that operation got EAGAIN.
   [[nodiscard]] std::uint64_t tick(direction which) const noexcept;
   void clear_ready(direction which, std::uint64_t tick) const noexcept;
+  // A read returned fewer bytes than asked (reactor::clear_after_short_read).
+  void clear_after_short_read(std::uint64_t tick) const noexcept;
   // Whether `which` is ready (or in error, or the registration is gone),
   // with the events counter read at the same time.
   [[nodiscard]] bool ready(direction which, std::uint64_t& tick) const noexcept;

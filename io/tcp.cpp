@@ -92,7 +92,7 @@ attempt accept_once(int listen_fd, int& accepted, std::error_code& error) noexce
 void drained_if_short(const registration& reg, std::uint64_t tick, std::size_t got,
                       std::size_t asked) noexcept {
   if (got > 0 && got < asked) {
-    reg.clear_ready(direction::read, tick);
+    reg.clear_after_short_read(tick);
   }
 }
 
@@ -313,16 +313,24 @@ task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_c
   if (fd < 0) {
     co_return tcp_stream{};
   }
+  // connect(2) first, then the registration: epoll reports EPOLLHUP for a
+  // TCP socket that is not connecting yet, and that stale hang-up would
+  // mark the stream closed. Connecting, it is not assumed ready: the
+  // connection's completion is the first write edge (or the state epoll
+  // reports when it is added, if the connection completed already).
+  const bool finished = start_connect(fd, peer, error);
+  if (error) {
+    ::close(fd);
+    co_return tcp_stream{};
+  }
   tcp_stream stream;
-  // Registered before connect(2), not assumed ready: the connection's
-  // completion is the first write edge.
-  stream.reg_ = registration(owner, fd, interest::both, error, false);
+  stream.reg_ = registration(owner, fd, interest::both, error, finished);
   if (error) {
     ::close(fd);
     co_return tcp_stream{};
   }
   stream.fd_ = fd;
-  if (!start_connect(fd, peer, error)) {
+  if (!finished) {
     for (;;) {
       const std::error_code waited =
           co_await canopy::wait_on(readiness_wait{stream.reg_, direction::write});
@@ -490,13 +498,19 @@ tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error)
   if (fd < 0) {
     return {};
   }
+  // connect(2) before the registration, as in the coroutine form.
+  const bool finished = start_connect(fd, peer, error);
+  if (error) {
+    ::close(fd);
+    return {};
+  }
   std::error_code registered;
-  tcp_stream stream(owner, fd, registered, false);
+  tcp_stream stream(owner, fd, registered, finished);
   if (registered) {
     error = registered;
     return {};
   }
-  if (!start_connect(fd, peer, error)) {
+  if (!finished) {
     readiness_wait wait{stream.reg(), direction::write};
     error = canopy::this_fiber::wait_on(wait);
     if (!error) {

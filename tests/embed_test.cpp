@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -55,13 +56,18 @@ std::size_t open_descriptors() {
   return count;
 }
 
-task<void> offload_then_return(std::thread::id host, std::atomic<int>& on_worker,
+// The calling thread's id, by a system call: inside a coroutine, clang may
+// reuse a std::this_thread::get_id() (pthread_self, declared const) read
+// before a co_await after the coroutine moved to another thread.
+long thread_id() { return ::syscall(SYS_gettid); }
+
+task<void> offload_then_return(long host, std::atomic<int>& on_worker,
                                std::atomic<int>& back_on_host) {
-  if (std::this_thread::get_id() != host) {
+  if (thread_id() != host) {
     on_worker.fetch_add(1);
   }
   co_await canopy::resume_on_host();
-  if (std::this_thread::get_id() == host) {
+  if (thread_id() == host) {
     back_on_host.fetch_add(1);
   }
 }
@@ -188,13 +194,14 @@ TEST_CASE("owned workers: post() and resume_on_host() continue on the loop threa
   watchdog guard("post and resume_on_host", 60);
   executor pool(pool_of(2));
   const std::thread::id host = std::this_thread::get_id();
+  const long host_tid = thread_id();
   std::atomic<int> on_worker{0};
   std::atomic<int> back_on_host{0};
   std::atomic<int> posted_on_host{0};
   std::atomic<int> fibers_back{0};
   const int tasks = static_cast<int>(2000 / canopy::testing::stress_divisor()) + 10;
   for (int index = 0; index < tasks; ++index) {
-    pool.spawn_detached(offload_then_return(host, on_worker, back_on_host));
+    pool.spawn_detached(offload_then_return(host_tid, on_worker, back_on_host));
     pool.spawn_detached([&] {
       pool.post([&] {
         if (std::this_thread::get_id() == host) {
