@@ -478,6 +478,12 @@ def main():
         if (build_directory / "build.ninja").exists():
             subprocess.run([sys.executable, str(io_driver), str(build_directory),
                             "--rounds", str(arguments.rounds)], check=False)
+            # The embedding hand-off (loop thread -> pool -> loop thread) beside Asio.
+            handoff = build_directory / "bench" / "handoff_bench"
+            if subprocess.run(["ninja", "-C", str(build_directory), "bench/handoff_bench"],
+                              stdout=subprocess.DEVNULL, check=False).returncode == 0:
+                subprocess.run([str(handoff), "--rounds", str(arguments.rounds),
+                                "--workers", str(arguments.threads)], check=False)
 
     if arguments.scaling:
         scaling_records, counts = run_scaling(arguments, RESULTS_DIRECTORY / "scaling.jsonl")
