@@ -96,6 +96,9 @@ int main() {
       std::chrono::steady_clock::now() < deadline) {
     io.run_for(std::chrono::milliseconds(10));
   }
+  // Let the pool finish (a coroutine may still be destroying its
+  // io_context timer on a worker) before the io_context goes.
+  pool.shutdown();
   std::printf(
       "embed_in_asio: %d/%d hand-offs computed on Canopy workers and continued on the io_context "
       "thread (%zu runs there); io_context timer handler on a Canopy worker: %s; co_spawn "

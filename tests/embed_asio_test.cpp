@@ -102,6 +102,9 @@ TEST_CASE("asio: post, co_spawn and bind_executor run on Canopy's workers") {
   }
   CHECK(eventually([&] { return bound.load() == 1 && after.load() == 20; }));
   CHECK(before.load() == 20);
+  // The last coroutine may still be destroying its io_context timer on a
+  // worker: let the pool finish before the io_context goes.
+  pool.shutdown();
   work.reset();
   io.stop();
   io_thread.join();
