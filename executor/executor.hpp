@@ -192,16 +192,14 @@ class executor {
   std::size_t run_until_idle() { return core_->run_host(host_budget{}); }
   template <class Rep, class Period>
   std::size_t run_for(std::chrono::duration<Rep, Period> duration) {
-    return run_until(std::chrono::steady_clock::now() + duration);
+    host_budget budget;
+    budget.wait_for_work = true;
+    budget.deadline = steady_deadline_after(duration);
+    return core_->run_host(budget);
   }
   template <class Clock, class Duration>
   std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
-    host_budget budget;
-    budget.wait_for_work = true;
-    budget.deadline =
-        std::chrono::steady_clock::now() +
-        std::chrono::ceil<std::chrono::steady_clock::duration>(deadline - Clock::now());
-    return core_->run_host(budget);
+    return run_for(deadline - Clock::now());
   }
   std::size_t run() {
     host_budget budget;
@@ -256,6 +254,23 @@ class executor {
           detail::body_storage<Body>::construct(storage, std::move(*static_cast<Body*>(context)));
         },
         &task, mode, spawned, placement);
+  }
+
+  // now + duration on the steady clock, saturating at time_point::max()
+  // (run_for(duration::max()) waits without a limit instead of overflowing).
+  template <class Rep, class Period>
+  static std::chrono::steady_clock::time_point steady_deadline_after(
+      std::chrono::duration<Rep, Period> duration) {
+    using steady = std::chrono::steady_clock;
+    const steady::time_point now = steady::now();
+    if (duration <= duration.zero()) {
+      return now;
+    }
+    if (std::chrono::duration<double>(duration) >=
+        std::chrono::duration<double>(steady::time_point::max() - now)) {
+      return steady::time_point::max();
+    }
+    return now + std::chrono::ceil<steady::duration>(duration);
   }
 
   std::unique_ptr<executor_core> core_;

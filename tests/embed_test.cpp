@@ -151,6 +151,21 @@ TEST_CASE("zero workers: run_for sleeps on the descriptor until another thread s
   const auto started = std::chrono::steady_clock::now();
   CHECK(pool.run_for(30ms) == 0);
   CHECK(std::chrono::steady_clock::now() - started >= 30ms);
+  CHECK(pool.run_until(std::chrono::steady_clock::time_point::min()) == 0);
+  // A deadline beyond the clock's range waits without a limit (no
+  // overflow): the task runs, and shutdown() ends the wait.
+  std::atomic<bool> late{false};
+  std::thread other([&] {
+    std::this_thread::sleep_for(20ms);
+    pool.spawn_detached([&] { late.store(true); });
+    while (!late.load()) {
+      std::this_thread::sleep_for(1ms);
+    }
+    pool.shutdown();
+  });
+  CHECK(pool.run_for(std::chrono::nanoseconds::max()) == 1);
+  other.join();
+  CHECK(late.load());
 }
 
 TEST_CASE("notify descriptor in an epoll set: a spawn from another thread wakes epoll_wait") {
