@@ -199,7 +199,9 @@ class executor {
   }
   template <class Clock, class Duration>
   std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
-    return run_for(deadline - Clock::now());
+    const auto now = Clock::now();
+    // Compared first: time_point::min() - now would overflow.
+    return run_for(deadline <= now ? Duration::zero() : deadline - now);
   }
   std::size_t run() {
     host_budget budget;

@@ -27,7 +27,9 @@
 // errc::timed_out. An exception from x is rethrown.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <type_traits>
@@ -188,28 +190,39 @@ class timed_source {
   bool timer_armed_ = false;
 };
 
-// The child that awaits a task for the general with_timeout; it wakes the
-// parent when it ends, however it ends (a wake after the parent moved on is
-// a stale wake, harmless).
+// The child that awaits a task for the general with_timeout. When its body
+// ends, however it ends, it sets `ended`, then wakes the parent (a wake after
+// the parent moved on is a stale wake, harmless). The parent waits on the
+// flag, not on the handle's ready(): the handle turns ready only after the
+// child's body has returned to the worker, so a parent woken here and run at
+// once by another worker would find it not ready and sleep for good.
 template <class T>
-task<T> await_and_wake(task<T> work, waker parent) {
+task<T> await_and_wake(task<T> work, waker parent, std::shared_ptr<std::atomic<bool>> ended) {
   struct wake_on_exit {
-    explicit wake_on_exit(const waker& parent) noexcept : target(parent) {}
+    wake_on_exit(const waker& parent, std::shared_ptr<std::atomic<bool>> flag) noexcept
+        : target(parent), ended(std::move(flag)) {}
     waker target;
+    std::shared_ptr<std::atomic<bool>> ended;
     wake_on_exit(const wake_on_exit&) = delete;
     wake_on_exit& operator=(const wake_on_exit&) = delete;
-    ~wake_on_exit() { target.wake(); }
-  } const on_exit(parent);
+    ~wake_on_exit() {
+      // release: pairs with child_done_source::ready()'s acquire load.
+      ended->store(true, std::memory_order_release);
+      target.wake();
+    }
+  } const on_exit(parent, std::move(ended));
   co_return co_await std::move(work);
 }
 
-// Ready when a spawned child has ended. The child itself wakes the waiter,
-// so arming registers nothing.
-template <class T>
+// Ready when a spawned child's body has ended (the flag above). The child
+// itself wakes the waiter, so arming registers nothing.
 struct child_done_source {
-  task_handle<T>* handle;
-  [[nodiscard]] bool ready() const noexcept { return handle->ready(); }
-  [[nodiscard]] bool arm(const waker& /*target*/) const noexcept { return !handle->ready(); }
+  std::shared_ptr<std::atomic<bool>> ended;
+  [[nodiscard]] bool ready() const noexcept {
+    // acquire: pairs with the child's release store in ~wake_on_exit.
+    return ended->load(std::memory_order_acquire);
+  }
+  [[nodiscard]] bool arm(const waker& /*target*/) const noexcept { return !ready(); }
   void disarm() const noexcept {}
   void result() const noexcept {}
 };
@@ -252,10 +265,11 @@ task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> dura
                                          task<T> work) {
   const auto deadline =
       io::timer_queue::clock::now() + std::chrono::ceil<io::timer_queue::clock::duration>(duration);
+  auto ended = std::make_shared<std::atomic<bool>>(false);
   task_handle<T> child =
-      canopy::spawn(io::detail::await_and_wake(std::move(work), current_waker()));
-  io::detail::child_done_source<T> done{&child};
-  io::detail::timed_source<io::detail::child_done_source<T>> timed(done, deadline);
+      canopy::spawn(io::detail::await_and_wake(std::move(work), current_waker(), ended));
+  io::detail::child_done_source done{std::move(ended)};
+  io::detail::timed_source<io::detail::child_done_source> timed(done, deadline);
   const io::timeout_result<void> finished = co_await canopy::wait_on(timed);
   if (!finished) {
     child.cancel();  // dropped with the handle: detached
