@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -126,12 +127,20 @@ TEST_CASE("race: two claimers and a producer on one word never leave a stale bit
   // After each round one search over the quiet tree must leave it empty.
   canopy::testing::watchdog guard("stale summary bits", 120);
   summary_tree tree(1, 1);
-  const long rounds = 200000 / canopy::testing::stress_divisor();
+  // Up to 200,000 rounds, but at most 30 s of them: three threads stepping
+  // a barrier on 2 cores crawl when something else loads the machine, and
+  // the watchdog is for hangs, not for slowness.
+  const long max_rounds = 200000 / canopy::testing::stress_divisor();
+  const auto time_budget = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::barrier phase(3);  // the two claimers and this thread, the producer
   std::atomic<long> claimed{0};
+  std::atomic<bool> finished{false};
   auto claimer = [&] {
-    for (long round = 0; round < rounds; ++round) {
-      phase.arrive_and_wait();  // the first task is set
+    for (;;) {
+      phase.arrive_and_wait();                         // the first task is set, or the run is over
+      if (finished.load(std::memory_order_relaxed)) {  // the barrier orders it
+        return;
+      }
       for (int attempt = 0; attempt < 2; ++attempt) {
         summary_tree::activation upward;
         if (tree.claim_task_bit(0, 0, 0, upward) >= 0) {
@@ -145,7 +154,8 @@ TEST_CASE("race: two claimers and a producer on one word never leave a stale bit
   std::thread first(claimer);
   std::thread second(claimer);
   long stale_after_search = 0;
-  for (long round = 0; round < rounds; ++round) {
+  long rounds = 0;
+  for (; rounds < max_rounds && std::chrono::steady_clock::now() < time_budget; ++rounds) {
     static_cast<void>(tree.set_task_bit(0, 0, 0));
     phase.arrive_and_wait();
     static_cast<void>(tree.set_task_bit(0, 0, 1));  // races the claims
@@ -160,8 +170,12 @@ TEST_CASE("race: two claimers and a producer on one word never leave a stale bit
     }
     phase.arrive_and_wait();
   }
+  finished.store(true, std::memory_order_relaxed);
+  phase.arrive_and_wait();  // releases the claimers, which see `finished`
   first.join();
   second.join();
+  MESSAGE("stale summary bits: " << rounds << " rounds");
+  CHECK(rounds >= 1000 / canopy::testing::stress_divisor());
   CHECK(stale_after_search == 0);
   CHECK(claimed.load() == 2 * rounds);
 }
