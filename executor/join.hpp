@@ -1,0 +1,479 @@
+// canopy::join and canopy::parallel_invoke — fork-join for plain callables
+// (rayon's join, oneTBB's parallel_invoke).
+//
+//   auto [left, right] = canopy::join([&] { return sum(lo, mid); },
+//                                     [&] { return sum(mid, hi); });
+//   auto [a, b, c] = canopy::parallel_invoke(f, g, h);
+//   auto [x, y] = canopy::join(pool, f, g);   // from a thread outside `pool`
+//
+// What runs where:
+//   * canopy::join(f, g) inside a task (a callable, a coroutine, a fiber, or
+//     a task the host thread runs) of an executor: g becomes a task of that
+//     executor, f runs at once on the calling thread, then g is taken back
+//     and run here if no other worker took it meanwhile (the same
+//     "run the child at the join" as co_await on a handle,
+//     executor_core::run_pending_inline). parallel_invoke(f1, ..., fn) runs
+//     f1 here and offers f2..fn, taking them back in that order.
+//   * canopy::join(pool, f, g) / parallel_invoke(pool, f1, ...) from a thread
+//     that is not a worker of any executor: every callable runs as a task
+//     of `pool` and the caller blocks until all of them ended. From a task
+//     of `pool` itself it behaves as the first form.
+// Results: std::pair (join) or std::tuple (parallel_invoke) of the
+// callables' results in argument order; a callable returning void
+// contributes std::monostate (as canopy::when_all; rayon returns `()`).
+// The callables are invoked as lvalues and must stay valid until the call
+// returns, which it does only after every one of them ended: a join never
+// leaves a callable running behind it, so they may capture the caller's
+// locals by reference.
+//
+// Errors:
+//   * If callables throw, the join still waits for all of them, then
+//     rethrows the exception of the first one in argument order that threw;
+//     the others' exceptions are dropped.
+//   * A callable offered to the pool that shutdown (cancel_pending) destroys
+//     before it ran makes the join throw canopy::task_cancelled, once the
+//     others ended (only possible from outside: on a worker the joiner runs
+//     an untaken callable itself).
+//   * On a worker, a callable that cannot become a task (every slot taken:
+//     errc::at_capacity, or shutdown began) simply runs on the calling
+//     thread after the first: the join never fails for lack of capacity.
+//     From outside, at capacity the spawn blocks until a slot frees (as
+//     executor::spawn); after shutdown began the join throws
+//     spawn_error(errc::shut_down) once the callables already spawned ended.
+//   * canopy::join(f, g) on a thread that is running no task of any executor
+//     throws std::logic_error (use the form that names the executor).
+//     canopy::join(pool, f, g) on a worker of another executor throws
+//     std::system_error(errc::worker_thread): blocking that worker could
+//     deadlock its pool (as join_handle::join()).
+//
+// Waiting. A plain callable cannot suspend, so a joiner whose callable was
+// taken by another worker waits on its thread: first it runs callables that
+// enclosing joins on the same thread offered and nobody took yet (as
+// rayon's and oneTBB's waits run other work; so do not hold a lock across a
+// join that those callables take), then it spins briefly and sleeps on a
+// futex until the last callable ended. A worker waits only for callables
+// other threads are running, each of which waits only for its own
+// callables, so waits follow the join tree downwards and cannot form a
+// cycle.
+//
+// Cost: nothing on the heap. Each offered callable is a 24-byte body in a
+// task slot (pointers to the callable, to its result on the joiner's stack,
+// and to the joiner's countdown); results, exceptions and the countdown
+// live on the joiner's stack.
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "../sync/atomics.hpp"
+#include "errors.hpp"
+#include "executor.hpp"
+#include "executor_core.hpp"
+#include "task_slot.hpp"
+
+namespace canopy {
+
+// What a callable returning R contributes to a join's result.
+template <class R>
+using joined_value_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+
+namespace detail {
+
+// The joiner's countdown of callables still running, on its stack. Bits
+// 0..29 count; bit 30: the joiner sleeps on the futex; bit 31: the last
+// count_down() is done with the word (after its FUTEX_WAKE), so the joiner
+// may let the stack frame go.
+class join_countdown {
+ public:
+  explicit join_countdown(std::uint32_t count) noexcept : word_(count) {}
+  join_countdown(const join_countdown&) = delete;
+  join_countdown& operator=(const join_countdown&) = delete;
+
+  [[nodiscard]] bool done() const noexcept {
+    // acquire: pairs with count_down()'s release; the results the finished
+    // callables wrote are visible once the count reads zero.
+    return (word_.load(sync::acquire) & count_mask) == 0;
+  }
+
+  // One callable ended (its result is written). After this returns for the
+  // last one the joiner may return, so the caller touches nothing of the
+  // join afterwards.
+  void count_down() noexcept {
+    // release: publishes this callable's result to the joiner's acquire
+    // load (every count_down is an RMW, so the joiner that reads zero
+    // synchronises with all of them).
+    const std::uint32_t previous = word_.fetch_sub(1, sync::release);
+    if ((previous & count_mask) == 1 && (previous & sleeper_bit) != 0) {
+      futex(FUTEX_WAKE_PRIVATE, 1);
+      // release: the joiner's acquire spin on this bit; after it the word
+      // is no longer ours.
+      word_.fetch_or(released_bit, sync::release);
+    }
+  }
+
+  // Block until the count is zero: spin, yield, then sleep on the futex.
+  void wait() noexcept {
+    for (int round = 0; round < spin_rounds; ++round) {
+      if (done()) {
+        return;
+      }
+      sync::spin_pause();
+    }
+    for (int round = 0; round < yield_rounds; ++round) {
+      if (done()) {
+        return;
+      }
+      sync::yield_thread();
+    }
+    // acquire (all loads below): as in done().
+    std::uint32_t word = word_.load(sync::acquire);
+    while ((word & count_mask) != 0) {
+      if ((word & sleeper_bit) == 0) {
+        // Set only while the count is non-zero (the CAS compares it), so
+        // the count_down that reaches zero sees the bit and wakes us.
+        if (!word_.compare_exchange_weak(word, word | sleeper_bit, sync::acquire, sync::acquire)) {
+          continue;
+        }
+        word |= sleeper_bit;
+      }
+      futex(FUTEX_WAIT_PRIVATE, word);
+      word = word_.load(sync::acquire);
+    }
+    if ((word & sleeper_bit) != 0) {
+      // The last count_down saw us asleep: wait until its FUTEX_WAKE
+      // returned, so it never touches a word whose stack frame is gone.
+      while ((word_.load(sync::acquire) & released_bit) == 0) {
+        sync::spin_pause();
+      }
+    }
+  }
+
+ private:
+  static constexpr std::uint32_t count_mask = (1U << 30U) - 1;
+  static constexpr std::uint32_t sleeper_bit = 1U << 30U;
+  static constexpr std::uint32_t released_bit = 1U << 31U;
+  static constexpr int spin_rounds = 2048;
+  static constexpr int yield_rounds = 16;
+
+  void futex(int operation, std::uint32_t value) noexcept {
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), operation, value, nullptr, nullptr,
+            0);
+  }
+
+  sync::atomic<std::uint32_t> word_;
+};
+
+// One callable's outcome, on the joiner's stack: written by whoever runs
+// it, read by the joiner after the countdown reached zero.
+template <class R>
+struct branch_outcome {
+  std::optional<joined_value_t<R>> value;
+  std::exception_ptr error;
+  bool dropped = false;  // destroyed unrun (shutdown): task_cancelled
+
+  template <class Fn>
+  void run(Fn& fn) noexcept {
+    try {
+      if constexpr (std::is_void_v<R>) {
+        std::invoke(fn);
+        value.emplace();
+      } else {
+        value.emplace(std::invoke(fn));
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+
+  void rethrow_if_failed() {
+    if (error) {
+      std::rethrow_exception(std::exchange(error, nullptr));
+    }
+    if (dropped) {
+      throw task_cancelled();
+    }
+  }
+};
+
+// The task body of an offered callable: 24 bytes in the slot, trivially
+// copyable. It touches nothing of the join after its count_down().
+template <class Fn, class R>
+struct branch_body {
+  Fn* fn;
+  branch_outcome<R>* outcome;
+  join_countdown* countdown;
+
+  static run_outcome run_entry(void* storage) {
+    const branch_body body = *std::launder(static_cast<branch_body*>(storage));
+    body.outcome->run(*body.fn);
+    body.countdown->count_down();
+    return run_outcome::completed;
+  }
+  static void destroy_entry(void* storage, task_end end) noexcept {
+    if (end == task_end::dropped) {  // never ran (shutdown): the joiner must still wake
+      const branch_body body = *std::launder(static_cast<branch_body*>(storage));
+      body.outcome->dropped = true;
+      body.countdown->count_down();
+    }
+  }
+  static void construct(void* storage, void* context) noexcept {
+    ::new (storage) branch_body(*static_cast<const branch_body*>(context));
+  }
+  static constexpr task_vtable table{&run_entry, &destroy_entry};
+};
+
+// The joins in progress on this thread, innermost first: a joiner whose
+// callable another worker took runs the untaken callables of enclosing
+// joins while it waits. Out of line, as block_pool's: a thread_local
+// address must not be cached across a coroutine's suspension.
+struct join_frame {
+  executor_core* core;
+  const task_id* offered;  // the callables this join offered, not yet known taken
+  std::size_t offered_count;
+  join_frame* outer;
+};
+
+[[gnu::noinline]] inline join_frame*& innermost_join_frame() noexcept {
+  static thread_local join_frame* innermost = nullptr;
+  return innermost;
+}
+
+template <class... Fns>
+class fork_join {
+ public:
+  static constexpr std::size_t count = sizeof...(Fns);
+  using result_type = std::tuple<joined_value_t<std::invoke_result_t<Fns&>>...>;
+
+  explicit fork_join(Fns&... fns) noexcept : fns_(fns...) {}
+
+  // On a worker (or the host thread running a task) of `core`.
+  result_type run_on_worker(executor_core& core) {
+    join_countdown countdown(static_cast<std::uint32_t>(count - 1));
+    std::array<task_id, count == 1 ? 1 : count - 1> offered{};
+    std::size_t offered_count = 0;
+    // Offered last to first: the second callable is spawned last, so it
+    // sits in this worker's LIFO slot and its take-back is the cheapest.
+    std::size_t first_offered = count;
+    offer_reversed(core, countdown, offered, offered_count, first_offered,
+                   std::make_index_sequence<count - 1>{});
+
+    join_frame*& innermost = innermost_join_frame();
+    join_frame frame{&core, offered.data(), offered_count, innermost};
+    innermost = &frame;
+    std::get<0>(outcomes_).run(std::get<0>(fns_));
+    // Callables that could not be offered (no slot, or shutdown) run here.
+    run_unoffered(countdown, first_offered, std::make_index_sequence<count>{});
+    // Take back the offered ones nobody took, in argument order.
+    for (std::size_t index = offered_count; index > 0 && !countdown.done(); --index) {
+      static_cast<void>(core.run_pending_inline(offered[index - 1]));
+    }
+    if (!countdown.done()) {
+      help_enclosing_joins(frame, countdown);
+      countdown.wait();
+    }
+    innermost = frame.outer;
+    return collect(std::make_index_sequence<count>{});
+  }
+
+  // From a thread that runs no task: every callable becomes a task of
+  // `core` and this thread blocks until all ended.
+  result_type run_from_outside(executor_core& core) {
+    join_countdown countdown(static_cast<std::uint32_t>(count));
+    spawn_status failure = spawn_status::spawned;
+    std::exception_ptr thrown;
+    offer_all(core, countdown, failure, thrown, std::make_index_sequence<count>{});
+    countdown.wait();
+    if (thrown) {
+      std::rethrow_exception(thrown);
+    }
+    if (failure != spawn_status::spawned) {
+      throw spawn_error(failure);
+    }
+    return collect(std::make_index_sequence<count>{});
+  }
+
+ private:
+  template <std::size_t I>
+  using fn_t = std::tuple_element_t<I, std::tuple<Fns...>>;
+  template <std::size_t I>
+  using body_t = branch_body<fn_t<I>, std::invoke_result_t<fn_t<I>&>>;
+
+  // Offer callable I as a task; false if it could not be (spawn_status or
+  // an exception from the slot allocation).
+  template <std::size_t I>
+  spawn_status offer(executor_core& core, join_countdown& countdown, spawn_mode mode, task_id& id) {
+    body_t<I> body{&std::get<I>(fns_), &std::get<I>(outcomes_), &countdown};
+    return core.spawn_body(&body_t<I>::table, &body_t<I>::construct, &body, mode, &id);
+  }
+
+  template <std::size_t... Is>
+  void offer_reversed(executor_core& core, join_countdown& countdown,
+                      std::array<task_id, count == 1 ? 1 : count - 1>& offered,
+                      std::size_t& offered_count, std::size_t& first_offered,
+                      std::index_sequence<Is...> /*indices*/) {
+    bool stopped = false;
+    const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if (stopped) {
+        return;
+      }
+      task_id id;
+      spawn_status status = spawn_status::at_capacity;
+      try {
+        status = offer<I>(core, countdown, spawn_mode::fail, id);
+      } catch (...) {
+        status = spawn_status::at_capacity;  // no slot could be made: run it here instead
+      }
+      if (status != spawn_status::spawned) {
+        stopped = true;
+        return;
+      }
+      offered[offered_count++] = id;
+      first_offered = I;
+    };
+    (offer_one(std::integral_constant<std::size_t, count - 1 - Is>{}), ...);
+  }
+
+  template <std::size_t... Is>
+  void run_unoffered(join_countdown& countdown, std::size_t first_offered,
+                     std::index_sequence<Is...> /*indices*/) {
+    const auto run_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if constexpr (I > 0) {
+        if (I < first_offered) {
+          std::get<I>(outcomes_).run(std::get<I>(fns_));
+          countdown.count_down();
+        }
+      }
+    };
+    (run_one(std::integral_constant<std::size_t, Is>{}), ...);
+  }
+
+  template <std::size_t... Is>
+  void offer_all(executor_core& core, join_countdown& countdown, spawn_status& failure,
+                 std::exception_ptr& thrown, std::index_sequence<Is...> /*indices*/) {
+    const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if (failure != spawn_status::spawned || thrown) {
+        countdown.count_down();  // never offered: nothing will count it
+        return;
+      }
+      task_id id;
+      try {
+        failure = offer<I>(core, countdown, spawn_mode::block, id);
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+      if (failure != spawn_status::spawned || thrown) {
+        countdown.count_down();
+      }
+    };
+    (offer_one(std::integral_constant<std::size_t, Is>{}), ...);
+  }
+
+  // Runs the callables of enclosing joins on this thread that nobody took
+  // yet, until this join's own countdown is done or none is left.
+  static void help_enclosing_joins(const join_frame& frame, const join_countdown& countdown) {
+    for (const join_frame* outer = frame.outer; outer != nullptr; outer = outer->outer) {
+      for (std::size_t index = outer->offered_count; index > 0; --index) {
+        if (countdown.done()) {
+          return;
+        }
+        static_cast<void>(outer->core->run_pending_inline(outer->offered[index - 1]));
+      }
+    }
+  }
+
+  template <std::size_t... Is>
+  result_type collect(std::index_sequence<Is...> /*indices*/) {
+    (std::get<Is>(outcomes_).rethrow_if_failed(), ...);
+    return result_type(std::move(*std::get<Is>(outcomes_).value)...);
+  }
+
+  std::tuple<Fns&...> fns_;
+  std::tuple<branch_outcome<std::invoke_result_t<Fns&>>...> outcomes_;
+};
+
+template <class... Fns>
+auto fork_join_here(const char* what, Fns&... fns) -> typename fork_join<Fns...>::result_type {
+  worker_context* const worker = current_worker();
+  if (worker == nullptr) {
+    throw std::logic_error(std::string(what) +
+                           " outside a task of a canopy executor: name the executor "
+                           "(canopy::join(pool, f, g), canopy::parallel_invoke(pool, ...))");
+  }
+  return fork_join<Fns...>(fns...).run_on_worker(*worker->core);
+}
+
+template <class... Fns>
+auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
+    typename fork_join<Fns...>::result_type {
+  executor_core& core = pool.core();
+  if (worker_context* const worker = current_worker(); worker != nullptr) {
+    if (worker->core == &core) {
+      return fork_join<Fns...>(fns...).run_on_worker(core);
+    }
+    throw std::system_error(make_error_code(errc::worker_thread),
+                            std::string(what) +
+                                " on a worker thread of another canopy executor would block "
+                                "that worker");
+  }
+  return fork_join<Fns...>(fns...).run_from_outside(core);
+}
+
+}  // namespace detail
+
+// Inside a task: run f here and g on whichever worker gets to it first
+// (most likely this one, right after f). Returns {f(), g()}.
+template <class F, class G>
+requires std::invocable < std::remove_reference_t<F>
+& > &&std::invocable<std::remove_reference_t<G>&> auto join(F&& f, G&& g)
+          -> std::pair<joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
+                       joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
+  auto [first, second] = detail::fork_join_here("canopy::join(f, g)", f, g);
+  return {std::move(first), std::move(second)};
+}
+
+// From any thread: on a worker of `pool` as above; elsewhere both run as
+// tasks of `pool` and the caller blocks until both ended.
+template <class F, class G>
+requires std::invocable < std::remove_reference_t<F>
+& > &&std::invocable<std::remove_reference_t<G>&> auto join(executor& pool, F&& f, G&& g)
+          -> std::pair<joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
+                       joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
+  auto [first, second] = detail::fork_join_on(pool, "canopy::join(pool, f, g)", f, g);
+  return {std::move(first), std::move(second)};
+}
+
+// Inside a task: run the first callable here and offer the others.
+template <class... Fns>
+requires(sizeof...(Fns) >= 1 &&
+         (std::invocable<std::remove_reference_t<Fns>&> && ...)) auto parallel_invoke(Fns&&... fns)
+    -> std::tuple<joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
+  return detail::fork_join_here("canopy::parallel_invoke", fns...);
+}
+
+// From any thread, as join(pool, f, g).
+template <class... Fns>
+requires(sizeof...(Fns) >= 1 && (std::invocable<std::remove_reference_t<Fns>&> &&
+                                 ...)) auto parallel_invoke(executor& pool, Fns&&... fns)
+    -> std::tuple<joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
+  return detail::fork_join_on(pool, "canopy::parallel_invoke(pool, ...)", fns...);
+}
+
+}  // namespace canopy

@@ -1,0 +1,463 @@
+// Fork-join: canopy::join and canopy::parallel_invoke for plain callables
+// (executor/join.hpp), and co_await canopy::join_all over many children
+// (coroutine/join_all.hpp).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "coroutine/join_all.hpp"
+#include "executor/join.hpp"
+#include "tests/allocation_counter.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::executor_config;
+using canopy::task;
+
+namespace {
+
+executor_config config_with(std::size_t workers) {
+  executor_config config;
+  config.worker_count = workers;
+  config.idle_yield_rounds = 4;
+  return config;
+}
+
+long scaled(long iterations) {
+  const long value = iterations / canopy::testing::stress_divisor();
+  return value < 1 ? 1 : value;
+}
+
+long join_fib(int n) {
+  if (n < 2) {
+    return n;
+  }
+  auto [first, second] =
+      canopy::join([n] { return join_fib(n - 1); }, [n] { return join_fib(n - 2); });
+  return first + second;
+}
+
+long plain_fib(int n) { return n < 2 ? n : plain_fib(n - 1) + plain_fib(n - 2); }
+
+// Runs fn() as a task of `pool` and returns its result on this thread.
+template <class Fn>
+auto on_worker(executor& pool, Fn fn) {
+  return pool.spawn(std::move(fn)).join();
+}
+
+}  // namespace
+
+TEST_CASE("join on a worker returns both results; void gives std::monostate") {
+  canopy::testing::watchdog guard("join on a worker", 60);
+  executor pool(config_with(2));
+  const auto [number, text] = on_worker(pool, [] {
+    return canopy::join([] { return 40 + 2; }, [] { return std::string("forty-two"); });
+  });
+  CHECK(number == 42);
+  CHECK(text == "forty-two");
+  std::atomic<int> ran{0};
+  const auto both_void = on_worker(pool, [&ran] {
+    return canopy::join([&ran] { ran.fetch_add(1); }, [&ran] { ran.fetch_add(10); });
+  });
+  static_assert(
+      std::is_same_v<decltype(both_void), const std::pair<std::monostate, std::monostate>>);
+  CHECK(ran.load() == 11);
+  // The form that names the executor behaves the same on its own worker.
+  const auto named = on_worker(pool, [&pool] {
+    return canopy::join(
+        pool, [] { return 1; }, [] { return 2; });
+  });
+  CHECK(named == std::pair<int, int>{1, 2});
+}
+
+TEST_CASE("join from outside runs both callables on the pool and blocks until both ended") {
+  canopy::testing::watchdog guard("join from outside", 60);
+  executor pool(config_with(2));
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> first_on_caller{true};
+  std::atomic<bool> second_on_caller{true};
+  const auto [a, b] = canopy::join(
+      pool,
+      [&] {
+        first_on_caller = std::this_thread::get_id() == caller;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return 7;
+      },
+      [&] {
+        second_on_caller = std::this_thread::get_id() == caller;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return 8L;
+      });
+  CHECK(a == 7);
+  CHECK(b == 8L);
+  CHECK_FALSE(first_on_caller.load());
+  CHECK_FALSE(second_on_caller.load());
+  CHECK(canopy::join(
+            pool, [] { return join_fib(15); }, [] { return join_fib(16); }) ==
+        std::pair<long, long>{610, 987});
+}
+
+TEST_CASE("join without an executor, or from another executor's worker, throws") {
+  canopy::testing::watchdog guard("join misuse", 60);
+  CHECK_THROWS_AS(canopy::join([] { return 1; }, [] { return 2; }), std::logic_error);
+  CHECK_THROWS_AS(canopy::parallel_invoke([] {}, [] {}), std::logic_error);
+  executor first(config_with(1));
+  executor second(config_with(1));
+  std::error_code seen;
+  on_worker(first, [&] {
+    try {
+      canopy::join(
+          second, [] {}, [] {});
+    } catch (const std::system_error& error) {
+      seen = error.code();
+    }
+  });
+  CHECK(seen == canopy::errc::worker_thread);
+}
+
+TEST_CASE("join rethrows after both ended: f's exception, g's, and f's when both throw") {
+  canopy::testing::watchdog guard("join exceptions", 60);
+  executor pool(config_with(2));
+  for (const bool from_outside : {false, true}) {
+    CAPTURE(from_outside);
+    const auto run_join = [&](auto f, auto g) {
+      if (from_outside) {
+        return canopy::join(pool, f, g);
+      }
+      return on_worker(pool, [&] { return canopy::join(f, g); });
+    };
+    std::atomic<bool> g_finished{false};
+    try {
+      run_join([]() -> int { throw std::runtime_error("from f"); },
+               [&] {
+                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                 g_finished = true;
+                 return 1;
+               });
+      FAIL("no exception");
+    } catch (const std::runtime_error& error) {
+      CHECK(std::string(error.what()) == "from f");
+      CHECK(g_finished.load());  // the join waited for g before rethrowing
+    }
+    std::atomic<bool> f_finished{false};
+    try {
+      run_join(
+          [&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            f_finished = true;
+            return 1;
+          },
+          []() -> int { throw std::runtime_error("from g"); });
+      FAIL("no exception");
+    } catch (const std::runtime_error& error) {
+      CHECK(std::string(error.what()) == "from g");
+      CHECK(f_finished.load());
+    }
+    try {
+      run_join([]() -> int { throw std::runtime_error("from f"); },
+               []() -> int { throw std::logic_error("from g"); });
+      FAIL("no exception");
+    } catch (const std::runtime_error& error) {
+      CHECK(std::string(error.what()) == "from f");
+    }
+  }
+}
+
+TEST_CASE("nested joins compute fib(20) on a worker, from outside, and on one worker") {
+  canopy::testing::watchdog guard("nested join fib", 60);
+  for (const std::size_t workers : {1U, 2U, 4U}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    CHECK(on_worker(pool, [] { return join_fib(20); }) == 6765);
+    CHECK(canopy::join(
+              pool, [] { return join_fib(20); }, [] { return join_fib(19); }) ==
+          std::pair<long, long>{6765, 4181});
+  }
+}
+
+TEST_CASE("parallel_invoke runs 3 and 4 callables and returns a tuple in argument order") {
+  canopy::testing::watchdog guard("parallel_invoke", 60);
+  executor pool(config_with(2));
+  const auto three = on_worker(pool, [] {
+    return canopy::parallel_invoke([] { return 1; }, [] { return join_fib(12); },
+                                   [] { return std::string("three"); });
+  });
+  CHECK(std::get<0>(three) == 1);
+  CHECK(std::get<1>(three) == 144);
+  CHECK(std::get<2>(three) == "three");
+  std::atomic<int> side{0};
+  const auto four = canopy::parallel_invoke(
+      pool, [] { return 1.5; }, [&side] { side.fetch_add(1); }, [] { return join_fib(10); },
+      [] { return 'x'; });
+  CHECK(std::get<0>(four) == 1.5);
+  CHECK(std::get<2>(four) == 55);
+  CHECK(std::get<3>(four) == 'x');
+  CHECK(side.load() == 1);
+  // The first failure in argument order wins, after all ended.
+  std::atomic<int> finished{0};
+  CHECK_THROWS_WITH_AS(on_worker(pool,
+                                 [&finished] {
+                                   return canopy::parallel_invoke(
+                                       [&finished] { finished.fetch_add(1); },
+                                       [&finished]() -> int {
+                                         finished.fetch_add(1);
+                                         throw std::runtime_error("second");
+                                       },
+                                       [&finished]() -> int {
+                                         finished.fetch_add(1);
+                                         throw std::runtime_error("third");
+                                       },
+                                       [&finished] { finished.fetch_add(1); });
+                                 }),
+                       "second", std::runtime_error);
+  CHECK(finished.load() == 4);
+}
+
+TEST_CASE("join on a worker allocates nothing once warm") {
+  canopy::testing::watchdog guard("join allocations", 60);
+  executor pool(config_with(1));
+  const long allocations = on_worker(pool, [] {
+    long sum = 0;
+    for (int round = 0; round < 200; ++round) {  // warm: slot reservation, block caches
+      sum += join_fib(8);
+    }
+    canopy::testing::count_allocations(true);
+    for (int round = 0; round < 1000; ++round) {
+      sum += join_fib(8);
+    }
+    const long counted = canopy::testing::allocations_counted();
+    canopy::testing::count_allocations(false);
+    return sum == 1200 * 21 ? counted : -1;
+  });
+  CHECK(allocations == 0);
+  // The counter itself sees an allocation on this thread.
+  canopy::testing::count_allocations(true);
+  const auto boxed = std::make_unique<int>(1);
+  CHECK(canopy::testing::allocations_counted() == 1);
+  canopy::testing::count_allocations(false);
+}
+
+TEST_CASE("an outside join whose callables shutdown(cancel_pending) drops throws task_cancelled") {
+  canopy::testing::watchdog guard("join dropped at shutdown", 60);
+  executor_config config = config_with(1);
+  config.on_shutdown = canopy::shutdown_policy::cancel_pending;
+  std::atomic<int> ran{0};
+  bool threw_cancelled = false;
+  {
+    executor pool(config);
+    std::mutex gate_mutex;
+    std::condition_variable gate_cv;
+    bool open = false;
+    std::latch started(1);
+    pool.spawn_detached([&] {
+      started.count_down();
+      std::unique_lock lock(gate_mutex);
+      gate_cv.wait(lock, [&] { return open; });
+    });
+    started.wait();
+    std::thread joiner([&] {
+      try {
+        canopy::join(
+            pool, [&ran] { ran.fetch_add(1); }, [&ran] { ran.fetch_add(1); });
+      } catch (const canopy::task_cancelled&) {
+        threw_cancelled = true;
+      }
+    });
+    REQUIRE(canopy::testing::eventually([&] { return pool.stats().live_tasks == 3; }));
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const std::lock_guard lock(gate_mutex);
+      open = true;
+      gate_cv.notify_all();
+    });
+    pool.shutdown();
+    opener.join();
+    joiner.join();
+    CHECK(pool.stats().dropped_tasks + static_cast<std::uint64_t>(ran.load()) == 2);
+  }
+  // Either callable dropped unrun makes the join throw; none dropped, it returns.
+  CHECK(threw_cancelled == (ran.load() < 2));
+}
+
+namespace {
+
+task<std::uint64_t> child_value(std::uint64_t index) { co_return index* index; }
+
+task<std::uint64_t> fan_out_sum(std::size_t count, int rounds) {
+  std::vector<canopy::task_handle<std::uint64_t>> children;
+  children.reserve(count);
+  std::uint64_t sum = 0;
+  for (int round = 0; round < rounds; ++round) {
+    children.clear();
+    for (std::size_t index = 0; index < count; ++index) {
+      children.push_back(canopy::spawn(child_value(index)));
+    }
+    co_await canopy::join_all(children);
+    for (auto& child : children) {
+      if (!child.ready()) {
+        throw std::logic_error("join_all returned before a child ended");
+      }
+      sum += co_await child;
+    }
+  }
+  co_return sum;
+}
+
+task<int> slow_value(int value) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  co_return value;
+}
+
+task<int> failing_value(int value) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  throw std::runtime_error("child " + std::to_string(value));
+  co_return value;
+}
+
+}  // namespace
+
+TEST_CASE("join_all waits for N spawned children in one co_await") {
+  canopy::testing::watchdog guard("join_all", 60);
+  for (const std::size_t workers : {1U, 2U, 4U}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    const std::size_t count = 1000;
+    const std::uint64_t expected = (count - 1) * count * (2 * count - 1) / 6;
+    CHECK(pool.spawn(fan_out_sum(count, 5)).join() == 5 * expected);
+  }
+}
+
+TEST_CASE("join_all with an output iterator writes values in order or rethrows the first failure") {
+  canopy::testing::watchdog guard("join_all values", 60);
+  executor pool(config_with(2));
+  const auto values = pool.spawn([]() -> task<std::vector<int>> {
+                            std::vector<canopy::task_handle<int>> children;
+                            for (int index = 0; index < 8; ++index) {
+                              children.push_back(canopy::spawn(slow_value(index)));
+                            }
+                            std::vector<int> out(children.size());
+                            co_await canopy::join_all(children, out.begin());
+                            for (const auto& child : children) {
+                              if (child.valid()) {
+                                throw std::logic_error("join_all(handles, out) left a handle");
+                              }
+                            }
+                            co_return out;
+                          }())
+                          .join();
+  CHECK(values == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK_THROWS_WITH_AS(pool.spawn([]() -> task<int> {
+                             std::vector<canopy::task_handle<int>> children;
+                             children.push_back(canopy::spawn(slow_value(1)));
+                             children.push_back(canopy::spawn(failing_value(2)));
+                             children.push_back(canopy::spawn(failing_value(3)));
+                             children.push_back(canopy::spawn(slow_value(4)));
+                             std::vector<int> out;
+                             co_await canopy::join_all(children, std::back_inserter(out));
+                             co_return static_cast<int>(out.size());
+                           }())
+                           .join(),
+                       "child 2", std::runtime_error);
+  // Empty ranges and ranges of finished children do not suspend.
+  const int finished = pool.spawn([]() -> task<int> {
+                             std::vector<canopy::task_handle<int>> none;
+                             co_await canopy::join_all(none);
+                             std::array<canopy::task_handle<int>, 3> done{
+                                 canopy::spawn(slow_value(1)), canopy::spawn(slow_value(2)),
+                                 canopy::spawn(slow_value(3))};
+                             co_await canopy::join_all(done);
+                             co_await canopy::join_all(done);  // all ready now
+                             int sum = 0;
+                             for (auto& child : done) {
+                               sum += co_await child;
+                             }
+                             co_return sum;
+                           }())
+                           .join();
+  CHECK(finished == 6);
+  CHECK_THROWS_AS(pool.spawn([]() -> task<void> {
+                        std::vector<canopy::task_handle<int>> holes(2);
+                        co_await canopy::join_all(holes);
+                      }())
+                      .join(),
+                  std::logic_error);
+}
+
+TEST_CASE("a task cancelled inside join_all cancels its children and its frame goes after them") {
+  canopy::testing::watchdog guard("join_all cancel", 60);
+  std::atomic<int> frames_destroyed{0};
+  std::atomic<int> children_destroyed{0};
+  {
+    executor pool(config_with(2));
+    canopy::async_event never;
+    auto child = [&children_destroyed](canopy::async_event& event) -> task<int> {
+      const canopy::testing::destroy_flag flag(children_destroyed);
+      co_await event;
+      co_return 1;
+    };
+    auto parent = [&](canopy::async_event& event) -> task<int> {
+      const canopy::testing::destroy_flag flag(frames_destroyed);
+      std::vector<canopy::task_handle<int>> children;
+      for (int index = 0; index < 16; ++index) {
+        children.push_back(canopy::spawn(child(event)));
+      }
+      co_await canopy::join_all(children);
+      co_return 0;
+    };
+    auto handle = pool.spawn(parent(never));
+    REQUIRE(canopy::testing::eventually([&] { return pool.stats().live_tasks == 17; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(handle.cancel());
+    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+    REQUIRE(canopy::testing::eventually([&] { return frames_destroyed.load() == 1; }));
+    CHECK(children_destroyed.load() == 16);
+  }
+  CHECK(frames_destroyed.load() == 1);
+}
+
+TEST_CASE("stress: many concurrent joins from outside threads and workers") {
+  canopy::testing::watchdog guard("join stress", 120);
+  executor pool(config_with(4));
+  const long rounds = scaled(400);
+  std::atomic<long> wrong{0};
+  std::vector<std::thread> outside;
+  for (int thread = 0; thread < 3; ++thread) {
+    outside.emplace_back([&, thread] {
+      for (long round = 0; round < rounds; ++round) {
+        const int n = 6 + static_cast<int>((round + thread) % 8);
+        const auto [left, right] = canopy::join(
+            pool, [n] { return join_fib(n); }, [n] { return join_fib(n - 1); });
+        if (left != plain_fib(n) || right != plain_fib(n - 1)) {
+          wrong.fetch_add(1);
+        }
+        const auto [x, y, z] = canopy::parallel_invoke(
+            pool, [n] { return join_fib(n); }, [] { return 1; }, [n] { return join_fib(n / 2); });
+        if (x != plain_fib(n) || y != 1 || z != plain_fib(n / 2)) {
+          wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  // Meanwhile coroutine tasks fan out and join_all, and callables join deep.
+  const long fan_rounds = scaled(40);
+  auto fan = pool.spawn(fan_out_sum(500, static_cast<int>(fan_rounds)));
+  const long deep = on_worker(pool, [] { return join_fib(22); });
+  for (auto& thread : outside) {
+    thread.join();
+  }
+  CHECK(wrong.load() == 0);
+  CHECK(deep == 17711);
+  CHECK(fan.join() == static_cast<std::uint64_t>(fan_rounds) * (499ULL * 500 * 999 / 6));
+}
