@@ -1,23 +1,6 @@
 #include "host_channel.hpp"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <system_error>
-
 namespace canopy {
-
-host_channel::host_channel() {
-  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd_ < 0) {
-    throw std::system_error(errno, std::system_category(),
-                            "canopy::executor: eventfd() for the host's notify descriptor failed");
-  }
-}
-
-host_channel::~host_channel() { ::close(event_fd_); }
 
 void host_channel::push(std::uint32_t slot) {
   {
@@ -61,8 +44,7 @@ void host_channel::notify() noexcept {
   // handshake in the header). The plain load first keeps a running host's
   // posters off the line with a locked instruction.
   if (armed_.load(sync::seq_cst) && armed_.exchange(false, sync::seq_cst)) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t written = ::write(event_fd_, &one, sizeof one);
+    descriptor_.signal();
   }
 }
 
@@ -70,10 +52,8 @@ void host_channel::read_counts() noexcept {
   if (expected_writes_ == 0) {
     return;
   }
-  std::uint64_t count = 0;
-  if (::read(event_fd_, &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
-    expected_writes_ = count >= expected_writes_ ? 0 : expected_writes_ - count;
-  }
+  const std::uint64_t count = descriptor_.take();
+  expected_writes_ = count >= expected_writes_ ? 0 : expected_writes_ - count;
   // EAGAIN: a poster won the exchange and has not written yet; its write
   // makes the descriptor readable and the next arm() reads it.
 }
@@ -101,21 +81,12 @@ void host_channel::leave_readable() noexcept {
   if (expected_writes_ != 0) {
     return;  // a count is there, or a poster's is on its way
   }
-  const std::uint64_t one = 1;
-  if (::write(event_fd_, &one, sizeof one) == static_cast<ssize_t>(sizeof one)) {
-    ++expected_writes_;
-  }
+  descriptor_.signal();
+  ++expected_writes_;
 }
 
 void host_channel::wait_readable(std::chrono::nanoseconds timeout) noexcept {
-  pollfd entry{event_fd_, POLLIN, 0};
-  timespec limit{};
-  if (timeout.count() >= 0) {
-    limit.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
-    limit.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
-  }
-  // EINTR or the timeout: the caller re-checks for work either way.
-  static_cast<void>(::ppoll(&entry, 1, timeout.count() >= 0 ? &limit : nullptr, nullptr));
+  descriptor_.wait_readable(timeout);
 }
 
 }  // namespace canopy

@@ -17,9 +17,10 @@
 //   poster: make the work visible (queue push, or the task bit's seq_cst
 //           RMW); then notify(): if `armed_`, exchange it to false and, if
 //           that exchange won, write the eventfd once.
-//   host:   before it stops running: arm(): store `armed_ = true`; then
-//           look for work once more (has_queued(), the tree). Work found:
-//           disarm and keep running (or leave the descriptor readable).
+//   host:   before it stops running: arm_and_recheck(): store
+//           `armed_ = true`, then look for work once more (has_queued(),
+//           the tree). Work found: disarm and keep running (or leave the
+//           descriptor readable).
 // Either the poster's load sees armed_ == true (it writes), or the host's
 // re-check sees the work. A won exchange always writes exactly once; the host
 // counts the writes it expects (a poster's win is seen as `armed_` already
@@ -39,19 +40,17 @@
 #include <optional>
 
 #include "../sync/atomics.hpp"
+#include "notify_descriptor.hpp"
 
 namespace canopy {
 
 class host_channel {
  public:
   // Creates the eventfd; throws std::system_error if the kernel refuses.
-  host_channel();
-  ~host_channel();
-  host_channel(const host_channel&) = delete;
-  host_channel& operator=(const host_channel&) = delete;
+  host_channel() = default;
 
   // The descriptor a host loop polls for readability. Owned by the channel.
-  [[nodiscard]] int fd() const noexcept { return event_fd_; }
+  [[nodiscard]] int fd() const noexcept { return descriptor_.fd(); }
 
   // Any thread: queue a SCHEDULED task for the host, then notify().
   void push(std::uint32_t slot);
@@ -67,10 +66,19 @@ class host_channel {
   // Host: every queued slot, for shutdown (the tasks are destroyed there).
   void clear() noexcept;
 
-  // Host: about to stop running. Reads away counts already written, then
-  // arms. The caller must re-check for work afterwards and call disarm()
-  // if it finds some.
-  void arm() noexcept;
+  // Host: about to stop running. Reads away counts already written, arms,
+  // then calls `has_work()` (whose reads must be seq_cst: they are the
+  // second half of the Dekker pair). Returns true when the host may block
+  // (armed, nothing found); false when work was found (then disarmed).
+  template <class HasWork>
+  bool arm_and_recheck(HasWork&& has_work) noexcept {
+    arm();
+    if (has_work()) {
+      disarm();
+      return false;
+    }
+    return true;
+  }
   // Host: running again (or staying awake after a re-check found work).
   void disarm() noexcept;
   // Host, disarmed: leave the descriptor readable (work is left that the
@@ -80,10 +88,23 @@ class host_channel {
   // `timeout` passes (negative: no limit). Returns at once if readable.
   void wait_readable(std::chrono::nanoseconds timeout) noexcept;
 
+#ifdef CANOPY_MODEL_CHECK
+  // For the model check's verdict: the descriptor is readable although the
+  // host neither expects a write nor will count one at its next disarm() (a
+  // poster took the armed flag) — it would stay readable for good, and a
+  // host loop polling it would spin.
+  [[nodiscard]] bool readable_for_nothing() const noexcept {
+    const bool poster_took_the_flag = host_armed_ && !armed_.peek();
+    return descriptor_.peek_count() != 0 && expected_writes_ == 0 && !poster_took_the_flag;
+  }
+  void wake_for_teardown() noexcept { descriptor_.wake_for_teardown(); }
+#endif
+
  private:
+  void arm() noexcept;
   void read_counts() noexcept;
 
-  int event_fd_ = -1;
+  notify_descriptor descriptor_;
   // True while the host is not running and wants a write when work appears.
   alignas(sync::cache_line) sync::atomic<bool> armed_{true};
   // Pinned tasks waiting for the host, and their number (read without the lock).

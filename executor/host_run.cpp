@@ -72,9 +72,7 @@ std::size_t executor_core::run_host(const host_budget& budget) {
   }
   // Leave either armed with nothing for the host to do, or with the
   // descriptor readable: a host loop that sleeps on it comes back.
-  host_.arm();
-  if (host_has_work()) {
-    host_.disarm();
+  if (!host_.arm_and_recheck([this] { return host_has_work(); })) {
     host_.leave_readable();
   }
   // release: hands the host's state to the next holder (acquire above).
@@ -88,7 +86,7 @@ std::size_t executor_core::host_loop(worker_state& host, const host_budget& budg
   std::uint32_t slot = 0;
   while (ran < budget.max_tasks) {
     // relaxed: a hint to stop early; run_host re-reads it seq_cst on entry,
-    // and the blocking path below re-checks after arm().
+    // and the blocking path below re-checks after arming.
     if (budget.stop_at_shutdown && !accepting_.load(sync::relaxed)) {
       break;
     }
@@ -112,15 +110,16 @@ std::size_t executor_core::host_loop(worker_state& host, const host_budget& budg
     // host arrives (the handshake in host_channel.hpp), shutdown begins,
     // or the deadline passes.
     give_back_worker_slots(host);
-    host_.arm();
-    // seq_cst reads after arm()'s seq_cst store: see the pinned queue, the
-    // tree (no owned workers) and shutdown's accepting_ store, or their
-    // posters see the channel armed and write the descriptor.
-    if (!host_has_work() && (!budget.stop_at_shutdown || accepting_.load(sync::seq_cst))) {
+    // seq_cst reads after arming: see the pinned queue, the tree (no owned
+    // workers) and shutdown's accepting_ store, or their posters see the
+    // channel armed and write the descriptor.
+    if (host_.arm_and_recheck([this, &budget] {
+          return host_has_work() || (budget.stop_at_shutdown && !accepting_.load(sync::seq_cst));
+        })) {
       host_.wait_readable(budget.until_shutdown ? std::chrono::nanoseconds(-1)
                                                 : std::chrono::nanoseconds(budget.deadline - now));
+      host_.disarm();
     }
-    host_.disarm();
   }
   return ran;
 }

@@ -2,13 +2,17 @@
 // signal_waker, sleep_module compiled with CANOPY_MODEL_CHECK): every
 // interleaving of producers and parking workers within a preemption bound,
 // looking for a lost wakeup (a task left unclaimed while every worker that
-// could run it is parked) and for broken sleeper bookkeeping.
+// could run it is parked) and for broken sleeper bookkeeping. The host
+// thread's notify descriptor (executor/host_channel.cpp) is checked the
+// same way: posters against a host that blocks on it.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "executor/host_channel.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
@@ -226,7 +230,121 @@ void expect_clean(const canopy::model::exploration_result& result) {
   MESSAGE("executions explored: " << result.executions);
 }
 
+// The host thread and its notify descriptor (executor/host_channel.hpp):
+// posters push pinned tasks; the host runs them and, finding none, arms the
+// channel, re-checks and blocks on the descriptor. Two ways to block, as in
+// executor_core: inside the run function (run_for: host_loop's wait), or in
+// the host's own loop (epoll on notify_fd(), then run_until_idle, whose
+// exit arms the channel and leaves it readable if work is left).
+enum class host_blocks { inside_run_for, in_own_loop };
+
+class host_world {
+ public:
+  host_world(int tasks, host_blocks mode) : tasks_(tasks), mode_(mode) {}
+
+  void post(int count) {
+    for (int index = 0; index < count; ++index) {
+      channel_.push(static_cast<std::uint32_t>(index));
+    }
+  }
+
+  void host() {
+    if (mode_ == host_blocks::inside_run_for) {
+      channel_.disarm();  // run_host's entry
+      while (ran_ < tasks_ && !stop_) {
+        if (channel_.pop()) {
+          ++ran_;
+          continue;
+        }
+        if (channel_.arm_and_recheck([this] { return channel_.has_queued(); })) {
+          channel_.wait_readable(std::chrono::nanoseconds(-1));
+          channel_.disarm();
+        }
+      }
+      leave_run();
+      return;
+    }
+    while (ran_ < tasks_ && !stop_) {
+      channel_.wait_readable(std::chrono::nanoseconds(-1));  // the loop's epoll_wait
+      channel_.disarm();                                     // run_until_idle
+      while (channel_.pop()) {
+        ++ran_;
+      }
+      leave_run();
+    }
+  }
+
+  std::string check(const std::vector<bool>& parked) const {
+    if (parked[0]) {
+      return "lost wakeup: the host blocks on its notify descriptor with " +
+             std::to_string(tasks_ - ran_) + " pinned task(s) queued";
+    }
+    if (channel_.readable_for_nothing()) {
+      return "descriptor readable with no write expected by the host: it stays readable for "
+             "good and a host loop polling it spins";
+    }
+    return {};
+  }
+
+  void teardown() {
+    stop_ = true;
+    channel_.wake_for_teardown();
+  }
+
+ private:
+  // run_host's exit: armed with nothing left, or readable.
+  void leave_run() {
+    if (!channel_.arm_and_recheck([this] { return channel_.has_queued(); })) {
+      channel_.leave_readable();
+    }
+  }
+
+  canopy::host_channel channel_;
+  int tasks_;
+  host_blocks mode_;
+  int ran_ = 0;
+  bool stop_ = false;
+};
+
+canopy::model::exploration_result check_host_case(host_blocks mode,
+                                                  const std::vector<int>& posts_per_poster,
+                                                  int preemption_bound) {
+  if (canopy::testing::stress_divisor() > 1 && preemption_bound > 1) {
+    --preemption_bound;
+  }
+  int tasks = 0;
+  for (const int posts : posts_per_poster) {
+    tasks += posts;
+  }
+  std::shared_ptr<host_world> current;
+  return canopy::model::explore(
+      [&] {
+        current = std::make_shared<host_world>(tasks, mode);
+        canopy::model::scenario run;
+        run.threads.emplace_back([world = current] { world->host(); });
+        for (const int posts : posts_per_poster) {
+          run.threads.emplace_back([world = current, posts] { world->post(posts); });
+        }
+        run.check = [world = current](const std::vector<bool>& parked) {
+          return world->check(parked);
+        };
+        run.teardown = [world = current] { world->teardown(); };
+        return run;
+      },
+      preemption_bound, 200000);
+}
+
 }  // namespace
+
+TEST_CASE("model: the host blocks inside run_for while posters push pinned tasks") {
+  expect_clean(check_host_case(host_blocks::inside_run_for, {2}, 3));
+  expect_clean(check_host_case(host_blocks::inside_run_for, {1, 1}, 2));
+}
+
+TEST_CASE("model: the host blocks in its own loop on notify_fd between run_until_idle calls") {
+  expect_clean(check_host_case(host_blocks::in_own_loop, {2}, 3));
+  expect_clean(check_host_case(host_blocks::in_own_loop, {1, 1}, 2));
+}
 
 TEST_CASE("model: one worker parks, one outside producer posts a task") {
   expect_clean(check_case({1, 1, {}, {{{0, 0, 3}}}}, 3));

@@ -32,6 +32,10 @@ mutants=(
   "stale-bit repair in claim_in_leaf and claim_task_bit removed%summary_tree/summary_tree.cpp%s/if \(\(root_words_\[leaf \/ bits_per_word\]\.value\.load\(sync::relaxed\) & bit_of\(leaf\)\) != 0\) \{/if (false) {/; s/if \(\(leaf_words_\[leaf\]\.value\.load\(sync::relaxed\) & bit_of\(signal\)\) != 0\) \{/if (false) {/%caught"
   "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%liveness"
   "seq_cst fence before try_sleep's final probe removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);\n  if \(permits_\.try_acquire\(\)/if (permits_.try_acquire()/%weak"
+  "host: re-check for work after arming removed%executor/host_channel.hpp%s/if \(has_work\(\)\) \{/if (false) {/%caught"
+  "host: push notifies before it publishes the task%executor/host_channel.cpp%s/queued_\.fetch_add\(1, sync::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, sync::seq_cst);/%caught"
+  "host: disarm forgets the write of a poster that took the flag%executor/host_channel.cpp%s/if \(!armed_\.exchange\(false, sync::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, sync::seq_cst)) {\n/%caught"
+  "host: notify writes without taking the armed flag%executor/host_channel.cpp%s/if \(armed_\.load\(sync::seq_cst\) && armed_\.exchange\(false, sync::seq_cst\)\) \{/if (armed_.load(sync::seq_cst)) {/%caught"
   "seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%weak"
 )
 
@@ -50,6 +54,7 @@ build_and_run() {
     "$dir/tests/test_main.cpp" "$dir/summary_tree/permit_semaphore.cpp" \
     "$dir/summary_tree/summary_tree.cpp" "$dir/signal_waker/park_backend.cpp" \
     "$dir/signal_waker/signal_waker.cpp" "$dir/signal_waker/sleep_module.cpp" \
+    "$dir/executor/host_channel.cpp" "$dir/executor/notify_descriptor.cpp" \
     -lboost_context -pthread -o "$scratch/model_check" 2>"$scratch/build.log"; then
     echo "build-failed"
     return
@@ -101,7 +106,7 @@ for entry in "${mutants[@]}"; do
   fi
   printf '%-62s %-8s %s\n' "$name" "$expected" "$verdict"
   if [ "$result" = failed ]; then
-    grep -E "ERROR|lost|stale|failure|CHECK" "$scratch/run.log" | head -2 | sed 's/^/      /'
+    grep -m1 -E "failure: [a-z]" "$scratch/run.log" | sed 's/^/      /' || true
   fi
 done
 echo "mutants: $as_expected as expected, $not_as_expected not"
