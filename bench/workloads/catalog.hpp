@@ -18,13 +18,19 @@ struct workload_descriptor {
 
 // constexpr, so registrations running during static initialization can check
 // names against it without depending on initialization order.
-inline constexpr std::array<workload_descriptor, 9> workload_catalog{{
+inline constexpr std::array<workload_descriptor, 12> workload_catalog{{
     {"spawn_remote", "ns/task"},
     {"spawn_local", "ns/task"},
     {"yield_many", "ns/yield"},
     {"chained_spawn", "ns/spawn"},
     {"fib", "ms"},
     {"fib_fiber", "ms"},
+    // The fork-join shapes beside fib (issue 20): fib through a join of two
+    // callables, one task joining 10,000 children at once, and a tree with
+    // uneven branching and work per node.
+    {"fib_join", "ms"},
+    {"fan_out", "ns/child"},
+    {"irregular_tree", "ms"},
     {"wake_latency", "us"},
     // Each repetition sleeps for a second. The readings of one that spins not
     // at all vary by about 0.02 ms between repetitions, so take five.
