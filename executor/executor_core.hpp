@@ -63,12 +63,17 @@ enum class spawn_placement {
 };
 
 // How long one call of executor_core::run_host() keeps the calling thread.
+class join_state_base;
+
 struct host_budget {
   std::size_t max_tasks = ~std::size_t{0};
   bool wait_for_work = false;    // block (until the deadline) when nothing is ready
   bool until_shutdown = false;   // run(): ignore the deadline, return when shutdown begins
   bool stop_at_shutdown = true;  // false only for shutdown's own drain
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // When set: return as soon as this task's outcome is set (a join on a
+  // host-driven executor, run_host_until_ready).
+  const join_state_base* until_ready = nullptr;
 };
 
 class executor_core final : private sleep_probe {
@@ -124,6 +129,14 @@ class executor_core final : private sleep_probe {
   // errc::worker_thread from a task of this executor and errc::host_busy
   // while another thread holds the role; returns 0 once shutdown began.
   std::size_t run_host(const host_budget& budget);
+  // join()/wait_for() on a handle of this executor, from a thread that is
+  // not one of its workers: with no owned workers nobody else would run the
+  // task, so the joiner takes the host role and runs tasks until `awaited`
+  // is ready, the deadline passes (steady-clock ns, negative: none) or
+  // shutdown begins. Returns false at once, running nothing, when the
+  // executor has owned workers or another thread holds the host role.
+  bool run_host_until_ready(const join_state_base& awaited,
+                            std::int64_t steady_deadline_ns) noexcept;
   // Readable while the host has work (host_channel.hpp). Any thread.
   [[nodiscard]] int notify_fd() const noexcept { return host_.fd(); }
 
@@ -240,6 +253,9 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] bool host_has_work() const noexcept;
   // Runs tasks as the host until the budget ends or nothing is ready.
   std::size_t host_loop(worker_state& host, const host_budget& budget, bool pinned_only);
+  enum class host_role { taken, busy, shut_down };
+  host_role take_host_role() noexcept;
+  std::size_t run_as_host(const host_budget& budget) noexcept;
   void drain_as_host();
 
   // The poller role's driver calls (executor/idle_driver.hpp).

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "executor_core.hpp"
+#include "join_state.hpp"
 
 namespace canopy {
 
@@ -44,21 +45,51 @@ std::size_t executor_core::run_host(const host_budget& budget) {
                             "canopy::executor: run_once/run_for/run_until_idle/run called from a "
                             "task of the same executor");
   }
+  switch (take_host_role()) {
+    case host_role::shut_down:
+      return 0;
+    case host_role::busy:
+      throw std::system_error(make_error_code(errc::host_busy),
+                              "canopy::executor: run_once/run_for/run_until_idle/run called while "
+                              "another thread runs this executor as its host");
+    case host_role::taken:
+      break;
+  }
+  return run_as_host(budget);
+}
+
+bool executor_core::run_host_until_ready(const join_state_base& awaited,
+                                         std::int64_t steady_deadline_ns) noexcept {
+  if (!host_runs_everything_ || is_worker_thread() || take_host_role() != host_role::taken) {
+    return false;
+  }
+  host_budget budget;
+  budget.wait_for_work = true;
+  budget.until_ready = &awaited;
+  if (steady_deadline_ns >= 0) {
+    budget.deadline = std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::nanoseconds(steady_deadline_ns)));
+  }
+  run_as_host(budget);
+  return true;
+}
+
+executor_core::host_role executor_core::take_host_role() noexcept {
   // seq_cst: pairs with shutdown step 1's store; after it, the run functions
   // return at once (shutdown holds the host role from step 2 on).
   if (!accepting_.load(sync::seq_cst)) {
-    return 0;
+    return host_role::shut_down;
   }
-  // acquire: pairs with the previous holder's release below, so its writes
-  // to the host's worker_state and channel are visible.
+  // acquire: pairs with the previous holder's release in run_as_host, so
+  // its writes to the host's worker_state and channel are visible.
   if (host_taken_.exchange(true, sync::acquire)) {
-    if (!accepting_.load(sync::seq_cst)) {
-      return 0;
-    }
-    throw std::system_error(make_error_code(errc::host_busy),
-                            "canopy::executor: run_once/run_for/run_until_idle/run called while "
-                            "another thread runs this executor as its host");
+    return accepting_.load(sync::seq_cst) ? host_role::busy : host_role::shut_down;
   }
+  return host_role::taken;
+}
+
+std::size_t executor_core::run_as_host(const host_budget& budget) noexcept {
   worker_state& host = host_state();
   std::size_t ran = 0;
   {
@@ -75,7 +106,8 @@ std::size_t executor_core::run_host(const host_budget& budget) {
   if (!host_.arm_and_recheck([this] { return host_has_work(); })) {
     host_.leave_readable();
   }
-  // release: hands the host's state to the next holder (acquire above).
+  // release: hands the host's state to the next holder (acquire in
+  // take_host_role).
   host_taken_.store(false, sync::release);
   return ran;
 }
@@ -88,6 +120,9 @@ std::size_t executor_core::host_loop(worker_state& host, const host_budget& budg
     // relaxed: a hint to stop early; run_host re-reads it seq_cst on entry,
     // and the blocking path below re-checks after arming.
     if (budget.stop_at_shutdown && !accepting_.load(sync::relaxed)) {
+      break;
+    }
+    if (budget.until_ready != nullptr && budget.until_ready->ready()) {
       break;
     }
     if (find_host_task(host, slot, pinned_only)) {

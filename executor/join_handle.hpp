@@ -11,6 +11,10 @@
 //   * wait_for(duration) / wait_until(time_point) block like join() but at
 //     most until the deadline, and return whether the task has ended (then
 //     join() returns at once). Same thread rule as join().
+//   * On an executor with no owned workers (worker_count = 0), join() and
+//     wait_*() run the executor's tasks on the calling thread while they
+//     wait, as run_for() would (unless another thread is running it then:
+//     they just wait for that one).
 //   * ready() never blocks.
 //   * cancel() asks the task to stop and wakes it if it is suspended, so it
 //     is destroyed promptly: a task cancelled before it starts never runs; a

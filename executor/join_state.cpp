@@ -99,6 +99,12 @@ bool join_state_base::set_waiting_task(executor_core* core, task_id waiter) noex
 void join_state_base::wait_blocking() noexcept { wait_blocking_until(-1); }
 
 bool join_state_base::wait_blocking_until(std::int64_t steady_deadline_ns) noexcept {
+  // task_core_ is alive while the outcome is pending (shutdown ends every
+  // task before the executor goes). A host-driven executor runs its tasks
+  // only on a thread that drives it: the joiner becomes that thread.
+  if (!ready() && task_core_ != nullptr) {
+    static_cast<void>(task_core_->run_host_until_ready(*this, steady_deadline_ns));
+  }
   timespec deadline{};
   if (steady_deadline_ns >= 0) {
     deadline.tv_sec = static_cast<std::time_t>(steady_deadline_ns / 1'000'000'000);

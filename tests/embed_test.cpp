@@ -168,6 +168,52 @@ TEST_CASE("zero workers: run_for sleeps on the descriptor until another thread s
   CHECK(late.load());
 }
 
+TEST_CASE("zero workers: join() and wait_for() run the executor on the joining thread") {
+  watchdog guard("zero workers join", 30);
+  executor pool(pool_of(0));
+  const long host = thread_id();
+  // A task that spawns and awaits a child: join() must run both here.
+  auto parent = [&]() -> task<long> {
+    auto child = canopy::spawn([]() -> task<long> { co_return thread_id(); }());
+    co_return co_await child;
+  };
+  auto handle = pool.spawn(parent());
+  CHECK(handle.join() == host);
+  CHECK(pool.stats().host.tasks_run >= 2);
+
+  // wait_for on a task that waits for an event nobody sets: runs what is
+  // ready, then gives up at the deadline instead of hanging.
+  canopy::async_event never;
+  std::atomic<bool> started{false};
+  auto sleeper_body = [&]() -> task<void> {
+    started.store(true);
+    co_await never;
+  };
+  auto sleeper = pool.spawn(sleeper_body());
+  CHECK_FALSE(sleeper.wait_for(std::chrono::milliseconds(20)));
+  CHECK(started.load());
+  // A wake from another thread reaches the joiner blocked on the descriptor.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    never.set();
+  });
+  sleeper.join();
+  setter.join();
+
+  // Another thread drives the executor at the same time: whichever holds
+  // the host role runs the task, and join() returns either way.
+  auto plain = pool.spawn([] { return 7; });
+  std::atomic<bool> host_done{false};
+  std::thread other_host([&] {
+    while (!host_done.load()) {
+      pool.run_for(std::chrono::milliseconds(1));
+    }
+  });
+  CHECK(plain.join() == 7);
+  host_done.store(true);
+  other_host.join();
+}
+
 TEST_CASE("notify descriptor in an epoll set: a spawn from another thread wakes epoll_wait") {
   watchdog guard("notify fd epoll", 60);
   executor pool(pool_of(0));
