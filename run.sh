@@ -20,7 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake)
-bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind)
+bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind
+  cargo rustc librust-rayon-dev librust-tokio-dev librust-libc-dev)
 
 ensure_packages() {
   local missing=()
@@ -319,6 +320,12 @@ run_bench() {
   configure build-release "${release_options[@]}"
   meson configure build-release -Dbench=true -Db_lto=true >&2
   ninja -C build-release bench/canopy_bench >&2
+  # The rayon and tokio peers (bench/peers/rust): Debian's cargo and rustc
+  # (not a rustup toolchain that may come first on PATH), offline against the
+  # crate sources of the librust-*-dev packages (bench/peers/rust/.cargo).
+  local rust_peers_target="$PWD/build-release/rust-peers"
+  (cd bench/peers/rust &&
+    RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --quiet --target-dir "$rust_peers_target") >&2
   bash bench/run_bench.sh build-release/bench/canopy_bench "$@"
 }
 

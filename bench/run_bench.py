@@ -3,17 +3,23 @@
 
 usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
                     [--timeout S] [--scaling] [--instructions] [--no-comparison]
+                    [--rust-peers PATH]
 
-For each workload the peers run interleaved (canopy, tbb, asio, then the next
-workload), K rounds over; idle_cpu also runs with no executor in the process
+For each workload the peers run interleaved (canopy, tbb, asio, rayon, tokio,
+then the next workload), K rounds over; rayon and tokio run in the Rust
+program bench/peers/rust (canopy_rust_peers: the same command line,
+parameters and JSON line as canopy_bench), found at --rust-peers or else at
+BUILD_DIR/rust-peers/release/canopy_rust_peers beside CANOPY_BENCH's BUILD_DIR
+(where ./run.sh bench builds it); idle_cpu also runs with no executor in the process
 ("baseline"), which is the floor of the measurement itself, and its JSON
 lines carry "other_threads": the part spent by the executor's own threads. Every JSON line goes to results/latest.jsonl (the
 previous latest.jsonl is kept as results/previous.jsonl first), a table goes
 to stdout (values are medians over rounds; the ratio is the median over
 rounds of canopy ÷ the best peer of the same round, so that drift between
 rounds cancels), and results/ratios.svg plots each peer's value divided by
-the best peer's. Lower is better for every workload. A run that fails or whose
-implementation is not built shows as n/a; the driver carries on.
+the best peer's. Lower is better for every workload. A peer that has no
+implementation of a workload (exit status 2, or its program is not built)
+shows as "–", a run that fails as n/a; the driver carries on.
 
 --scaling additionally sweeps spawn_remote, fib and yield_many over 1, 2, 4,
 ... up to nproc threads for every peer, into results/scaling.jsonl and
@@ -43,9 +49,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-PEERS = ("canopy", "tbb", "asio")
-PEER_COLORS = {"canopy": "#d95f02", "tbb": "#1f78b4", "asio": "#33a02c"}
-COMPARED_PEERS = ("tbb", "asio")
+PEERS = ("canopy", "tbb", "asio", "rayon", "tokio")
+PEER_COLORS = {"canopy": "#d95f02", "tbb": "#1f78b4", "asio": "#33a02c", "rayon": "#7570b3",
+               "tokio": "#e7298a"}
+COMPARED_PEERS = ("tbb", "asio", "rayon", "tokio")
+# Peers run by the Rust program (bench/peers/rust), not by canopy_bench.
+RUST_PEERS = ("rayon", "tokio")
+# The exit status of canopy_bench and canopy_rust_peers for a workload the
+# peer has no implementation of (also for a usage error).
+EXIT_NOT_IMPLEMENTED = 2
+NOT_IMPLEMENTED = "–"
 # Workloads that also run with no executor at all ("baseline"): the floor of
 # the measurement itself, printed under the table, not compared.
 BASELINE_WORKLOADS = ("idle_cpu",)
@@ -56,8 +69,11 @@ RESULTS_DIRECTORY = Path(__file__).resolve().parent / "results"
 
 
 def parse_arguments():
-    parser = argparse.ArgumentParser(description="Compare canopy with oneTBB and Boost.Asio.")
+    parser = argparse.ArgumentParser(description="Compare canopy with oneTBB, Boost.Asio, rayon and tokio.")
     parser.add_argument("binary", type=Path, help="path of the built canopy_bench")
+    parser.add_argument("--rust-peers", type=Path, default=None,
+                        help="path of the built canopy_rust_peers (rayon, tokio); default: "
+                        "BUILD_DIR/rust-peers/release/canopy_rust_peers beside canopy_bench")
     parser.add_argument("--rounds", type=positive_integer, default=3,
                         help="times every (workload, peer) runs, interleaved; the table "
                         "shows the median (default 3: one round drifts by more than 10 %%)")
@@ -78,6 +94,9 @@ def parse_arguments():
     arguments = parser.parse_args()
     if arguments.no_comparison and not (arguments.scaling or arguments.instructions):
         parser.error("--no-comparison leaves nothing to run: add --scaling or --instructions")
+    if arguments.rust_peers is None:
+        arguments.rust_peers = (arguments.binary.resolve().parent.parent / "rust-peers" / "release"
+                                / "canopy_rust_peers")
     return arguments
 
 
@@ -93,8 +112,18 @@ def list_workloads(binary):
     return completed.stdout.split()
 
 
-def run_one(binary, workload, peer, threads, reps, timeout):
-    """Returns (record, None) on success or (None, reason) on failure."""
+def peer_binary(arguments, peer):
+    return arguments.rust_peers if peer in RUST_PEERS else arguments.binary
+
+
+def run_one(arguments, workload, peer, threads):
+    """Returns (record, None) on success or (None, reason) on failure; the
+    reason starts with NOT_IMPLEMENTED when the peer has no implementation
+    of the workload or its program is not built."""
+    binary = peer_binary(arguments, peer)
+    if not os.access(binary, os.X_OK):
+        return None, f"{NOT_IMPLEMENTED} {binary} is not built"
+    reps, timeout = arguments.reps, arguments.timeout
     command = [str(binary), workload, "--peer", peer, "--threads", str(threads)]
     if reps is not None:
         command += ["--reps", str(reps)]
@@ -104,7 +133,10 @@ def run_one(binary, workload, peer, threads, reps, timeout):
         return None, f"timed out after {timeout} s"
     if completed.returncode != 0:
         message = completed.stderr.strip().splitlines()
-        return None, message[0] if message else f"exit status {completed.returncode}"
+        reason = message[0] if message else f"exit status {completed.returncode}"
+        if completed.returncode == EXIT_NOT_IMPLEMENTED:
+            reason = f"{NOT_IMPLEMENTED} {reason}"
+        return None, reason
     try:
         record = json.loads(completed.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
@@ -117,24 +149,29 @@ def progress(text):
 
 
 def run_comparison(arguments, workloads, results_file):
-    """Runs every (workload, peer) arguments.rounds times; returns the records."""
+    """Runs every (workload, peer) arguments.rounds times; returns the
+    records and the set of (workload, peer) that have no implementation."""
     records = []
+    not_implemented = set()
     with results_file.open("w") as output:
         for round_number in range(1, arguments.rounds + 1):
             for index, workload in enumerate(workloads, start=1):
                 for peer in PEERS + (("baseline",) if workload in BASELINE_WORKLOADS else ()):
                     prefix = f"[round {round_number}/{arguments.rounds}] " if arguments.rounds > 1 else ""
                     progress(f"{prefix}[{index}/{len(workloads)}] {workload}: {peer} ...")
-                    record, failure = run_one(arguments.binary, workload, peer, arguments.threads,
-                                              arguments.reps, arguments.timeout)
+                    record, failure = run_one(arguments, workload, peer, arguments.threads)
                     if failure is not None:
-                        progress(f"    n/a: {failure}")
+                        if failure.startswith(NOT_IMPLEMENTED):
+                            not_implemented.add((workload, peer))
+                            progress(f"    {failure}")
+                        else:
+                            progress(f"    n/a: {failure}")
                         continue
                     record["round"] = round_number
                     records.append(record)
                     output.write(json.dumps(record) + "\n")
                     output.flush()
-    return records
+    return records, not_implemented
 
 
 def read_records(path):
@@ -183,9 +220,10 @@ def paired_ratio(records, workload, field):
     return statistics.median(ratios) if ratios else None
 
 
-def comparison_rows(workloads, records):
+def comparison_rows(workloads, records, not_implemented=frozenset()):
     """One row per workload (and one more for wake_latency's p99). Values
-    are medians over rounds; the ratio is paired_ratio()."""
+    are medians over rounds; the ratio is paired_ratio(). A peer in a
+    row's "not_implemented" has no implementation of the workload."""
     medians = median_by_key(records, "value")
     p99_medians = median_by_key(records, "p99")
     other_thread_medians = median_by_key(records, "other_threads")
@@ -204,6 +242,7 @@ def comparison_rows(workloads, records):
                 "unit": units.get(workload, ""),
                 "values": values,
                 "ratio": paired_ratio(records, workload, metric),
+                "not_implemented": {peer for peer in PEERS if (workload, peer) in not_implemented},
                 "baseline": table.get((workload, "baseline")),
                 "other_threads": {peer: other_thread_medians.get((workload, peer)) for peer in PEERS}
                                  if metric == "value" else {},
@@ -239,7 +278,9 @@ def print_table(rows, previous_rows, threads):
     lines = [header]
     regressions = []
     for row in rows:
-        line = [row["label"], row["unit"], *(format_number(row["values"][peer]) for peer in PEERS),
+        line = [row["label"], row["unit"],
+                *(NOT_IMPLEMENTED if row["values"][peer] is None and peer in row.get("not_implemented", ())
+                  else format_number(row["values"][peer]) for peer in PEERS),
                 format_number(row["ratio"])]
         if previous_rows:
             before = previous_by_key.get((row["workload"], row["metric"]))
@@ -345,7 +386,7 @@ def gnuplot_cell(number):
 
 
 def plot_ratios(rows, output):
-    """Clustered bars: every peer's value divided by the best of tbb and asio."""
+    """Clustered bars: every peer's value divided by the best compared peer's."""
     data = []
     for row in rows:
         best_peer_values = [row["values"][peer] for peer in COMPARED_PEERS]
@@ -357,7 +398,7 @@ def plot_ratios(rows, output):
     script = f"""
 set terminal svg size 1100,500 dynamic noenhanced font "sans,11"
 set output "{output}"
-set title "value / best of {' and '.join(COMPARED_PEERS)} (log scale, lower is better; canopy's bar is the ratio)"
+set title "value / best of {', '.join(COMPARED_PEERS)} (log scale, lower is better; canopy's bar is the ratio)"
 set style data histogram
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
@@ -398,10 +439,9 @@ def run_scaling(arguments, results_file):
                 step += 1
                 for peer in PEERS:
                     progress(f"[scaling {step}/{total}] {workload} --threads {threads}: {peer} ...")
-                    record, failure = run_one(arguments.binary, workload, peer, threads, arguments.reps,
-                                              arguments.timeout)
+                    record, failure = run_one(arguments, workload, peer, threads)
                     if failure is not None:
-                        progress(f"    n/a: {failure}")
+                        progress(f"    {failure}" if failure.startswith(NOT_IMPLEMENTED) else f"    n/a: {failure}")
                         continue
                     records.append(record)
                     output.write(json.dumps(record) + "\n")
@@ -452,8 +492,12 @@ def run_and_print_comparison(arguments, workloads):
     previous = RESULTS_DIRECTORY / "previous.jsonl"
     if latest.exists():
         shutil.copyfile(latest, previous)
-    records = run_comparison(arguments, workloads, latest)
-    rows = comparison_rows(workloads, records)
+    missing = sorted({str(peer_binary(arguments, peer)) for peer in PEERS
+                      if not os.access(peer_binary(arguments, peer), os.X_OK)})
+    for binary in missing:
+        progress(f"note: {binary} is not built; its peers show as {NOT_IMPLEMENTED}")
+    records, not_implemented = run_comparison(arguments, workloads, latest)
+    rows = comparison_rows(workloads, records, not_implemented)
     previous_records = read_records(previous)
     previous_rows = comparison_rows(workloads, previous_records) if previous_records else []
     previous_threads = {record["threads"] for record in previous_records}
