@@ -133,7 +133,7 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
       }
       slot = slot_count_;
       if ((slot & (chunk_size - 1)) == 0) {
-        entry* chunk = new (std::nothrow) entry[chunk_size];
+        auto* chunk = new (std::nothrow) entry[chunk_size];
         if (chunk == nullptr) {
           error = std::make_error_code(std::errc::not_enough_memory);
           return {};
@@ -400,6 +400,7 @@ void reactor::deliver(const epoll_event& event) noexcept {
   }
 }
 
+// NOLINTNEXTLINE(readability-make-member-function-const): consumes the eventfd's count
 void reactor::drain_eventfd() noexcept {
   std::uint64_t count = 0;
   // EAGAIN (already drained) is fine: the eventfd is non-blocking.

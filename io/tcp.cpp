@@ -178,6 +178,7 @@ void tcp_stream::close() noexcept {
   }
 }
 
+// NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
 std::error_code tcp_stream::shutdown(int how) noexcept {
   if (fd_ < 0) {
     return not_open();
@@ -188,6 +189,7 @@ std::error_code tcp_stream::shutdown(int how) noexcept {
   return {};
 }
 
+// NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
 std::error_code tcp_stream::set_no_delay(bool on) noexcept {
   const int value = on ? 1 : 0;
   if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value) != 0) {
@@ -455,7 +457,7 @@ tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
     return {};
   }
   set_no_delay_on(accepted);
-  return tcp_stream(*reg_.owner(), accepted, error);
+  return {*reg_.owner(), accepted, error};
 }
 
 task<tcp_stream> tcp_listener::accept(std::error_code& error) {
