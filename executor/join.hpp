@@ -56,10 +56,12 @@
 // callables, so waits follow the join tree downwards and cannot form a
 // cycle.
 //
-// Cost: nothing on the heap. Each offered callable is a 24-byte body in a
+// Cost: nothing on the heap. Each offered callable is a 32-byte body in a
 // task slot (pointers to the callable, to its result on the joiner's stack,
-// and to the joiner's countdown); results, exceptions and the countdown
-// live on the joiner's stack.
+// to the joiner's countdown and to the joining thread's context); results,
+// exceptions and the countdown live on the joiner's stack. A callable the
+// joiner takes back ends with a plain store, one another worker ran with
+// one locked decrement.
 #pragma once
 
 #include <linux/futex.h>
@@ -107,10 +109,24 @@ class join_countdown {
   join_countdown(const join_countdown&) = delete;
   join_countdown& operator=(const join_countdown&) = delete;
 
-  [[nodiscard]] bool done() const noexcept {
+  [[nodiscard]] bool done() const noexcept { return remaining() == 0; }
+
+  [[nodiscard]] std::uint32_t remaining() const noexcept {
     // acquire: pairs with count_down()'s release; the results the finished
-    // callables wrote are visible once the count reads zero.
-    return (word_.load(sync::acquire) & count_mask) == 0;
+    // callables wrote are visible once their decrements are seen.
+    return word_.load(sync::acquire) & count_mask;
+  }
+
+  // The joiner takes `finished` off the count: callables it ran itself,
+  // which end without a count_down() (branch_body::run_entry). Before
+  // wait() only, so that the count then names the callables still running
+  // elsewhere and the last count_down() knows to wake a sleeper.
+  void forgive(std::uint32_t finished) noexcept {
+    if (finished != 0) {
+      // acq_rel: one more RMW in the chain of count_down()s (their releases
+      // still reach the joiner's acquire in wait()).
+      word_.fetch_sub(finished, sync::acq_rel);
+    }
   }
 
   // One callable ended (its result is written). After this returns for the
@@ -188,6 +204,10 @@ struct branch_outcome {
   std::optional<joined_value_t<R>> value;
   std::exception_ptr error;
   bool dropped = false;  // destroyed unrun (shutdown): task_cancelled
+  // Run by the joiner's own thread (taken back, run while it helped, or
+  // never offered): no count_down() was made for it. Written and read by
+  // that thread only.
+  bool finished_here = false;
 
   template <class Fn>
   void run(Fn& fn) noexcept {
@@ -213,18 +233,25 @@ struct branch_outcome {
   }
 };
 
-// The task body of an offered callable: 24 bytes in the slot, trivially
+// The task body of an offered callable: 32 bytes in the slot, trivially
 // copyable. It touches nothing of the join after its count_down().
 template <class Fn, class R>
 struct branch_body {
   Fn* fn;
   branch_outcome<R>* outcome;
   join_countdown* countdown;
+  const worker_context* joiner;  // the joining thread's; null when joined from outside
 
   static run_outcome run_entry(void* storage) {
     const branch_body body = *std::launder(static_cast<branch_body*>(storage));
     body.outcome->run(*body.fn);
-    body.countdown->count_down();
+    if (body.joiner != nullptr && current_worker() == body.joiner) {
+      // The joiner runs it, nested in its join: it learns of the end from
+      // this flag, and the locked decrement is saved (most forks).
+      body.outcome->finished_here = true;
+    } else {
+      body.countdown->count_down();
+    }
     return run_outcome::completed;
   }
   static void destroy_entry(void* storage, task_end end) noexcept {
@@ -264,15 +291,16 @@ class fork_join {
 
   explicit fork_join(Fns&... fns) noexcept : fns_(fns...) {}
 
-  // On a worker (or the host thread running a task) of `core`.
-  result_type run_on_worker(executor_core& core) {
+  // On a worker (or the host thread running a task) of `core`; `self` is
+  // the calling thread's current_worker().
+  result_type run_on_worker(executor_core& core, const worker_context* self) {
     join_countdown countdown(static_cast<std::uint32_t>(count - 1));
     std::array<task_id, count == 1 ? 1 : count - 1> offered{};
     std::size_t offered_count = 0;
     // Offered last to first: the second callable is spawned last, so it
     // sits in this worker's LIFO slot and its take-back is the cheapest.
     std::size_t first_offered = count;
-    offer_reversed(core, countdown, offered, offered_count, first_offered,
+    offer_reversed(core, countdown, self, offered, offered_count, first_offered,
                    std::make_index_sequence<count - 1>{});
 
     join_frame*& innermost = innermost_join_frame();
@@ -280,13 +308,18 @@ class fork_join {
     innermost = &frame;
     std::get<0>(outcomes_).run(std::get<0>(fns_));
     // Callables that could not be offered (no slot, or shutdown) run here.
-    run_unoffered(countdown, first_offered, std::make_index_sequence<count>{});
+    run_unoffered(first_offered, std::make_index_sequence<count>{});
+    // Done when every callable not run here has counted down.
+    const auto all_ended = [this, &countdown] {
+      return countdown.remaining() == finished_here(std::make_index_sequence<count>{});
+    };
     // Take back the offered ones nobody took, in argument order.
-    for (std::size_t index = offered_count; index > 0 && !countdown.done(); --index) {
+    for (std::size_t index = offered_count; index > 0 && !all_ended(); --index) {
       static_cast<void>(core.run_pending_inline(offered[index - 1]));
     }
-    if (!countdown.done()) {
-      help_enclosing_joins(frame, countdown);
+    if (!all_ended()) {
+      help_enclosing_joins(frame, all_ended);
+      countdown.forgive(finished_here(std::make_index_sequence<count>{}));
       countdown.wait();
     }
     innermost = frame.outer;
@@ -319,13 +352,14 @@ class fork_join {
   // Offer callable I as a task; false if it could not be (spawn_status or
   // an exception from the slot allocation).
   template <std::size_t I>
-  spawn_status offer(executor_core& core, join_countdown& countdown, spawn_mode mode, task_id& id) {
-    body_t<I> body{&std::get<I>(fns_), &std::get<I>(outcomes_), &countdown};
+  spawn_status offer(executor_core& core, join_countdown& countdown, const worker_context* joiner,
+                     spawn_mode mode, task_id& id) {
+    body_t<I> body{&std::get<I>(fns_), &std::get<I>(outcomes_), &countdown, joiner};
     return core.spawn_body(&body_t<I>::table, &body_t<I>::construct, &body, mode, &id);
   }
 
   template <std::size_t... Is>
-  void offer_reversed(executor_core& core, join_countdown& countdown,
+  void offer_reversed(executor_core& core, join_countdown& countdown, const worker_context* self,
                       std::array<task_id, count == 1 ? 1 : count - 1>& offered,
                       std::size_t& offered_count, std::size_t& first_offered,
                       std::index_sequence<Is...> /*indices*/) {
@@ -337,7 +371,7 @@ class fork_join {
       task_id id;
       spawn_status status = spawn_status::at_capacity;
       try {
-        status = offer<I>(core, countdown, spawn_mode::fail, id);
+        status = offer<I>(core, countdown, self, spawn_mode::fail, id);
       } catch (...) {
         status = spawn_status::at_capacity;  // no slot could be made: run it here instead
       }
@@ -352,17 +386,22 @@ class fork_join {
   }
 
   template <std::size_t... Is>
-  void run_unoffered(join_countdown& countdown, std::size_t first_offered,
-                     std::index_sequence<Is...> /*indices*/) {
+  void run_unoffered(std::size_t first_offered, std::index_sequence<Is...> /*indices*/) {
     const auto run_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
       if constexpr (I > 0) {
         if (I < first_offered) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
-          countdown.count_down();
+          std::get<I>(outcomes_).finished_here = true;
         }
       }
     };
     (run_one(std::integral_constant<std::size_t, Is>{}), ...);
+  }
+
+  // How many callables after the first this thread ran itself.
+  template <std::size_t... Is>
+  std::uint32_t finished_here(std::index_sequence<Is...> /*indices*/) const noexcept {
+    return ((Is > 0 && std::get<Is>(outcomes_).finished_here ? 1U : 0U) + ...);
   }
 
   template <std::size_t... Is>
@@ -375,7 +414,7 @@ class fork_join {
       }
       task_id id;
       try {
-        failure = offer<I>(core, countdown, spawn_mode::block, id);
+        failure = offer<I>(core, countdown, nullptr, spawn_mode::block, id);
       } catch (...) {
         thrown = std::current_exception();
       }
@@ -387,11 +426,12 @@ class fork_join {
   }
 
   // Runs the callables of enclosing joins on this thread that nobody took
-  // yet, until this join's own countdown is done or none is left.
-  static void help_enclosing_joins(const join_frame& frame, const join_countdown& countdown) {
+  // yet, until this join's own callables all ended or none is left.
+  template <class Ended>
+  static void help_enclosing_joins(const join_frame& frame, const Ended& all_ended) {
     for (const join_frame* outer = frame.outer; outer != nullptr; outer = outer->outer) {
       for (std::size_t index = outer->offered_count; index > 0; --index) {
-        if (countdown.done()) {
+        if (all_ended()) {
           return;
         }
         static_cast<void>(outer->core->run_pending_inline(outer->offered[index - 1]));
@@ -417,7 +457,7 @@ auto fork_join_here(const char* what, Fns&... fns) -> typename fork_join<Fns...>
                            " outside a task of a canopy executor: name the executor "
                            "(canopy::join(pool, f, g), canopy::parallel_invoke(pool, ...))");
   }
-  return fork_join<Fns...>(fns...).run_on_worker(*worker->core);
+  return fork_join<Fns...>(fns...).run_on_worker(*worker->core, worker);
 }
 
 template <class... Fns>
@@ -426,7 +466,7 @@ auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
   executor_core& core = pool.core();
   if (worker_context* const worker = current_worker(); worker != nullptr) {
     if (worker->core == &core) {
-      return fork_join<Fns...>(fns...).run_on_worker(core);
+      return fork_join<Fns...>(fns...).run_on_worker(core, worker);
     }
     throw std::system_error(make_error_code(errc::worker_thread),
                             std::string(what) +

@@ -12,7 +12,7 @@ namespace canopy::bench {
 namespace {
 
 // Fork/join with plain callables: canopy::join runs fib(n - 1) on this
-// worker and offers fib(n - 2) as a task (a 24-byte body in a slot), then
+// worker and offers fib(n - 2) as a task (a 32-byte body in a slot), then
 // takes it back and runs it here unless an idle worker took it first; the
 // results live on this stack frame. No coroutine frame, no join state.
 long long join_fib(int n) {
