@@ -321,11 +321,13 @@ run_bench() {
   meson configure build-release -Dbench=true -Db_lto=true >&2
   ninja -C build-release bench/canopy_bench >&2
   # The rayon and tokio peers (bench/peers/rust): Debian's cargo and rustc
-  # (not a rustup toolchain that may come first on PATH), offline against the
-  # crate sources of the librust-*-dev packages (bench/peers/rust/.cargo).
+  # (not a rustup toolchain that may come first on PATH; CANOPY_BENCH_CARGO
+  # and CANOPY_BENCH_RUSTC choose another), offline against the crate
+  # sources of the librust-*-dev packages (bench/peers/rust/.cargo).
   local rust_peers_target="$PWD/build-release/rust-peers"
   (cd bench/peers/rust &&
-    RUSTC=/usr/bin/rustc /usr/bin/cargo build --release --quiet --target-dir "$rust_peers_target") >&2
+    RUSTC="${CANOPY_BENCH_RUSTC:-/usr/bin/rustc}" "${CANOPY_BENCH_CARGO:-/usr/bin/cargo}" build \
+      --release --quiet --target-dir "$rust_peers_target") >&2
   bash bench/run_bench.sh build-release/bench/canopy_bench "$@"
 }
 
