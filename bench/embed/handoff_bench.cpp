@@ -2,7 +2,9 @@
 // a loop thread hands a request to a pool, the pool computes, and the reply
 // continues on the loop thread.
 //
-//   handoff_bench [--handoffs N] [--rounds K] [--workers W]
+//   handoff_bench [--handoffs N] [--rounds K] [--workers W] [--only canopy|asio]
+//
+// --only runs one runtime (to profile it alone); the other column reads 0.
 //
 //   Canopy: the loop thread sleeps in epoll_wait on executor::notify_fd();
 //           spawn_detached(work) -> post(reply) -> run_until_idle().
@@ -39,6 +41,8 @@ struct options {
   long handoffs = 20000;
   int rounds = 3;
   std::size_t workers = 2;
+  bool run_canopy = true;
+  bool run_asio = true;
 };
 
 struct result {
@@ -193,6 +197,17 @@ options parse(int argc, char** argv) {
   options settings;
   for (int index = 1; index + 1 < argc; index += 2) {
     const std::string name = argv[index];
+    if (name == "--only") {
+      const std::string runtime = argv[index + 1];
+      if (runtime != "canopy" && runtime != "asio") {
+        std::fprintf(stderr, "handoff_bench: --only takes canopy or asio, not %s\n",
+                     runtime.c_str());
+        std::exit(2);
+      }
+      settings.run_canopy = runtime == "canopy";
+      settings.run_asio = runtime == "asio";
+      continue;
+    }
     const long value = std::atol(argv[index + 1]);
     if (value <= 0) {
       std::fprintf(stderr, "handoff_bench: %s needs a positive number\n", name.c_str());
@@ -205,7 +220,8 @@ options parse(int argc, char** argv) {
     } else if (name == "--workers") {
       settings.workers = static_cast<std::size_t>(value);
     } else {
-      std::fprintf(stderr, "handoff_bench: unknown option %s (--handoffs, --rounds, --workers)\n",
+      std::fprintf(stderr,
+                   "handoff_bench: unknown option %s (--handoffs, --rounds, --workers, --only)\n",
                    name.c_str());
       std::exit(2);
     }
@@ -232,10 +248,10 @@ int main(int argc, char** argv) {
   };
   std::vector<result> canopy_single, canopy_many, asio_single, asio_many;
   for (int round = 0; round < settings.rounds; ++round) {
-    canopy_single.push_back(canopy_handoffs(settings, 1));
-    asio_single.push_back(asio_handoffs(settings, 1));
-    canopy_many.push_back(canopy_handoffs(settings, 64));
-    asio_many.push_back(asio_handoffs(settings, 64));
+    canopy_single.push_back(settings.run_canopy ? canopy_handoffs(settings, 1) : result{});
+    asio_single.push_back(settings.run_asio ? asio_handoffs(settings, 1) : result{});
+    canopy_many.push_back(settings.run_canopy ? canopy_handoffs(settings, 64) : result{});
+    asio_many.push_back(settings.run_asio ? asio_handoffs(settings, 64) : result{});
   }
   std::printf(
       "\nhand-off loop thread -> pool -> loop thread: %ld hand-offs, %zu pool threads, "
