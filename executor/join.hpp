@@ -40,6 +40,11 @@
 //     From outside, at capacity the spawn blocks until a slot frees (as
 //     executor::spawn); after shutdown began the join throws
 //     spawn_error(errc::shut_down) once the callables already spawned ended.
+//   * Inside a fiber, the callables must not suspend that fiber
+//     (this_fiber::await, yield, wait_on): the join holds its thread. A
+//     suspension inside the first callable is detected when it returns and
+//     aborts the process with a message on stderr. (A coroutine cannot
+//     suspend inside a plain callable.)
 //   * canopy::join(f, g) on a thread that is running no task of any executor
 //     throws std::logic_error (use the form that names the executor).
 //     canopy::join(pool, f, g) on a worker of another executor throws
@@ -73,6 +78,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <new>
@@ -307,6 +314,13 @@ class fork_join {
     join_frame frame{&core, offered.data(), offered_count, innermost};
     innermost = &frame;
     std::get<0>(outcomes_).run(std::get<0>(fns_));
+    if (current_worker() != self || innermost != &frame) [[unlikely]] {
+      // A fiber that called join was suspended inside the first callable:
+      // resumed on another thread, this join's record is on the old
+      // thread's chain and its callables think that thread is the joiner;
+      // on the same thread, other joins were pushed above it meanwhile.
+      fail_suspended_fiber();
+    }
     // Callables that could not be offered (no slot, or shutdown) run here.
     run_unoffered(first_offered, std::make_index_sequence<count>{});
     // Done when every callable not run here has counted down.
@@ -437,6 +451,15 @@ class fork_join {
         static_cast<void>(outer->core->run_pending_inline(outer->offered[index - 1]));
       }
     }
+  }
+
+  [[noreturn]] static void fail_suspended_fiber() noexcept {
+    std::fputs(
+        "canopy::join / parallel_invoke: the calling fiber was suspended inside the first "
+        "callable; the callables of a join must not suspend the fiber that joins "
+        "(this_fiber::await, yield, wait_on)\n",
+        stderr);
+    std::abort();
   }
 
   template <std::size_t... Is>
