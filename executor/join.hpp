@@ -16,8 +16,11 @@
 //     f1 here and offers f2..fn, taking them back in that order.
 //   * canopy::join(pool, f, g) / parallel_invoke(pool, f1, ...) from a thread
 //     that is not a worker of any executor: every callable runs as a task
-//     of `pool` and the caller blocks until all of them ended. From a task
-//     of `pool` itself it behaves as the first form.
+//     of `pool` and the caller blocks until all of them ended (on an
+//     executor with no owned workers, worker_count = 0, the caller runs
+//     the executor's tasks as its host meanwhile, as join_handle::join
+//     does, unless another thread is the host). From a task of `pool`
+//     itself it behaves as the first form.
 // Results: std::pair (join) or std::tuple (parallel_invoke) of the
 // callables' results in argument order; a callable returning void
 // contributes std::monostate (as canopy::when_all; rayon returns `()`).
@@ -342,11 +345,15 @@ class fork_join {
 
   // From a thread that runs no task: every callable becomes a task of
   // `core` and this thread blocks until all ended.
-  result_type run_from_outside(executor_core& core) {
+  result_type run_from_outside(executor& pool) {
+    executor_core& core = pool.core();
     join_countdown countdown(static_cast<std::uint32_t>(count));
     spawn_status failure = spawn_status::spawned;
     std::exception_ptr thrown;
     offer_all(core, countdown, failure, thrown, std::make_index_sequence<count>{});
+    if (core.worker_count() == 0) {
+      drive_as_host(pool, countdown, thrown);
+    }
     countdown.wait();
     if (thrown) {
       std::rethrow_exception(thrown);
@@ -414,7 +421,7 @@ class fork_join {
 
   // How many callables after the first this thread ran itself.
   template <std::size_t... Is>
-  std::uint32_t finished_here(std::index_sequence<Is...> /*indices*/) const noexcept {
+  [[nodiscard]] std::uint32_t finished_here(std::index_sequence<Is...> /*indices*/) const noexcept {
     return ((Is > 0 && std::get<Is>(outcomes_).finished_here ? 1U : 0U) + ...);
   }
 
@@ -449,6 +456,27 @@ class fork_join {
           return;
         }
         static_cast<void>(outer->core->run_pending_inline(outer->offered[index - 1]));
+      }
+    }
+  }
+
+  // With no owned workers nobody else would run the callables: run the
+  // executor's ready tasks on this thread (the host role, as
+  // join_handle::join does) until they ended. If another thread holds the
+  // role, or shutdown began, that thread or shutdown runs (or drops) them
+  // and the caller just waits.
+  static void drive_as_host(executor& pool, const join_countdown& countdown,
+                            std::exception_ptr& thrown) {
+    while (!countdown.done()) {
+      try {
+        if (pool.run_until_idle() == 0) {
+          return;
+        }
+      } catch (const std::system_error& error) {
+        if (error.code() != make_error_code(errc::host_busy) && !thrown) {
+          thrown = std::current_exception();  // rethrown once the callables ended
+        }
+        return;
       }
     }
   }
@@ -496,7 +524,7 @@ auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
                                 " on a worker thread of another canopy executor would block "
                                 "that worker");
   }
-  return fork_join<Fns...>(fns...).run_from_outside(core);
+  return fork_join<Fns...>(fns...).run_from_outside(pool);
 }
 
 }  // namespace detail

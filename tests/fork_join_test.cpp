@@ -73,6 +73,7 @@ TEST_CASE("join on a worker returns both results; void gives std::monostate") {
   });
   static_assert(
       std::is_same_v<decltype(both_void), const std::pair<std::monostate, std::monostate>>);
+  CHECK(both_void == std::pair<std::monostate, std::monostate>{});
   CHECK(ran.load() == 11);
   // The form that names the executor behaves the same on its own worker.
   const auto named = on_worker(pool, [&pool] {
@@ -107,6 +108,24 @@ TEST_CASE("join from outside runs both callables on the pool and blocks until bo
   CHECK(canopy::join(
             pool, [] { return join_fib(15); }, [] { return join_fib(16); }) ==
         std::pair<long, long>{610, 987});
+}
+
+TEST_CASE("join from outside an executor with no workers runs the callables on the caller") {
+  canopy::testing::watchdog guard("join without workers", 60);
+  executor pool(config_with(0));
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> on_caller{false};
+  CHECK(canopy::join(
+            pool,
+            [&] {
+              on_caller = std::this_thread::get_id() == caller;
+              return join_fib(15);
+            },
+            [] { return join_fib(16); }) == std::pair<long, long>{610, 987});
+  CHECK(on_caller.load());
+  const auto three = canopy::parallel_invoke(
+      pool, [] { return 1; }, [] { return join_fib(10); }, [] { return 3; });
+  CHECK(three == std::tuple<int, long, int>{1, 55, 3});
 }
 
 TEST_CASE("join without an executor, or from another executor's worker, throws") {
@@ -240,7 +259,7 @@ TEST_CASE("join on a worker allocates nothing once warm") {
     }
     const long counted = canopy::testing::allocations_counted();
     canopy::testing::count_allocations(false);
-    return sum == 1200 * 21 ? counted : -1;
+    return sum == 1200L * 21 ? counted : -1;
   });
   CHECK(allocations == 0);
   // The counter itself sees an allocation on this thread.
@@ -345,6 +364,7 @@ TEST_CASE("join_all with an output iterator writes values in order or rethrows t
   executor pool(config_with(2));
   const auto values = pool.spawn([]() -> task<std::vector<int>> {
                             std::vector<canopy::task_handle<int>> children;
+                            children.reserve(8);
                             for (int index = 0; index < 8; ++index) {
                               children.push_back(canopy::spawn(slow_value(index)));
                             }
@@ -423,6 +443,7 @@ TEST_CASE("a task cancelled inside join_all cancels its children and its frame g
     auto parent = [&](canopy::async_event& event) -> task<int> {
       const canopy::testing::destroy_flag flag(frames_destroyed);
       std::vector<canopy::task_handle<int>> children;
+      children.reserve(16);
       for (int index = 0; index < 16; ++index) {
         children.push_back(canopy::spawn(child(event)));
       }
@@ -446,6 +467,7 @@ TEST_CASE("stress: many concurrent joins from outside threads and workers") {
   const long rounds = scaled(400);
   std::atomic<long> wrong{0};
   std::vector<std::thread> outside;
+  outside.reserve(3);
   for (int thread = 0; thread < 3; ++thread) {
     outside.emplace_back([&, thread] {
       for (long round = 0; round < rounds; ++round) {
