@@ -15,6 +15,13 @@ bool futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t e
 void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept {
   model::unpark_on(&word);
 }
+#elif defined(CANOPY_RELACY)
+// Weak-memory checking build: Relacy's futex emulation on the latch word.
+bool futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
+  word.futex_wait(expected);
+  return false;
+}
+void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept { word.futex_wake(); }
 #else
 namespace {
 long futex(sync::atomic<std::uint32_t>& word, int operation, std::uint32_t value) noexcept {

@@ -12,6 +12,8 @@
 
 #ifdef CANOPY_MODEL_CHECK
 #include "model_atomic.hpp"
+#elif defined(CANOPY_RELACY)
+#include "relacy_atomic.hpp"
 #endif
 
 namespace canopy::sync {
@@ -27,6 +29,19 @@ inline constexpr memory_order release = 0;
 inline constexpr memory_order acq_rel = 0;
 inline constexpr memory_order seq_cst = 0;
 inline void fence_seq_cst() noexcept { model::schedule_point(); }
+#elif defined(CANOPY_RELACY)
+// Weak-memory checking build (tests/relacy/): Relacy's atomics and orders.
+template <class T>
+using atomic = relacy::atomic<T>;
+using memory_order = relacy::memory_order;
+inline constexpr memory_order relaxed = rl::mo_relaxed;
+inline constexpr memory_order acquire = rl::mo_acquire;
+inline constexpr memory_order release = rl::mo_release;
+inline constexpr memory_order acq_rel = rl::mo_acq_rel;
+inline constexpr memory_order seq_cst = rl::mo_seq_cst;
+inline void fence_seq_cst(const relacy::call_site& at = relacy::call_site::current()) {
+  rl::atomic_thread_fence(rl::mo_seq_cst, relacy::where(at));
+}
 #else
 template <class T>
 using atomic = std::atomic<T>;
@@ -57,6 +72,8 @@ inline void spin_pause() noexcept {
 inline void yield_thread() noexcept {
 #ifdef CANOPY_MODEL_CHECK
   model::schedule_point();
+#elif defined(CANOPY_RELACY)
+  rl::yield(1, RL_INFO);
 #else
   std::this_thread::yield();
 #endif

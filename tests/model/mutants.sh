@@ -39,12 +39,25 @@ mutants=(
   "seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%weak"
 )
 
+# The same idea under Relacy's weak-memory simulation
+# (tests/relacy/wake_protocol_relacy.cpp, CANOPY_RELACY): memory orders and
+# fences. "caught": Relacy must report the lost wake-up; "not-needed": the
+# argument (docs/architecture.md, "What the argument needs from the memory
+# model") says the seq_cst operations around it already give the ordering,
+# and Relacy agrees by passing it.
+relacy_mutants=(
+  "the seq_cst fence before try_sleep's final probe removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);\n  if \(permits_\.try_acquire\(\)/if (permits_.try_acquire()/%not-needed"
+  "the seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%not-needed"
+  "every seq_cst fence of sleep_module removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);//g%not-needed"
+  "the final probe's root load (any_active) seq_cst -> acquire%summary_tree/summary_tree.cpp%s/if \(root_words_\[index\]\.value\.load\(sync::seq_cst\) != 0\)/if (root_words_[index].value.load(sync::acquire) != 0)/%caught"
+)
+
 copy_sources() {
   rm -rf "$scratch/src"
   mkdir -p "$scratch/src/tests"
   cp -r summary_tree signal_waker sync executor "$scratch/src/"
-  cp -r tests/model tests/model_check_test.cpp tests/test_main.cpp tests/watchdog.hpp \
-    "$scratch/src/tests/"
+  cp -r tests/model tests/relacy tests/model_check_test.cpp tests/test_main.cpp \
+    tests/watchdog.hpp "$scratch/src/tests/"
 }
 
 build_and_run() {
@@ -60,6 +73,24 @@ build_and_run() {
     return
   fi
   if timeout 600 "$scratch/model_check" >"$scratch/run.log" 2>&1; then
+    echo "passed"
+  else
+    echo "failed"
+  fi
+}
+
+build_and_run_relacy() {
+  local dir=$scratch/src
+  if ! "$cxx" -std=c++20 -O1 -fno-sized-deallocation -DCANOPY_RELACY -I"$dir" \
+    "$dir/tests/relacy/wake_protocol_relacy.cpp" "$dir/tests/test_main.cpp" \
+    "$dir/summary_tree/permit_semaphore.cpp" "$dir/summary_tree/summary_tree.cpp" \
+    "$dir/signal_waker/park_backend.cpp" "$dir/signal_waker/signal_waker.cpp" \
+    "$dir/signal_waker/sleep_module.cpp" -o "$scratch/relacy" 2>"$scratch/build.log"; then
+    echo "build-failed"
+    return
+  fi
+  if CANOPY_RELACY_ITERATIONS=${CANOPY_RELACY_ITERATIONS:-200000} timeout 600 \
+    "$scratch/relacy" >"$scratch/run.log" 2>&1; then
     echo "passed"
   else
     echo "failed"
@@ -109,5 +140,48 @@ for entry in "${mutants[@]}"; do
     grep -m1 -E "failure: [a-z]" "$scratch/run.log" | sed 's/^/      /' || true
   fi
 done
+if [ -f /usr/include/relacy/relacy.hpp ]; then
+  printf '\n%-62s %-10s %s\n' "memory-order mutant (Relacy)" "expected" "relacy_wake_test"
+  copy_sources
+  baseline=$(build_and_run_relacy)
+  printf '%-62s %-10s %s\n' "(none: the real sources)" "passes" "$baseline"
+  if [ "$baseline" != passed ]; then
+    tail -20 "$scratch/build.log" "$scratch/run.log" >&2 || true
+    status=1
+    not_as_expected=$((not_as_expected + 1))
+  else
+    as_expected=$((as_expected + 1))
+  fi
+  for entry in "${relacy_mutants[@]}"; do
+    IFS='%' read -r name file substitution expected <<<"$entry"
+    copy_sources
+    before=$(md5sum "$scratch/src/$file")
+    perl -0pi -e "$substitution" "$scratch/src/$file" || true
+    if [ "$(md5sum "$scratch/src/$file")" = "$before" ]; then
+      printf '%-62s %-10s %s\n' "$name" "$expected" "DOES NOT APPLY (source changed: update the table)"
+      status=1
+      not_as_expected=$((not_as_expected + 1))
+      continue
+    fi
+    result=$(build_and_run_relacy)
+    verdict=$result
+    case "$result" in
+      failed) verdict="rejected (lost wake-up)" ;;
+      passed) verdict="passed" ;;
+    esac
+    if [ "$result" = build-failed ] || { [ "$expected" = caught ] && [ "$result" != failed ]; } ||
+      { [ "$expected" = not-needed ] && [ "$result" != passed ]; }; then
+      verdict="$verdict  <-- not as the table says"
+      status=1
+      not_as_expected=$((not_as_expected + 1))
+    else
+      as_expected=$((as_expected + 1))
+    fi
+    printf '%-62s %-10s %s\n' "$name" "$expected" "$verdict"
+  done
+else
+  echo "relacy-dev is not installed: the memory-order mutants were not run" >&2
+  status=1
+fi
 echo "mutants: $as_expected as expected, $not_as_expected not"
 exit $status
