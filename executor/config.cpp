@@ -47,9 +47,14 @@ void executor_config::validate() const {
            "is not a shutdown_policy (drain or cancel_pending)");
   }
   if (trace_events_per_worker < min_trace_events || trace_events_per_worker > max_trace_events) {
-    reject("trace_events_per_worker", trace_events_per_worker,
-           "must be in " + std::to_string(min_trace_events) + ".." +
-               std::to_string(max_trace_events));
+    reject(
+        "trace_events_per_worker", trace_events_per_worker,
+        "must be in " + std::to_string(min_trace_events) + ".." + std::to_string(max_trace_events));
+  }
+  if (!worker_cpus.empty() && !pin_workers) {
+    throw std::invalid_argument(
+        "canopy::executor_config: worker_cpus is set but pin_workers is false (set pin_workers "
+        "to pin the workers to those CPUs)");
   }
   if (driver_poll_interval == 0 || driver_poll_interval > 1000000) {
     reject("driver_poll_interval", driver_poll_interval, "must be in 1..1000000");

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "idle_driver.hpp"
 
@@ -46,6 +47,14 @@ struct executor_config {
   // less CPU burnt when the pool goes idle. A worker whose recent parks were
   // all long skips these rounds (signal_waker/spin_history.hpp). 0..100000.
   std::uint32_t idle_yield_rounds = 4;
+  // Pin each owned worker to one CPU (off by default; the kernel then
+  // places and migrates workers itself). Worker i runs on worker_cpus[i %
+  // size] when that list is given, else on the i-th CPU the process may use
+  // (sched_getaffinity), wrapping when there are more workers than CPUs.
+  // A listed CPU the process may not use: std::invalid_argument from the
+  // executor's constructor. docs/performance.md has what pinning changed.
+  bool pin_workers = false;
+  std::vector<int> worker_cpus;
   shutdown_policy on_shutdown = shutdown_policy::drain;
   // Receives exceptions thrown by tasks spawned without a join handle.
   // Default: print the message to stderr. Called on the worker thread.

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <system_error>
 
 #include "../summary_tree/partition.hpp"
+#include "cpu_pinning.hpp"
 
 namespace canopy {
 
@@ -104,6 +106,7 @@ executor_core::executor_core(executor_config config)
     }
     sleep_.set_wake_observer(trace_.get());
   }
+  worker_cpus_ = plan_worker_cpus(config_);  // throws before any thread exists
   try {
     for (std::size_t index = 0; index < workers; ++index) {
       workers_[index]->thread = std::thread([this, index] { worker_main(index); });
@@ -506,6 +509,10 @@ void executor_core::owe_wakes(std::uint32_t permits_granted) noexcept {
 
 void executor_core::worker_main(std::size_t index) {
   worker_state& self = *workers_[index];
+  if (!worker_cpus_.empty() && !pin_this_thread(worker_cpus_[index])) {
+    std::fprintf(stderr, "canopy::executor: worker %zu could not be pinned to CPU %d: %s\n", index,
+                 worker_cpus_[index], std::strerror(errno));
+  }
   this_thread_worker = &self.context;
   trace_recorder::bind_this_thread(self.trace);
   idle_state idle;

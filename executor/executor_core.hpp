@@ -283,6 +283,8 @@ class executor_core final : private sleep_probe {
   // The owned workers, then the host role's state (index worker_count).
   std::vector<std::unique_ptr<worker_state>> workers_;
   host_channel host_;
+  // The CPU of each owned worker when config_.pin_workers (cpu_pinning.hpp).
+  std::vector<int> worker_cpus_;
   // Held by the thread in run_host() (or by shutdown from step 2 on).
   // acquire/release: hands the host's worker_state and channel from one
   // holder to the next.

@@ -2,12 +2,14 @@
 #include "executor/executor.hpp"
 
 #include <doctest/doctest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <latch>
 #include <mutex>
@@ -540,4 +542,84 @@ TEST_CASE("the arena grows by whole leaves up to max_leaves") {
     handle.join();
   }
   CHECK(ran.load() == 300);
+}
+
+TEST_CASE("pin_workers: each worker runs on exactly its planned CPU") {
+  canopy::testing::watchdog guard("pin_workers", 60);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      cpus.push_back(cpu);
+    }
+  }
+  REQUIRE_FALSE(cpus.empty());
+  executor_config config;
+  config.worker_count = 3;  // more workers than CPUs on a 2-CPU machine: they wrap around
+  config.pin_workers = true;
+  executor pool(config);
+  // Block every worker in one task at once, so that each records its own mask.
+  std::latch all_in(3);
+  std::mutex lock;
+  std::vector<std::vector<int>> masks;
+  for (int task = 0; task < 3; ++task) {
+    pool.spawn_detached([&] {
+      cpu_set_t mine;
+      CPU_ZERO(&mine);
+      std::vector<int> mask;
+      if (sched_getaffinity(0, sizeof mine, &mine) == 0) {
+        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+          if (CPU_ISSET(cpu, &mine)) {
+            mask.push_back(cpu);
+          }
+        }
+      }
+      {
+        const std::lock_guard hold(lock);
+        masks.push_back(mask);
+      }
+      all_in.arrive_and_wait();
+    });
+  }
+  pool.shutdown();
+  REQUIRE(masks.size() == 3);
+  std::vector<int> pinned_to;
+  for (const auto& mask : masks) {
+    REQUIRE(mask.size() == 1);  // one CPU each
+    pinned_to.push_back(mask.front());
+  }
+  std::sort(pinned_to.begin(), pinned_to.end());
+  std::vector<int> expected = {cpus[0], cpus[1 % cpus.size()], cpus[2 % cpus.size()]};
+  std::sort(expected.begin(), expected.end());
+  CHECK(pinned_to == expected);
+}
+
+TEST_CASE("pin_workers: an explicit CPU list, and the errors") {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) {
+    ++first;
+  }
+  executor_config config;
+  config.worker_count = 2;
+  config.pin_workers = true;
+  config.worker_cpus = {first};  // both workers on one CPU
+  {
+    executor pool(config);
+    auto where = pool.spawn([] { return sched_getcpu(); });
+    CHECK(where.join() == first);
+  }
+  config.worker_cpus = {CPU_SETSIZE + 5};
+  CHECK_THROWS_WITH_AS(executor{config}, doctest::Contains("worker_cpus contains CPU"),
+                       std::invalid_argument);
+  config.worker_cpus = {-1};
+  CHECK_THROWS_AS(executor{config}, std::invalid_argument);
+  config.pin_workers = false;
+  config.worker_cpus = {first};
+  CHECK_THROWS_WITH_AS(executor{config}, doctest::Contains("pin_workers is false"),
+                       std::invalid_argument);
 }

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "coroutine/spawn.hpp"
@@ -50,9 +52,13 @@ class canopy_executor {
   [[nodiscard]] canopy::executor& pool() { return executor_; }
 
  private:
+  // CANOPY_BENCH_PIN=1 pins the workers (executor_config::pin_workers), to
+  // measure what pinning changes; off by default, as in the library.
   static executor_config make_config(unsigned worker_count) {
     executor_config config;
     config.worker_count = worker_count;
+    const char* pin = std::getenv("CANOPY_BENCH_PIN");
+    config.pin_workers = pin != nullptr && std::string_view(pin) == "1";
     return config;
   }
 
