@@ -150,40 +150,14 @@ bool start_connect(int fd, const endpoint& peer, std::error_code& error) noexcep
 // ------------------------------------------------------------------ stream
 
 tcp_stream::tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready) noexcept
-    : reg_(owner, fd, interest::both, error, assume_ready) {
-  if (error) {
-    ::close(fd);
-    return;
-  }
-  fd_ = fd;
-}
-
-tcp_stream::tcp_stream(tcp_stream&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), reg_(std::move(other.reg_)) {}
-
-tcp_stream& tcp_stream::operator=(tcp_stream&& other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = std::exchange(other.fd_, -1);
-    reg_ = std::move(other.reg_);
-  }
-  return *this;
-}
-
-void tcp_stream::close() noexcept {
-  reg_.reset();  // first: wakes waiters (operation_canceled), no event after
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-}
+    : socket_(owner, fd, interest::both, error, assume_ready) {}
 
 // NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
 std::error_code tcp_stream::shutdown(int how) noexcept {
-  if (fd_ < 0) {
+  if (socket_.fd() < 0) {
     return not_open();
   }
-  if (::shutdown(fd_, how) != 0) {
+  if (::shutdown(socket_.fd(), how) != 0) {
     return errno_code(errno);
   }
   return {};
@@ -192,44 +166,26 @@ std::error_code tcp_stream::shutdown(int how) noexcept {
 // NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
 std::error_code tcp_stream::set_no_delay(bool on) noexcept {
   const int value = on ? 1 : 0;
-  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &value, sizeof value) != 0) {
+  if (::setsockopt(socket_.fd(), IPPROTO_TCP, TCP_NODELAY, &value, sizeof value) != 0) {
     return errno_code(errno);
   }
   return {};
 }
 
-endpoint tcp_stream::local_endpoint() const noexcept {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return {};
-  }
-  return endpoint::from(reinterpret_cast<sockaddr*>(&address), length);
-}
-
-endpoint tcp_stream::remote_endpoint() const noexcept {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return {};
-  }
-  return endpoint::from(reinterpret_cast<sockaddr*>(&address), length);
-}
-
 std::size_t tcp_stream::try_read_some(std::span<std::byte> buffer,
                                       std::error_code& error) noexcept {
   error.clear();
-  if (fd_ < 0) {
+  if (socket_.fd() < 0) {
     error = not_open();
     return 0;
   }
-  const std::uint64_t tick = reg_.tick(direction::read);
+  const std::uint64_t tick = socket_.reg().tick(direction::read);
   std::size_t got = 0;
-  if (read_once(fd_, buffer, got, error) == attempt::would_block) {
-    reg_.clear_ready(direction::read, tick);
+  if (read_once(socket_.fd(), buffer, got, error) == attempt::would_block) {
+    socket_.reg().clear_ready(direction::read, tick);
     error = std::make_error_code(std::errc::resource_unavailable_try_again);
   } else {
-    drained_if_short(reg_, tick, got, buffer.size());
+    drained_if_short(socket_.reg(), tick, got, buffer.size());
   }
   return got;
 }
@@ -237,14 +193,14 @@ std::size_t tcp_stream::try_read_some(std::span<std::byte> buffer,
 std::size_t tcp_stream::try_write_some(std::span<const std::byte> data,
                                        std::error_code& error) noexcept {
   error.clear();
-  if (fd_ < 0) {
+  if (socket_.fd() < 0) {
     error = not_open();
     return 0;
   }
-  const std::uint64_t tick = reg_.tick(direction::write);
+  const std::uint64_t tick = socket_.reg().tick(direction::write);
   std::size_t sent = 0;
-  if (write_once(fd_, data, sent, error) == attempt::would_block && sent == 0) {
-    reg_.clear_ready(direction::write, tick);
+  if (write_once(socket_.fd(), data, sent, error) == attempt::would_block && sent == 0) {
+    socket_.reg().clear_ready(direction::write, tick);
     error = std::make_error_code(std::errc::resource_unavailable_try_again);
   }
   return sent;
@@ -253,27 +209,27 @@ std::size_t tcp_stream::try_write_some(std::span<const std::byte> data,
 task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer, std::error_code& error) {
   error.clear();
   for (;;) {
-    if (fd_ < 0) {
+    if (socket_.fd() < 0) {
       error = not_open();
       co_return 0;
     }
     std::uint64_t tick = 0;
-    if (!reg_.ready(direction::read, tick)) {
+    if (!socket_.reg().ready(direction::read, tick)) {
       // Not ready (an EAGAIN or a short read cleared it): wait for the edge
       // instead of spending a recv on EAGAIN.
       if (std::error_code failed =
-              co_await canopy::wait_on(readiness_wait{reg_, direction::read})) {
+              co_await canopy::wait_on(readiness_wait{socket_.reg(), direction::read})) {
         error = failed;
         co_return 0;
       }
       continue;
     }
     std::size_t got = 0;
-    if (read_once(fd_, buffer, got, error) == attempt::done) {
-      drained_if_short(reg_, tick, got, buffer.size());
+    if (read_once(socket_.fd(), buffer, got, error) == attempt::done) {
+      drained_if_short(socket_.reg(), tick, got, buffer.size());
       co_return got;
     }
-    reg_.clear_ready(direction::read, tick);
+    socket_.reg().clear_ready(direction::read, tick);
   }
 }
 
@@ -288,15 +244,16 @@ task<void> tcp_stream::write_all(std::span<const std::byte> data, std::error_cod
   error.clear();
   std::size_t sent = 0;
   for (;;) {
-    if (fd_ < 0) {
+    if (socket_.fd() < 0) {
       error = not_open();
       co_return;
     }
-    const std::uint64_t tick = reg_.tick(direction::write);
-    if (write_once(fd_, data, sent, error) == attempt::done) {
+    const std::uint64_t tick = socket_.reg().tick(direction::write);
+    if (write_once(socket_.fd(), data, sent, error) == attempt::done) {
       co_return;
     }
-    if (std::error_code failed = co_await wait_after_eagain(reg_, direction::write, tick)) {
+    if (std::error_code failed =
+            co_await wait_after_eagain(socket_.reg(), direction::write, tick)) {
       error = failed;
       co_return;
     }
@@ -325,17 +282,14 @@ task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_c
     ::close(fd);
     co_return tcp_stream{};
   }
-  tcp_stream stream;
-  stream.reg_ = registration(owner, fd, interest::both, error, finished);
+  tcp_stream stream(owner, fd, error, finished);  // closes fd if the registration fails
   if (error) {
-    ::close(fd);
     co_return tcp_stream{};
   }
-  stream.fd_ = fd;
   if (!finished) {
     for (;;) {
       const std::error_code waited =
-          co_await canopy::wait_on(readiness_wait{stream.reg_, direction::write});
+          co_await canopy::wait_on(readiness_wait{stream.reg(), direction::write});
       if (waited) {
         error = waited;
         break;
@@ -371,26 +325,6 @@ task<tcp_stream> tcp_stream::connect(endpoint peer) { return connect(reactor::cu
 
 // ---------------------------------------------------------------- listener
 
-tcp_listener::tcp_listener(tcp_listener&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), reg_(std::move(other.reg_)) {}
-
-tcp_listener& tcp_listener::operator=(tcp_listener&& other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = std::exchange(other.fd_, -1);
-    reg_ = std::move(other.reg_);
-  }
-  return *this;
-}
-
-void tcp_listener::close() noexcept {
-  reg_.reset();
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-}
-
 tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, std::error_code& error,
                                 int backlog, bool reuse_port) noexcept {
   error.clear();
@@ -412,12 +346,10 @@ tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, std::erro
     return {};
   }
   tcp_listener listener;
-  listener.reg_ = registration(owner, fd, interest::readable, error);
+  listener.socket_ = owned_socket(owner, fd, interest::readable, error);  // closes fd on failure
   if (error) {
-    ::close(fd);
     return {};
   }
-  listener.fd_ = fd;
   return listener;
 }
 
@@ -431,25 +363,16 @@ tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, int backl
   return listener;
 }
 
-endpoint tcp_listener::local_endpoint() const noexcept {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return {};
-  }
-  return endpoint::from(reinterpret_cast<sockaddr*>(&address), length);
-}
-
 tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
   error.clear();
-  if (fd_ < 0) {
+  if (socket_.fd() < 0) {
     error = not_open();
     return {};
   }
-  const std::uint64_t tick = reg_.tick(direction::read);
+  const std::uint64_t tick = socket_.reg().tick(direction::read);
   int accepted = -1;
-  if (accept_once(fd_, accepted, error) == attempt::would_block) {
-    reg_.clear_ready(direction::read, tick);
+  if (accept_once(socket_.fd(), accepted, error) == attempt::would_block) {
+    socket_.reg().clear_ready(direction::read, tick);
     error = std::make_error_code(std::errc::resource_unavailable_try_again);
     return {};
   }
@@ -457,26 +380,26 @@ tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
     return {};
   }
   set_no_delay_on(accepted);
-  return {*reg_.owner(), accepted, error};
+  return {*socket_.reg().owner(), accepted, error};
 }
 
 task<tcp_stream> tcp_listener::accept(std::error_code& error) {
   error.clear();
   for (;;) {
-    if (fd_ < 0) {
+    if (socket_.fd() < 0) {
       error = not_open();
       co_return tcp_stream{};
     }
-    const std::uint64_t tick = reg_.tick(direction::read);
+    const std::uint64_t tick = socket_.reg().tick(direction::read);
     int accepted = -1;
-    if (accept_once(fd_, accepted, error) == attempt::done) {
+    if (accept_once(socket_.fd(), accepted, error) == attempt::done) {
       if (error) {
         co_return tcp_stream{};
       }
       set_no_delay_on(accepted);
-      co_return tcp_stream(*reg_.owner(), accepted, error);
+      co_return tcp_stream(*socket_.reg().owner(), accepted, error);
     }
-    if (std::error_code failed = co_await wait_after_eagain(reg_, direction::read, tick)) {
+    if (std::error_code failed = co_await wait_after_eagain(socket_.reg(), direction::read, tick)) {
       error = failed;
       co_return tcp_stream{};
     }

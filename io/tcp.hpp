@@ -28,6 +28,7 @@
 
 #include "../coroutine/task.hpp"
 #include "endpoint.hpp"
+#include "owned_socket.hpp"
 #include "reactor.hpp"
 #include "registration.hpp"
 
@@ -40,11 +41,11 @@ class tcp_stream {
   // its registration fails (errors: see registration). `assume_ready`: see
   // reactor::add (false for a socket whose connect(2) is in progress).
   tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready = true) noexcept;
-  tcp_stream(tcp_stream&& other) noexcept;
-  tcp_stream& operator=(tcp_stream&& other) noexcept;
+  tcp_stream(tcp_stream&& other) noexcept = default;
+  tcp_stream& operator=(tcp_stream&& other) noexcept = default;
   tcp_stream(const tcp_stream&) = delete;
   tcp_stream& operator=(const tcp_stream&) = delete;
-  ~tcp_stream() { close(); }
+  ~tcp_stream() = default;
 
   // Connect to `peer` on `owner` (or on the current task's reactor).
   static task<tcp_stream> connect(reactor& owner, endpoint peer, std::error_code& error);
@@ -68,30 +69,28 @@ class tcp_stream {
   std::error_code shutdown(int how) noexcept;
   // Remove the registration and close the descriptor (idempotent). Waiting
   // operations end with errc::operation_canceled.
-  void close() noexcept;
+  void close() noexcept { socket_.close(); }
 
-  [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
-  [[nodiscard]] int native_handle() const noexcept { return fd_; }
-  [[nodiscard]] endpoint local_endpoint() const noexcept;
-  [[nodiscard]] endpoint remote_endpoint() const noexcept;
+  [[nodiscard]] bool is_open() const noexcept { return socket_.is_open(); }
+  [[nodiscard]] int native_handle() const noexcept { return socket_.fd(); }
+  [[nodiscard]] endpoint local_endpoint() const noexcept { return socket_.local_endpoint(); }
+  [[nodiscard]] endpoint remote_endpoint() const noexcept { return socket_.remote_endpoint(); }
   // TCP_NODELAY (on by default for accepted and connected streams).
   std::error_code set_no_delay(bool on) noexcept;
-  [[nodiscard]] const registration& reg() const noexcept { return reg_; }
+  [[nodiscard]] const registration& reg() const noexcept { return socket_.reg(); }
 
  private:
-  friend class tcp_listener;
-  int fd_ = -1;
-  registration reg_;
+  owned_socket socket_;
 };
 
 class tcp_listener {
  public:
   tcp_listener() noexcept = default;
-  tcp_listener(tcp_listener&& other) noexcept;
-  tcp_listener& operator=(tcp_listener&& other) noexcept;
+  tcp_listener(tcp_listener&& other) noexcept = default;
+  tcp_listener& operator=(tcp_listener&& other) noexcept = default;
   tcp_listener(const tcp_listener&) = delete;
   tcp_listener& operator=(const tcp_listener&) = delete;
-  ~tcp_listener() { close(); }
+  ~tcp_listener() = default;
 
   // socket + SO_REUSEADDR (+ SO_REUSEPORT if `reuse_port`) + bind + listen.
   static tcp_listener bind(reactor& owner, const endpoint& local, std::error_code& error,
@@ -106,15 +105,14 @@ class tcp_listener {
   // Without waiting; errc::resource_unavailable_try_again when none is queued.
   tcp_stream try_accept(std::error_code& error) noexcept;
 
-  void close() noexcept;
-  [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
-  [[nodiscard]] int native_handle() const noexcept { return fd_; }
-  [[nodiscard]] endpoint local_endpoint() const noexcept;
-  [[nodiscard]] const registration& reg() const noexcept { return reg_; }
+  void close() noexcept { socket_.close(); }
+  [[nodiscard]] bool is_open() const noexcept { return socket_.is_open(); }
+  [[nodiscard]] int native_handle() const noexcept { return socket_.fd(); }
+  [[nodiscard]] endpoint local_endpoint() const noexcept { return socket_.local_endpoint(); }
+  [[nodiscard]] const registration& reg() const noexcept { return socket_.reg(); }
 
  private:
-  int fd_ = -1;
-  registration reg_;
+  owned_socket socket_;
 };
 
 // Fiber forms: the same operations, blocking the calling fiber.
