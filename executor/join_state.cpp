@@ -70,10 +70,14 @@ void join_state_base::complete_with_error(const executor_core& core) noexcept {
 }
 
 void join_state_base::detach_and_release() noexcept {
-  // acq_rel: pairs with complete()'s fetch_or; whichever RMW comes second
-  // sees the other's bit, so complete() reports the error exactly when the
-  // handle was gone before the outcome was published.
-  word_.fetch_or(detached_bit, sync::acq_rel);
+  // acquire: an outcome already set means complete() has run its RMW and
+  // decided (it reads the detached bit only there): nothing to tell it.
+  if ((word_.load(sync::acquire) & outcome_mask) == 0) {
+    // acq_rel: pairs with complete()'s fetch_or; whichever RMW comes second
+    // sees the other's bit, so complete() reports the error exactly when
+    // the handle was gone before the outcome was published.
+    word_.fetch_or(detached_bit, sync::acq_rel);
+  }
   release_ref();
 }
 

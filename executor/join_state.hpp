@@ -51,9 +51,13 @@ class join_state_base {
 
   void add_ref() noexcept { refs_.fetch_add(1, sync::relaxed); }
   void release_ref() noexcept {
-    // acq_rel: the last owner must see every write the other owner made
-    // before dropping its reference (the usual shared_ptr reasoning).
-    if (refs_.fetch_sub(1, sync::acq_rel) == 1) {
+    // acquire: reading 1 means the other owner already released (its
+    // acq_rel fetch_sub, which this pairs with) and nobody can add a
+    // reference without holding one: destroy without a locked RMW.
+    // acq_rel otherwise: the last owner must see every write the other
+    // owner made before dropping its reference (the usual shared_ptr
+    // reasoning).
+    if (refs_.load(sync::acquire) == 1 || refs_.fetch_sub(1, sync::acq_rel) == 1) {
       destroy_self();
     }
   }
