@@ -24,6 +24,8 @@
 // a spawned task has not started for longer than a bound while a worker is
 // parked, or when a round overruns its deadline (a hang): the soak never
 // hangs CI. Exit status: 0 clean, 1 an accounting failure, 3 the monitor.
+#include <dirent.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -711,7 +713,7 @@ struct run_totals {
   std::uint64_t echoes = 0;
 };
 
-bool run_round(const options& opts, std::mt19937_64& random, run_totals& totals) {
+bool run_round_body(const options& opts, std::mt19937_64& random, run_totals& totals) {
   round_state round;
   round.known_bugs = opts.known_bugs;
   round.config.workers = 1 + random() % 4;
@@ -802,6 +804,39 @@ bool run_round(const options& opts, std::mt19937_64& random, run_totals& totals)
   round.timers.reset();
   round.listener.close();
   round.pool.reset();  // after the foreign threads: wakers must not outlive it
+  return ok;
+}
+
+// Open descriptors of this process (entries of /proc/self/fd, minus the
+// one the listing itself holds).
+std::size_t open_fd_count() {
+  DIR* directory = opendir("/proc/self/fd");
+  if (directory == nullptr) {
+    return 0;
+  }
+  std::size_t count = 0;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread lists the directory
+  while (const dirent* entry = readdir(directory)) {
+    if (entry->d_name[0] != '.') {
+      ++count;
+    }
+  }
+  closedir(directory);
+  return count - 1;
+}
+
+// One round, which must also give back every descriptor it opened (the
+// executor's eventfds, the reactor's epoll set, the sockets of I/O rounds).
+bool run_round(const options& opts, std::mt19937_64& random, run_totals& totals) {
+  const std::size_t before = open_fd_count();
+  bool ok = run_round_body(opts, random, totals);
+  const std::size_t after = open_fd_count();
+  if (after != before) {
+    std::fprintf(stderr, "SOAK FAILURE: %zu descriptors open before the round, %zu after it\n",
+                 before, after);
+    ++totals.failures;
+    ok = false;
+  }
   return ok;
 }
 
