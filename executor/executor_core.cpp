@@ -577,7 +577,13 @@ void executor_core::worker_main(std::size_t index) {
 }
 
 void executor_core::poll_driver_if_due(worker_state& self) noexcept {
-  if (poller_backend_ == nullptr || ++self.since_driver_poll < config_.driver_poll_interval) {
+  if (poller_backend_ == nullptr) {
+    return;
+  }
+  // Every driver_poll_interval tasks for readiness (tokio's 61), and as soon
+  // as a timer is due, so that a busy pool fires timers within one task's run.
+  if (++self.since_driver_poll < config_.driver_poll_interval &&
+      !config_.driver->deadline_may_be_due()) {
     return;
   }
   self.since_driver_poll = 0;

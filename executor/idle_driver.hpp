@@ -19,9 +19,15 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <optional>
 
+#include "../sync/atomics.hpp"
+
 namespace canopy {
+
+class deadline_source;
 
 class idle_driver {
  public:
@@ -43,6 +49,29 @@ class idle_driver {
   // without blocking, expire due deadlines; this wakes the waiting tasks
   // (waker::wake). Returns how many events and deadlines it delivered.
   virtual std::size_t dispatch() noexcept = 0;
+
+  // Any thread, wait-free: whether the earliest deadline of the driver's
+  // deadline source may have passed (its hint, deadline_source below).
+  // A yes can be early (a cancelled timer); the poll that follows then
+  // fires nothing and refreshes the hint.
+  [[nodiscard]] bool deadline_may_be_due() const noexcept;
+
+ protected:
+  // The driver's deadline source (null: none). Whoever replaces it keeps the
+  // old one alive until no worker can be asking deadline_may_be_due() (the
+  // executor's workers are joined first).
+  void set_deadline_source_pointer(deadline_source* source) noexcept {
+    // release: pairs with the acquire loads of deadline_source_pointer() and
+    // deadline_may_be_due(): the source's construction happens-before its use.
+    deadlines_.store(source, sync::release);
+  }
+  [[nodiscard]] deadline_source* deadline_source_pointer() const noexcept {
+    // acquire: pairs with set_deadline_source_pointer().
+    return deadlines_.load(sync::acquire);
+  }
+
+ private:
+  sync::atomic<deadline_source*> deadlines_{nullptr};
 };
 
 // A source of deadlines for a driver (io/ timers): the driver sleeps at most
@@ -60,6 +89,41 @@ class deadline_source {
   virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() noexcept = 0;
   // Fire every deadline at or before `now`; returns how many fired.
   virtual std::size_t expire(std::chrono::steady_clock::time_point now) noexcept = 0;
+
+  // Any thread, wait-free: a hint of the earliest pending deadline, in
+  // steady_clock nanoseconds since its epoch (no_deadline_hint: none). It is
+  // never later than the earliest deadline armed before the read (relaxed:
+  // a read that misses a concurrent arm delays that timer to the next poll,
+  // at most driver_poll_interval tasks, as without the hint); it may be
+  // earlier (a cancelled timer) until the next expire() refreshes it.
+  [[nodiscard]] std::int64_t earliest_deadline_hint() const noexcept {
+    return earliest_hint_.load(sync::relaxed);
+  }
+  static constexpr std::int64_t no_deadline_hint = std::numeric_limits<std::int64_t>::max();
+
+ protected:
+  // The source, whenever its earliest deadline may have changed (an arm
+  // that is earlier than the hint, an expiry, a next_deadline() answer).
+  void publish_earliest_deadline(std::int64_t nanoseconds_since_epoch) noexcept {
+    earliest_hint_.store(nanoseconds_since_epoch, sync::relaxed);
+  }
+
+ private:
+  sync::atomic<std::int64_t> earliest_hint_{no_deadline_hint};
 };
+
+inline bool idle_driver::deadline_may_be_due() const noexcept {
+  const deadline_source* const source = deadline_source_pointer();
+  if (source == nullptr) {
+    return false;
+  }
+  const std::int64_t earliest = source->earliest_deadline_hint();
+  if (earliest == deadline_source::no_deadline_hint) {
+    return false;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
+  return now.count() >= earliest;
+}
 
 }  // namespace canopy

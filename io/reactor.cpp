@@ -351,8 +351,7 @@ bool reactor::has_pending_events(registration_id id) noexcept {
 }
 
 void reactor::set_deadline_source(deadline_source* source) noexcept {
-  // release: the source's construction happens-before the poller's acquire load.
-  deadlines_.store(source, sync::release);
+  set_deadline_source_pointer(source);
   notify();  // the poller recomputes its timeout
 }
 
@@ -437,8 +436,7 @@ bool reactor::wait() noexcept {
     return true;  // not dispatched yet (a notify made park() call us again)
   }
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  // acquire: pairs with set_deadline_source().
-  deadline_source* source = deadlines_.load(sync::acquire);
+  deadline_source* source = deadline_source_pointer();
   if (source != nullptr) {
     deadline = source->next_deadline();
   }
@@ -490,8 +488,7 @@ std::size_t reactor::dispatch() noexcept {
   }
   delivered += count > 0 ? static_cast<std::size_t>(count) : 0;
   deadline_due_ = false;
-  // acquire: pairs with set_deadline_source().
-  if (deadline_source* source = deadlines_.load(sync::acquire); source != nullptr) {
+  if (deadline_source* source = deadline_source_pointer(); source != nullptr) {
     const std::size_t fired = source->expire(std::chrono::steady_clock::now());
     if (fired != 0) {
       deadline_fires_.fetch_add(1, sync::relaxed);

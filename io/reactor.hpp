@@ -183,7 +183,6 @@ class reactor final : public idle_driver {
   std::array<epoll_event, max_events> collected_{};
   int collected_count_ = 0;
   bool deadline_due_ = false;
-  sync::atomic<deadline_source*> deadlines_{nullptr};
 
   // Statistics (relaxed counters).
   sync::atomic<std::uint64_t> blocking_waits_{0};

@@ -25,7 +25,8 @@ constexpr std::size_t wake_batch = 64;
 
 }  // namespace
 
-timer_queue::timer_queue() noexcept : promised_(timer_wheel::never), epoch_(clock::now()) {}
+timer_queue::timer_queue() noexcept
+    : promised_(timer_wheel::never), hinted_(timer_wheel::never), epoch_(clock::now()) {}
 
 timer_queue::~timer_queue() = default;
 
@@ -48,6 +49,14 @@ std::uint64_t timer_queue::now_ticks(clock::time_point now) const noexcept {
   return static_cast<std::uint64_t>(since.count());
 }
 
+std::int64_t timer_queue::hint_of(std::uint64_t ticks) const noexcept {
+  if (ticks == timer_wheel::never) {
+    return no_deadline_hint;
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(from_ticks(ticks).time_since_epoch())
+      .count();
+}
+
 timer_queue::clock::time_point timer_queue::from_ticks(std::uint64_t ticks) const noexcept {
   if (ticks == timer_wheel::never) {
     return clock::time_point::max();
@@ -63,6 +72,10 @@ bool timer_queue::arm(entry& item, clock::time_point deadline, const waker& targ
   {
     const std::lock_guard lock(mutex_);
     wheel_.insert(item, ticks);
+    if (ticks < hinted_) {
+      hinted_ = ticks;
+      publish_earliest_deadline(hint_of(ticks));
+    }
     if (ticks < promised_) {
       promised_ = ticks;  // one notification per new earliest deadline
       earlier = true;
@@ -94,6 +107,8 @@ std::optional<timer_queue::clock::time_point> timer_queue::next_deadline() noexc
   }
   const std::lock_guard lock(mutex_);
   promised_ = wheel_.next_deadline();
+  hinted_ = promised_;
+  publish_earliest_deadline(hint_of(promised_));
   if (promised_ == timer_wheel::never) {
     return std::nullopt;
   }
@@ -121,6 +136,10 @@ std::size_t timer_queue::expire(clock::time_point now) noexcept {
             item.fired.store(true, sync::release);
           });
       more = fired_here == wake_batch;
+      if (!more) {
+        hinted_ = wheel_.next_deadline();  // exact again after a cancel made it early
+        publish_earliest_deadline(hint_of(hinted_));
+      }
     }
     for (std::size_t i = 0; i < count; ++i) {
       wakes[i].wake();

@@ -85,6 +85,8 @@ class timer_queue final : public deadline_source {
   [[nodiscard]] std::uint64_t deadline_ticks(clock::time_point deadline) const noexcept;
   [[nodiscard]] std::uint64_t now_ticks(clock::time_point now) const noexcept;
   [[nodiscard]] clock::time_point from_ticks(std::uint64_t ticks) const noexcept;
+  // ticks -> the hint's unit (deadline_source::earliest_deadline_hint).
+  [[nodiscard]] std::int64_t hint_of(std::uint64_t ticks) const noexcept;
 
   // The timer queue of an executor, for waits that run in its tasks: the
   // reactor (or a timer_thread) attaches its queue when it starts driving
@@ -102,6 +104,7 @@ class timer_queue final : public deadline_source {
   std::mutex mutex_;
   timer_wheel wheel_;        // guarded by mutex_
   std::uint64_t promised_;   // guarded: last next_deadline() answer, in ticks
+  std::uint64_t hinted_;     // guarded: last earliest_deadline_hint() published, in ticks
   clock::time_point epoch_;  // written once
   void (*listener_)(void*) noexcept = nullptr;
   void* listener_arg_ = nullptr;

@@ -37,6 +37,13 @@ std::uint32_t sleep_module::work_found(bool more_work_visible) noexcept {
 
 idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
                                         sleep_probe& probe) noexcept {
+  if (idle.rounds < idle.spin_rounds && poller_is_free()) {
+    // Nobody waits in the driver: while we spin, readiness and due timers
+    // wait for us. Park as the poller at once (as Asio's thread blocks in
+    // epoll_wait at once); the spin's sched_yield cost I/O round trips
+    // milliseconds on a loaded machine (docs/io.md).
+    idle.rounds = idle.spin_rounds;
+  }
   if (idle.rounds < idle.spin_rounds) {
     ++idle.rounds;
     // Mostly spin briefly in place: a sched_yield on a loaded machine gives

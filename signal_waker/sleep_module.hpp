@@ -7,7 +7,9 @@
 // A worker that found no work calls no_work_found() once per failed search:
 //   1. rounds < spin_rounds: pause briefly (every fourth round: yield the
 //      CPU), search again. spin_rounds is yield_rounds, or 0 while the
-//      worker's spin_history says recent spins did not pay.
+//      worker's spin_history says recent spins did not pay, and no rounds
+//      are spun while the poller token is free (this worker would park as
+//      the poller: readiness waits for it).
 //   2. rounds == spin_rounds: announce sleepy (JEC active -> sleepy), keep
 //      the JEC snapshot taken after the toggle, seq_cst fence, search again.
 //   3. then try_sleep():
@@ -125,6 +127,11 @@ class sleep_module {
     // acquire: pairs with release_poller(), so the previous holder's use of
     // the driver's buffers happens-before ours.
     return !poller_taken_.load(sync::relaxed) && !poller_taken_.exchange(true, sync::acquire);
+  }
+  // Whether the executor has a poller backend and no worker holds the
+  // token (relaxed: a hint for how long to spin; try_take_poller decides).
+  [[nodiscard]] bool poller_is_free() const noexcept {
+    return poller_backend_ != nullptr && !poller_taken_.load(sync::relaxed);
   }
   void release_poller() noexcept {
     // release: pairs with try_take_poller()'s acquire exchange.

@@ -459,3 +459,35 @@ TEST_CASE("reactor_timers declared after its executor: scope exit with tasks sti
   }  // ~reactor_timers, then ~executor: the sleepers must not touch a freed queue
   CHECK(destroyed.load() == 10);
 }
+
+TEST_CASE("a due timer fires while every worker is busy, long before driver_poll_interval tasks") {
+  canopy::testing::watchdog guard("busy timers", 60);
+  executor_config config = config_with(1);
+  config.driver_poll_interval = 1000000;  // the task-count poll alone would need 10^6 tasks
+  executor pool(canopy::io::with_reactor(config));
+  canopy::io::reactor_timers timers(pool);
+  std::atomic<bool> slept{false};
+  // The only worker never runs out of work while `spinner` yields, so it
+  // never parks in epoll_wait: only its polls between tasks can fire timers.
+  auto spinner = pool.spawn([](std::atomic<bool>& stop) -> task<long> {
+    long rounds = 0;
+    while (!stop.load()) {
+      co_await canopy::yield_now();
+      ++rounds;
+    }
+    co_return rounds;
+  }(slept));
+  auto sleeper = pool.spawn([](std::atomic<bool>& done) -> task<bool> {
+    const auto start = clock_type::now();
+    co_await canopy::sleep_for(2ms);
+    const bool on_time = clock_type::now() - start >= 2ms;
+    done.store(true);
+    co_return on_time;
+  }(slept));
+  CHECK(sleeper.join());
+  const long rounds = spinner.join();
+  MESSAGE("spinner rounds until the 2 ms sleep ended: " << rounds);
+  CHECK(rounds > 0);
+  CHECK(rounds < static_cast<long>(config.driver_poll_interval) / 2);
+  CHECK(timers.queue().pending() == 0);
+}
