@@ -10,6 +10,7 @@
 
 #include "../summary_tree/partition.hpp"
 #include "cpu_pinning.hpp"
+#include "driver_park_backend.hpp"
 
 namespace canopy {
 
@@ -39,25 +40,6 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {
   state ^= state << 17;
   return state;
 }
-
-// The poller's park backend: blocks in the idle driver instead of the futex.
-class driver_park_backend final : public park_backend {
- public:
-  explicit driver_park_backend(idle_driver& driver) noexcept : driver_(driver) {}
-  bool wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override {
-    // seq_cst: pairs with a waker's claim (also seq_cst) — either we see the
-    // claim here, or the claim happens after and its notify() makes the
-    // driver's wait() return (the driver's contract keeps an early notify).
-    if (word.load(sync::seq_cst) != expected) {
-      return false;
-    }
-    return driver_.wait();
-  }
-  void wake(sync::atomic<std::uint32_t>& /*word*/) noexcept override { driver_.notify(); }
-
- private:
-  idle_driver& driver_;
-};
 
 }  // namespace
 

@@ -36,6 +36,10 @@ mutants=(
   "host: push notifies before it publishes the task%executor/host_channel.cpp%s/queued_\.fetch_add\(1, sync::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, sync::seq_cst);/%caught"
   "host: disarm forgets the write of a poster that took the flag%executor/host_channel.cpp%s/if \(!armed_\.exchange\(false, sync::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, sync::seq_cst)) {\n/%caught"
   "host: notify writes without taking the armed flag%executor/host_channel.cpp%s/if \(armed_\.load\(sync::seq_cst\) && armed_\.exchange\(false, sync::seq_cst\)\) \{/if (armed_.load(sync::seq_cst)) {/%caught"
+  "poller: wakers never claim a sleeper parked in the driver%signal_waker/sleep_module.cpp%s/if \(pass == 0 && waker\.parks_on_other_backend\(\)\) \{/if (waker.parks_on_other_backend()) {/%caught"
+  "poller: a parking worker never takes the poller token%signal_waker/sleep_module.cpp%s/const bool polling = poller_backend_ != nullptr && try_take_poller\(\);/const bool polling = false;/%caught"
+  "poller: a self-claiming poller skips the sleeper bookkeeping%signal_waker/sleep_module.cpp%s/if \(self_claimed\) \{\n    forget_sleeper\(\);/if (false) {\n    forget_sleeper();/%caught"
+  "poller: an aborted park keeps the poller token%signal_waker/sleep_module.cpp%s/(latch\.abort_sleep\(\)\) \{\n      forget_sleeper\(\);\n    \}[^\n]*\n    latch\.reset\(\);\n)    if \(polling\) \{\n      release_poller\(\);\n    \}\n/\$1/%caught"
   "seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%weak"
 )
 
@@ -56,14 +60,15 @@ copy_sources() {
   rm -rf "$scratch/src"
   mkdir -p "$scratch/src/tests"
   cp -r summary_tree signal_waker sync executor "$scratch/src/"
-  cp -r tests/model tests/relacy tests/model_check_test.cpp tests/test_main.cpp \
-    tests/watchdog.hpp "$scratch/src/tests/"
+  cp -r tests/model tests/relacy tests/model_check_test.cpp tests/model_poller_test.cpp \
+    tests/test_main.cpp tests/watchdog.hpp "$scratch/src/tests/"
 }
 
 build_and_run() {
   local dir=$scratch/src
   if ! "$cxx" -std=c++20 -O2 -DCANOPY_MODEL_CHECK -I"$dir" \
-    "$dir/tests/model_check_test.cpp" "$dir/tests/model/model_checker.cpp" \
+    "$dir/tests/model_check_test.cpp" "$dir/tests/model_poller_test.cpp" \
+    "$dir/tests/model/model_checker.cpp" \
     "$dir/tests/test_main.cpp" "$dir/summary_tree/permit_semaphore.cpp" \
     "$dir/summary_tree/summary_tree.cpp" "$dir/signal_waker/park_backend.cpp" \
     "$dir/signal_waker/signal_waker.cpp" "$dir/signal_waker/sleep_module.cpp" \
