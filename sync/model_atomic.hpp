@@ -4,14 +4,35 @@
 // without interruption. The checker explores interleavings of the *real*
 // protocol code under sequential consistency; weaker orderings are checked
 // by ThreadSanitizer and by the ordering notes in the code, not here.
+//
+// Each schedule point names the word it is about to touch and whether it
+// writes it, and peek() notes a read: the checker's partial-order reduction
+// (sleep sets) needs every shared access of a step to decide which steps of
+// different threads commute (different words, or both reads).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace canopy::model {
 
+enum class access_kind : std::uint8_t { read, write };
+
 // Provided by the model checker.
+// A schedule point before an operation that touches no shared word (a
+// fence, which orders nothing under sequential consistency, or a yield).
 void schedule_point() noexcept;
+// A schedule point before an operation on `address`.
+void schedule_point(const void* address, access_kind kind) noexcept;
+// Record a shared access made without a schedule point (a peek, or a plain
+// variable of a test harness that several logical threads use): it belongs
+// to the step in progress. No effect outside an exploration.
+void note_access(const void* address, access_kind kind) noexcept;
+// Called by every atomic's constructor: the checker names each word by the
+// order in which it was built while a scenario was made, because every
+// execution builds its objects afresh, at addresses that differ from one
+// execution to the next.
+void name_word(const void* address) noexcept;
 // Block the current logical thread while *word == expected (futex wait).
 void park_on(const void* word, std::uint32_t expected, std::uint32_t current) noexcept;
 // Make every logical thread parked on `word` runnable (futex wake).
@@ -20,28 +41,34 @@ void unpark_on(const void* word) noexcept;
 template <class T>
 class atomic {
  public:
-  atomic() noexcept : value_{} {}
-  constexpr atomic(T value) noexcept : value_(value) {}  // NOLINT(google-explicit-constructor)
+  atomic() noexcept : value_{} { name_word(this); }
+  constexpr atomic(T value) noexcept : value_(value) {  // NOLINT(google-explicit-constructor)
+    if (!std::is_constant_evaluated()) {
+      name_word(this);
+    }
+  }
   atomic(const atomic&) = delete;
   atomic& operator=(const atomic&) = delete;
 
   T load(int /*order*/ = 0) const noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::read);
     return value_;
   }
   void store(T value, int /*order*/ = 0) noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::write);
     value_ = value;
   }
   T exchange(T value, int /*order*/ = 0) noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::write);
     T previous = value_;
     value_ = value;
     return previous;
   }
   bool compare_exchange_strong(T& expected, T desired, int /*success*/ = 0,
                                int /*failure*/ = 0) noexcept {
-    schedule_point();
+    // Counted as a write even when it fails: the step's footprint is known
+    // only as a whole, and a conservative footprint only costs reduction.
+    schedule_point(this, access_kind::write);
     if (value_ == expected) {
       value_ = desired;
       return true;
@@ -53,32 +80,36 @@ class atomic {
     return compare_exchange_strong(expected, desired, success, failure);
   }
   T fetch_add(T delta, int /*order*/ = 0) noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ + delta);
     return previous;
   }
   T fetch_sub(T delta, int /*order*/ = 0) noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ - delta);
     return previous;
   }
   T fetch_or(T bits, int /*order*/ = 0) noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ | bits);
     return previous;
   }
   T fetch_and(T bits, int /*order*/ = 0) noexcept {
-    schedule_point();
+    schedule_point(this, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ & bits);
     return previous;
   }
 
-  // For the checker's own bookkeeping: read without a schedule point.
-  T peek() const noexcept { return value_; }
+  // Read without a schedule point (the checker's verdicts; a futex wait's
+  // compare). Noted as a read of the step in progress.
+  T peek() const noexcept {
+    note_access(this, access_kind::read);
+    return value_;
+  }
 
  private:
   T value_;

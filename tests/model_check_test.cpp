@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ class world final : public canopy::sleep_probe {
     for (const task_position& task : tasks) {
       produce(task);
     }
-    ++producers_done_;
+    producers_done_.fetch_add(1);
   }
 
   // Make one task runnable, then wake per the protocol.
@@ -65,7 +66,7 @@ class world final : public canopy::sleep_probe {
     bool looking = false;
     int rounds_after_producers = 0;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
-      if (producers_done_ == producer_threads && ++rounds_after_producers > stuck_rounds) {
+      if (producers_done_.peek() == producer_threads && ++rounds_after_producers > stuck_rounds) {
         exhausted_ = true;
         break;
       }
@@ -123,8 +124,6 @@ class world final : public canopy::sleep_probe {
     sleep_.wake_all_for_shutdown();
   }
 
-  [[nodiscard]] int claimed() const { return claimed_; }
-
  private:
   bool must_stay_awake(std::size_t worker) noexcept override {
     return stop_ || sleep_.waker(worker).sync_partition_summary(tree_, worker, workers_, leaves_) ||
@@ -175,11 +174,17 @@ class world final : public canopy::sleep_probe {
   std::size_t leaves_;
   summary_tree tree_;
   canopy::sleep_module sleep_;
+  // Plain variables several logical threads touch, which the partial-order
+  // reduction need not see: the counters are only incremented during an
+  // execution (increments commute) and read by the verdict; stop_ changes
+  // only in teardown; exhausted_ is only ever set to true.
   int produced_ = 0;
   int claimed_ = 0;
   bool stop_ = false;
   bool exhausted_ = false;
-  std::size_t producers_done_ = 0;
+  // Workers read it while producers run: a checker word (peek() notes the
+  // read without adding a schedule point).
+  canopy::sync::atomic<std::size_t> producers_done_{0};
 };
 
 struct model_case {
@@ -189,7 +194,10 @@ struct model_case {
   std::vector<std::vector<task_position>> producers;
 };
 
-canopy::model::exploration_result check_case(const model_case& setup, int preemption_bound) {
+canopy::model::exploration_result check_case(
+    const model_case& setup, int preemption_bound,
+    canopy::model::reduction mode = canopy::model::reduction::none,
+    std::uint64_t max_executions = 200000) {
   // Sanitizer builds (CANOPY_STRESS_DIVISOR > 1) explore one preemption
   // fewer: the checker runs on one OS thread, so a sanitizer adds little
   // beyond the plain build's full exploration, and fibers are slow there.
@@ -219,7 +227,7 @@ canopy::model::exploration_result check_case(const model_case& setup, int preemp
         run.teardown = [world = current] { world->teardown(); };
         return run;
       },
-      preemption_bound, 200000);
+      preemption_bound, max_executions, 20000, mode);
 }
 
 void expect_clean(const canopy::model::exploration_result& result) {
@@ -227,7 +235,8 @@ void expect_clean(const canopy::model::exploration_result& result) {
   CHECK(result.failure.empty());
   CHECK(result.complete);
   CHECK(result.executions > 10);
-  MESSAGE("executions explored: " << result.executions);
+  MESSAGE("executions explored: " << result.executions << " (" << result.sleep_set_blocked
+                                  << " cut short by sleep sets)");
 }
 
 // The host thread and its notify descriptor (executor/host_channel.hpp):
@@ -377,37 +386,122 @@ TEST_CASE("model: the checker finds the lost wakeup of check-then-sleep") {
   // A deliberately broken protocol on the checker's atomics: the sleeper
   // checks for work and then parks without announcing itself; the producer
   // wakes only a worker it sees parked. The checker must find the schedule
-  // where the task is posted between the check and the park.
+  // where the task is posted between the check and the park, with and
+  // without the partial-order reduction.
   struct broken {
     canopy::sync::atomic<std::uint32_t> work{0};
     canopy::sync::atomic<std::uint32_t> parked{0};
     canopy::sync::atomic<std::uint32_t> word{0};
   };
-  std::shared_ptr<broken> state;
-  const auto result = canopy::model::explore(
-      [&] {
-        state = std::make_shared<broken>();
-        canopy::model::scenario run;
-        run.threads.emplace_back([s = state] {
-          if (s->work.load() == 0) {
-            s->parked.store(1);
-            canopy::model::park_on(&s->word, 0, s->word.peek());
-          }
-        });
-        run.threads.emplace_back([s = state] {
-          if (s->parked.load() == 1) {
-            s->word.store(1);
-            canopy::model::unpark_on(&s->word);
-          }
-          s->work.store(1);
-        });
-        run.check = [s = state](const std::vector<bool>& parked) -> std::string {
-          return parked[0] && s->work.peek() == 1 ? "lost wakeup" : "";
-        };
-        run.teardown = [s = state] { canopy::model::unpark_on(&s->word); };
-        return run;
-      },
-      2, 1000);
-  CHECK(result.failure == "lost wakeup");
-  CHECK_FALSE(result.failing_schedule.empty());
+  using canopy::model::reduction;
+  for (const reduction mode : {reduction::none, reduction::sleep_sets}) {
+    CAPTURE(static_cast<int>(mode));
+    std::shared_ptr<broken> state;
+    const auto result = canopy::model::explore(
+        [&] {
+          state = std::make_shared<broken>();
+          canopy::model::scenario run;
+          run.threads.emplace_back([s = state] {
+            if (s->work.load() == 0) {
+              s->parked.store(1);
+              canopy::model::park_on(&s->word, 0, s->word.peek());
+            }
+          });
+          run.threads.emplace_back([s = state] {
+            if (s->parked.load() == 1) {
+              s->word.store(1);
+              canopy::model::unpark_on(&s->word);
+            }
+            s->work.store(1);
+          });
+          run.check = [s = state](const std::vector<bool>& parked) -> std::string {
+            return parked[0] && s->work.peek() == 1 ? "lost wakeup" : "";
+          };
+          run.teardown = [s = state] { canopy::model::unpark_on(&s->word); };
+          return run;
+        },
+        2, 1000, 20000, mode);
+    CHECK(result.failure == "lost wakeup");
+    CHECK_FALSE(result.failing_schedule.empty());
+  }
+}
+
+TEST_CASE("model: sleep sets reach every final state of the full search, in fewer executions") {
+  // Three threads over four words, unbounded (every interleaving): two
+  // threads race on x and y in opposite orders (store-buffering: each
+  // reads what the other stored, or not), the third updates z and w, which
+  // nobody else touches, and then reads x. A final state is every word
+  // plus every value a thread read. The reduction must reach exactly the
+  // set of final states the full search reaches.
+  struct shared_words {
+    canopy::sync::atomic<std::uint32_t> x{0};
+    canopy::sync::atomic<std::uint32_t> y{0};
+    canopy::sync::atomic<std::uint32_t> z{0};
+    canopy::sync::atomic<std::uint32_t> w{0};
+    std::uint32_t seen_by_first = 0;
+    std::uint32_t seen_by_second = 0;
+    std::uint32_t seen_by_third = 0;
+  };
+  using canopy::model::reduction;
+  auto final_states = [](reduction mode, std::uint64_t& executions) {
+    std::set<std::string> states;
+    std::shared_ptr<shared_words> state;
+    const auto result = canopy::model::explore(
+        [&] {
+          state = std::make_shared<shared_words>();
+          canopy::model::scenario run;
+          run.threads.emplace_back([s = state] {
+            s->x.store(1);
+            s->seen_by_first = s->y.load();
+            s->x.fetch_add(2);
+          });
+          run.threads.emplace_back([s = state] {
+            s->y.store(1);
+            s->seen_by_second = s->x.load();
+          });
+          run.threads.emplace_back([s = state] {
+            s->z.fetch_add(1);
+            s->w.store(s->z.load());
+            s->z.fetch_add(1);
+            s->seen_by_third = s->x.load();
+          });
+          run.check = [s = state, &states](const std::vector<bool>&) -> std::string {
+            states.insert(std::to_string(s->x.peek()) + "," + std::to_string(s->y.peek()) + "," +
+                          std::to_string(s->z.peek()) + "," + std::to_string(s->w.peek()) + "," +
+                          std::to_string(s->seen_by_first) + "," +
+                          std::to_string(s->seen_by_second) + "," +
+                          std::to_string(s->seen_by_third));
+            return {};
+          };
+          return run;
+        },
+        /*preemption_bound=*/100, 1000000, 20000, mode);
+    CHECK(result.complete);
+    executions = result.executions;
+    return states;
+  };
+  std::uint64_t full_executions = 0;
+  std::uint64_t reduced_executions = 0;
+  const auto full = final_states(reduction::none, full_executions);
+  const auto reduced = final_states(reduction::sleep_sets, reduced_executions);
+  MESSAGE("final states " << full.size() << "; executions: full " << full_executions
+                          << ", sleep sets " << reduced_executions);
+  CHECK(full.size() > 4);
+  CHECK(reduced == full);
+  CHECK(reduced_executions * 4 < full_executions);
+}
+
+TEST_CASE("model: sleep sets on a real-source case: same verdict, fewer executions") {
+  // The two-worker case above at the same bound, without and with the
+  // reduction: the number of executions each needs is the measure of what
+  // the reduction saves on the real protocol.
+  using canopy::model::reduction;
+  const model_case setup{2, 2, {}, {{{1, 0, 0}}}};
+  const auto full = check_case(setup, 2, reduction::none);
+  const auto reduced = check_case(setup, 2, reduction::sleep_sets);
+  expect_clean(full);
+  expect_clean(reduced);
+  MESSAGE("two workers, bound 2: " << full.executions << " executions without reduction, "
+                                   << reduced.executions << " with sleep sets");
+  CHECK(reduced.executions * 3 < full.executions);
 }

@@ -1,6 +1,7 @@
 #include "tests/model/model_checker.hpp"
 
 #include <boost/context/fiber.hpp>
+#include <unordered_map>
 #include <utility>
 
 #include "sync/model_atomic.hpp"
@@ -42,6 +43,52 @@ struct sanitizer_fiber {
 
 namespace context = boost::context;
 
+// Words are named by the order in which the scenario's make() built them:
+// every execution builds its objects afresh, often at other addresses, and a
+// footprint recorded in one execution is compared with steps of later ones.
+// A word built while the threads run, or a plain variable never built as an
+// atomic, has no name: it conflicts with every access (conservative).
+constexpr std::uint32_t unnamed_word = UINT32_MAX;
+
+struct word_names {
+  std::unordered_map<const void*, std::uint32_t> ids;
+  std::uint32_t next = 0;
+  bool naming = false;  // true while make() builds the scenario
+};
+
+word_names names;
+
+std::uint32_t word_id(const void* address) {
+  const auto found = names.ids.find(address);
+  return found == names.ids.end() ? unnamed_word : found->second;
+}
+
+// One shared access of a step: a word, and whether the step writes it.
+struct access {
+  std::uint32_t word;
+  access_kind kind;
+};
+
+// Every shared access of one step (a thread's run from one schedule point to
+// the next): its leading operation, then whatever it peeked, parked on or
+// woke before its next schedule point.
+using footprint = std::vector<access>;
+
+// Two steps commute when no word is touched by both with a write among them.
+bool independent(const footprint& first, const footprint& second) {
+  for (const access& one : first) {
+    for (const access& other : second) {
+      const bool same_word =
+          one.word == other.word || one.word == unnamed_word || other.word == unnamed_word;
+      if (same_word && (one.kind == access_kind::write || other.kind == access_kind::write ||
+                        one.word == unnamed_word || other.word == unnamed_word)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 struct logical_thread {
   context::fiber fiber;
   sanitizer_fiber sanitizer;
@@ -50,9 +97,21 @@ struct logical_thread {
   const void* parked_on = nullptr;
 };
 
-struct choice {
-  std::size_t chosen;
-  std::size_t options;
+// A thread asleep at a node, with the footprint of the step it would take.
+struct sleeper {
+  std::size_t thread;
+  footprint step;
+};
+
+// A schedule point of the depth-first search: the threads to try there, in
+// order (current thread first: no preemption), which one the execution in
+// progress takes, the footprint each tried one's step had, and the threads
+// asleep on arrival (never tried here).
+struct node {
+  std::vector<std::size_t> candidates;
+  std::size_t chosen = 0;
+  std::vector<footprint> tried_steps;
+  std::vector<sleeper> asleep;
 };
 
 // State of the execution in progress (the checker is single-threaded: all
@@ -62,18 +121,23 @@ struct execution {
   std::size_t current = 0;
   context::fiber scheduler;  // where a logical thread returns at a schedule point
   sanitizer_fiber scheduler_sanitizer;
-  std::vector<choice>* choices = nullptr;
+  std::vector<node>* nodes = nullptr;
+  reduction mode = reduction::none;
   std::size_t depth = 0;
   int preemptions = 0;
   int preemption_bound = 0;
   std::size_t steps = 0;
   std::size_t max_steps = 0;
   bool step_limit_hit = false;
-  bool free_running = false;  // teardown: no switching, no parking
+  bool free_running = false;         // teardown: no switching, no parking
+  footprint step;                    // accesses of the step in progress
+  std::vector<sleeper> next_asleep;  // sleep set of the node the next pick creates
   std::string schedule;
 };
 
 execution* active = nullptr;
+
+bool recording() { return active != nullptr && !active->free_running; }
 
 void switch_to_scheduler() {
   active->scheduler_sanitizer.switch_to();
@@ -90,9 +154,21 @@ bool runnable(const logical_thread& thread) {
   return !thread.finished && thread.parked_on == nullptr;
 }
 
+bool asleep_in(const std::vector<sleeper>& asleep, std::size_t thread) {
+  for (const sleeper& entry : asleep) {
+    if (entry.thread == thread) {
+      return true;
+    }
+  }
+  return false;
+}
+
+enum class pick_outcome { thread, terminal, sleep_blocked };
+
 // Picks the next thread: the current one first (no preemption), then the
-// others in index order. Replays recorded choices, records new ones.
-std::size_t pick_next(execution& run) {
+// others in index order, leaving out threads asleep at this node. Replays
+// recorded choices, records new ones.
+pick_outcome pick_next(execution& run, std::size_t& next) {
   std::vector<std::size_t> candidates;
   const bool current_runnable =
       run.current < run.threads.size() && runnable(run.threads[run.current]);
@@ -107,28 +183,77 @@ std::size_t pick_next(execution& run) {
     }
   }
   if (candidates.empty()) {
-    return run.threads.size();
+    return pick_outcome::terminal;
   }
-  std::vector<choice>& choices = *run.choices;
-  std::size_t selected = 0;
-  if (run.depth < choices.size()) {
-    selected = choices[run.depth].chosen;
-  } else {
-    choices.push_back({0, candidates.size()});
+  std::vector<node>& nodes = *run.nodes;
+  if (run.depth == nodes.size()) {
+    node fresh;
+    fresh.asleep = std::move(run.next_asleep);
+    for (const std::size_t candidate : candidates) {
+      if (!asleep_in(fresh.asleep, candidate)) {
+        fresh.candidates.push_back(candidate);
+      }
+    }
+    if (fresh.candidates.empty()) {
+      // Every thread that may run here is asleep: whatever comes next is a
+      // reordering of an execution explored already.
+      return pick_outcome::sleep_blocked;
+    }
+    nodes.push_back(std::move(fresh));
   }
-  ++run.depth;
-  const std::size_t next = candidates[selected];
+  const node& here = nodes[run.depth];
+  next = here.candidates[here.chosen];
   if (current_runnable && next != run.current) {
     ++run.preemptions;
   }
   run.schedule += static_cast<char>('0' + next);
-  return next;
+  return pick_outcome::thread;
+}
+
+// After the step of the node at run.depth: keep its footprint for the
+// siblings tried later, and work out who sleeps at the next node — the
+// threads asleep here or tried here before, whose steps commute with it.
+void finish_step(execution& run) {
+  node& here = (*run.nodes)[run.depth];
+  if (here.tried_steps.size() <= here.chosen) {
+    here.tried_steps.resize(here.chosen + 1);
+  }
+  here.tried_steps[here.chosen] = run.step;
+  ++run.depth;
+  if (run.mode != reduction::sleep_sets || run.depth < run.nodes->size()) {
+    return;  // replaying: the next node exists with its sleep set
+  }
+  run.next_asleep.clear();
+  for (const sleeper& entry : here.asleep) {
+    if (independent(entry.step, run.step)) {
+      run.next_asleep.push_back(entry);
+    }
+  }
+  for (std::size_t earlier = 0; earlier < here.chosen; ++earlier) {
+    if (independent(here.tried_steps[earlier], run.step)) {
+      run.next_asleep.push_back({here.candidates[earlier], here.tried_steps[earlier]});
+    }
+  }
 }
 
 }  // namespace
 
+void name_word(const void* address) noexcept {
+  if (names.naming) {
+    names.ids[address] = names.next++;
+  } else if (active != nullptr) {
+    names.ids.erase(address);  // built by a thread: the address may have held a named word
+  }
+}
+
+void note_access(const void* address, access_kind kind) noexcept {
+  if (recording()) {
+    active->step.push_back({word_id(address), kind});
+  }
+}
+
 void schedule_point() noexcept {
-  if (active == nullptr || active->free_running) {
+  if (!recording()) {
     return;  // outside an exploration (e.g. static initialisation)
   }
   if (++active->steps > active->max_steps) {
@@ -137,18 +262,28 @@ void schedule_point() noexcept {
   switch_to_scheduler();
 }
 
+void schedule_point(const void* address, access_kind kind) noexcept {
+  schedule_point();
+  note_access(address, kind);  // the operation about to run opens the new step
+}
+
 void park_on(const void* word, std::uint32_t expected, std::uint32_t current) noexcept {
-  if (active == nullptr || active->free_running || current != expected) {
+  // The futex's compare reads the word; returning from the wait depends on
+  // the wake that wrote it (unpark_on).
+  note_access(word, access_kind::read);
+  if (!recording() || current != expected) {
     return;  // the futex would not block
   }
   active->threads[active->current].parked_on = word;
   switch_to_scheduler();
+  note_access(word, access_kind::read);
 }
 
 void unpark_on(const void* word) noexcept {
   if (active == nullptr) {
     return;
   }
+  note_access(word, access_kind::write);
   for (logical_thread& thread : active->threads) {
     if (thread.parked_on == word) {
       thread.parked_on = nullptr;
@@ -157,13 +292,18 @@ void unpark_on(const void* word) noexcept {
 }
 
 exploration_result explore(const std::function<scenario()>& make, int preemption_bound,
-                           std::uint64_t max_executions, std::size_t max_steps) {
+                           std::uint64_t max_executions, std::size_t max_steps, reduction mode) {
   exploration_result result;
-  std::vector<choice> choices;
+  std::vector<node> nodes;
   for (;;) {
+    names.ids.clear();
+    names.next = 0;
+    names.naming = true;
     scenario current = make();
+    names.naming = false;
     execution run;
-    run.choices = &choices;
+    run.nodes = &nodes;
+    run.mode = mode;
     run.preemption_bound = preemption_bound;
     run.max_steps = max_steps;
     run.threads.resize(current.threads.size());
@@ -182,15 +322,20 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
     }
     active = &run;
     run.current = run.threads.size();  // nobody runs yet: the first pick is free
+    bool sleep_blocked = false;
     for (;;) {
       if (run.step_limit_hit) {
         break;
       }
-      const std::size_t next = pick_next(run);
-      if (next == run.threads.size()) {
-        break;  // everyone finished or parked
+      std::size_t next = 0;
+      const pick_outcome outcome = pick_next(run, next);
+      if (outcome != pick_outcome::thread) {
+        sleep_blocked = outcome == pick_outcome::sleep_blocked;
+        break;  // everyone finished or parked, or everyone who may run is asleep
       }
+      run.step.clear();
       resume_thread(run, next);
+      finish_step(run);
     }
     std::vector<bool> parked(run.threads.size());
     for (std::size_t index = 0; index < run.threads.size(); ++index) {
@@ -198,7 +343,7 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
     }
     std::string verdict;
     run.free_running = true;
-    if (!run.step_limit_hit) {
+    if (!run.step_limit_hit && !sleep_blocked) {
       verdict = current.check(parked);
     }
     if (current.teardown) {
@@ -216,20 +361,23 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
       thread.sanitizer.destroy();
     }
     ++result.executions;
+    if (sleep_blocked) {
+      ++result.sleep_set_blocked;
+    }
     if (!verdict.empty()) {
       result.failure = verdict;
       result.failing_schedule = run.schedule;
       return result;
     }
     // Backtrack: advance the deepest choice that has options left.
-    while (!choices.empty() && choices.back().chosen + 1 >= choices.back().options) {
-      choices.pop_back();
+    while (!nodes.empty() && nodes.back().chosen + 1 >= nodes.back().candidates.size()) {
+      nodes.pop_back();
     }
-    if (choices.empty()) {
+    if (nodes.empty()) {
       result.complete = true;
       return result;
     }
-    ++choices.back().chosen;
+    ++nodes.back().chosen;
     if (result.executions >= max_executions) {
       return result;
     }

@@ -10,6 +10,23 @@
 // that find most concurrency bugs. Interleavings are sequentially
 // consistent: the checker tests the protocol's logic (lost wakeups, double
 // claims, counts), not its memory orderings.
+//
+// Partial-order reduction (reduction::sleep_sets, opt-in): two steps of
+// different threads commute when they touch different words or only read a
+// common one, and running them in either order reaches the same state. Each
+// step's footprint is recorded as it runs (every schedule point names its
+// word, peek() and park/unpark name theirs). After exploring thread t from a
+// state, the checker explores t's siblings with t "asleep": t is not picked
+// again until some step that does not commute with t's step has run, since
+// every schedule that picks t earlier is a reordering of one already
+// explored (Godefroid's sleep sets). Soundness needs every shared access of
+// a step to be visible: a scenario whose threads share plain variables must
+// note them (note_access), or leave the reduction off. Under a preemption
+// bound the reduction is not complete: the explored reordering of a pruned
+// schedule may need more preemptions than the bound allows (Coons,
+// Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013), so
+// reduced cases state their bound and the mutant table checks they still
+// catch each removed step.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +34,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "sync/model_atomic.hpp"
 
 namespace canopy::model {
 
@@ -34,8 +53,13 @@ struct scenario {
   std::function<void()> teardown;
 };
 
+enum class reduction : std::uint8_t { none, sleep_sets };
+
 struct exploration_result {
-  std::uint64_t executions = 0;
+  std::uint64_t executions = 0;  // complete ones and those cut short by sleep sets
+  // Executions abandoned because every runnable thread was asleep (each is
+  // a reordering of an explored one); counted in `executions` too.
+  std::uint64_t sleep_set_blocked = 0;
   bool complete = false;         // every schedule within the bound was explored
   std::string failure;           // first failing execution's message (empty: none)
   std::string failing_schedule;  // thread chosen at each schedule point
@@ -43,6 +67,9 @@ struct exploration_result {
 
 // Explore `make()`'s scenario: `make` is called afresh for every execution.
 exploration_result explore(const std::function<scenario()>& make, int preemption_bound,
-                           std::uint64_t max_executions, std::size_t max_steps = 20000);
+                           std::uint64_t max_executions, std::size_t max_steps = 20000,
+                           reduction mode = reduction::none);
+
+// schedule_point, note_access, park_on and unpark_on: sync/model_atomic.hpp.
 
 }  // namespace canopy::model
