@@ -199,8 +199,18 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     }
 
     // Read what comes next; wait for it (until the deadline) if nothing has.
+    // A short read cleared read readiness (the receive queue was empty), so
+    // while the registration says "not ready" the next request has not
+    // arrived: wait for its edge without spending a recv on EAGAIN (at 50
+    // connections that was 0.4 recv per request).
     std::error_code error;
-    const std::size_t got = stream.try_read_some(input.space(buffer_limit), error);
+    std::uint64_t tick = 0;
+    std::size_t got = 0;
+    if (stream.reg().ready(direction::read, tick)) {
+      got = stream.try_read_some(input.space(buffer_limit), error);
+    } else {
+      error = std::make_error_code(std::errc::resource_unavailable_try_again);
+    }
     if (error == std::errc::resource_unavailable_try_again) {
       readiness_wait readable_now(stream.reg(), direction::read);
       const timeout_result<std::error_code> waited =
