@@ -31,8 +31,12 @@ void note_access(const void* address, access_kind kind) noexcept;
 // Called by every atomic's constructor: the checker names each word by the
 // order in which it was built while a scenario was made, because every
 // execution builds its objects afresh, at addresses that differ from one
-// execution to the next.
-void name_word(const void* address) noexcept;
+// execution to the next. Returns the name (unnamed_word outside make()).
+inline constexpr std::uint32_t unnamed_word = UINT32_MAX;
+std::uint32_t name_word(const void* address) noexcept;
+// The same as the address forms, for a word whose name is known.
+void schedule_point_on(std::uint32_t word, access_kind kind) noexcept;
+void note_word_access(std::uint32_t word, access_kind kind) noexcept;
 // Block the current logical thread while *word == expected (futex wait).
 void park_on(const void* word, std::uint32_t expected, std::uint32_t current) noexcept;
 // Make every logical thread parked on `word` runnable (futex wake).
@@ -41,25 +45,22 @@ void unpark_on(const void* word) noexcept;
 template <class T>
 class atomic {
  public:
-  atomic() noexcept : value_{} { name_word(this); }
-  constexpr atomic(T value) noexcept : value_(value) {  // NOLINT(google-explicit-constructor)
-    if (!std::is_constant_evaluated()) {
-      name_word(this);
-    }
-  }
+  atomic() noexcept : value_{}, word_(name_word(this)) {}
+  constexpr atomic(T value) noexcept  // NOLINT(google-explicit-constructor)
+      : value_(value), word_(std::is_constant_evaluated() ? unnamed_word : name_word(this)) {}
   atomic(const atomic&) = delete;
   atomic& operator=(const atomic&) = delete;
 
   T load(int /*order*/ = 0) const noexcept {
-    schedule_point(this, access_kind::read);
+    schedule_point_on(word_, access_kind::read);
     return value_;
   }
   void store(T value, int /*order*/ = 0) noexcept {
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     value_ = value;
   }
   T exchange(T value, int /*order*/ = 0) noexcept {
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     T previous = value_;
     value_ = value;
     return previous;
@@ -68,7 +69,7 @@ class atomic {
                                int /*failure*/ = 0) noexcept {
     // Counted as a write even when it fails: the step's footprint is known
     // only as a whole, and a conservative footprint only costs reduction.
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     if (value_ == expected) {
       value_ = desired;
       return true;
@@ -80,25 +81,25 @@ class atomic {
     return compare_exchange_strong(expected, desired, success, failure);
   }
   T fetch_add(T delta, int /*order*/ = 0) noexcept {
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ + delta);
     return previous;
   }
   T fetch_sub(T delta, int /*order*/ = 0) noexcept {
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ - delta);
     return previous;
   }
   T fetch_or(T bits, int /*order*/ = 0) noexcept {
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ | bits);
     return previous;
   }
   T fetch_and(T bits, int /*order*/ = 0) noexcept {
-    schedule_point(this, access_kind::write);
+    schedule_point_on(word_, access_kind::write);
     T previous = value_;
     value_ = static_cast<T>(value_ & bits);
     return previous;
@@ -107,12 +108,13 @@ class atomic {
   // Read without a schedule point (the checker's verdicts; a futex wait's
   // compare). Noted as a read of the step in progress.
   T peek() const noexcept {
-    note_access(this, access_kind::read);
+    note_word_access(word_, access_kind::read);
     return value_;
   }
 
  private:
   T value_;
+  std::uint32_t word_;  // the checker's name for this word (name_word)
 };
 
 }  // namespace canopy::model

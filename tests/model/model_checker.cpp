@@ -1,7 +1,11 @@
 #include "tests/model/model_checker.hpp"
 
 #include <boost/context/fiber.hpp>
-#include <unordered_map>
+#include <boost/context/stack_context.hpp>
+#include <boost/context/stack_traits.hpp>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <utility>
 
 #include "sync/model_atomic.hpp"
@@ -43,24 +47,65 @@ struct sanitizer_fiber {
 
 namespace context = boost::context;
 
+// Fiber stacks, kept for the next execution: an exploration builds hundreds
+// of thousands of executions, and a fresh stack for each thread of each one
+// costs page faults and allocator system calls (a quarter of the run time).
+class stack_pool {
+ public:
+  context::stack_context allocate() {
+    void* base = nullptr;
+    if (free_.empty()) {
+      base = std::malloc(size_);
+      if (base == nullptr) {
+        throw std::bad_alloc();
+      }
+    } else {
+      base = free_.back();
+      free_.pop_back();
+    }
+    context::stack_context stack;
+    stack.size = size_;
+    stack.sp = static_cast<char*>(base) + size_;
+    return stack;
+  }
+  void deallocate(context::stack_context& stack) noexcept {
+    free_.push_back(static_cast<char*>(stack.sp) - stack.size);
+  }
+
+ private:
+  std::size_t size_ = context::stack_traits::default_size();
+  std::vector<void*> free_;  // never given back: a handful of stacks
+};
+
+stack_pool stacks;
+
+// The allocator Boost.Context takes by value: a handle on the pool.
+struct pooled_stack {
+  context::stack_context allocate() { return stacks.allocate(); }
+  void deallocate(context::stack_context& stack) noexcept { stacks.deallocate(stack); }
+};
+
 // Words are named by the order in which the scenario's make() built them:
 // every execution builds its objects afresh, often at other addresses, and a
 // footprint recorded in one execution is compared with steps of later ones.
 // A word built while the threads run, or a plain variable never built as an
 // atomic, has no name: it conflicts with every access (conservative).
-constexpr std::uint32_t unnamed_word = UINT32_MAX;
-
+// Atomics keep their own name; the table below is for the operations that
+// name a word by address (park_on, unpark_on, note_access), which are rare.
 struct word_names {
-  std::unordered_map<const void*, std::uint32_t> ids;
-  std::uint32_t next = 0;
+  std::vector<std::pair<const void*, std::uint32_t>> named;  // in the order built
   bool naming = false;  // true while make() builds the scenario
 };
 
 word_names names;
 
 std::uint32_t word_id(const void* address) {
-  const auto found = names.ids.find(address);
-  return found == names.ids.end() ? unnamed_word : found->second;
+  for (auto entry = names.named.rbegin(); entry != names.named.rend(); ++entry) {
+    if (entry->first == address) {
+      return entry->second;
+    }
+  }
+  return unnamed_word;
 }
 
 // One shared access of a step: a word, and whether the step writes it.
@@ -129,9 +174,10 @@ struct execution {
   std::size_t steps = 0;
   std::size_t max_steps = 0;
   bool step_limit_hit = false;
-  bool free_running = false;         // teardown: no switching, no parking
-  footprint step;                    // accesses of the step in progress
-  std::vector<sleeper> next_asleep;  // sleep set of the node the next pick creates
+  bool free_running = false;            // teardown: no switching, no parking
+  footprint step;                       // accesses of the step in progress
+  std::vector<sleeper> next_asleep;     // sleep set of the node the next pick creates
+  std::vector<std::size_t> candidates;  // pick_next's buffer
   std::string schedule;
 };
 
@@ -169,7 +215,8 @@ enum class pick_outcome { thread, terminal, sleep_blocked };
 // others in index order, leaving out threads asleep at this node. Replays
 // recorded choices, records new ones.
 pick_outcome pick_next(execution& run, std::size_t& next) {
-  std::vector<std::size_t> candidates;
+  std::vector<std::size_t>& candidates = run.candidates;
+  candidates.clear();
   const bool current_runnable =
       run.current < run.threads.size() && runnable(run.threads[run.current]);
   if (current_runnable) {
@@ -238,11 +285,22 @@ void finish_step(execution& run) {
 
 }  // namespace
 
-void name_word(const void* address) noexcept {
+std::uint32_t name_word(const void* address) noexcept {
   if (names.naming) {
-    names.ids[address] = names.next++;
-  } else if (active != nullptr) {
-    names.ids.erase(address);  // built by a thread: the address may have held a named word
+    const auto word = static_cast<std::uint32_t>(names.named.size());
+    names.named.emplace_back(address, word);
+    return word;
+  }
+  if (active != nullptr) {
+    // Built by a thread: the address may have held a named word before.
+    names.named.emplace_back(address, unnamed_word);
+  }
+  return unnamed_word;
+}
+
+void note_word_access(std::uint32_t word, access_kind kind) noexcept {
+  if (recording()) {
+    active->step.push_back({word, kind});
   }
 }
 
@@ -265,6 +323,11 @@ void schedule_point() noexcept {
 void schedule_point(const void* address, access_kind kind) noexcept {
   schedule_point();
   note_access(address, kind);  // the operation about to run opens the new step
+}
+
+void schedule_point_on(std::uint32_t word, access_kind kind) noexcept {
+  schedule_point();
+  note_word_access(word, kind);
 }
 
 void park_on(const void* word, std::uint32_t expected, std::uint32_t current) noexcept {
@@ -296,8 +359,7 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
   exploration_result result;
   std::vector<node> nodes;
   for (;;) {
-    names.ids.clear();
-    names.next = 0;
+    names.named.clear();
     names.naming = true;
     scenario current = make();
     names.naming = false;
@@ -308,13 +370,14 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
     run.max_steps = max_steps;
     run.threads.resize(current.threads.size());
     for (std::size_t index = 0; index < current.threads.size(); ++index) {
-      run.threads[index].fiber = context::fiber([&run, &current, index](context::fiber&& back) {
-        run.scheduler = std::move(back);
-        current.threads[index]();
-        run.threads[index].finished = true;
-        run.scheduler_sanitizer.switch_to();
-        return std::move(run.scheduler);
-      });
+      run.threads[index].fiber = context::fiber(std::allocator_arg, pooled_stack{},
+                                                [&run, &current, index](context::fiber&& back) {
+                                                  run.scheduler = std::move(back);
+                                                  current.threads[index]();
+                                                  run.threads[index].finished = true;
+                                                  run.scheduler_sanitizer.switch_to();
+                                                  return std::move(run.scheduler);
+                                                });
     }
     run.scheduler_sanitizer = sanitizer_fiber::current();
     for (logical_thread& thread : run.threads) {
