@@ -182,6 +182,9 @@ class reactor final : public idle_driver {
   // Poller-only state (the poller role is handed over release/acquire).
   std::array<epoll_event, max_events> collected_{};
   int collected_count_ = 0;
+  // wait() returned from an epoll_wait that did not fill collected_: the
+  // dispatch right after it needs no second, non-blocking epoll_wait.
+  bool fresh_from_wait_ = false;
   bool deadline_due_ = false;
 
   // Statistics (relaxed counters).
