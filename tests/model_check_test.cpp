@@ -33,11 +33,16 @@ struct task_position {
 // The objects of one execution, built afresh for each.
 class world final : public canopy::sleep_probe {
  public:
-  world(std::size_t workers, std::size_t leaves)
+  // busy_after_first_claim: each worker runs a long task after the first
+  // task it claims (it stops searching until the execution ends), so a
+  // backlog can only be taken by a worker that is woken for it.
+  world(std::size_t workers, std::size_t leaves, bool busy_after_first_claim = false)
       : workers_(workers),
         leaves_(leaves),
         tree_(leaves, 2),
-        sleep_(workers, leaves, /*yield_rounds=*/0, tree_.permits()) {}
+        sleep_(workers, leaves, /*yield_rounds=*/0, tree_.permits()),
+        busy_after_first_claim_(busy_after_first_claim),
+        busy_(workers, 0) {}
 
   // A producer thread: make its tasks runnable, one after the other.
   void produce_all(const std::vector<task_position>& tasks) {
@@ -72,8 +77,15 @@ class world final : public canopy::sleep_probe {
       }
       if (claim_one(worker)) {
         if (looking) {
-          sleep_.work_found(false);
+          // As executor_core's worker loop: a searcher that found work
+          // wakes another sleeper when more work is visible (the chain that
+          // hands a backlog on while this worker runs its task).
+          sleep_.work_found(tree_.any_active());
           looking = false;
+        }
+        if (busy_after_first_claim_) {
+          busy_[worker] = 1;
+          return;  // runs a long task until the end of the execution
         }
         continue;
       }
@@ -104,8 +116,13 @@ class world final : public canopy::sleep_probe {
              " semaphore=" + std::to_string(permits.sleepers) +
              " parked=" + std::to_string(parked_workers);
     }
-    if (claimed_ != produced_ && exhausted_) {
-      return "stuck: a task stays unclaimed while a worker searched " +
+    // A worker that searched in vain for stuck_rounds gave up. That is a bug
+    // only if the task it missed is still invisible now that every thread
+    // has finished or parked: with three workers, the checker can keep a
+    // claimer preempted between clearing a root bit and its re-check (which
+    // sets it again) for as long as a searcher's rounds last.
+    if (claimed_ != produced_ && exhausted_ && !unclaimed_tasks_visible_to_a_search()) {
+      return "stuck: a task stays unclaimed and invisible to a search after a worker searched " +
              std::to_string(stuck_rounds) + " rounds (summary bits lost?)";
     }
     if (claimed_ == produced_ && !tree_left_clean_by_a_search()) {
@@ -115,6 +132,16 @@ class world final : public canopy::sleep_probe {
     if (claimed_ != produced_ && parked_workers == worker_threads) {
       return "lost wakeup: " + std::to_string(produced_ - claimed_) +
              " task(s) runnable while every worker is parked";
+    }
+    std::size_t busy_workers = 0;
+    for (const char busy : busy_) {
+      busy_workers += busy != 0 ? 1 : 0;
+    }
+    if (claimed_ != produced_ && parked_workers > 0 &&
+        parked_workers + busy_workers == worker_threads) {
+      return "backlog while a worker sleeps: " + std::to_string(produced_ - claimed_) +
+             " task(s) runnable, every awake worker runs a long task, " +
+             std::to_string(parked_workers) + " worker(s) parked";
     }
     return {};
   }
@@ -130,6 +157,20 @@ class world final : public canopy::sleep_probe {
            tree_.any_active();
   }
   void about_to_block(std::size_t /*worker*/) noexcept override {}
+
+  // A search after the execution (no schedule points): whether it finds
+  // every task still unclaimed (it claims them, so it ends the verdict).
+  bool unclaimed_tasks_visible_to_a_search() {
+    int found = 0;
+    for (std::size_t leaf = 0; leaf < leaves_; ++leaf) {
+      summary_tree::activation upward;
+      while ((tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) != 0 &&
+             tree_.claim_in_leaf(leaf, upward) >= 0) {
+        ++found;
+      }
+    }
+    return claimed_ + found == produced_;
+  }
 
   // One more search over every active leaf, as a worker makes before it
   // parks (run by the checker after the execution, with no schedule points):
@@ -182,6 +223,8 @@ class world final : public canopy::sleep_probe {
   int claimed_ = 0;
   bool stop_ = false;
   bool exhausted_ = false;
+  bool busy_after_first_claim_;
+  std::vector<char> busy_;  // per worker: set once, by that worker
   // Workers read it while producers run: a checker word (peek() notes the
   // read without adding a schedule point).
   canopy::sync::atomic<std::size_t> producers_done_{0};
@@ -192,6 +235,7 @@ struct model_case {
   std::size_t leaves;
   std::vector<task_position> preexisting;  // runnable before the threads start
   std::vector<std::vector<task_position>> producers;
+  bool busy_after_first_claim = false;  // see world's constructor
 };
 
 canopy::model::exploration_result check_case(
@@ -207,7 +251,8 @@ canopy::model::exploration_result check_case(
   std::shared_ptr<world> current;
   return canopy::model::explore(
       [&] {
-        current = std::make_shared<world>(setup.workers, setup.leaves);
+        current =
+            std::make_shared<world>(setup.workers, setup.leaves, setup.busy_after_first_claim);
         for (const task_position& task : setup.preexisting) {
           current->produce(task);  // runs outside any execution: no schedule points
         }
@@ -361,6 +406,8 @@ TEST_CASE("model: one worker parks, one outside producer posts a task") {
 
 TEST_CASE("model: two workers, a task posted into the other worker's partition") {
   expect_clean(check_case({2, 2, {}, {{{1, 0, 0}}}}, 2));
+  // One preemption deeper, which the sleep sets make affordable.
+  expect_clean(check_case({2, 2, {}, {{{1, 0, 0}}}}, 3, canopy::model::reduction::sleep_sets));
 }
 
 TEST_CASE("model: two producers race into one leaf (permit path and JEC path)") {
@@ -380,6 +427,35 @@ TEST_CASE("model: two claimers and a post into one word leave no stale summary b
   // lands over an empty word. Unless a searcher clears it, the root stays
   // marked active and no worker can ever park.
   expect_clean(check_case({2, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 2));
+  expect_clean(
+      check_case({2, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 3, canopy::model::reduction::sleep_sets));
+}
+
+TEST_CASE("model: three workers, two producers race into one leaf while the others steal") {
+  // The permit path for whichever post activates worker 1's leaf, the JEC
+  // path for the other; workers 0 and 2 search it as thieves, and any of
+  // the three may be parked, searching or claiming when each post lands.
+  expect_clean(check_case({3, 3, {}, {{{1, 0, 0}}, {{1, 1, 3}}}}, 2,
+                          canopy::model::reduction::sleep_sets, 2000000));
+}
+
+TEST_CASE("model: a backlog behind a busy worker wakes a sleeper (liveness)") {
+  // Every worker runs a long task after the first task it claims, so a
+  // second task can only be taken by a worker that is woken for it: no
+  // execution may end with a task runnable while every awake worker is busy
+  // and another sleeps. Two producers post into worker 0's leaf (the second
+  // post finds the leaf active: the JEC path), or one producer posts both;
+  // or a task is already waiting when the threads start.
+  using canopy::model::reduction;
+  model_case two_producers{3, 3, {}, {{{0, 0, 0}}, {{0, 1, 1}}}};
+  two_producers.busy_after_first_claim = true;
+  expect_clean(check_case(two_producers, 2, reduction::sleep_sets, 2000000));
+  model_case one_producer{3, 3, {}, {{{0, 0, 0}, {0, 1, 1}}}};
+  one_producer.busy_after_first_claim = true;
+  expect_clean(check_case(one_producer, 2, reduction::sleep_sets, 2000000));
+  model_case waiting_task{3, 3, {{0, 0, 0}}, {{{0, 0, 1}}, {{0, 1, 2}}}};
+  waiting_task.busy_after_first_claim = true;
+  expect_clean(check_case(waiting_task, 2, reduction::sleep_sets, 2000000));
 }
 
 TEST_CASE("model: the checker finds the lost wakeup of check-then-sleep") {
