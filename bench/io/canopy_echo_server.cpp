@@ -3,13 +3,15 @@
 //
 //   canopy_echo_server PORT [--threads N]
 //
-// Reads with a non-blocking attempt first and waits for readability only
-// after EAGAIN (no task frame per read), writes the same way. Prints
+// Reads with a non-blocking attempt when the registration says the socket
+// may be readable, and waits for readability otherwise or after EAGAIN (no
+// task frame per read); writes with an attempt first. Prints
 // "listening on 127.0.0.1:PORT" and serves until SIGINT/SIGTERM.
 #include <signal.h>
 
 #include <array>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +29,15 @@ canopy::task<void> echo(canopy::io::tcp_stream stream) {
   std::array<std::byte, 4096> buffer;
   for (;;) {
     std::error_code error;
-    const std::size_t got = stream.try_read_some(buffer, error);
+    std::uint64_t tick = 0;
+    std::size_t got = 0;
+    if (stream.reg().ready(direction::read, tick)) {
+      got = stream.try_read_some(buffer, error);
+    } else {
+      // A short read cleared readiness: nothing has arrived since, so wait
+      // for the edge rather than spend a recv on EAGAIN.
+      error = std::make_error_code(std::errc::resource_unavailable_try_again);
+    }
     if (error == std::errc::resource_unavailable_try_again) {
       if (co_await canopy::io::readable(stream.reg())) {
         co_return;
