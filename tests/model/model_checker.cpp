@@ -52,6 +52,15 @@ namespace context = boost::context;
 // costs page faults and allocator system calls (a quarter of the run time).
 class stack_pool {
  public:
+  stack_pool() = default;
+  stack_pool(const stack_pool&) = delete;
+  stack_pool& operator=(const stack_pool&) = delete;
+  ~stack_pool() {
+    for (void* base : free_) {
+      std::free(base);
+    }
+  }
+
   context::stack_context allocate() {
     void* base = nullptr;
     if (free_.empty()) {
@@ -74,7 +83,7 @@ class stack_pool {
 
  private:
   std::size_t size_ = context::stack_traits::default_size();
-  std::vector<void*> free_;  // never given back: a handful of stacks
+  std::vector<void*> free_;  // kept until exit: a handful of stacks
 };
 
 stack_pool stacks;
