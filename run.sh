@@ -12,8 +12,9 @@
 #                                      wake protocol (tests/model/mutants.sh)
 #   ./run.sh soak [--minutes M | --seconds S] [--sanitize=thread] [--seed N]
 #                                      mixed load with exactly-once accounting (soak/)
-#   ./run.sh bench [--scaling] [--instructions] [--rounds K] [--no-comparison]
-#                                      Release build, Canopy vs oneTBB vs Boost.Asio
+#   ./run.sh bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]
+#                                      Release build, Canopy vs oneTBB, Boost.Asio, rayon
+#                                      and tokio; --compiler=clang: built with clang 19
 #                                      (bench/README.md has every option)
 # Missing Debian packages are installed with apt-get (as root, or via sudo).
 set -euo pipefail
@@ -315,20 +316,45 @@ run_demo() {
   python3 demo/http_demo.py build-release "$@"
 }
 
+# ./run.sh bench [--compiler=gcc|clang] [driver options]: the Release + LTO
+# build of canopy_bench (g++ into build-release; with --compiler=clang, Debian's
+# clang-19 with lld and llvm-ar into build-release-clang, results in
+# bench/results/clang/), the Rust peers, then bench/run_bench.py.
 run_bench() {
+  local compiler=gcc dir=build-release results=() driver_options=()
+  for argument in "$@"; do
+    case "$argument" in
+      --compiler=gcc | --compiler=clang) compiler=${argument#--compiler=} ;;
+      --compiler=*)
+        echo "run.sh bench: unknown compiler '${argument#--compiler=}' (use --compiler=gcc|clang)" >&2
+        exit 2
+        ;;
+      *) driver_options+=("$argument") ;;
+    esac
+  done
   ensure_packages "${core_packages[@]}" "${bench_packages[@]}"
-  configure build-release "${release_options[@]}"
-  meson configure build-release -Dbench=true -Db_lto=true >&2
-  ninja -C build-release bench/canopy_bench >&2
+  local toolchain=()
+  if [ "$compiler" = clang ]; then
+    # clang 19 with its own llvm-ar and lld (bench/clang-19.ini says why).
+    ensure_packages clang-19 lld-19 llvm-19
+    dir=build-release-clang
+    toolchain=(--native-file bench/clang-19.ini)
+    results=(--results bench/results/clang)
+  fi
+  configure "$dir" "${toolchain[@]}" "${release_options[@]}"
+  meson configure "$dir" -Dbench=true -Db_lto=true >&2
+  ninja -C "$dir" bench/canopy_bench >&2
   # The rayon and tokio peers (bench/peers/rust): Debian's cargo and rustc
   # (not a rustup toolchain that may come first on PATH; CANOPY_BENCH_CARGO
   # and CANOPY_BENCH_RUSTC choose another), offline against the crate
   # sources of the librust-*-dev packages (bench/peers/rust/.cargo).
+  # They do not depend on the C++ compiler: both builds share them.
   local rust_peers_target="$PWD/build-release/rust-peers"
   (cd bench/peers/rust &&
     RUSTC="${CANOPY_BENCH_RUSTC:-/usr/bin/rustc}" "${CANOPY_BENCH_CARGO:-/usr/bin/cargo}" build \
       --release --quiet --target-dir "$rust_peers_target") >&2
-  bash bench/run_bench.sh build-release/bench/canopy_bench "$@"
+  bash bench/run_bench.sh "$dir/bench/canopy_bench" \
+    --rust-peers "$rust_peers_target/release/canopy_rust_peers" "${results[@]}" "${driver_options[@]}"
 }
 
 command=${1:-}
@@ -339,7 +365,7 @@ case "$command" in
   demo) run_demo "$@" ;;
   bench) run_bench "$@" ;;
   *)
-    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants] | soak [--minutes M] [--sanitize=thread] | bench [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
+    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants] | soak [--minutes M] [--sanitize=thread] | bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
     exit 2
     ;;
 esac

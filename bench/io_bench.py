@@ -21,9 +21,10 @@ the JSON lines. Servers get T threads, the load generator the other
 hardware threads (default: half each, at least one).
 
 Every JSON line goes to results/io_latest.jsonl (the previous file becomes
-results/io_previous.jsonl). The table shows medians over rounds and, per
-metric, the median over rounds of that round's Canopy / Asio ratio (drift
-between rounds cancels); "better" says which side of 1 is better.
+results/io_previous.jsonl; --results DIR puts both in DIR). The table shows
+medians over rounds and, per metric, the median over rounds of that round's
+Canopy / Asio ratio (drift between rounds cancels); "better" says which side
+of 1 is better.
 """
 
 import argparse
@@ -50,6 +51,8 @@ def parse_arguments():
     parser.add_argument("--server-threads", type=int, default=max(1, hardware // 2))
     parser.add_argument("--client-threads", type=int, default=max(1, hardware - hardware // 2))
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIRECTORY,
+                        help="directory of io_latest.jsonl (default: bench/results)")
     arguments = parser.parse_args()
     if arguments.rounds < 1 or not 0 < arguments.seconds <= 60:
         parser.error("--rounds >= 1 and --seconds in (0, 60]")
@@ -140,10 +143,10 @@ def main():
     if not arguments.no_build:
         subprocess.run(["ninja", "-C", str(build)] + TARGETS, check=True,
                        stdout=sys.stderr)
-    RESULTS_DIRECTORY.mkdir(exist_ok=True)
-    latest = RESULTS_DIRECTORY / "io_latest.jsonl"
+    arguments.results.mkdir(parents=True, exist_ok=True)
+    latest = arguments.results / "io_latest.jsonl"
     if latest.exists():
-        latest.replace(RESULTS_DIRECTORY / "io_previous.jsonl")
+        latest.replace(arguments.results / "io_previous.jsonl")
     lines = []
     # rows[(metric)] -> list per round of (canopy, asio)
     per_round = {}

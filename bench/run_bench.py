@@ -3,7 +3,7 @@
 
 usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
                     [--timeout S] [--scaling] [--instructions] [--no-comparison]
-                    [--rust-peers PATH]
+                    [--rust-peers PATH] [--results DIR]
 
 For each workload the peers run interleaved (canopy, tbb, asio, rayon, tokio,
 then the next workload), K rounds over; rayon and tokio run in the Rust
@@ -12,7 +12,9 @@ parameters and JSON line as canopy_bench), found at --rust-peers or else at
 BUILD_DIR/rust-peers/release/canopy_rust_peers beside CANOPY_BENCH's BUILD_DIR
 (where ./run.sh bench builds it); idle_cpu also runs with no executor in the process
 ("baseline"), which is the floor of the measurement itself, and its JSON
-lines carry "other_threads": the part spent by the executor's own threads. Every JSON line goes to results/latest.jsonl (the
+lines carry "other_threads": the part spent by the executor's own threads. Every JSON line goes to results/latest.jsonl
+(or DIR/latest.jsonl with --results DIR: ./run.sh bench --compiler=clang keeps
+the clang build's runs in results/clang/, compared only with each other) (the
 previous latest.jsonl is kept as results/previous.jsonl first), a table goes
 to stdout (values are medians over rounds; the ratio is the median over
 rounds of canopy ÷ the best peer of the same round, so that drift between
@@ -91,6 +93,10 @@ def parse_arguments():
     parser.add_argument("--no-comparison", action="store_true",
                         help="skip the side-by-side table and leave results/latest.jsonl as "
                         "it is (with --scaling or --instructions)")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIRECTORY,
+                        help="directory of latest.jsonl, instructions.jsonl and the plots, each "
+                        "compared with the previous run in the same directory (default: "
+                        "bench/results)")
     arguments = parser.parse_args()
     if arguments.no_comparison and not (arguments.scaling or arguments.instructions):
         parser.error("--no-comparison leaves nothing to run: add --scaling or --instructions")
@@ -336,8 +342,8 @@ def run_instruction_counts(arguments, workloads):
     if shutil.which("valgrind") is None:
         progress("--instructions needs valgrind (Debian package valgrind); skipped")
         return
-    latest = RESULTS_DIRECTORY / "instructions.jsonl"
-    previous = RESULTS_DIRECTORY / "instructions_previous.jsonl"
+    latest = arguments.results / "instructions.jsonl"
+    previous = arguments.results / "instructions_previous.jsonl"
     if latest.exists():
         shutil.copyfile(latest, previous)
     before = {record["workload"]: record["instructions"] for record in read_records(previous)}
@@ -488,8 +494,8 @@ unset multiplot
 def run_and_print_comparison(arguments, workloads):
     """The side-by-side run: latest.jsonl (old one kept as previous.jsonl),
     the table against the previous run, and ratios.svg."""
-    latest = RESULTS_DIRECTORY / "latest.jsonl"
-    previous = RESULTS_DIRECTORY / "previous.jsonl"
+    latest = arguments.results / "latest.jsonl"
+    previous = arguments.results / "previous.jsonl"
     if latest.exists():
         shutil.copyfile(latest, previous)
     missing = sorted({str(peer_binary(arguments, peer)) for peer in PEERS
@@ -504,14 +510,14 @@ def run_and_print_comparison(arguments, workloads):
     if previous_threads and previous_threads != {arguments.threads}:
         progress(f"note: the previous run used {sorted(previous_threads)} threads, this one {arguments.threads}")
     print_table(rows, previous_rows, arguments.threads)
-    plot_ratios(rows, RESULTS_DIRECTORY / "ratios.svg")
+    plot_ratios(rows, arguments.results / "ratios.svg")
 
 
 def main():
     arguments = parse_arguments()
     if not os.access(arguments.binary, os.X_OK):
         sys.exit(f"run_bench.py: {arguments.binary} is not an executable canopy_bench")
-    RESULTS_DIRECTORY.mkdir(parents=True, exist_ok=True)
+    arguments.results.mkdir(parents=True, exist_ok=True)
     workloads = list_workloads(arguments.binary)
     if not arguments.no_comparison:
         run_and_print_comparison(arguments, workloads)
@@ -521,7 +527,8 @@ def main():
         build_directory = Path(arguments.binary).resolve().parent.parent
         if (build_directory / "build.ninja").exists():
             subprocess.run([sys.executable, str(io_driver), str(build_directory),
-                            "--rounds", str(arguments.rounds)], check=False)
+                            "--rounds", str(arguments.rounds), "--results", str(arguments.results)],
+                           check=False)
             # The embedding hand-off (loop thread -> pool -> loop thread) beside Asio.
             handoff = build_directory / "bench" / "handoff_bench"
             if subprocess.run(["ninja", "-C", str(build_directory), "bench/handoff_bench"],
@@ -530,11 +537,11 @@ def main():
                                 "--workers", str(arguments.threads)], check=False)
 
     if arguments.scaling:
-        scaling_records, counts = run_scaling(arguments, RESULTS_DIRECTORY / "scaling.jsonl")
-        plot_scaling(scaling_records, counts, RESULTS_DIRECTORY / "scaling.svg")
+        scaling_records, counts = run_scaling(arguments, arguments.results / "scaling.jsonl")
+        plot_scaling(scaling_records, counts, arguments.results / "scaling.svg")
     if arguments.instructions:
         run_instruction_counts(arguments, workloads)
-    progress(f"results in {RESULTS_DIRECTORY}")
+    progress(f"results in {arguments.results}")
 
 
 if __name__ == "__main__":
