@@ -29,6 +29,7 @@ struct callable_body {
       state->complete(join_state_base::outcome::cancelled);
       return run_outcome::completed;
     }
+    std::exception_ptr failure;
     try {
       if constexpr (std::is_void_v<Result>) {
         std::invoke(fn);
@@ -42,11 +43,20 @@ struct callable_body {
         static_cast<void>(std::invoke(fn));
       }
     } catch (...) {
+      failure = std::current_exception();
+    }
+    // Published after the handler ended: the catch's own reference to the
+    // exception is gone by then, so the thread that joins holds the last one
+    // and frees the exception itself. (Published inside the handler, the
+    // worker's end of the catch could free it after the joiner had read it;
+    // libstdc++'s reference count is invisible to ThreadSanitizer, which then
+    // reports a race on the exception object.)
+    if (failure) {
       if (state != nullptr) {
-        state->set_error(std::current_exception());
+        state->set_error(std::move(failure));
         state->complete_with_error(*current_worker()->core);
       } else {
-        current_worker()->core->report_detached_exception(std::current_exception());
+        current_worker()->core->report_detached_exception(failure);
       }
     }
     return run_outcome::completed;
