@@ -19,6 +19,7 @@
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
 #include "tests/model/model_checker.hpp"
+#include "tests/model/protocol_steps.hpp"
 #include "tests/watchdog.hpp"
 
 namespace {
@@ -60,13 +61,8 @@ class world final : public canopy::sleep_probe {
 
   // Make one task runnable, then wake per the protocol.
   void produce(task_position task) {
-    const auto outcome = tree_.set_task_bit(task.leaf, task.signal, task.bit);
+    canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
     ++produced_;
-    if (outcome.upward.wakes_owed != 0) {
-      sleep_.wake_for_permits(outcome.upward.wakes_owed);
-    } else {
-      sleep_.new_jobs(1);
-    }
   }
 
   // A worker: search (own leaves first, then the rest), park when idle.
@@ -208,22 +204,11 @@ class world final : public canopy::sleep_probe {
   }
 
   bool claim_one(std::size_t worker) {
-    for (std::size_t step = 0; step < leaves_; ++step) {
-      const std::size_t leaf = (worker + step) % leaves_;
-      if ((tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
-        continue;
-      }
-      summary_tree::activation upward;
-      const int index = tree_.claim_in_leaf(leaf, upward);
-      if (upward.wakes_owed != 0) {
-        sleep_.wake_for_permits(upward.wakes_owed);
-      }
-      if (index >= 0) {
-        ++claimed_;
-        return true;
-      }
+    if (!canopy::model::claim_any_task(tree_, sleep_, worker, leaves_)) {
+      return false;
     }
-    return false;
+    ++claimed_;
+    return true;
   }
 
   std::size_t workers_;
@@ -254,17 +239,7 @@ class world final : public canopy::sleep_probe {
 // switches, and the memory grew past 20 GB with the cases at one preemption
 // fewer. A negative bound is used as given (a case that must find
 // something).
-#if defined(__SANITIZE_THREAD__)
-constexpr bool under_thread_sanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool under_thread_sanitizer = true;
-#else
-constexpr bool under_thread_sanitizer = false;
-#endif
-#else
-constexpr bool under_thread_sanitizer = false;
-#endif
+using canopy::model::under_thread_sanitizer;
 
 int explored_bound(int preemption_bound) {
   if (preemption_bound < 0) {

@@ -26,6 +26,7 @@
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
 #include "tests/model/model_checker.hpp"
+#include "tests/model/protocol_steps.hpp"
 #include "tests/watchdog.hpp"
 
 namespace {
@@ -225,32 +226,16 @@ class poller_world final : public canopy::sleep_probe {
 
   // Make one task runnable and wake per the protocol (executor_core::signal_task).
   void post(task_position task) {
-    const auto outcome = tree_.set_task_bit(task.leaf, task.signal, task.bit);
+    canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
     ++produced_;
-    if (outcome.upward.wakes_owed != 0) {
-      sleep_.wake_for_permits(outcome.upward.wakes_owed);
-    } else {
-      sleep_.new_jobs(1);
-    }
   }
 
   bool claim_one(std::size_t worker) {
-    for (std::size_t step = 0; step < leaves_; ++step) {
-      const std::size_t leaf = (worker + step) % leaves_;
-      if ((tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
-        continue;
-      }
-      summary_tree::activation upward;
-      const int index = tree_.claim_in_leaf(leaf, upward);
-      if (upward.wakes_owed != 0) {
-        sleep_.wake_for_permits(upward.wakes_owed);
-      }
-      if (index >= 0) {
-        ++claimed_;
-        return true;
-      }
+    if (!canopy::model::claim_any_task(tree_, sleep_, worker, leaves_)) {
+      return false;
     }
-    return false;
+    ++claimed_;
+    return true;
   }
 
   std::size_t workers_;
@@ -269,17 +254,7 @@ class poller_world final : public canopy::sleep_probe {
   std::size_t producers_done_ = 0;
 };
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool under_thread_sanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool under_thread_sanitizer = true;
-#else
-constexpr bool under_thread_sanitizer = false;
-#endif
-#else
-constexpr bool under_thread_sanitizer = false;
-#endif
+using canopy::model::under_thread_sanitizer;
 
 struct poller_case {
   std::size_t workers;

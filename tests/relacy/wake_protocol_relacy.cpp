@@ -29,6 +29,7 @@
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"  // first: Relacy, then its allocation macros taken back
+#include "tests/model/protocol_steps.hpp"
 
 namespace {
 
@@ -62,12 +63,7 @@ class world final : public canopy::sleep_probe {
 
   void produce_all(const std::vector<task_position>& tasks) {
     for (const task_position& task : tasks) {
-      const auto outcome = tree_.set_task_bit(task.leaf, task.signal, task.bit);
-      if (outcome.upward.wakes_owed != 0) {
-        sleep_.wake_for_permits(outcome.upward.wakes_owed);
-      } else {
-        sleep_.new_jobs(1);
-      }
+      canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
     }
   }
 
@@ -102,25 +98,14 @@ class world final : public canopy::sleep_probe {
   void about_to_block(std::size_t /*worker*/) noexcept override {}
 
   bool claim_one(std::size_t worker) {
-    for (std::size_t step = 0; step < setup_.leaves; ++step) {
-      const std::size_t leaf = (worker + step) % setup_.leaves;
-      if ((tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
-        continue;
-      }
-      summary_tree::activation upward;
-      const int index = tree_.claim_in_leaf(leaf, upward);
-      if (upward.wakes_owed != 0) {
-        sleep_.wake_for_permits(upward.wakes_owed);
-      }
-      if (index >= 0) {
-        if (++claimed_ == total_) {
-          stop_ = true;  // the harness's own flag: plain, as Relacy runs one thread at a time
-          sleep_.wake_all_for_shutdown();
-        }
-        return true;
-      }
+    if (!canopy::model::claim_any_task(tree_, sleep_, worker, setup_.leaves)) {
+      return false;
     }
-    return false;
+    if (++claimed_ == total_) {
+      stop_ = true;  // the harness's own flag: plain, as Relacy runs one thread at a time
+      sleep_.wake_all_for_shutdown();
+    }
+    return true;
   }
 
   const wake_case& setup_;

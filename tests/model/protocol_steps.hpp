@@ -1,0 +1,62 @@
+// protocol_steps — the producer's and the searcher's steps of executor_core,
+// on the real protocol objects, shared by the checkers' worlds
+// (model_check_test, model_poller_test, relacy/wake_protocol_relacy).
+// Also: whether this is a ThreadSanitizer build (its bounds are lower: TSan
+// keeps about a megabyte for each execution's fiber switches).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "signal_waker/sleep_module.hpp"
+#include "summary_tree/summary_tree.hpp"
+
+namespace canopy::model {
+
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool under_thread_sanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool under_thread_sanitizer = true;
+#else
+inline constexpr bool under_thread_sanitizer = false;
+#endif
+#else
+inline constexpr bool under_thread_sanitizer = false;
+#endif
+
+// executor_core::signal_task: make one task runnable, then wake per the
+// protocol (the permits the tree granted, else the JEC path).
+inline void post_task(summary_tree& tree, sleep_module& sleep, std::size_t leaf, std::size_t signal,
+                      unsigned bit) {
+  const auto outcome = tree.set_task_bit(leaf, signal, bit);
+  if (outcome.upward.wakes_owed != 0) {
+    sleep.wake_for_permits(outcome.upward.wakes_owed);
+  } else {
+    sleep.new_jobs(1);
+  }
+}
+
+// One search over every leaf whose root bit is set, the worker's own
+// (leaf == worker) first: claims at most one task; permits a claim owes go
+// out as wakes.
+inline bool claim_any_task(summary_tree& tree, sleep_module& sleep, std::size_t worker,
+                           std::size_t leaves) {
+  for (std::size_t step = 0; step < leaves; ++step) {
+    const std::size_t leaf = (worker + step) % leaves;
+    if ((tree.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
+      continue;
+    }
+    summary_tree::activation upward;
+    const int index = tree.claim_in_leaf(leaf, upward);
+    if (upward.wakes_owed != 0) {
+      sleep.wake_for_permits(upward.wakes_owed);
+    }
+    if (index >= 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace canopy::model
