@@ -515,7 +515,7 @@ void executor_core::worker_main(std::size_t index) {
     bool found = false;
     while (!stopping_.load(sync::acquire)) {
       if (find_task(self, slot)) {
-        sleep_.work_found(tree_.any_active());
+        sleep_.work_found([this] { return tree_.any_active(); });
         found = true;
         if (self.trace != nullptr) {
           self.trace->search_ended();
@@ -552,7 +552,7 @@ void executor_core::worker_main(std::size_t index) {
       if (self.trace != nullptr) {
         self.trace->search_ended();
       }
-      sleep_.work_found(false);
+      sleep_.stop_looking();
     }
   }
   this_thread_worker = nullptr;

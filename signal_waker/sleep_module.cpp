@@ -27,13 +27,7 @@ void sleep_module::start_looking(idle_state& idle) noexcept {
   counters_.add_inactive();
 }
 
-std::uint32_t sleep_module::work_found(bool more_work_visible) noexcept {
-  const atomic_counters::counters after = counters_.sub_inactive();
-  if (more_work_visible && after.sleeping() > 0 && after.awake_but_idle() == 0) {
-    return wake_any(1, wake_reason::jec);
-  }
-  return 0;
-}
+void sleep_module::stop_looking() noexcept { static_cast<void>(counters_.sub_inactive()); }
 
 idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
                                         sleep_probe& probe) noexcept {

@@ -104,9 +104,27 @@ class sleep_module {
   void start_looking(idle_state& idle) noexcept;
 
   // Worker: a search started by start_looking() found work (inactive - 1).
-  // If `more_work_visible` and nobody else is awake and idle, one more
-  // sleeper is woken to share the backlog; returns how many were woken.
-  std::uint32_t work_found(bool more_work_visible) noexcept;
+  // Then, if a worker sleeps and no other is awake and idle, it calls
+  // `more_work_visible()` (the caller's seq_cst look at the tree) and, if
+  // that sees work, wakes one sleeper to share the backlog (the chain wake).
+  // The look must come after the decrement (docs/architecture.md, "The
+  // chain wake"); returns how many were woken.
+  template <class MoreWorkVisible>
+  std::uint32_t work_found(MoreWorkVisible&& more_work_visible) noexcept {
+    // seq_cst RMW before the caller's seq_cst look: pairs with a poster's
+    // tree RMW and then its counter RMW in new_jobs(). Either the poster's
+    // counter RMW comes later (it sees us busy and wakes for itself), or
+    // our look comes after its tree RMW and sees its task.
+    const atomic_counters::counters after = counters_.sub_inactive();
+    if (after.sleeping() > 0 && after.awake_but_idle() == 0 && more_work_visible()) {
+      return wake_any(1, wake_reason::jec);
+    }
+    return 0;
+  }
+
+  // Worker: a search started by start_looking() ended without work (the
+  // executor is stopping): stop counting as idle (inactive - 1).
+  void stop_looking() noexcept;
 
   // Worker: a search failed. Progresses through the idle rounds and may park.
   idle_report no_work_found(std::size_t worker, idle_state& idle, sleep_probe& probe) noexcept;

@@ -38,17 +38,12 @@ class world final : public canopy::sleep_probe {
   // busy_after_first_claim: each worker runs a long task after the first
   // task it claims (it stops searching until the execution ends), so a
   // backlog can only be taken by a worker that is woken for it.
-  // visibility_after_idle_decrement: a searcher that found work stops
-  // counting itself idle first and then looks for more work (a candidate
-  // fix; by default the worker does as executor_core does).
-  world(std::size_t workers, std::size_t leaves, bool busy_after_first_claim = false,
-        bool visibility_after_idle_decrement = false)
+  world(std::size_t workers, std::size_t leaves, bool busy_after_first_claim = false)
       : workers_(workers),
         leaves_(leaves),
         tree_(leaves, 2),
         sleep_(workers, leaves, /*yield_rounds=*/0, tree_.permits()),
         busy_after_first_claim_(busy_after_first_claim),
-        visibility_after_idle_decrement_(visibility_after_idle_decrement),
         busy_(workers, 0) {}
 
   // A producer thread: make its tasks runnable, one after the other.
@@ -81,17 +76,8 @@ class world final : public canopy::sleep_probe {
         if (looking) {
           // As executor_core's worker loop: a searcher that found work
           // wakes another sleeper when more work is visible (the chain that
-          // hands a backlog on while this worker runs its task). The
-          // executor reads the tree before work_found() stops counting it
-          // idle; the candidate fix reads it after (see the known-gap case).
-          if (visibility_after_idle_decrement_) {
-            static_cast<void>(sleep_.work_found(false));
-            if (tree_.any_active()) {
-              static_cast<void>(sleep_.new_jobs(1));
-            }
-          } else {
-            static_cast<void>(sleep_.work_found(tree_.any_active()));
-          }
+          // hands a backlog on while this worker runs its task).
+          static_cast<void>(sleep_.work_found([this] { return tree_.any_active(); }));
           looking = false;
         }
         if (busy_after_first_claim_) {
@@ -224,7 +210,6 @@ class world final : public canopy::sleep_probe {
   bool stop_ = false;
   bool exhausted_ = false;
   bool busy_after_first_claim_;
-  bool visibility_after_idle_decrement_;
   std::vector<char> busy_;  // per worker: set once, by that worker
   // Workers read it while producers run: a checker word (peek() notes the
   // read without adding a schedule point).
@@ -259,8 +244,7 @@ struct model_case {
   std::size_t leaves;
   std::vector<task_position> preexisting;  // runnable before the threads start
   std::vector<std::vector<task_position>> producers;
-  bool busy_after_first_claim = false;           // see world's constructor
-  bool visibility_after_idle_decrement = false;  // the same
+  bool busy_after_first_claim = false;  // see world's constructor
 };
 
 canopy::model::exploration_result check_case(
@@ -275,8 +259,8 @@ canopy::model::exploration_result check_case(
   std::shared_ptr<world> current;
   return canopy::model::explore(
       [&] {
-        current = std::make_shared<world>(setup.workers, setup.leaves, setup.busy_after_first_claim,
-                                          setup.visibility_after_idle_decrement);
+        current =
+            std::make_shared<world>(setup.workers, setup.leaves, setup.busy_after_first_claim);
         for (const task_position& task : setup.preexisting) {
           current->produce(task);  // runs outside any execution: no schedule points
         }
@@ -487,36 +471,22 @@ TEST_CASE("model: a backlog behind a busy worker wakes a sleeper (liveness)") {
   expect_clean(check_case(waiting_task, 2, reduction::sleep_sets, 2000000));
 }
 
-TEST_CASE("model: known liveness gap: a finder counted idle after its last look at the tree") {
-  // Found by this checker (docs/correctness.md, "Known problems"). One
-  // producer posts three tasks into one signal word; each worker runs a long
-  // task after its first claim. Worker 0 claims task 0 and reads
-  // tree.any_active() (empty) for work_found(), but is preempted before
-  // work_found()'s decrement: it still counts as awake and idle. The posts
-  // land: the first re-activates the leaf and its permit wakes worker 1, the
-  // later ones find the leaf active and new_jobs() sees two idle workers
-  // (worker 0 and the woken worker 1), so it wakes nobody. Worker 1 claims a
-  // task; its work_found() sees the rest but also sees worker 0 idle, so it
-  // wakes nobody either; worker 0's work_found() acts on its stale read.
-  // Both run long tasks while worker 2 sleeps and a task waits. Not a lost
-  // wake-up (the busy workers take it when their tasks end), but the
-  // promise "no worker sleeps while work waits" is broken. The harness does
-  // exactly what executor_core::worker_main does.
+TEST_CASE("model: liveness: a finder stops counting itself idle before it looks for more") {
+  // Found by this checker (docs/correctness.md, "Known problems"): when a
+  // worker that found work read the tree *before* work_found() stopped
+  // counting it as an idle searcher, three tasks posted into one signal word
+  // could wait while two workers ran long tasks and the third slept (the
+  // posts' new_jobs() saw the stale idle searcher and woke nobody; the
+  // finder acted on its stale, empty look). work_found() now decrements
+  // first and looks after, which pairs with the poster's tree RMW then
+  // counter RMW. tests/model/mutants.sh puts the look back before the
+  // decrement and expects these cases to reject it.
   using canopy::model::reduction;
   model_case three_in_one_word{3, 3, {}, {{{0, 0, 0}, {0, 0, 1}, {0, 0, 2}}}};
   three_in_one_word.busy_after_first_claim = true;
-  const auto gap = check_case(three_in_one_word, /*exactly*/ -2, reduction::sleep_sets);
-  INFO("schedule: " << gap.failing_schedule);
-  // When this check fails because the backlog is no longer found, the gap is
-  // fixed: make this case expect_clean and update correctness.md.
-  CHECK(gap.failure.rfind("backlog while a worker sleeps", 0) == 0);
-  // The candidate fix (work_found()'s decrement first, then the look at the
-  // tree, which pairs with the poster's tree RMW then counter RMW): clean.
-  three_in_one_word.visibility_after_idle_decrement = true;
   expect_clean(check_case(three_in_one_word, 2, reduction::sleep_sets, 2000000));
   model_case two_producers_one_word{3, 3, {}, {{{0, 0, 0}, {0, 0, 1}}, {{0, 0, 2}, {0, 0, 3}}}};
   two_producers_one_word.busy_after_first_claim = true;
-  two_producers_one_word.visibility_after_idle_decrement = true;
   expect_clean(check_case(two_producers_one_word, 2, reduction::sleep_sets, 2000000));
 }
 

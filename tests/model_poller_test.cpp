@@ -150,7 +150,7 @@ class poller_world final : public canopy::sleep_probe {
       }
       if (claim_one(worker)) {
         if (looking) {
-          sleep_.work_found(false);
+          sleep_.work_found([this] { return tree_.any_active(); });
           looking = false;
         }
         // poll_driver_if_due: a busy worker polls when it can take the token.

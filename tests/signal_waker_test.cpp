@@ -95,7 +95,7 @@ class idle_workers {
         mine.parks.fetch_add(1);
       }
     }
-    sleep.work_found(false);
+    sleep.stop_looking();
   }
 
   std::atomic<bool> stop_{false};
@@ -235,7 +235,7 @@ TEST_CASE("sleep_module: new_jobs wakes nobody while enough workers are awake an
   sleep.start_looking(idle);  // one awake-but-idle worker, nobody sleeping
   CHECK(sleep.new_jobs(1) == 0);
   CHECK(sleep.counters().jec() % 2 == 1);  // but the JEC went active
-  sleep.work_found(false);
+  sleep.stop_looking();
 }
 
 TEST_CASE("sleep_module: a JEC change between sleepy and sleep prevents the park") {
@@ -253,7 +253,7 @@ TEST_CASE("sleep_module: a JEC change between sleepy and sleep prevents the park
   CHECK_FALSE(sleep.no_work_found(0, idle, probe).parked);
   CHECK(sleep.counters().sleeping() == 0);
   CHECK(probe.blocks.load() == 0);
-  sleep.work_found(false);
+  sleep.stop_looking();
 }
 
 TEST_CASE("sleep_module: the final probe keeps a worker awake") {
@@ -269,7 +269,7 @@ TEST_CASE("sleep_module: the final probe keeps a worker awake") {
   CHECK(probe.blocks.load() == 0);
   CHECK(sleep.counters().sleeping() == 0);
   CHECK(permits.load().sleepers == 0);
-  sleep.work_found(false);
+  sleep.stop_looking();
 }
 
 TEST_CASE("spin_history: long parks stop the spinning; a short park or early work restarts it") {

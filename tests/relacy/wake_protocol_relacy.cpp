@@ -75,7 +75,7 @@ class world final : public canopy::sleep_probe {
     while (!stop_) {
       if (claim_one(worker)) {
         if (looking) {
-          sleep_.work_found(false);
+          sleep_.work_found([this] { return tree_.any_active(); });
           looking = false;
         }
         continue;
