@@ -230,11 +230,17 @@ spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode,
   return spawn_status::spawned;
 }
 
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_outside_task(const char* what) {
+  throw std::logic_error(std::string(what) +
+                         " outside a running task: use executor::spawn from other threads");
+}
+
+// The throw is out of line so that this inlines into every spawn (out of
+// line it cost 16 instructions per fib fork; docs/performance.md entry 23).
 inline executor_core& current_core(const char* what) {
   worker_context* worker = current_worker();
-  if (worker == nullptr) {
-    throw std::logic_error(std::string(what) +
-                           " outside a running task: use executor::spawn from other threads");
+  if (worker == nullptr) [[unlikely]] {
+    throw_outside_task(what);
   }
   return *worker->core;
 }

@@ -123,7 +123,12 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
                                        void (*construct)(void* storage, void* context),
                                        void* context, spawn_mode mode, task_id* spawned,
                                        spawn_placement placement) {
-  const bool on_worker = is_worker_thread();
+  // Read once: the thread-local pointer would otherwise be re-read after
+  // the body's construction (an opaque call) by the count and the LIFO put.
+  worker_context* const worker = this_thread_worker;
+  worker_state* const self =
+      worker != nullptr && worker->core == this ? workers_[worker->index].get() : nullptr;
+  const bool on_worker = self != nullptr;
   if (on_worker) {
     // Worker threads are joined before leftovers are destroyed, so a spawn
     // from a task only needs the stop flag.
@@ -174,18 +179,18 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
   if (spawned != nullptr) {
     *spawned = {slot, generation};
   }
-  count_spawn(on_worker);
+  count_spawn(self);
   if (placement == spawn_placement::host) [[unlikely]] {
     host_.push(slot);  // its lock publishes the body to the host, as a task bit would
   } else {
-    make_runnable(slot);
+    make_runnable_from(self, slot);
   }
   return spawn_status::spawned;
 }
 
-void executor_core::count_spawn(bool on_worker) noexcept {
-  if (on_worker) {
-    worker_counters::bump(workers_[this_thread_worker->index]->counters.spawned);
+void executor_core::count_spawn(worker_state* self) noexcept {
+  if (self != nullptr) {
+    worker_counters::bump(self->counters.spawned);
   } else {
     external_spawns_.fetch_add(1, sync::relaxed);  // a statistic: no ordering
   }
@@ -435,12 +440,21 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
   self.context = saved;
 }
 
-void executor_core::make_runnable(std::uint32_t slot) noexcept {
-  if (worker_context* worker = this_thread_worker; worker != nullptr && worker->core == this) {
+// Inlined into spawn_body, schedule and find_task: out of line it cost
+// chained_spawn 22 instructions a task (callgrind, performance.md entry 23).
+[[gnu::always_inline]] inline void executor_core::make_runnable(std::uint32_t slot) noexcept {
+  worker_context* const worker = this_thread_worker;
+  make_runnable_from(
+      worker != nullptr && worker->core == this ? workers_[worker->index].get() : nullptr, slot);
+}
+
+[[gnu::always_inline]] inline void executor_core::make_runnable_from(worker_state* self,
+                                                                     std::uint32_t slot) noexcept {
+  if (self != nullptr) {
     // acq_rel: release publishes the task's body and state to whoever takes
     // it from the slot (owner or thief, both exchange with acquire); acquire
     // pairs with the release of the task we evict, which goes to the tree.
-    const std::uint32_t evicted = workers_[worker->index]->lifo.exchange(slot, sync::acq_rel);
+    const std::uint32_t evicted = self->lifo.exchange(slot, sync::acq_rel);
     if (evicted != no_task) {
       signal_task(evicted);
     }
@@ -558,10 +572,7 @@ void executor_core::worker_main(std::size_t index) {
   this_thread_worker = nullptr;
 }
 
-void executor_core::poll_driver_if_due(worker_state& self) noexcept {
-  if (poller_backend_ == nullptr) {
-    return;
-  }
+void executor_core::count_towards_driver_poll(worker_state& self) noexcept {
   // Every driver_poll_interval tasks for readiness (tokio's 61), and as soon
   // as a timer is due, so that a busy pool fires timers within one task's run.
   if (++self.since_driver_poll < config_.driver_poll_interval &&

@@ -213,6 +213,8 @@ class executor_core final : private sleep_probe {
   // on a worker of this executor (the slot's previous task goes to the tree),
   // else into the tree.
   void make_runnable(std::uint32_t slot) noexcept;
+  // The same, for a caller that already knows its worker (null: not one).
+  void make_runnable_from(worker_state* self, std::uint32_t slot) noexcept;
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
   static constexpr std::uint32_t no_task = ~std::uint32_t{0};
   static constexpr std::size_t no_leaf = ~std::size_t{0};
@@ -235,7 +237,7 @@ class executor_core final : private sleep_probe {
   void notify_capacity_waiters() noexcept;
   // stats().live_tasks: one more spawned (per worker, or shared for threads
   // that are not workers).
-  void count_spawn(bool on_worker) noexcept;
+  void count_spawn(worker_state* self) noexcept;  // self: null off the workers
   bool is_quiescent() noexcept;
   void destroy_leftovers();
 
@@ -258,8 +260,15 @@ class executor_core final : private sleep_probe {
   std::size_t run_as_host(const host_budget& budget) noexcept;
   void drain_as_host();
 
-  // The poller role's driver calls (executor/idle_driver.hpp).
-  void poll_driver_if_due(worker_state& self) noexcept;
+  // The poller role's driver calls (executor/idle_driver.hpp). After each
+  // task: the test of the backend stays inline (one load and branch per
+  // task when no driver is set); the count and deadline check are not.
+  void poll_driver_if_due(worker_state& self) noexcept {
+    if (poller_backend_ != nullptr) {
+      count_towards_driver_poll(self);
+    }
+  }
+  void count_towards_driver_poll(worker_state& self) noexcept;
   void dispatch_as_poller() noexcept;
 
   // sleep_probe
