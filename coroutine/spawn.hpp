@@ -60,7 +60,7 @@ struct coroutine_body {
   [[nodiscard]] bool wait_over() const noexcept {
     switch (context.kind) {
       case wait_kind::none:
-        return true;
+        [[likely]] return true;
       case wait_kind::link:
         return static_cast<const wait_link*>(context.waiting_on)->has_fired();
       case wait_kind::join:

@@ -75,20 +75,24 @@ struct task_context {
   run_outcome signal = run_outcome::suspended;
 
   // An awaiter about to suspend `self` records what the wait is.
+  // waiting_on and custom_ops are read only under the kind that wrote them,
+  // so a wait that does not use them leaves them as they are (the stores
+  // cost every yield and every join; docs/performance.md, entry 23).
   void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
                   const custom_wait_ops* ops = nullptr) noexcept {
     resume_point = self;
-    waiting_on = on;
-    custom_ops = ops;
+    if (what != wait_kind::none) {
+      waiting_on = on;
+    }
+    if (what == wait_kind::custom) {
+      custom_ops = ops;
+    }
     kind = what;
     signal = run_outcome::suspended;
   }
-  // The wait ended without suspending (the source was ready meanwhile).
-  void clear_wait() noexcept {
-    waiting_on = nullptr;
-    custom_ops = nullptr;
-    kind = wait_kind::none;
-  }
+  // The wait ended (it was over when the task ran, or the source was ready
+  // before the task suspended).
+  void clear_wait() noexcept { kind = wait_kind::none; }
 };
 
 // The block every task frame lives in: [frame_record<T>][coroutine frame].
