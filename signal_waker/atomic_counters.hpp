@@ -84,8 +84,9 @@ class atomic_counters {
 
   // Increments the JEC if its sleepy-ness equals `when_sleepy`; returns the
   // final counters, for which the condition no longer holds. The fast path
-  // (condition already false) is one seq_cst load; posters put a seq_cst
-  // fence before calling, pairing with the sleeper's fence after announcing.
+  // (condition already false) is one seq_cst load; the slow path's seq_cst
+  // CAS orders it in the counters word's modification order against the
+  // sleeper's CAS in try_sleep, which compares the JEC with its snapshot.
   counters increment_jec_if(bool when_sleepy) noexcept {
     std::uint64_t word = value_.load(sync::seq_cst);
     while (counters::jec_is_sleepy(counters{word}.jec()) == when_sleepy) {

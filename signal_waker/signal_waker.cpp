@@ -64,8 +64,8 @@ std::uint32_t signal_waker::park(bool* self_claimed) noexcept {
 
 bool signal_waker::claim(wake_reason reason) noexcept {
   // seq_cst read: a waker that sees SLEEPY here (and so does not claim) is
-  // ordered before the sleeper's SLEEPY -> SLEEPING and its fence, after
-  // which the sleeper re-checks for the work this waker posted.
+  // ordered before the sleeper's seq_cst SLEEPY -> SLEEPING CAS, after
+  // which the sleeper's seq_cst probe re-checks for the work it posted.
   if (latch_.word().load(sync::seq_cst) != sleep_latch::sleeping) {
     return false;
   }

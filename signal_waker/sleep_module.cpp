@@ -55,10 +55,10 @@ idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
     return {};
   }
   if (idle.rounds == idle.spin_rounds) {
+    // A seq_cst RMW on the counters word: a poster's later counter RMW
+    // (new_jobs) moves the JEC, which our CAS in try_sleep() compares with
+    // this snapshot: one word's modification order, no fence needed.
     idle.jec_snapshot = counters_.announce_sleepy();
-    // Pairs with the fence in new_jobs(): either the poster's counter read
-    // sees our sleepy toggle, or our next search sees the poster's task bit.
-    sync::fence_seq_cst();
     ++idle.rounds;
     return {};
   }
@@ -115,12 +115,13 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
     idle.rounds = 0;
     return {};
   }
-  // Pairs with every producer's seq_cst root RMW + semaphore read
-  // (summary_tree::activate_root / permit_semaphore::release), with the fence
-  // in new_jobs(), and with the seq_cst latch read of a waker that found us
-  // still SLEEPY: after it, either we see their task or permit, or they see
-  // us SLEEPING and claim us.
-  sync::fence_seq_cst();
+  // The final probe. Our seq_cst RMWs (counters CAS, add_sleeper, the
+  // SLEEPY -> SLEEPING CAS) come before its seq_cst root loads; a producer's
+  // seq_cst root RMW comes before its seq_cst semaphore RMW, counter RMW
+  // (new_jobs) or latch read. In the single total order either we see its
+  // task, or it sees us counted / SLEEPING and wakes us (docs/architecture.md,
+  // "Why no wakeup is lost"). No fence: Relacy finds the lost wakeup only
+  // when the root load is weakened (docs/correctness.md).
   if (permits_.try_acquire() || probe.must_stay_awake(worker)) {
     if (latch.abort_sleep()) {
       forget_sleeper();
@@ -156,9 +157,10 @@ std::uint32_t sleep_module::wake_for_permits(std::uint32_t permits) noexcept {
 }
 
 std::uint32_t sleep_module::new_jobs(std::uint32_t jobs) noexcept {
-  // Pairs with the fence after announce_sleepy() and the one in try_sleep():
-  // the task bit the caller just set is ordered before our counter read.
-  sync::fence_seq_cst();
+  // seq_cst RMW after the caller's seq_cst task-bit RMW: pairs with a
+  // parker's counter CAS before its seq_cst probe, and with a finder's
+  // decrement before its look (work_found): either we see it counted, or it
+  // sees our bit. (A fence here was not needed: docs/correctness.md.)
   const atomic_counters::counters seen = counters_.announce_new_jobs();
   const std::uint32_t sleeping = seen.sleeping();
   if (sleeping == 0) {

@@ -11,14 +11,14 @@
 //      are spun while the poller token is free (this worker would park as
 //      the poller: readiness waits for it).
 //   2. rounds == spin_rounds: announce sleepy (JEC active -> sleepy), keep
-//      the JEC snapshot taken after the toggle, seq_cst fence, search again.
+//      the JEC snapshot taken after the toggle, search again.
 //   3. then try_sleep():
 //      a. latch UNSET -> SLEEPY (fails if a waker set it: search again);
 //      b. probe for work (partition summary sync + tree + shutdown flag);
 //      c. CAS counters: only if the JEC still equals the snapshot, sleeping+1;
 //      d. permit_semaphore.add_sleeper();
 //      e. latch SLEEPY -> SLEEPING (now claimable by wakers);
-//      f. seq_cst fence, then take an outstanding permit or probe once more;
+//      f. take an outstanding permit or probe once more (seq_cst loads);
 //         if either succeeds, abort (SLEEPING -> UNSET, undo c and d);
 //      g. block on the latch word until a waker claims it (SLEEPING -> SET).
 // Poller role (when the executor has an idle driver): between c and e the

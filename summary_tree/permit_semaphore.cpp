@@ -39,7 +39,7 @@ bool permit_semaphore::try_acquire() noexcept {
 
 void permit_semaphore::add_sleeper() noexcept {
   // seq_cst: the sleeper half of the handshake described in release(); the
-  // worker re-reads the root words after this (behind a seq_cst fence).
+  // worker re-reads the root words (seq_cst loads) after this.
   word_.fetch_add(one_sleeper, sync::seq_cst);
 }
 

@@ -59,8 +59,8 @@ summary_tree::activation summary_tree::mark_signal_active(std::size_t leaf,
 
 summary_tree::activation summary_tree::activate_root(std::size_t leaf) noexcept {
   // seq_cst RMW: the producer half of the park handshake. A parking worker
-  // adds itself as a sleeper (seq_cst) and then, behind a seq_cst fence,
-  // reads the root words (any_active); release() below reads the sleepers.
+  // adds itself as a sleeper (seq_cst RMW) and then reads the root words
+  // (any_active, seq_cst loads); release() below reads the sleepers.
   const std::uint64_t mask = bit_of(leaf);
   const std::uint64_t previous =
       root_words_[leaf / bits_per_word].value.fetch_or(mask, sync::seq_cst);
@@ -182,7 +182,8 @@ bool summary_tree::claim_given_bit(std::size_t leaf, std::size_t signal, unsigne
 
 bool summary_tree::any_active() const noexcept {
   for (std::size_t index = 0; index < root_word_count_; ++index) {
-    // seq_cst: read after the parker's fence; pairs with activate_root.
+    // seq_cst: after the parker's seq_cst RMWs; pairs with activate_root
+    // (acquire is not enough: Relacy finds the lost wakeup).
     if (root_words_[index].value.load(sync::seq_cst) != 0) {
       return true;
     }

@@ -8,9 +8,10 @@
 //   a set bit at any level implies that the bit above it is set, or that the
 //   thread which made the lower word non-empty is about to set it (it has not
 //   yet returned from set_task_bit / mark_signal_active / mark_signal_inactive).
-// Hence a worker that finds every root word zero, after a seq_cst fence that
-// pairs with the producer's seq_cst root RMW, can conclude that every task bit
-// set before the producer's root RMW has been claimed.
+// Hence a worker that finds every root word zero with seq_cst loads, after
+// its own seq_cst RMWs that pair with the producer's seq_cst root RMW, can
+// conclude that every task bit set before the producer's root RMW has been
+// claimed.
 //
 // The converse does not hold: a summary bit may be set over an empty word
 // (stale). The re-checks that keep T can re-set a bit for a task that another
@@ -111,7 +112,7 @@ class summary_tree {
   }
 
   // The final check of a worker about to park: true if any root bit is set.
-  // Call after a seq_cst fence that pairs with the producers' root RMWs.
+  // seq_cst loads, which pair with the producers' seq_cst root RMWs.
   [[nodiscard]] bool any_active() const noexcept;
 
   permit_semaphore& permits() noexcept { return permits_; }

@@ -7,10 +7,10 @@
 #
 # The working tree is never modified: each mutant is applied to a copy in a
 # scratch folder. A mutant whose pattern no longer matches the source is a
-# failure too (the table must follow the code). Mutants marked "weak" remove
-# a fence that only matters on a weaker memory model than the sequentially
-# consistent one the checker explores: the checker is *expected* to miss
-# them, and the table says so (docs/correctness.md, "Not checked yet").
+# failure too (the table must follow the code). Mutants marked "weak" would
+# weaken an order that only matters on a weaker memory model than the
+# sequentially consistent one the checker explores: the checker is
+# *expected* to miss them; the Relacy table below covers memory orders.
 # The wakes that hand a backlog to a sleeper while the awake workers are busy
 # (the JEC wake in new_jobs, the chain wake in work_found) are not needed for
 # "no lost wake-up"; the liveness cases (each worker runs a long task after
@@ -37,7 +37,6 @@ mutants=(
   "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%not-needed"
   "work_found never wakes a sleeper (the chain wake removed)%signal_waker/sleep_module.hpp%s/if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/if (false) {/%caught"
   "work_found looks at the tree before it stops counting itself idle%signal_waker/sleep_module.hpp%s/const atomic_counters::counters after = counters_\.sub_inactive\(\);\n    if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/const bool seen_before = more_work_visible();\n    const atomic_counters::counters after = counters_.sub_inactive();\n    if (after.sleeping() > 0 && after.awake_but_idle() == 0 && seen_before) {/%caught"
-  "seq_cst fence before try_sleep's final probe removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);\n  if \(permits_\.try_acquire\(\)/if (permits_.try_acquire()/%weak"
   "host: re-check for work after arming removed%executor/host_channel.hpp%s/if \(has_work\(\)\) \{/if (false) {/%caught"
   "host: push notifies before it publishes the task%executor/host_channel.cpp%s/queued_\.fetch_add\(1, sync::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, sync::seq_cst);/%caught"
   "host: disarm forgets the write of a poster that took the flag%executor/host_channel.cpp%s/if \(!armed_\.exchange\(false, sync::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, sync::seq_cst)) {\n/%caught"
@@ -46,19 +45,16 @@ mutants=(
   "poller: a parking worker never takes the poller token%signal_waker/sleep_module.cpp%s/const bool polling = poller_backend_ != nullptr && try_take_poller\(\);/const bool polling = false;/%caught"
   "poller: a self-claiming poller skips the sleeper bookkeeping%signal_waker/sleep_module.cpp%s/if \(self_claimed\) \{\n    forget_sleeper\(\);/if (false) {\n    forget_sleeper();/%caught"
   "poller: an aborted park keeps the poller token%signal_waker/sleep_module.cpp%s/(latch\.abort_sleep\(\)\) \{\n      forget_sleeper\(\);\n    \}[^\n]*\n    latch\.reset\(\);\n)    if \(polling\) \{\n      release_poller\(\);\n    \}\n/\$1/%caught"
-  "seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%weak"
 )
 
 # The same idea under Relacy's weak-memory simulation
-# (tests/relacy/wake_protocol_relacy.cpp, CANOPY_RELACY): memory orders and
-# fences. "caught": Relacy must report the lost wake-up; "not-needed": the
-# argument (docs/architecture.md, "What the argument needs from the memory
-# model") says the seq_cst operations around it already give the ordering,
-# and Relacy agrees by passing it.
+# (tests/relacy/wake_protocol_relacy.cpp, CANOPY_RELACY): memory orders.
+# "caught": Relacy must report the lost wake-up. The protocol has no fences
+# since the three in sleep_module were shown not needed (docs/correctness.md,
+# "Memory orders"); the argument rests on seq_cst RMWs and seq_cst loads, and
+# weakening the two the lost-wakeup argument names is rejected.
 relacy_mutants=(
-  "the seq_cst fence before try_sleep's final probe removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);\n  if \(permits_\.try_acquire\(\)/if (permits_.try_acquire()/%not-needed"
-  "the seq_cst fence in new_jobs removed%signal_waker/sleep_module.cpp%s/(new_jobs\(std::uint32_t jobs\) noexcept \{\n(?:  \/\/[^\n]*\n)*)  sync::fence_seq_cst\(\);\n/\$1/%not-needed"
-  "every seq_cst fence of sleep_module removed%signal_waker/sleep_module.cpp%s/sync::fence_seq_cst\(\);//g%not-needed"
+  "activate_root's root RMW (fetch_or) seq_cst -> acq_rel%summary_tree/summary_tree.cpp%s/root_words_\[leaf \/ bits_per_word\]\.value\.fetch_or\(mask, sync::seq_cst\)/root_words_[leaf \/ bits_per_word].value.fetch_or(mask, sync::acq_rel)/%caught"
   "the final probe's root load (any_active) seq_cst -> acquire%summary_tree/summary_tree.cpp%s/if \(root_words_\[index\]\.value\.load\(sync::seq_cst\) != 0\)/if (root_words_[index].value.load(sync::acquire) != 0)/%caught"
 )
 
