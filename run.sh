@@ -103,9 +103,11 @@ run_tests() {
   fi
   local dir=build runner=() options=()
   if [ "$compiler" = clang ]; then
-    ensure_packages clang
-    dir=build-clang
-    export CXX=clang++
+    # Debian 12's clang 19, the compiler ./run.sh bench --compiler=clang
+    # measures (the default clang is 14).
+    ensure_packages clang-19
+    dir=build-clang19
+    export CXX=clang++-19
   fi
   export CANOPY_STRESS_DIVISOR=1 CANOPY_TIMEOUT_SCALE=1
   case "$sanitize" in
