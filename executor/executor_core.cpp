@@ -10,7 +10,9 @@
 
 #include "../summary_tree/partition.hpp"
 #include "cpu_pinning.hpp"
+#include "drain_check.hpp"
 #include "driver_park_backend.hpp"
+#include "pending_claim.hpp"
 
 namespace canopy {
 
@@ -405,30 +407,15 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
     return nullptr;
   }
   worker_state& self = *workers_[worker->index];
-  task_slot& target = arena_.slot(id.slot);
-  const std::uint64_t state = target.state.load(sync::relaxed);
-  if (task_slot::generation_of(state) != id.generation ||
-      (state & task_slot::flag_mask) != task_slot::scheduled) {
-    return nullptr;  // finished, running, or not runnable: nothing to take
-  }
-  // Only this worker puts tasks into its LIFO slot (others only empty it),
-  // so a plain read that does not show the task means it is not there and
-  // cannot arrive: skip the locked CAS, which in fork-join code mostly
-  // fails (the child was evicted to the tree by the parent's later spawns).
-  std::uint32_t expected = id.slot;
-  // acquire: pairs with make_runnable's exchange, as when the owner takes
-  // its LIFO task in find_task.
-  bool taken = self.lifo.load(sync::relaxed) == id.slot &&
-               self.lifo.compare_exchange_strong(expected, no_task, sync::acquire, sync::relaxed);
-  if (!taken) {
-    summary_tree::activation upward;
-    taken = tree_.claim_given_bit(arena_.leaf_of(id.slot), arena_.signal_of(id.slot),
-                                  arena_.bit_of(id.slot), upward);
-    owe_wakes(upward.wakes_owed);
-  }
+  const auto position = [this](std::uint32_t slot) {
+    return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};
+  };
+  const pending_claim claim =
+      claim_pending_task(arena_.slot(id.slot).state, id, self.lifo, tree_, position,
+                         [this](std::uint32_t permits) { owe_wakes(permits); });
   // We own a runnable task (invariant S: a set bit or a LIFO entry means
   // SCHEDULED, not EXECUTING).
-  return taken ? &self : nullptr;
+  return claim == pending_claim::from_lifo || claim == pending_claim::from_tree ? &self : nullptr;
 }
 
 [[gnu::always_inline]] inline void executor_core::run_claimed_nested(worker_state& self,
@@ -451,10 +438,7 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
 [[gnu::always_inline]] inline void executor_core::make_runnable_from(worker_state* self,
                                                                      std::uint32_t slot) noexcept {
   if (self != nullptr) {
-    // acq_rel: release publishes the task's body and state to whoever takes
-    // it from the slot (owner or thief, both exchange with acquire); acquire
-    // pairs with the release of the task we evict, which goes to the tree.
-    const std::uint32_t evicted = self->lifo.exchange(slot, sync::acq_rel);
+    const std::uint32_t evicted = self->lifo.put(slot);
     if (evicted != no_task) {
       signal_task(evicted);
     }
@@ -470,13 +454,10 @@ bool executor_core::steal_lifo(worker_state& self, std::uint32_t& slot) noexcept
   const std::size_t workers = workers_.size();
   for (std::size_t step = 1; step < workers; ++step) {
     worker_state& victim = *workers_[(self.context.index + step) % workers];
-    if (victim.lifo.load(sync::relaxed) != no_task) {
-      // acquire: pairs with make_runnable's exchange (the body is visible).
-      const std::uint32_t taken = victim.lifo.exchange(no_task, sync::acquire);
-      if (taken != no_task) {
-        slot = taken;
-        return true;
-      }
+    const std::uint32_t taken = victim.lifo.steal();
+    if (taken != no_task) {
+      slot = taken;
+      return true;
     }
   }
   return false;
@@ -615,25 +596,22 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   //    has been taken too many times in a row: then the others go first once,
   //    so that a chain of spawns cannot starve the rest of the queue.
   if (self.lifo_streak < max_lifo_streak || self.yields.empty()) {
-    if (self.lifo.load(sync::relaxed) != no_task) {
-      // acquire: pairs with make_runnable's exchange.
-      const std::uint32_t taken = self.lifo.exchange(no_task, sync::acquire);
-      if (taken != no_task) {
-        slot = taken;
-        if (self.lifo_streak < max_lifo_streak) {
-          ++self.lifo_streak;
-          return true;
-        }
-        // Streak exhausted but nothing else is queued locally: fall through
-        // to the tree first; keep the task if the tree has nothing.
-        self.lifo_streak = 0;
-        std::uint32_t other = 0;
-        if (claim_from_roots(self, true, other)) {
-          make_runnable(slot);  // back into the LIFO slot (evicts nothing: it is empty)
-          slot = other;
-        }
+    const std::uint32_t taken = self.lifo.take();
+    if (taken != no_task) {
+      slot = taken;
+      if (self.lifo_streak < max_lifo_streak) {
+        ++self.lifo_streak;
         return true;
       }
+      // Streak exhausted but nothing else is queued locally: fall through
+      // to the tree first; keep the task if the tree has nothing.
+      self.lifo_streak = 0;
+      std::uint32_t other = 0;
+      if (claim_from_roots(self, true, other)) {
+        make_runnable(slot);  // back into the LIFO slot (evicts nothing: it is empty)
+        slot = other;
+      }
+      return true;
     }
   }
   self.lifo_streak = 0;
@@ -817,29 +795,8 @@ void executor_core::about_to_block(std::size_t worker) noexcept {
 }
 
 bool executor_core::is_quiescent() noexcept {
-  // Quiescent: every worker parked (latch SLEEPING) across the whole check,
-  // without re-entering the park protocol (same park epoch), and no task bit
-  // visible in between. Then no task ran or was runnable at the moment the
-  // root words were read. All reads seq_cst: they order against the
-  // workers' seq_cst latch transitions and epoch stores.
-  const std::size_t workers = config_.worker_count;
-  std::vector<std::uint64_t> epochs(workers);
-  for (std::size_t index = 0; index < workers; ++index) {
-    epochs[index] = sleep_.park_epoch(index);
-    if (sleep_.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping) {
-      return false;
-    }
-  }
-  if (tree_.any_active()) {
-    return false;
-  }
-  for (std::size_t index = 0; index < workers; ++index) {
-    if (sleep_.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping ||
-        sleep_.park_epoch(index) != epochs[index]) {
-      return false;
-    }
-  }
-  return true;
+  std::vector<std::uint64_t> epochs(config_.worker_count);
+  return pool_is_quiescent(sleep_, tree_, epochs);
 }
 
 // ---------------------------------------------------------------- shutdown

@@ -26,6 +26,7 @@
 #include "errors.hpp"
 #include "host_channel.hpp"
 #include "idle_driver.hpp"
+#include "lifo_slot.hpp"
 #include "stats.hpp"
 #include "task_arena.hpp"
 #include "task_slot.hpp"
@@ -184,7 +185,7 @@ class executor_core final : private sleep_probe {
     // The LIFO slot: the task this worker spawned or woke last, run next
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
-    alignas(sync::cache_line) sync::atomic<std::uint32_t> lifo{no_task};
+    alignas(sync::cache_line) lifo_slot lifo;
     worker_counters counters;
     std::thread thread;
   };
@@ -216,7 +217,7 @@ class executor_core final : private sleep_probe {
   // The same, for a caller that already knows its worker (null: not one).
   void make_runnable_from(worker_state* self, std::uint32_t slot) noexcept;
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
-  static constexpr std::uint32_t no_task = ~std::uint32_t{0};
+  static constexpr std::uint32_t no_task = lifo_slot::empty;
   static constexpr std::size_t no_leaf = ~std::size_t{0};
   static constexpr std::uint32_t max_lifo_streak = 16;
   void owe_wakes(std::uint32_t permits_granted) noexcept;

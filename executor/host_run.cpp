@@ -168,12 +168,8 @@ bool executor_core::find_host_task(worker_state& host, std::uint32_t& slot, bool
 }
 
 void executor_core::hand_over_local_work(worker_state& host) noexcept {
-  if (host.lifo.load(sync::relaxed) != no_task) {
-    // acquire: pairs with make_runnable's exchange, as any taker of the slot.
-    const std::uint32_t lifo = host.lifo.exchange(no_task, sync::acquire);
-    if (lifo != no_task) {
-      signal_task(lifo);
-    }
+  if (const std::uint32_t lifo = host.lifo.take(); lifo != no_task) {
+    signal_task(lifo);
   }
   while (const auto yielded = host.yields.pop()) {
     signal_task(*yielded);  // SCHEDULED already: from the yield queue to the tree (invariant S)
