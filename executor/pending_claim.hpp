@@ -9,7 +9,12 @@
 // emptied by one RMW (the LIFO word's exchange or CAS, the signal word's
 // fetch_and); the loser runs nothing. The state check comes first: a task
 // that finished may have left its slot to a new task (another generation)
-// whose bit or LIFO entry must not be taken for the awaited one.
+// whose bit must not be taken for the awaited one. Known race (found by
+// tests/model_executor_test.cpp, docs/correctness.md "Known problems"):
+// the check and the tree claim are two steps, so a thief can claim the
+// task, run it to completion and the slot be reused by a new task whose
+// bit is set again in between; the claim then takes the new task. (The
+// LIFO path is safe: only the caller puts tasks into its own LIFO slot.)
 //
 // Compiled against sync/atomics.hpp only, so the model check
 // (tests/model_executor_test.cpp) runs this code, not a copy.
