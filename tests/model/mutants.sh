@@ -45,6 +45,11 @@ mutants=(
   "poller: a parking worker never takes the poller token%signal_waker/sleep_module.cpp%s/const bool polling = poller_backend_ != nullptr && try_take_poller\(\);/const bool polling = false;/%caught"
   "poller: a self-claiming poller skips the sleeper bookkeeping%signal_waker/sleep_module.cpp%s/if \(self_claimed\) \{\n    forget_sleeper\(\);/if (false) {\n    forget_sleeper();/%caught"
   "poller: an aborted park keeps the poller token%signal_waker/sleep_module.cpp%s/(latch\.abort_sleep\(\)\) \{\n      forget_sleeper\(\);\n    \}[^\n]*\n    latch\.reset\(\);\n)    if \(polling\) \{\n      release_poller\(\);\n    \}\n/\$1/%caught"
+  "LIFO: a thief's steal loads and stores instead of the exchange%executor/lifo_slot.hpp%s/(steal\(\) noexcept \{[\s\S]*?)return word_\.exchange\(empty, sync::acquire\);/\$1const std::uint32_t seen = word_.load(sync::relaxed);\n    word_.store(empty, sync::relaxed);\n    return seen;/%caught"
+  "LIFO: put stores over the slot (the evicted task is never returned)%executor/lifo_slot.hpp%s/return word_\.exchange\(slot, sync::acq_rel\);/word_.store(slot, sync::release);\n    return empty;/%caught"
+  "run-at-join: take_if_is loads and stores instead of the CAS%executor/lifo_slot.hpp%s/word_\.compare_exchange_strong\(expected, empty, sync::acquire, sync::relaxed\)/(static_cast<void>(expected), word_.store(empty, sync::relaxed), true)/%caught"
+  "run-at-join: claim_pending skips the generation and state check%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(seen\) != id\.generation \|\|\n      \(seen & task_slot::flag_mask\) != task_slot::scheduled\) \{/if (false) {/%caught"
+  "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(sync::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
 )
 
 # The same idea under Relacy's weak-memory simulation
@@ -63,14 +68,14 @@ copy_sources() {
   mkdir -p "$scratch/src/tests"
   cp -r summary_tree signal_waker sync executor "$scratch/src/"
   cp -r tests/model tests/relacy tests/model_check_test.cpp tests/model_poller_test.cpp \
-    tests/test_main.cpp tests/watchdog.hpp "$scratch/src/tests/"
+    tests/model_executor_test.cpp tests/test_main.cpp tests/watchdog.hpp "$scratch/src/tests/"
 }
 
 build_and_run() {
   local dir=$scratch/src
   if ! "$cxx" -std=c++20 -O2 -DCANOPY_MODEL_CHECK -I"$dir" \
     "$dir/tests/model_check_test.cpp" "$dir/tests/model_poller_test.cpp" \
-    "$dir/tests/model/model_checker.cpp" \
+    "$dir/tests/model_executor_test.cpp" "$dir/tests/model/model_checker.cpp" \
     "$dir/tests/test_main.cpp" "$dir/summary_tree/permit_semaphore.cpp" \
     "$dir/summary_tree/summary_tree.cpp" "$dir/signal_waker/park_backend.cpp" \
     "$dir/signal_waker/signal_waker.cpp" "$dir/signal_waker/sleep_module.cpp" \
