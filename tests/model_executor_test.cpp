@@ -724,6 +724,13 @@ TEST_CASE("model executor: known race: run-at-join's tree claim takes a reused s
   executor_case setup;
   setup.tasks = {joining(task(0), 1), reused_by(task(1), 2), next_generation(task(1))};
   setup.preexisting = {0, 1};
+  if (canopy::model::under_thread_sanitizer) {
+    // Two preemptions, explored until the race shows: over 5 GB and 18 s
+    // under ThreadSanitizer (see explored_bound). The plain and ASan builds
+    // run it.
+    MESSAGE("left to the plain and ASan builds: it needs two preemptions");
+    return;
+  }
   const auto race = check_case(setup, -2);
   MESSAGE("found: " << race.failure << "; schedule: " << race.failing_schedule);
   // When this check fails because the race is no longer found, it is
