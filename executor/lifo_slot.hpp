@@ -49,7 +49,7 @@ class lifo_slot {
   // against the owner's take, put or take_if_is decides who has it.
   [[nodiscard]] std::uint32_t steal() noexcept {
     if (word_.load(sync::relaxed) == empty) {
-      return empty;
+      return empty;  // a hint, as in take()
     }
     // acquire: pairs with put's exchange (the body is visible).
     return word_.exchange(empty, sync::acquire);

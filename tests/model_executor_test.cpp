@@ -513,7 +513,8 @@ class executor_world final : public canopy::sleep_probe {
       record_failure("run-at-join took slot " + std::to_string(id.slot) + " of generation " +
                      std::to_string(task_slot::generation_of(now)) + " while awaiting generation " +
                      std::to_string(id.generation) +
-                     ": another task, run nested as the awaited one");
+                     ": a task other than the awaited one (its slot's next task, or the awaited "
+                     "task taken twice)");
     }
     run(worker, task.slot);  // nested, on this worker
   }
