@@ -413,6 +413,10 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
   const pending_claim claim =
       claim_pending_task(arena_.slot(id.slot).state, id, self.lifo, tree_, position,
                          [this](std::uint32_t permits) { owe_wakes(permits); });
+  if (claim == pending_claim::took_next_task) [[unlikely]] {
+    signal_task(id.slot);  // not the awaited task: back into the tree, with its wakes
+    return nullptr;
+  }
   // We own a runnable task (invariant S: a set bit or a LIFO entry means
   // SCHEDULED, not EXECUTING).
   return claim == pending_claim::from_lifo || claim == pending_claim::from_tree ? &self : nullptr;

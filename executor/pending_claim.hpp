@@ -9,12 +9,13 @@
 // emptied by one RMW (the LIFO word's exchange or CAS, the signal word's
 // fetch_and); the loser runs nothing. The state check comes first: a task
 // that finished may have left its slot to a new task (another generation)
-// whose bit must not be taken for the awaited one. Known race (found by
-// tests/model_executor_test.cpp, docs/correctness.md "Known problems"):
-// the check and the tree claim are two steps, so a thief can claim the
-// task, run it to completion and the slot be reused by a new task whose
-// bit is set again in between; the claim then takes the new task. (The
-// LIFO path is safe: only the caller puts tasks into its own LIFO slot.)
+// whose bit must not be taken for the awaited one. The check and the tree
+// claim are two steps, so a thief can claim the task, run it to completion
+// and the slot be reused by a new task whose bit is set again in between
+// (found by tests/model_executor_test.cpp): after a tree claim the state is
+// read again, and a task of another generation is reported as
+// took_next_task, for the caller to hand back to the tree. (The LIFO path
+// is safe: only the caller puts tasks into its own LIFO slot.)
 //
 // Compiled against sync/atomics.hpp only, so the model check
 // (tests/model_executor_test.cpp) runs this code, not a copy.
@@ -38,10 +39,13 @@ struct tree_position {
 };
 
 enum class pending_claim : std::uint8_t {
-  not_pending,  // finished, running, or not runnable: nothing to take
-  from_lifo,    // taken from the waiting worker's own LIFO slot
-  from_tree,    // its bit claimed in the tree
-  lost,         // runnable, but someone else took it first
+  not_pending,     // finished, running, or not runnable: nothing to take
+  from_lifo,       // taken from the waiting worker's own LIFO slot
+  from_tree,       // its bit claimed in the tree
+  lost,            // runnable, but someone else took it first
+  took_next_task,  // the tree claim took the slot's next task (another
+                   // generation): the caller owns it, SCHEDULED, and must
+                   // make it runnable again (its bit is clear now)
 };
 
 // `state` is task id's slot's state word, `own` the calling worker's LIFO slot;
@@ -67,7 +71,16 @@ template <class Position, class OweWakes>
   summary_tree::activation upward;
   const bool taken = tree.claim_given_bit(where.leaf, where.signal, where.bit, upward);
   owe_wakes(upward.wakes_owed);
-  return taken ? pending_claim::from_tree : pending_claim::lost;
+  if (!taken) {
+    return pending_claim::lost;
+  }
+  // relaxed: the claim's seq_cst fetch_and read the bit that the owner of
+  // the slot's current task set (a release RMW) after writing its state, so
+  // this load sees that task's generation.
+  if (task_slot::generation_of(state.load(sync::relaxed)) != id.generation) {
+    return pending_claim::took_next_task;
+  }
+  return pending_claim::from_tree;
 }
 
 }  // namespace canopy

@@ -48,6 +48,7 @@ mutants=(
   "LIFO: a thief's steal loads and stores instead of the exchange%executor/lifo_slot.hpp%s/(steal\(\) noexcept \{[\s\S]*?)return word_\.exchange\(empty, sync::acquire\);/\$1const std::uint32_t seen = word_.load(sync::relaxed);\n    word_.store(empty, sync::relaxed);\n    return seen;/%caught"
   "LIFO: put stores over the slot (the evicted task is never returned)%executor/lifo_slot.hpp%s/return word_\.exchange\(slot, sync::acq_rel\);/word_.store(slot, sync::release);\n    return empty;/%caught"
   "run-at-join: take_if_is loads and stores instead of the CAS%executor/lifo_slot.hpp%s/word_\.compare_exchange_strong\(expected, empty, sync::acquire, sync::relaxed\)/(static_cast<void>(expected), word_.store(empty, sync::relaxed), true)/%caught"
+  "run-at-join: no re-read of the state after a tree claim%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(state\.load\(sync::relaxed\)\) != id\.generation\) \{\n    return pending_claim::took_next_task;/if (false) {\n    return pending_claim::took_next_task;/%caught"
   "run-at-join: claim_pending skips the generation and state check%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(seen\) != id\.generation \|\|\n      \(seen & task_slot::flag_mask\) != task_slot::scheduled\) \{/if (false) {/%caught"
   "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(sync::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
 )
