@@ -5,7 +5,10 @@
 //   co_await canopy::wait_for_wake(); // suspend until any wake of this task
 //
 // yield_now ends the run with run_outcome::yielded: the worker puts the task
-// on its local yield queue and resumes it after other ready work.
+// on its local yield queue and resumes it after other ready work. Only that
+// worker takes from its yield queue: if it then runs a long task, the
+// yielded task waits for it even while other workers are idle
+// (docs/correctness.md, "Known problems").
 //
 // wait_for_wake ends the run with run_outcome::suspended and no wait_link,
 // so *any* wake resumes it: a waker.wake() from any thread, including one
