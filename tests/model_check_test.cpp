@@ -64,8 +64,7 @@ class world final : public canopy::sleep_probe {
   // It gives up after `total_rounds`; searching `stuck_rounds` in vain after
   // every producer finished means a runnable task became invisible.
   void work(std::size_t worker, std::size_t producer_threads) {
-    canopy::idle_state idle;
-    bool looking = false;
+    canopy::model::search_steps search;
     int rounds_after_producers = 0;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
       if (producers_done_.peek() == producer_threads && ++rounds_after_producers > stuck_rounds) {
@@ -73,24 +72,17 @@ class world final : public canopy::sleep_probe {
         break;
       }
       if (claim_one(worker)) {
-        if (looking) {
-          // As executor_core's worker loop: a searcher that found work
-          // wakes another sleeper when more work is visible (the chain that
-          // hands a backlog on while this worker runs its task).
-          static_cast<void>(sleep_.work_found([this] { return tree_.any_active(); }));
-          looking = false;
-        }
+        // As executor_core's worker loop: a searcher that found work wakes
+        // another sleeper when more work is visible (the chain that hands a
+        // backlog on while this worker runs its task).
+        search.found_work(tree_, sleep_);
         if (busy_after_first_claim_) {
           busy_[worker] = 1;
           return;  // runs a long task until the end of the execution
         }
         continue;
       }
-      if (!looking) {
-        sleep_.start_looking(idle);
-        looking = true;
-      }
-      static_cast<void>(sleep_.no_work_found(worker, idle, *this));
+      static_cast<void>(search.found_none(sleep_, worker, *this));
     }
   }
 

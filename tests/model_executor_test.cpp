@@ -154,26 +154,18 @@ class executor_world final : public canopy::sleep_probe {
   // A worker: executor_core::worker_main's loop over find_task.
   void work(std::size_t index) {
     worker_state& self = *workers_[index];
-    canopy::idle_state idle;
-    bool looking = false;
+    canopy::model::search_steps search;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
       std::uint32_t slot = 0;
       if (find_task(index, slot)) {
-        if (looking) {
-          static_cast<void>(sleep_.work_found([this] { return tree_.any_active(); }));
-          looking = false;
-        }
+        search.found_work(tree_, sleep_);
         run(index, slot);
         if (self.busy) {
           return;  // runs a long task until the end of the execution
         }
         continue;
       }
-      if (!looking) {
-        sleep_.start_looking(idle);
-        looking = true;
-      }
-      static_cast<void>(sleep_.no_work_found(index, idle, *this));
+      static_cast<void>(search.found_none(sleep_, index, *this));
     }
     self.gave_up = !stop_;
   }

@@ -139,8 +139,7 @@ class poller_world final : public canopy::sleep_probe {
 
   // A worker of executor_core::worker_main, reduced to its protocol steps.
   void work(std::size_t worker, std::size_t producer_threads) {
-    canopy::idle_state idle;
-    bool looking = false;
+    canopy::model::search_steps search;
     int rounds_after_producers = 0;
     std::uint32_t since_poll = 0;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
@@ -149,10 +148,7 @@ class poller_world final : public canopy::sleep_probe {
         break;
       }
       if (claim_one(worker)) {
-        if (looking) {
-          sleep_.work_found([this] { return tree_.any_active(); });
-          looking = false;
-        }
+        search.found_work(tree_, sleep_);
         // poll_driver_if_due: a busy worker polls when it can take the token.
         if (++since_poll >= poll_interval_) {
           since_poll = 0;
@@ -163,11 +159,7 @@ class poller_world final : public canopy::sleep_probe {
         }
         continue;
       }
-      if (!looking) {
-        sleep_.start_looking(idle);
-        looking = true;
-      }
-      const canopy::idle_report report = sleep_.no_work_found(worker, idle, *this);
+      const canopy::idle_report report = search.found_none(sleep_, worker, *this);
       if (report.holds_poller) {
         driver_.dispatch();
         sleep_.release_poller();

@@ -1,4 +1,5 @@
 // protocol_steps — the producer's and the searcher's steps of executor_core,
+// and the worker loop's idle bookkeeping around them,
 // on the real protocol objects, shared by the checkers' worlds
 // (model_check_test, model_poller_test, relacy/wake_protocol_relacy).
 // Also: whether this is a ThreadSanitizer build (its bounds are lower: TSan
@@ -58,5 +59,32 @@ inline bool claim_any_task(summary_tree& tree, sleep_module& sleep, std::size_t 
   }
   return false;
 }
+
+// executor_core::worker_main's bookkeeping around a search, one per worker
+// thread: the first failed search of an idle period starts it
+// (start_looking) and every failed one goes through the idle protocol
+// (no_work_found); a claim that ends the period stops the idle count and
+// hands a visible backlog on (work_found's chain wake).
+class search_steps {
+ public:
+  void found_work(summary_tree& tree, sleep_module& sleep) {
+    if (looking_) {
+      static_cast<void>(sleep.work_found([&tree] { return tree.any_active(); }));
+      looking_ = false;
+    }
+  }
+
+  idle_report found_none(sleep_module& sleep, std::size_t worker, sleep_probe& probe) {
+    if (!looking_) {
+      sleep.start_looking(idle_);
+      looking_ = true;
+    }
+    return sleep.no_work_found(worker, idle_, probe);
+  }
+
+ private:
+  idle_state idle_;
+  bool looking_ = false;
+};
 
 }  // namespace canopy::model

@@ -70,21 +70,13 @@ class world final : public canopy::sleep_probe {
   // A worker: claim (own leaves first), else go through the idle protocol
   // and park. Ends when every task is claimed.
   void work(std::size_t worker) {
-    canopy::idle_state idle;
-    bool looking = false;
+    canopy::model::search_steps search;
     while (!stop_) {
       if (claim_one(worker)) {
-        if (looking) {
-          sleep_.work_found([this] { return tree_.any_active(); });
-          looking = false;
-        }
+        search.found_work(tree_, sleep_);
         continue;
       }
-      if (!looking) {
-        sleep_.start_looking(idle);
-        looking = true;
-      }
-      static_cast<void>(sleep_.no_work_found(worker, idle, *this));
+      static_cast<void>(search.found_none(sleep_, worker, *this));
     }
   }
 
