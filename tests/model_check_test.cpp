@@ -18,6 +18,7 @@
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
+#include "tests/model/expect_clean.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/protocol_steps.hpp"
 #include "tests/watchdog.hpp"
@@ -273,15 +274,6 @@ canopy::model::exploration_result check_case(
         return run;
       },
       preemption_bound, max_executions, 20000, mode);
-}
-
-void expect_clean(const canopy::model::exploration_result& result) {
-  INFO("failure: " << result.failure << " schedule: " << result.failing_schedule);
-  CHECK(result.failure.empty());
-  CHECK(result.complete);
-  CHECK(result.executions > 10);
-  MESSAGE("executions explored: " << result.executions << " (" << result.sleep_set_blocked
-                                  << " cut short by sleep sets)");
 }
 
 // The host thread and its notify descriptor (executor/host_channel.hpp):

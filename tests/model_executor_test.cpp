@@ -31,6 +31,7 @@
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
+#include "tests/model/expect_clean.hpp"
 #include "tests/model/explored_bound.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/protocol_steps.hpp"
@@ -619,15 +620,6 @@ canopy::model::exploration_result check_case(const executor_case& setup, int pre
         return run;
       },
       preemption_bound, max_executions, 20000, canopy::model::reduction::sleep_sets);
-}
-
-void expect_clean(const canopy::model::exploration_result& result) {
-  INFO("failure: " << result.failure << " schedule: " << result.failing_schedule);
-  CHECK(result.failure.empty());
-  CHECK(result.complete);
-  CHECK(result.executions > 10);
-  MESSAGE("executions explored: " << result.executions << " (" << result.sleep_set_blocked
-                                  << " cut short by sleep sets)");
 }
 
 }  // namespace
