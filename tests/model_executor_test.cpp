@@ -372,16 +372,11 @@ class executor_world final : public canopy::sleep_probe {
   // others (steal), as executor_core::claim_from_roots.
   bool claim_from_roots(std::size_t worker, bool own, std::uint32_t& slot) {
     for (std::size_t leaf = 0; leaf < setup_.leaves; ++leaf) {
-      if ((leaf % setup_.workers == worker) != own ||
-          (tree_.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
+      if ((leaf % setup_.workers == worker) != own) {
         continue;
       }
-      summary_tree::activation upward;
-      const int within = tree_.claim_in_leaf(leaf, upward);
-      if (upward.wakes_owed != 0) {
-        sleep_.wake_for_permits(upward.wakes_owed);
-      }
-      if (within >= 0) {
+      if (const int within = canopy::model::claim_in_active_leaf(tree_, sleep_, leaf);
+          within >= 0) {
         slot = static_cast<std::uint32_t>(leaf * slots_per_leaf + within);
         return true;
       }

@@ -38,22 +38,27 @@ inline void post_task(summary_tree& tree, sleep_module& sleep, std::size_t leaf,
   }
 }
 
+// executor_core::claim_in_leaf behind claim_from_roots' root-bit filter:
+// if `leaf`'s root bit is set, claim one task bit in it; permits the claim
+// owes go out as wakes. Returns the bit's index within the leaf, or -1.
+inline int claim_in_active_leaf(summary_tree& tree, sleep_module& sleep, std::size_t leaf) {
+  if ((tree.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
+    return -1;
+  }
+  summary_tree::activation upward;
+  const int index = tree.claim_in_leaf(leaf, upward);
+  if (upward.wakes_owed != 0) {
+    sleep.wake_for_permits(upward.wakes_owed);
+  }
+  return index;
+}
+
 // One search over every leaf whose root bit is set, the worker's own
-// (leaf == worker) first: claims at most one task; permits a claim owes go
-// out as wakes.
+// (leaf == worker) first: claims at most one task.
 inline bool claim_any_task(summary_tree& tree, sleep_module& sleep, std::size_t worker,
                            std::size_t leaves) {
   for (std::size_t step = 0; step < leaves; ++step) {
-    const std::size_t leaf = (worker + step) % leaves;
-    if ((tree.root_word(leaf / 64) & (std::uint64_t{1} << (leaf % 64))) == 0) {
-      continue;
-    }
-    summary_tree::activation upward;
-    const int index = tree.claim_in_leaf(leaf, upward);
-    if (upward.wakes_owed != 0) {
-      sleep.wake_for_permits(upward.wakes_owed);
-    }
-    if (index >= 0) {
+    if (claim_in_active_leaf(tree, sleep, (worker + step) % leaves) >= 0) {
       return true;
     }
   }
