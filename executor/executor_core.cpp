@@ -161,8 +161,12 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
   } guard{this, !on_worker};
 
   std::uint32_t slot = 0;
-  if (const spawn_status status = allocate(on_worker ? spawn_mode::fail : mode, slot);
-      status != spawn_status::spawned) {
+  if (on_worker && self->spawn_slots.free != 0) [[likely]] {
+    // The warm reservation, inline: a call to allocate() cost fib_join 20
+    // instructions a fork (callgrind, 1 worker).
+    slot = task_arena::take(self->spawn_slots);
+  } else if (const spawn_status status = allocate(self, on_worker ? spawn_mode::fail : mode, slot);
+             status != spawn_status::spawned) {
     return status;
   }
   task_slot& target = arena_.slot(slot);
@@ -235,11 +239,11 @@ bool executor_core::allocate_unreserved(std::size_t first_partition, std::uint32
   return false;
 }
 
-spawn_status executor_core::allocate(spawn_mode mode, std::uint32_t& slot) {
-  if (worker_context* worker = this_thread_worker; worker != nullptr && worker->core == this) {
-    worker_state& self = *workers_[worker->index];
-    if (self.spawn_slots.free != 0 || reserve_anywhere(worker->index, self.spawn_slots)) {
-      slot = task_arena::take(self.spawn_slots);
+spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::uint32_t& slot) {
+  if (self != nullptr) {
+    if (self->spawn_slots.free != 0 ||
+        reserve_anywhere(self->context.index, self->spawn_slots)) {
+      slot = task_arena::take(self->spawn_slots);
       return spawn_status::spawned;
     }
   } else {
@@ -426,9 +430,12 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
                                                                      std::uint32_t slot) {
   // Run it here, then restore what this worker was running: the waiting
   // task is still mid-run.
-  const worker_context saved = self.context;
+  // Only the running task's fields change; core and index are the worker's.
+  const task_id saved_running = self.context.running;
+  const bool saved_has_running = self.context.has_running;
   run_task(self, slot);
-  self.context = saved;
+  self.context.running = saved_running;
+  self.context.has_running = saved_has_running;
 }
 
 // Inlined into spawn_body, schedule and find_task: out of line it cost
@@ -621,7 +628,9 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   self.lifo_streak = 0;
   // 1. Local yield queue — unless the last task came from it, in which case
   //    the tree goes first so that yielding lets other ready tasks run.
-  if (!self.last_from_yield) {
+  //    The empty test is inline: a call per search cost every task that
+  //    came from the tree 15 instructions (spawn_remote, callgrind).
+  if (!self.last_from_yield && !self.yields.empty()) {
     if (take_yielded(self, slot)) {
       return true;
     }
@@ -631,7 +640,7 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
     self.last_from_yield = false;
     return true;
   }
-  if (take_yielded(self, slot)) {
+  if (!self.yields.empty() && take_yielded(self, slot)) {
     return true;
   }
   // 3. Steal from other partitions, starting at a random leaf, then from
@@ -662,12 +671,15 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
     start_leaf =
         self.steal_leaf != no_leaf ? self.steal_leaf : next_random(self.random) % (words * 64);
   }
-  const std::size_t start_word = (start_leaf / 64) % words;
+  std::size_t word = start_leaf / 64;
+  if (word >= words) {
+    word %= words;
+  }
   const auto start_bit = static_cast<unsigned>(start_leaf % 64);
   // The start word is visited twice: bits at/after start_bit first, the
-  // rest at the end, so every active leaf is tried once.
-  for (std::size_t step = 0; step <= words; ++step) {
-    const std::size_t word = (start_word + step) % words;
+  // rest at the end, so every active leaf is tried once. The word index
+  // wraps by a compare, not a division (two per search, spawn_remote).
+  for (std::size_t step = 0; step <= words; ++step, word = word + 1 == words ? 0 : word + 1) {
     const std::uint64_t mine = self.own_mask[word];
     std::uint64_t active = tree_.root_word(word) & (own_partition ? mine : ~mine);
     if (step == 0) {

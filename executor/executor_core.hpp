@@ -222,7 +222,9 @@ class executor_core final : private sleep_probe {
   static constexpr std::uint32_t max_lifo_streak = 16;
   void owe_wakes(std::uint32_t permits_granted) noexcept;
   std::size_t place_external(std::size_t after) noexcept;
-  spawn_status allocate(spawn_mode mode, std::uint32_t& slot);
+  // A free slot for a spawn: from `self`'s reservation when the caller is
+  // that worker (null: a thread outside, through the external caches).
+  spawn_status allocate(worker_state* self, spawn_mode mode, std::uint32_t& slot);
   bool reserve_anywhere(std::size_t first_partition, task_arena::reservation& into);
   bool allocate_unreserved(std::size_t first_partition, std::uint32_t& slot);
   void flush_external_caches() noexcept;

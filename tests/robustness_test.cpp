@@ -569,7 +569,9 @@ TEST_CASE("item 11: a fiber that swallows fiber_unwind and suspends again ends a
   executor pool(small_pool(1));
   async_event never;
   std::atomic<int> rethrows{0};
+  std::atomic<bool> started{false};
   auto handle = canopy::spawn_fiber(pool, [&] {
+    started = true;
     for (int attempt = 0; attempt < 3; ++attempt) {
       try {
         canopy::this_fiber::await(never);
@@ -579,6 +581,10 @@ TEST_CASE("item 11: a fiber that swallows fiber_unwind and suspends again ends a
     }
     return 1;
   });
+  // Cancel only once the fiber runs: a fiber cancelled before its first run
+  // is dropped unrun and would never reach the loop (a fixed sleep here
+  // failed on a loaded machine).
+  REQUIRE(eventually([&] { return started.load(); }));
   std::this_thread::sleep_for(20ms);
   CHECK(handle.cancel());
   CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);  // aborted the process before
