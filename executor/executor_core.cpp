@@ -394,14 +394,33 @@ executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const
     return pending_run::ran;
   }
   std::memcpy(adopt.body, target.storage, adopt.body_size);
-  target.vtable = nullptr;  // as after a completed run: the body now lives with the adopter
+  retire_unrun(*self, id);
+  return pending_run::adopted;
+}
+
+executor_core::pending_run executor_core::take_back_unrun(task_id id) {
+  worker_state* const self = claim_pending(id);
+  if (self == nullptr) {
+    return pending_run::none;
+  }
+  if (self->trace != nullptr) [[unlikely]] {
+    run_claimed_nested(*self, id.slot);  // a traced run, so the trace shows it
+    return pending_run::ran;
+  }
+  retire_unrun(*self, id);
+  return pending_run::adopted;
+}
+
+[[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
+                                                               task_id id) noexcept {
+  task_slot& target = arena_.slot(id.slot);
+  target.vtable = nullptr;  // as after a completed run: the caller does the task's work
   // release: as at run_task's completion, a stale waker that reads the new
   // generation fails its CAS; SCHEDULED is dropped, nobody else holds the task.
   target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
-  worker_counters::bump(self->counters.tasks_run);
-  worker_counters::bump(self->counters.finished);
-  release_slot(*self, id.slot);
-  return pending_run::adopted;
+  worker_counters::bump(self.counters.tasks_run);
+  worker_counters::bump(self.counters.finished);
+  release_slot(self, id.slot);
 }
 
 [[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(

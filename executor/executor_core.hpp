@@ -123,6 +123,14 @@ class executor_core final : private sleep_probe {
   // run it to its end and call kind->destroy(body, task_end::completed).
   // A task it does not accept runs nested as in run_pending_inline.
   pending_run run_or_adopt_pending(task_id id, const adoption& adopt);
+  // canopy::join's take-back (executor/join.hpp): claims task `id` as
+  // run_pending_inline does and, when this thread got it, retires its slot
+  // as if the task had completed without running or destroying its body
+  // (pending_run::adopted): the caller then does the task's work itself, so
+  // the body must need no destroy call after a completed run. With tracing
+  // on it runs the task nested instead (pending_run::ran), so the trace
+  // shows the run. pending_run::none: another worker has it, or it ended.
+  pending_run take_back_unrun(task_id id);
 
   // The calling thread takes the host role and runs tasks within `budget`
   // (executor.hpp's run_once/run_for/run_until_idle/run document each);
@@ -237,6 +245,8 @@ class executor_core final : private sleep_probe {
   worker_state* claim_pending(task_id id);
   // Run a task claimed by claim_pending nested in the running one.
   void run_claimed_nested(worker_state& self, std::uint32_t slot);
+  // A claimed task retired unrun, as after a completed run (adoption).
+  void retire_unrun(worker_state& self, task_id id) noexcept;
   void notify_capacity_waiters() noexcept;
   // stats().live_tasks: one more spawned (per worker, or shared for threads
   // that are not workers).

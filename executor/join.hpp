@@ -71,8 +71,10 @@
 // task slot (pointers to the callable, to its result on the joiner's stack,
 // to the joiner's countdown and to the joining thread's context); results,
 // exceptions and the countdown live on the joiner's stack. A callable the
-// joiner takes back ends with a plain store, one another worker ran with
-// one locked decrement.
+// joiner takes back runs as a plain call, part of the joining task (its
+// slot is retired unrun, so inside it canopy::current_waker() names the
+// joiner's task) and ends with a plain store; one another worker took runs
+// as a task of its own and ends with one locked decrement.
 #pragma once
 
 #include <linux/futex.h>
@@ -313,10 +315,7 @@ class fork_join {
     const auto all_ended = [this, &countdown] {
       return countdown.remaining() == finished_here(std::make_index_sequence<count>{});
     };
-    // Take back the offered ones nobody took, in argument order.
-    for (std::size_t index = offered_count; index > 0 && !all_ended(); --index) {
-      static_cast<void>(core.run_pending_inline(offered[index - 1]));
-    }
+    take_back(core, offered, first_offered, all_ended, std::make_index_sequence<count>{});
     if (!all_ended()) {
       countdown.forgive(finished_here(std::make_index_sequence<count>{}));
       countdown.wait();
@@ -385,6 +384,30 @@ class fork_join {
       first_offered = I;
     };
     (offer_one(std::integral_constant<std::size_t, count - 1 - Is>{}), ...);
+  }
+
+  // Take back the offered callables nobody took, in argument order, and
+  // run each here as a plain call: its slot is retired unrun, so neither
+  // the task's run nor its body is paid for (with tracing on, the core runs
+  // it as a nested task instead, and run_entry marks it finished here).
+  // offered[k] holds callable count - 1 - k (offer_reversed).
+  template <class AllEnded, std::size_t... Is>
+  void take_back(executor_core& core, const std::array<task_id, count == 1 ? 1 : count - 1>& offered,
+                 std::size_t first_offered, const AllEnded& all_ended,
+                 std::index_sequence<Is...> /*indices*/) {
+    const auto take_back_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if constexpr (I > 0) {
+        if (I < first_offered || all_ended()) {
+          return;
+        }
+        if (core.take_back_unrun(offered[count - 1 - I]) ==
+            executor_core::pending_run::adopted) {
+          std::get<I>(outcomes_).run(std::get<I>(fns_));
+          std::get<I>(outcomes_).finished_here = true;
+        }
+      }
+    };
+    (take_back_one(std::integral_constant<std::size_t, Is>{}), ...);
   }
 
   template <std::size_t... Is>

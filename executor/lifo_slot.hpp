@@ -30,6 +30,16 @@ class lifo_slot {
   // Owner: `slot` becomes the LIFO task; returns the task that was there
   // (empty if none), which the caller must hand to the tree.
   [[nodiscard]] std::uint32_t put(std::uint32_t slot) noexcept {
+    // Only the owner writes a task in; thieves only exchange one out. So a
+    // slot the owner reads empty stays empty until the owner's own store,
+    // and the store needs no locked instruction (a thief's exchange either
+    // precedes it and takes nothing, or follows it and takes `slot`).
+    if (word_.load(sync::relaxed) == empty) {
+      // release: publishes the task's body and state to whoever takes it
+      // (owner or thief, both exchange with acquire).
+      word_.store(slot, sync::release);
+      return empty;
+    }
     // acq_rel: release publishes the task's body and state to whoever takes
     // it (owner or thief, both exchange with acquire); acquire pairs with the
     // release of the task we evict, which goes to the tree.

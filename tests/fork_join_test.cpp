@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <latch>
 #include <mutex>
 #include <stdexcept>
@@ -13,6 +15,8 @@
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "coroutine/coroutine.hpp"
 #include "coroutine/join_all.hpp"
@@ -204,6 +208,52 @@ TEST_CASE("nested joins compute fib(20) on a worker, from outside, and on one wo
     CHECK(canopy::join(
               pool, [] { return join_fib(20); }, [] { return join_fib(19); }) ==
           std::pair<long, long>{6765, 4181});
+  }
+}
+
+TEST_CASE("a taken-back callable is part of the joining task and leaves its slot counted") {
+  // On one worker nobody steals, so every offered callable is taken back:
+  // its slot is retired unrun (executor_core::take_back_unrun) and the
+  // statistics still count it as run and finished. With tracing on the
+  // take-back runs it as a nested task instead; the counts are the same.
+  canopy::testing::watchdog guard("take-back accounting", 60);
+  for (const bool traced : {false, true}) {
+    CAPTURE(traced);
+    executor_config config = config_with(1);
+    if (traced) {
+      const char* directory = std::getenv("TMPDIR");
+      config.trace_path = std::string(directory != nullptr ? directory : "/tmp") +
+                          "/canopy_fork_join_test_" + std::to_string(::getpid()) + ".json";
+    }
+    executor pool(config);
+    const bool same_waker = on_worker(pool, [] {
+      const canopy::waker joiner = canopy::current_waker();
+      bool inside_is_joiner = false;
+      static_cast<void>(canopy::join([] { return 0; },
+                                     [&] {
+                                       inside_is_joiner = canopy::current_waker() == joiner;
+                                       return 0;
+                                     }));
+      return inside_is_joiner;
+    });
+    // Untraced, the callable runs as part of the joiner's task; traced, as
+    // a task of its own (docs/fork_join.md).
+    CHECK(same_waker == !traced);
+    CHECK(on_worker(pool, [] { return join_fib(15); }) == 610);
+    pool.shutdown();  // quiescent: the counts are exact (a join returns before its task's slot ends)
+    const canopy::executor_stats stats = pool.stats();
+    const canopy::worker_stats total = stats.total();
+    CHECK(stats.live_tasks == 0);
+    // fib(15) makes 986 joins, each offering one callable, and the first
+    // test one; the two on_worker tasks come from outside, which
+    // worker_stats::spawned does not count, and finish here too.
+    CHECK(total.spawned == 986 + 1);
+    CHECK(total.finished == total.spawned + 2);
+    CHECK(total.tasks_run == total.finished);
+    if (traced) {
+      std::remove(config.trace_path.c_str());
+      std::remove((config.trace_path.substr(0, config.trace_path.size() - 5) + ".svg").c_str());
+    }
   }
 }
 
