@@ -695,17 +695,15 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
     word %= words;
   }
   const auto start_bit = static_cast<unsigned>(start_leaf % 64);
+  // Own partition: the leaves of own_mask; stealing: the others.
+  const std::uint64_t flip = own_partition ? 0 : ~std::uint64_t{0};
   // The start word is visited twice: bits at/after start_bit first, the
   // rest at the end, so every active leaf is tried once. The word index
-  // wraps by a compare, not a division (two per search, spawn_remote).
-  for (std::size_t step = 0; step <= words; ++step, word = word + 1 == words ? 0 : word + 1) {
-    const std::uint64_t mine = self.own_mask[word];
-    std::uint64_t active = tree_.root_word(word) & (own_partition ? mine : ~mine);
-    if (step == 0) {
-      active &= ~std::uint64_t{0} << start_bit;
-    } else if (step == words) {
-      active &= ~(~std::uint64_t{0} << start_bit);
-    }
+  // wraps by a compare, not a division, and the two partial words are
+  // masked outside the loop (a failed search is most of yield_many's).
+  std::uint64_t active =
+      tree_.root_word(word) & (self.own_mask[word] ^ flip) & (~std::uint64_t{0} << start_bit);
+  for (std::size_t step = 0;;) {
     while (active != 0) {
       const std::size_t leaf = word * 64 + static_cast<std::size_t>(std::countr_zero(active));
       if (claim_in_leaf(leaf, slot)) {
@@ -713,6 +711,14 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
         return true;
       }
       active &= active - 1;
+    }
+    if (++step > words) {
+      break;
+    }
+    word = word + 1 == words ? 0 : word + 1;
+    active = tree_.root_word(word) & (self.own_mask[word] ^ flip);
+    if (step == words) {
+      active &= ~(~std::uint64_t{0} << start_bit);
     }
   }
   if (!own_partition) {
