@@ -241,8 +241,7 @@ bool executor_core::allocate_unreserved(std::size_t first_partition, std::uint32
 
 spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::uint32_t& slot) {
   if (self != nullptr) {
-    if (self->spawn_slots.free != 0 ||
-        reserve_anywhere(self->context.index, self->spawn_slots)) {
+    if (self->spawn_slots.free != 0 || reserve_anywhere(self->context.index, self->spawn_slots)) {
       slot = task_arena::take(self->spawn_slots);
       return spawn_status::spawned;
     }

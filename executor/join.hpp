@@ -392,7 +392,8 @@ class fork_join {
   // it as a nested task instead, and run_entry marks it finished here).
   // offered[k] holds callable count - 1 - k (offer_reversed).
   template <class AllEnded, std::size_t... Is>
-  void take_back(executor_core& core, const std::array<task_id, count == 1 ? 1 : count - 1>& offered,
+  void take_back(executor_core& core,
+                 const std::array<task_id, count == 1 ? 1 : count - 1>& offered,
                  std::size_t first_offered, const AllEnded& all_ended,
                  std::index_sequence<Is...> /*indices*/) {
     const auto take_back_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -400,8 +401,7 @@ class fork_join {
         if (I < first_offered || all_ended()) {
           return;
         }
-        if (core.take_back_unrun(offered[count - 1 - I]) ==
-            executor_core::pending_run::adopted) {
+        if (core.take_back_unrun(offered[count - 1 - I]) == executor_core::pending_run::adopted) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
           std::get<I>(outcomes_).finished_here = true;
         }

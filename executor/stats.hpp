@@ -22,8 +22,8 @@ struct worker_stats {
 };
 
 struct executor_stats {
-  std::vector<worker_stats> workers;  // the owned workers
-  worker_stats host;                  // runs made by host threads (executor::run_once and friends)
+  std::vector<worker_stats> workers;   // the owned workers
+  worker_stats host;                   // runs made by host threads (executor::run_once and friends)
   std::uint64_t dropped_tasks = 0;     // tasks destroyed without completing
   std::uint32_t sleeping_workers = 0;  // workers parked when the snapshot was taken
   // Tasks spawned and not yet ended (completed or dropped). Exact when the

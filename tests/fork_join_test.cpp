@@ -2,6 +2,7 @@
 // (executor/join.hpp), and co_await canopy::join_all over many children
 // (coroutine/join_all.hpp).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,8 +16,6 @@
 #include <system_error>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "coroutine/coroutine.hpp"
 #include "coroutine/join_all.hpp"
@@ -221,6 +220,7 @@ TEST_CASE("a taken-back callable is part of the joining task and leaves its slot
     CAPTURE(traced);
     executor_config config = config_with(1);
     if (traced) {
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing in the test sets the environment
       const char* directory = std::getenv("TMPDIR");
       config.trace_path = std::string(directory != nullptr ? directory : "/tmp") +
                           "/canopy_fork_join_test_" + std::to_string(::getpid()) + ".json";
@@ -240,7 +240,8 @@ TEST_CASE("a taken-back callable is part of the joining task and leaves its slot
     // a task of its own (docs/fork_join.md).
     CHECK(same_waker == !traced);
     CHECK(on_worker(pool, [] { return join_fib(15); }) == 610);
-    pool.shutdown();  // quiescent: the counts are exact (a join returns before its task's slot ends)
+    pool.shutdown();  // quiescent: the counts are exact (a join returns before its task's slot
+                      // ends)
     const canopy::executor_stats stats = pool.stats();
     const canopy::worker_stats total = stats.total();
     CHECK(stats.live_tasks == 0);
