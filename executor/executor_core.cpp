@@ -410,6 +410,61 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   return pending_run::adopted;
 }
 
+bool executor_core::offer_job(offered_job& job) noexcept {
+  worker_context* const worker = this_thread_worker;
+  if (worker == nullptr || worker->core != this) {
+    return false;
+  }
+  worker_state& self = *workers_[worker->index];
+  job.joiner_task = self.context.running;
+  job.joiner_has_task = self.context.has_running;
+  if (!self.offers.push(job)) {
+    return false;
+  }
+  // A wake for a sleeper only if nobody is awake to steal it: a hint (no
+  // RMW orders the push before this read), since the joiner runs the job
+  // itself at its join if nobody took it (offer_deque.hpp).
+  sleep_.new_jobs(1);
+  return true;
+}
+
+bool executor_core::take_back_job(const offered_job& job) noexcept {
+  worker_state& self = *workers_[this_thread_worker->index];
+  // Joins nest on a thread, so the newest entry is this join's, unless a
+  // thief took it, and then every older one too (thieves take the oldest
+  // first): pop() returns `job` or nothing.
+  return self.offers.pop() == &job;
+}
+
+offered_job* executor_core::steal_offer(worker_state& self) noexcept {
+  const std::size_t count = workers_.size();
+  for (std::size_t step = 1; step < count; ++step) {
+    offer_deque& victim = workers_[(self.context.index + step) % count]->offers;
+    if (victim.looks_empty()) {
+      continue;
+    }
+    if (offered_job* const job = victim.steal()) {
+      worker_counters::bump(self.counters.steals);
+      if (self.trace != nullptr) [[unlikely]] {
+        self.trace->steal(trace_buffer::no_partition);
+      }
+      return job;
+    }
+  }
+  return nullptr;
+}
+
+void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
+  // Under the joiner's task, as if the joiner ran it (current_waker()).
+  const task_id saved_running = self.context.running;
+  const bool saved_has_running = self.context.has_running;
+  self.context.running = job.joiner_task;
+  self.context.has_running = job.joiner_has_task;
+  job.execute(job);  // the job is gone after this: its joiner may have returned
+  self.context.running = saved_running;
+  self.context.has_running = saved_has_running;
+}
+
 [[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
                                                                task_id id) noexcept {
   task_slot& target = arena_.slot(id.slot);
@@ -529,6 +584,10 @@ void executor_core::worker_main(std::size_t index) {
       poll_driver_if_due(self);
       continue;
     }
+    if (offered_job* const job = steal_offer(self)) {
+      run_stolen(self, *job);
+      continue;
+    }
     // Out of work: return reserved spawn slots so that a spawner blocked at
     // capacity is not kept waiting by slots nobody will use soon.
     give_back_worker_slots(self);
@@ -538,13 +597,19 @@ void executor_core::worker_main(std::size_t index) {
     }
     bool found = false;
     while (!stopping_.load(sync::acquire)) {
-      if (find_task(self, slot)) {
+      offered_job* stolen = nullptr;
+      const bool from_tree = find_task(self, slot);
+      if (from_tree || (stolen = steal_offer(self)) != nullptr) {
         sleep_.work_found([this] { return tree_.any_active(); });
         found = true;
         if (self.trace != nullptr) {
           self.trace->search_ended();
         }
-        run_task(self, slot);
+        if (from_tree) {
+          run_task(self, slot);
+        } else {
+          run_stolen(self, *stolen);
+        }
         break;
       }
       const idle_report report = sleep_.no_work_found(index, idle, *this);

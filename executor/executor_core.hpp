@@ -27,6 +27,7 @@
 #include "host_channel.hpp"
 #include "idle_driver.hpp"
 #include "lifo_slot.hpp"
+#include "offer_deque.hpp"
 #include "stats.hpp"
 #include "task_arena.hpp"
 #include "task_slot.hpp"
@@ -132,6 +133,19 @@ class executor_core final : private sleep_probe {
   // shows the run. pending_run::none: another worker has it, or it ended.
   pending_run take_back_unrun(task_id id);
 
+  // canopy::join's offers (executor/join.hpp, offer_deque.hpp). From a
+  // thread running a task of this executor (a worker, or the host thread):
+  // offer_job pushes `job` onto that thread's deque, where idle workers may
+  // steal it, and returns false (nothing offered) on any other thread or
+  // when the deque is full. The job must stay valid until it was taken back
+  // or it ended. take_back_job, from the same thread, takes the newest
+  // offered job back: true if it was `job` (the caller then runs it), false
+  // if a thief took it (it runs elsewhere; the caller waits for its end).
+  // A thief runs a stolen job under the joiner's task (`joiner_task`), so
+  // that current_waker() inside names the joining task either way.
+  bool offer_job(offered_job& job) noexcept;
+  bool take_back_job(const offered_job& job) noexcept;
+
   // The calling thread takes the host role and runs tasks within `budget`
   // (executor.hpp's run_once/run_for/run_until_idle/run document each);
   // returns how many task runs it made. Throws std::system_error with
@@ -194,6 +208,7 @@ class executor_core final : private sleep_probe {
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
     alignas(sync::cache_line) lifo_slot lifo;
+    offer_deque offers;  // canopy::join's offered callables (offer_job)
     worker_counters counters;
     std::thread thread;
   };
@@ -225,6 +240,10 @@ class executor_core final : private sleep_probe {
   // The same, for a caller that already knows its worker (null: not one).
   void make_runnable_from(worker_state* self, std::uint32_t slot) noexcept;
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
+  // An idle worker's last resort: a join's offered callable stolen from
+  // another thread's deque (null: none), then run here.
+  offered_job* steal_offer(worker_state& self) noexcept;
+  void run_stolen(worker_state& self, offered_job& job) noexcept;
   static constexpr std::uint32_t no_task = lifo_slot::empty;
   static constexpr std::size_t no_leaf = ~std::size_t{0};
   static constexpr std::uint32_t max_lifo_streak = 16;

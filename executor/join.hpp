@@ -282,6 +282,22 @@ struct branch_body {
   static constexpr task_vtable table{&run_entry, &destroy_entry};
 };
 
+// An offered callable in its joiner's deque (executor/offer_deque.hpp):
+// what a thief runs. It lives in the fork_join on the joiner's stack and
+// touches nothing of the join after its count_down().
+template <class Fn, class R>
+struct branch_job : offered_job {
+  Fn* fn = nullptr;
+  branch_outcome<R>* outcome = nullptr;
+  join_countdown* countdown = nullptr;
+
+  static void run_stolen(offered_job& base) noexcept {
+    auto& job = static_cast<branch_job&>(base);
+    job.outcome->run(*job.fn);
+    job.countdown->count_down();
+  }
+};
+
 template <class... Fns>
 class fork_join {
  public:
@@ -295,11 +311,10 @@ class fork_join {
   result_type run_on_worker(executor_core& core, const worker_context* self) {
     join_countdown countdown(static_cast<std::uint32_t>(count - 1));
     std::array<task_id, count == 1 ? 1 : count - 1> offered{};
-    std::size_t offered_count = 0;
-    // Offered last to first: the second callable is spawned last, so it
-    // sits in this worker's LIFO slot and its take-back is the cheapest.
+    // Offered last to first: the second callable is pushed last, so it is
+    // the deque's newest entry, the first taken back.
     std::size_t first_offered = count;
-    offer_reversed(core, countdown, self, offered, offered_count, first_offered,
+    offer_reversed(core, countdown, self, offered, first_offered,
                    std::make_index_sequence<count - 1>{});
 
     std::get<0>(outcomes_).run(std::get<0>(fns_));
@@ -349,6 +364,8 @@ class fork_join {
   using fn_t = std::tuple_element_t<I, std::tuple<Fns...>>;
   template <std::size_t I>
   using body_t = branch_body<fn_t<I>, std::invoke_result_t<fn_t<I>&>>;
+  template <std::size_t I>
+  using job_t = branch_job<fn_t<I>, std::invoke_result_t<fn_t<I>&>>;
 
   // Offer callable I as a task; false if it could not be (spawn_status or
   // an exception from the slot allocation).
@@ -362,13 +379,23 @@ class fork_join {
   template <std::size_t... Is>
   void offer_reversed(executor_core& core, join_countdown& countdown, const worker_context* self,
                       std::array<task_id, count == 1 ? 1 : count - 1>& offered,
-                      std::size_t& offered_count, std::size_t& first_offered,
-                      std::index_sequence<Is...> /*indices*/) {
+                      std::size_t& first_offered, std::index_sequence<Is...> /*indices*/) {
     bool stopped = false;
     const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
       if (stopped) {
         return;
       }
+      job_t<I>& job = std::get<I>(jobs_);
+      job.execute = &job_t<I>::run_stolen;
+      job.fn = &std::get<I>(fns_);
+      job.outcome = &std::get<I>(outcomes_);
+      job.countdown = &countdown;
+      if (core.offer_job(job)) {
+        in_deque_[I] = true;
+        first_offered = I;
+        return;
+      }
+      // The deque is full (joins nested deeper than its capacity): a task.
       task_id id;
       spawn_status status = spawn_status::at_capacity;
       try {
@@ -380,7 +407,7 @@ class fork_join {
         stopped = true;
         return;
       }
-      offered[offered_count++] = id;
+      offered[count - 1 - I] = id;
       first_offered = I;
     };
     (offer_one(std::integral_constant<std::size_t, count - 1 - Is>{}), ...);
@@ -401,7 +428,10 @@ class fork_join {
         if (I < first_offered || all_ended()) {
           return;
         }
-        if (core.take_back_unrun(offered[count - 1 - I]) == executor_core::pending_run::adopted) {
+        const bool taken_back = in_deque_[I] ? core.take_back_job(std::get<I>(jobs_))
+                                             : core.take_back_unrun(offered[count - 1 - I]) ==
+                                                   executor_core::pending_run::adopted;
+        if (taken_back) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
           std::get<I>(outcomes_).finished_here = true;
         }
@@ -488,6 +518,10 @@ class fork_join {
 
   std::tuple<Fns&...> fns_;
   std::tuple<branch_outcome<std::invoke_result_t<Fns&>>...> outcomes_;
+  // Each offered callable's deque entry (element 0 unused), and whether it
+  // went into the deque (else it became a task, whose id is in `offered`).
+  std::tuple<branch_job<Fns, std::invoke_result_t<Fns&>>...> jobs_;
+  std::array<bool, count> in_deque_{};
 };
 
 template <class... Fns>

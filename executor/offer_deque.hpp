@@ -1,0 +1,127 @@
+// offer_deque — a worker's deque of callables offered by canopy::join
+// (executor/join.hpp), after Chase and Lev (2005) in the C11 form of Lê,
+// Pop, Cohen and Zappa Nardelli (2013), with seq_cst RMWs where they use
+// fences.
+//
+// Who calls what:
+//   * push() and pop(): the owning worker only (the joiner). Joins nest on a
+//     worker, so the newest entry is always the innermost join's offer.
+//   * steal(): any other thread (an idle worker), concurrently with the
+//     owner and with other thieves. It takes the oldest entry.
+// Each pushed job is returned exactly once, by pop() or by one steal().
+//
+// Cost to the owner: push is two plain stores (no locked instruction); pop
+// is one locked exchange, plus a CAS only when it races a thief for the last
+// entry. The jobs live on the joiner's stack; the deque holds pointers.
+//
+// Not part of the wake protocol: a job in here is run by its owner at its
+// join whatever happens, so a worker that sleeps while a job waits here
+// costs parallelism, never progress (as in rayon). docs/architecture.md,
+// "Offered callables", says how thieves learn about jobs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../sync/atomics.hpp"
+#include "task_slot.hpp"
+
+namespace canopy {
+
+// What a thief runs: a callable offered by a join. The joiner fills it in
+// before push(); execute() runs the callable and tells the joiner it ended.
+struct offered_job {
+  void (*execute)(offered_job& job) noexcept = nullptr;
+  task_id joiner_task{};  // the joining task, named by current_waker() inside the callable
+  bool joiner_has_task = false;
+};
+
+// Capacity: a power of two. The executor's is offer_deque (below); the
+// Relacy check uses a small one, so that its schedules wrap around.
+template <std::int64_t Capacity>
+class basic_offer_deque {
+  static_assert(Capacity > 0 && (Capacity & (Capacity - 1)) == 0, "a power of two");
+
+ public:
+  static constexpr std::int64_t capacity = Capacity;
+
+  // Owner: add `job` as the newest entry; false (nothing changes) when full.
+  [[nodiscard]] bool push(offered_job& job) noexcept {
+    const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
+    // acquire: pairs with a thief's CAS on top, so the entry it took is no
+    // longer read by it once this push overwrites that index.
+    const std::int64_t top = top_.load(sync::acquire);
+    if (bottom - top >= capacity) {
+      return false;
+    }
+    entries_[static_cast<std::size_t>(bottom & mask)].store(&job, sync::relaxed);
+    // release: publishes the entry and the job's fields to a thief's seq_cst
+    // (acquiring) load of bottom in steal().
+    bottom_.store(bottom + 1, sync::release);
+    return true;
+  }
+
+  // Owner: take the newest entry back; nullptr if a thief took it (or the
+  // deque is empty).
+  [[nodiscard]] offered_job* pop() noexcept {
+    const std::int64_t bottom = bottom_.load(sync::relaxed) - 1;
+    // seq_cst exchange (the algorithm's store + fence): pairs with steal()'s
+    // seq_cst load of top then load of bottom. Either the thief sees the
+    // lowered bottom and leaves this entry, or this load of top sees the
+    // thief's CAS.
+    static_cast<void>(bottom_.exchange(bottom, sync::seq_cst));
+    std::int64_t top = top_.load(sync::seq_cst);
+    if (top > bottom) {
+      bottom_.store(bottom + 1, sync::relaxed);  // empty: nothing was there
+      return nullptr;
+    }
+    offered_job* job = entries_[static_cast<std::size_t>(bottom & mask)].load(sync::relaxed);
+    if (top == bottom) {
+      // The last entry: a thief may be taking it. seq_cst: one total order
+      // with the thieves' CASes on top decides who has it.
+      if (!top_.compare_exchange_strong(top, top + 1, sync::seq_cst, sync::relaxed)) {
+        job = nullptr;
+      }
+      bottom_.store(bottom + 1, sync::relaxed);
+    }
+    return job;
+  }
+
+  // Thief: take the oldest entry; nullptr if there is none or another
+  // thread took it first.
+  [[nodiscard]] offered_job* steal() noexcept {
+    // seq_cst: the load of top before the load of bottom pairs with pop()'s
+    // exchange on bottom before its load of top (see there).
+    std::int64_t top = top_.load(sync::seq_cst);
+    // seq_cst (so acquire): pairs with push()'s release store of bottom, so
+    // the entry and the job it points to are visible.
+    const std::int64_t bottom = bottom_.load(sync::seq_cst);
+    if (top >= bottom) {
+      return nullptr;
+    }
+    offered_job* job = entries_[static_cast<std::size_t>(top & mask)].load(sync::relaxed);
+    // seq_cst: against the owner's CAS for the last entry and other thieves;
+    // a failure means someone else took entry `top`, and `job` is dropped.
+    if (!top_.compare_exchange_strong(top, top + 1, sync::seq_cst, sync::relaxed)) {
+      return nullptr;
+    }
+    return job;
+  }
+
+  // A hint for thieves: whether the deque looked non-empty.
+  [[nodiscard]] bool looks_empty() const noexcept {
+    return top_.load(sync::relaxed) >= bottom_.load(sync::relaxed);
+  }
+
+ private:
+  static constexpr std::int64_t mask = capacity - 1;
+
+  alignas(sync::cache_line) sync::atomic<std::int64_t> top_{0};
+  alignas(sync::cache_line) sync::atomic<std::int64_t> bottom_{0};
+  sync::atomic<offered_job*> entries_[capacity] = {};
+};
+
+// A worker's deque: joins nested deeper than this offer the rest as tasks.
+using offer_deque = basic_offer_deque<256>;
+
+}  // namespace canopy
