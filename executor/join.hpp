@@ -8,12 +8,15 @@
 //
 // What runs where:
 //   * canopy::join(f, g) inside a task (a callable, a coroutine, a fiber, or
-//     a task the host thread runs) of an executor: g becomes a task of that
-//     executor, f runs at once on the calling thread, then g is taken back
-//     and run here if no other worker took it meanwhile (the same
-//     "run the child at the join" as co_await on a handle,
-//     executor_core::run_pending_inline). parallel_invoke(f1, ..., fn) runs
-//     f1 here and offers f2..fn, taking them back in that order.
+//     a task the host thread runs) of an executor: g is offered on the
+//     calling thread's deque (executor/offer_deque.hpp), f runs at once on
+//     the calling thread, then g is taken back and run here if no idle
+//     worker stole it meanwhile. parallel_invoke(f1, ..., fn) runs f1 here
+//     and offers f2..fn, taking them back in that order. A thief runs a
+//     callable under the joining task (current_waker() names it). Joins
+//     nested more than offer_deque::capacity deep offer the rest as tasks.
+//     The wake for an offered callable is a hint (rayon's): a worker about
+//     to sleep may miss it, and then the joiner runs it at its join.
 //   * canopy::join(pool, f, g) / parallel_invoke(pool, f1, ...) from a thread
 //     that is not a worker of any executor: every callable runs as a task
 //     of `pool` and the caller blocks until all of them ended (on an
@@ -67,14 +70,14 @@
 // joiner that waits has no untaken callable of an enclosing join left to
 // run; an instrumented run of ~2.5 million joins found none.)
 //
-// Cost: nothing on the heap. Each offered callable is a 32-byte body in a
-// task slot (pointers to the callable, to its result on the joiner's stack,
-// to the joiner's countdown and to the joining thread's context); results,
-// exceptions and the countdown live on the joiner's stack. A callable the
-// joiner takes back runs as a plain call, part of the joining task (its
-// slot is retired unrun, so inside it canopy::current_waker() names the
-// joiner's task) and ends with a plain store; one another worker took runs
-// as a task of its own and ends with one locked decrement.
+// Cost: nothing on the heap. Each offered callable is a deque entry: a
+// pointer to its record on the joiner's stack (the callable, its result,
+// the countdown; results, exceptions and the countdown live there too). The
+// offer is two plain stores, the take-back one locked exchange; a callable
+// the joiner takes back runs as a plain call and ends with a plain store,
+// one a thief took ends with one locked decrement. Past the deque's
+// capacity an offered callable is a task-slot body instead, retired unrun
+// when taken back (executor_core::take_back_unrun).
 #pragma once
 
 #include <linux/futex.h>

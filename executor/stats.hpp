@@ -9,8 +9,11 @@
 namespace canopy {
 
 struct worker_stats {
-  std::uint64_t tasks_run = 0;          // task runs (a yielded task counts once per run)
-  std::uint64_t steals = 0;             // tasks claimed from another worker's partition
+  std::uint64_t tasks_run = 0;  // task runs (a yielded task counts once per run)
+  // Tasks claimed from another worker's partition or LIFO slot, and
+  // canopy::join callables taken from another thread's deque (which are
+  // not tasks: they count in no other field).
+  std::uint64_t steals = 0;
   std::uint64_t yields = 0;             // runs that ended by yielding
   std::uint64_t parks = 0;              // times the worker blocked on its SignalWaker
   std::uint64_t wakes_by_permit = 0;    // parks ended by a permit (a leaf became active)
