@@ -45,6 +45,30 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {
 
 }  // namespace
 
+namespace {
+
+// A nested run (run-at-join, a stolen join callable) changes which task the
+// worker names as running; this puts the running task back when it ends.
+// Only those fields change: core and index are the worker's.
+class restore_running_on_exit {
+ public:
+  explicit restore_running_on_exit(worker_context& context) noexcept
+      : context_(context), running_(context.running), has_running_(context.has_running) {}
+  restore_running_on_exit(const restore_running_on_exit&) = delete;
+  restore_running_on_exit& operator=(const restore_running_on_exit&) = delete;
+  ~restore_running_on_exit() {
+    context_.running = running_;
+    context_.has_running = has_running_;
+  }
+
+ private:
+  worker_context& context_;
+  task_id running_;
+  bool has_running_;
+};
+
+}  // namespace
+
 worker_context* current_worker() noexcept { return this_thread_worker; }
 worker_context*& current_worker_slot() noexcept { return this_thread_worker; }
 
@@ -456,13 +480,10 @@ offered_job* executor_core::steal_offer(worker_state& self) noexcept {
 
 void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
   // Under the joiner's task, as if the joiner ran it (current_waker()).
-  const task_id saved_running = self.context.running;
-  const bool saved_has_running = self.context.has_running;
+  const restore_running_on_exit saved(self.context);
   self.context.running = job.joiner_task;
   self.context.has_running = job.joiner_has_task;
   job.execute(job);  // the job is gone after this: its joiner may have returned
-  self.context.running = saved_running;
-  self.context.has_running = saved_has_running;
 }
 
 [[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
@@ -503,12 +524,8 @@ void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
                                                                      std::uint32_t slot) {
   // Run it here, then restore what this worker was running: the waiting
   // task is still mid-run.
-  // Only the running task's fields change; core and index are the worker's.
-  const task_id saved_running = self.context.running;
-  const bool saved_has_running = self.context.has_running;
+  const restore_running_on_exit saved(self.context);
   run_task(self, slot);
-  self.context.running = saved_running;
-  self.context.has_running = saved_has_running;
 }
 
 // Inlined into spawn_body, schedule and find_task: out of line it cost
