@@ -48,6 +48,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "executor/executor.hpp"
+#include "executor/join.hpp"
 #include "fiber/fiber.hpp"
 #include "io/io.hpp"
 #include "ledger.hpp"
@@ -308,6 +309,19 @@ task<void> echo_round_trip(round_state& round, std::uint64_t shape) {
   }
 }
 
+// fib(n) by nested canopy::join (the offer deque, its thieves and its
+// fallback to tasks when a slot cannot be had), and the same sequentially.
+long joined_fib(int n) {
+  if (n < 2) {
+    return n;
+  }
+  auto [first, second] =
+      canopy::join([n] { return joined_fib(n - 1); }, [n] { return joined_fib(n - 2); });
+  return first + second;
+}
+
+long sequential_fib(int n) { return n < 2 ? n : sequential_fib(n - 1) + sequential_fib(n - 2); }
+
 task<int> coroutine_job(round_state& round, ticket mine, std::uint64_t shape) {
   start(round, mine);
   int sum = 0;
@@ -339,6 +353,12 @@ task<int> coroutine_job(round_state& round, ticket mine, std::uint64_t shape) {
     round.counters.timer_sleeps.fetch_add(1, std::memory_order_relaxed);
   } else if (kind == 5 && round.config.io) {  // a loopback round trip through the echo server
     co_await echo_round_trip(round, shape);
+  } else if (kind == 6) {  // nested joins of plain callables
+    const int depth = 6 + static_cast<int>(shape % 10);
+    if (joined_fib(depth) != sequential_fib(depth)) {
+      std::fprintf(stderr, "soak: canopy::join computed fib(%d) wrong\n", depth);
+      round.counters.unexpected_errors.fetch_add(1, std::memory_order_relaxed);
+    }
   } else if (kind == 3 && (!round.config.small_capacity || round.known_bugs)) {
     // when_all of children. Not at a small capacity: issue 19 (when_all
     // orphans tasks when a child's spawn fails) until its fix lands.
