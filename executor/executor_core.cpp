@@ -1,5 +1,7 @@
 #include "executor_core.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -460,6 +462,37 @@ bool executor_core::take_back_job(const offered_job& job) noexcept {
   return self.offers.pop() == &job;
 }
 
+void executor_core::record_help_stack(worker_state& self) noexcept {
+  pthread_attr_t attributes;
+  if (pthread_getattr_np(pthread_self(), &attributes) != 0) {
+    return;  // unknown: this worker does not help while it waits
+  }
+  void* lowest = nullptr;
+  std::size_t size = 0;
+  if (pthread_attr_getstack(&attributes, &lowest, &size) == 0) {
+    self.help_stack_low = reinterpret_cast<std::uintptr_t>(lowest) + size / 2;
+    self.help_stack_high = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  }
+  pthread_attr_destroy(&attributes);
+}
+
+bool executor_core::run_stolen_offer() noexcept {
+  worker_state& self = *workers_[this_thread_worker->index];
+  // Only on the worker thread's own stack, with at least half of it left
+  // below this frame: a fiber's stack is small, and each helping level
+  // nests a stolen callable's recursion under this one.
+  const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  if (here < self.help_stack_low || here > self.help_stack_high) {
+    return false;
+  }
+  offered_job* const job = steal_offer(self);
+  if (job == nullptr) {
+    return false;
+  }
+  run_stolen(self, *job);
+  return true;
+}
+
 offered_job* executor_core::steal_offer(worker_state& self) noexcept {
   const std::size_t count = workers_.size();
   for (std::size_t step = 1; step < count; ++step) {
@@ -592,6 +625,7 @@ void executor_core::worker_main(std::size_t index) {
                  worker_cpus_[index], std::strerror(errno));
   }
   this_thread_worker = &self.context;
+  record_help_stack(self);
   trace_recorder::bind_this_thread(self.trace);
   idle_state idle;
   std::uint32_t slot = 0;

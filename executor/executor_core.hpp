@@ -145,6 +145,10 @@ class executor_core final : private sleep_probe {
   // that current_waker() inside names the joining task either way.
   bool offer_job(offered_job& job) noexcept;
   bool take_back_job(const offered_job& job) noexcept;
+  // A joiner whose callable another thread runs helps meanwhile: steals one
+  // job from another thread's deque and runs it here. From a thread running
+  // a task of this executor; true if a job ran.
+  bool run_stolen_offer() noexcept;
 
   // The calling thread takes the host role and runs tasks within `budget`
   // (executor.hpp's run_once/run_for/run_until_idle/run document each);
@@ -209,6 +213,11 @@ class executor_core final : private sleep_probe {
     // (exchange), so it lives on its own cache line.
     alignas(sync::cache_line) lifo_slot lifo;
     offer_deque offers;  // canopy::join's offered callables (offer_job)
+    // Where a waiting joiner may help (run_stolen_offer): frames between
+    // these addresses lie on the worker thread's own stack (not a fiber's)
+    // with at least half of it free below. Both 0 for the host role: no help.
+    std::uintptr_t help_stack_low = 0;
+    std::uintptr_t help_stack_high = 0;
     worker_counters counters;
     std::thread thread;
   };
@@ -243,6 +252,8 @@ class executor_core final : private sleep_probe {
   // An idle worker's last resort: a join's offered callable stolen from
   // another thread's deque (null: none), then run here.
   offered_job* steal_offer(worker_state& self) noexcept;
+  // Records where on this worker thread's stack run_stolen_offer may help.
+  static void record_help_stack(worker_state& self) noexcept;
   void run_stolen(worker_state& self, offered_job& job) noexcept;
   static constexpr std::uint32_t no_task = lifo_slot::empty;
   static constexpr std::size_t no_leaf = ~std::size_t{0};

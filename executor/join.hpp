@@ -164,10 +164,19 @@ class join_countdown {
   }
 
   // Block until the count is zero: spin, yield, then sleep on the futex.
-  void wait() noexcept {
+  // `help()` runs some other work, if there is any, and says whether it
+  // did: a joiner on a worker runs callables other joins offered while it
+  // waits (rayon's join does the same), and starts its spinning again after
+  // each. Once a spin and a yield phase found nothing, it sleeps.
+  template <class Help>
+  void wait(Help&& help) noexcept {
     for (int round = 0; round < spin_rounds; ++round) {
       if (done()) {
         return;
+      }
+      if (help()) {
+        round = 0;
+        continue;
       }
       sync::spin_pause();
     }
@@ -175,7 +184,9 @@ class join_countdown {
       if (done()) {
         return;
       }
-      sync::yield_thread();
+      if (!help()) {
+        sync::yield_thread();
+      }
     }
     // acquire (all loads below): as in done().
     std::uint32_t word = word_.load(sync::acquire);
@@ -336,7 +347,9 @@ class fork_join {
     take_back(core, offered, first_offered, all_ended, std::make_index_sequence<count>{});
     if (!all_ended()) {
       countdown.forgive(finished_here(std::make_index_sequence<count>{}));
-      countdown.wait();
+      // Waits follow the join tree downwards, so running a callable another
+      // join offered cannot wait for this one: no cycle (docs/fork_join.md).
+      countdown.wait([&core] { return core.run_stolen_offer(); });
     }
     return collect(std::make_index_sequence<count>{});
   }
@@ -352,7 +365,7 @@ class fork_join {
     if (core.worker_count() == 0) {
       drive_as_host(pool, countdown, thrown);
     }
-    countdown.wait();
+    countdown.wait([] { return false; });  // an outside thread has no work of the pool's to run
     if (thrown) {
       std::rethrow_exception(thrown);
     }

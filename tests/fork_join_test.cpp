@@ -297,6 +297,56 @@ TEST_CASE("a callable another worker steals runs under the joiner's task, and th
   CHECK(pool.stats().total().steals >= static_cast<std::uint64_t>(stolen_attempts));
 }
 
+TEST_CASE("a joiner whose callable was stolen runs another join's offered callable meanwhile") {
+  // Worker A joins (f, g); f waits until a thief (B) started g. g joins
+  // (h1, h2) on B, and h1 waits until h2 started: only A, waiting for g,
+  // can start h2, by helping (executor_core::run_stolen_offer). Bounded
+  // waits, retried as above: at least one attempt must see A run h2.
+  canopy::testing::watchdog guard("join helping", 120);
+  executor pool(config_with(2));
+  int helped_attempts = 0;
+  for (int attempt = 0; attempt < 20 && helped_attempts < 2; ++attempt) {
+    const auto wait_for = [](const std::atomic<bool>& flag) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (!flag.load() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      return flag.load();
+    };
+    const bool helped = on_worker(pool, [&wait_for] {
+      const std::thread::id joiner = std::this_thread::get_id();
+      std::atomic<bool> g_started{false};
+      std::atomic<bool> h2_started{false};
+      bool h2_on_joiner = false;
+      auto [f_value, g_value] = canopy::join(
+          [&] {
+            static_cast<void>(wait_for(g_started));
+            return 1;
+          },
+          [&] {
+            g_started = true;
+            auto [h1_value, h2_value] = canopy::join(
+                [&] {
+                  static_cast<void>(wait_for(h2_started));
+                  return 10;
+                },
+                [&] {
+                  h2_started = true;
+                  h2_on_joiner = std::this_thread::get_id() == joiner;
+                  return 100;
+                });
+            return h1_value + h2_value;
+          });
+      CHECK(f_value + g_value == 111);
+      return h2_on_joiner;
+    });
+    if (helped) {
+      ++helped_attempts;
+    }
+  }
+  CHECK(helped_attempts >= 1);
+}
+
 namespace {
 
 // A chain of joins nested `depth` deep: each level offers a leaf and
