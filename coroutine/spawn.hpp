@@ -12,9 +12,11 @@
 //   2. cancellation requested    -> destroy the frame, complete "cancelled";
 //   3. otherwise resume `resume_point` and return what the coroutine left in
 //      `signal`: suspended (waits for a wake), yielded (the worker queues
-//      it), or completed (the root reached final_suspend: the result moves
-//      into the join state, the frame is destroyed, then the join state
+//      it), or completed (the root ran to its end: the frame freed itself,
+//      keeping the record that holds the result, then the join state
 //      completes — so a joiner sees the frame's destructors already done).
+//      An inline-awaited task that ends hands back to its awaiter through
+//      the body (`resume_awaiter`), not by a symmetric transfer.
 // destroy(dropped) (shutdown, or a failed spawn) destroys the frame the same
 // way as a cancel; a frame whose link may still fire is handed to the link
 // (wait_link::abandon) and destroyed by its fire().
@@ -84,6 +86,12 @@ struct coroutine_body {
     }
     context.signal = run_outcome::suspended;
     context.resume_point.resume();
+    // An inline-awaited task that ends names its awaiter instead of
+    // transferring to it (its frame is gone by then): resume that here.
+    while (context.resume_awaiter) {
+      context.resume_awaiter = false;
+      context.resume_point.resume();
+    }
     if (context.signal != run_outcome::completed) {
       return context.signal;
     }
@@ -91,21 +99,19 @@ struct coroutine_body {
     return run_outcome::completed;
   }
 
-  // The root finished: its result is already in the frame's record. The
-  // frame is destroyed (a joined record stays), then the record completes.
+  // The root finished: its frame has freed itself (final_suspend) and its
+  // result is in the frame's record, which stays; then the record completes.
   void deliver() noexcept {
-    frame_record<T>& record = frame_record<T>::of_frame(root.address());
+    frame_record<T>& record = frame_record<T>::of_frame(std::exchange(root, {}).address());
     if (state == nullptr) {
       std::exception_ptr error = record.take_error();
-      std::exchange(root, {}).destroy();  // not joined: frees the block
+      record.release_block();  // not joined: nobody else reads it
       if (error) {
         current_worker()->core->report_detached_exception(std::move(error));
       }
       return;
     }
-    const bool failed = record.failed();
-    std::exchange(root, {}).destroy();
-    if (failed) {
+    if (record.failed()) {
       state->complete_with_error(*current_worker()->core);
     } else {
       state->complete(join_state_base::outcome::value);
@@ -196,14 +202,14 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
         [](void* storage, void* raw) {
           auto* from = static_cast<construct_context*>(raw);
           frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
-          record.joined = from->joined;  // published with the slot (spawn_body)
+          record.keep_block = from->joined;  // published with the slot (spawn_body)
           auto* made = ::new (storage)
               body{task_context{from->root}, from->root, from->joined ? &record : nullptr};
           from->root.promise().set_context(&made->context);
         },
         &context, mode, spawned);
   } catch (...) {
-    context.root.destroy();  // not spawned (`joined` still false): frees the block
+    context.root.destroy();  // not spawned (`keep_block` still false): frees the block
     throw;
   }
   if (status != spawn_status::spawned) {
