@@ -268,15 +268,20 @@ struct task_spawner<task<T>> {
 // Inside a running task (coroutine, fiber or callable): spawn `work` on the
 // same executor. At capacity this throws spawn_error(errc::at_capacity)
 // rather than block the worker; after shutdown began, errc::shut_down.
+// (The handle is built once, in the caller's frame, not default-built and
+// then assigned.)
 template <class T>
 task_handle<T> spawn(task<T> work) {
-  task_handle<T> handle;
-  if (const spawn_status status = detail::spawn_joined(detail::current_core("canopy::spawn(task)"),
-                                                       std::move(work), spawn_mode::block, handle);
+  executor_core& core = detail::current_core("canopy::spawn(task)");
+  task_id id;
+  join_state<T>* state = nullptr;
+  if (const spawn_status status = detail::spawn_coroutine(core, std::move(work), true,
+                                                          spawn_mode::block, &id, &state);
       status != spawn_status::spawned) {
     throw spawn_error(status);
   }
-  return handle;
+  state->set_task(&core, id);
+  return task_handle<T>(state, &core, id);
 }
 
 // The same without blocking: at capacity, or after shutdown began, the
