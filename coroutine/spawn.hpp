@@ -74,17 +74,21 @@ struct coroutine_body {
   }
 
   run_outcome run() {
-    if (!wait_over()) {
-      if (!cancel_requested()) {
-        return run_outcome::suspended;  // woken, but not by what it waits for
+    // A first run, a yield or a plain wake wait on nothing: test that first.
+    if (context.kind != wait_kind::none) [[unlikely]] {
+      if (!wait_over()) {
+        if (!cancel_requested()) {
+          return run_outcome::suspended;  // woken, but not by what it waits for
+        }
+        return cancel_now();
       }
-      return cancel_now();
+      context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
     }
-    context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
     if (cancel_requested()) {
       return cancel_now();
     }
-    context.signal = run_outcome::suspended;
+    // No reset of `signal` first: every way out of a resumption writes it
+    // (suspend_on at each suspension, final_suspend at the root's end).
     context.resume_point.resume();
     // An inline-awaited task that ends names its awaiter instead of
     // transferring to it (its frame is gone by then): resume that here.
@@ -132,8 +136,8 @@ struct coroutine_body {
       return;
     }
     void* const frame = std::exchange(root, {}).address();
-    void* const waiting_on = std::exchange(context.waiting_on, nullptr);
     const wait_kind kind = std::exchange(context.kind, wait_kind::none);
+    void* const waiting_on = kind != wait_kind::none ? context.waiting_on : nullptr;
     if (kind == wait_kind::join) {
       // Awaiting a join handle of this executor registers only this
       // task's id, never the frame: the frame can go at once. The awaited
@@ -204,7 +208,7 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
           frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
           record.keep_block = from->joined;  // published with the slot (spawn_body)
           auto* made = ::new (storage)
-              body{task_context{from->root}, from->root, from->joined ? &record : nullptr};
+              body{task_context(from->root), from->root, from->joined ? &record : nullptr};
           from->root.promise().set_context(&made->context);
         },
         &context, mode, spawned);

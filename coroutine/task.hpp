@@ -68,9 +68,13 @@ struct custom_wait_ops {
 // current one ended with. Touched only by the thread running the task (or
 // by the thread destroying it, which then owns it).
 struct task_context {
-  std::coroutine_handle<> resume_point;         // innermost suspended coroutine
-  void* waiting_on = nullptr;                   // the wait_link, join state or custom wait
-  const custom_wait_ops* custom_ops = nullptr;  // when kind == custom
+  // Spawning writes only what a first run reads: waiting_on and custom_ops
+  // are written by suspend_on before any kind that reads them.
+  explicit task_context(std::coroutine_handle<> start) noexcept : resume_point(start) {}
+
+  std::coroutine_handle<> resume_point;   // innermost suspended coroutine
+  void* waiting_on;                       // the wait_link, join state or custom wait
+  const custom_wait_ops* custom_ops;      // when kind == custom
   wait_kind kind = wait_kind::none;
   run_outcome signal = run_outcome::suspended;
   // Set by an inline-awaited task that ran to its end (its frame freed
@@ -78,8 +82,9 @@ struct task_context {
   // next (coroutine/spawn.hpp), in place of a symmetric transfer.
   bool resume_awaiter = false;
 
-  // An awaiter about to suspend `self` records what the wait is.
-  // waiting_on and custom_ops are read only under the kind that wrote them,
+  // An awaiter about to suspend `self` records what the wait is; every
+  // suspension comes through here (it sets `signal`, which the body does
+  // not reset before resuming). waiting_on and custom_ops are read only under the kind that wrote them,
   // so a wait that does not use them leaves them as they are (the stores
   // cost every yield and every join; docs/performance.md, entry 23).
   void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
