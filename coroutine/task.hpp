@@ -7,7 +7,9 @@
 // * Lazy: creating a task<T> runs nothing. It runs when it is co_awaited
 //   (inline, in the awaiting task, by symmetric transfer — no spawn, no
 //   scheduling) or when it is spawned (executor::spawn, canopy::spawn).
-// * A task<T> owns its coroutine frame; it is move-only.
+// * A task<T> owns its coroutine frame; it is move-only. A task runs once:
+//   co_await consumes it (an awaited lvalue task is empty afterwards), and
+//   its frame, parameters included, is gone when the co_await yields.
 // * An exception leaving the body is stored and rethrown where the task is
 //   co_awaited (inline) or joined (spawned).
 //
@@ -19,6 +21,9 @@
 // must have completed (`armed`: a wait_link that must have fired, or
 // `joining`: a join state that must be ready); the body's run() returns
 // that signal to the worker. So a waiting task holds no worker and no thread stack.
+// A task that ends frees its own frame (final_suspend does not suspend):
+// an inline-awaited one names its awaiter in the context, which the body
+// resumes next; a root tells the body it completed.
 #pragma once
 
 #include <coroutine>
