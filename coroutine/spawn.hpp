@@ -279,8 +279,8 @@ task_handle<T> spawn(task<T> work) {
   executor_core& core = detail::current_core("canopy::spawn(task)");
   task_id id;
   join_state<T>* state = nullptr;
-  if (const spawn_status status = detail::spawn_coroutine(core, std::move(work), true,
-                                                          spawn_mode::block, &id, &state);
+  if (const spawn_status status =
+          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state);
       status != spawn_status::spawned) {
     throw spawn_error(status);
   }

@@ -77,9 +77,9 @@ struct task_context {
   // are written by suspend_on before any kind that reads them.
   explicit task_context(std::coroutine_handle<> start) noexcept : resume_point(start) {}
 
-  std::coroutine_handle<> resume_point;   // innermost suspended coroutine
-  void* waiting_on;                       // the wait_link, join state or custom wait
-  const custom_wait_ops* custom_ops;      // when kind == custom
+  std::coroutine_handle<> resume_point;  // innermost suspended coroutine
+  void* waiting_on;                      // the wait_link, join state or custom wait
+  const custom_wait_ops* custom_ops;     // when kind == custom
   wait_kind kind = wait_kind::none;
   run_outcome signal = run_outcome::suspended;
   // Set by an inline-awaited task that ran to its end (its frame freed
@@ -89,9 +89,10 @@ struct task_context {
 
   // An awaiter about to suspend `self` records what the wait is; every
   // suspension comes through here (it sets `signal`, which the body does
-  // not reset before resuming). waiting_on and custom_ops are read only under the kind that wrote them,
-  // so a wait that does not use them leaves them as they are (the stores
-  // cost every yield and every join; docs/performance.md, entry 23).
+  // not reset before resuming). waiting_on and custom_ops are read only
+  // under the kind that wrote them, so a wait that does not use them leaves
+  // them as they are (the stores cost every yield and every join;
+  // docs/performance.md, entry 23).
   void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
                   const custom_wait_ops* ops = nullptr) noexcept {
     resume_point = self;
