@@ -185,6 +185,19 @@ struct coroutine_body {
 
 static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);
 
+// Builds the body in its slot (spawn_body's constructor callback); `frame`
+// is the root's frame. The frame's record keeps its block for the join
+// handle when Joined (published with the slot by spawn_body).
+template <class T, bool Joined>
+void construct_body(void* storage, void* frame) {
+  using body = coroutine_body<T>;
+  const auto root = body::handle_type::from_address(frame);
+  frame_record<T>& record = frame_record<T>::of_frame(frame);
+  record.keep_block = Joined;
+  auto* made = ::new (storage) body{task_context(root), root, Joined ? &record : nullptr};
+  root.promise().set_context(&made->context);
+}
+
 // Spawn `work` on `core`; with `joined`, its frame record becomes the join
 // state (two references: the body's and the handle's) and *state points
 // at it. Nothing but the slot is allocated here.
@@ -194,34 +207,22 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
-  using body = coroutine_body<T>;
-  struct construct_context {
-    typename body::handle_type root;
-    bool joined;
-  } context{work.release(), joined};
+  const typename coroutine_body<T>::handle_type root = work.release();
   spawn_status status = spawn_status::spawned;
   try {
-    status = core.spawn_body(
-        &body::table,
-        [](void* storage, void* raw) {
-          auto* from = static_cast<construct_context*>(raw);
-          frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
-          record.keep_block = from->joined;  // published with the slot (spawn_body)
-          auto* made = ::new (storage)
-              body{task_context(from->root), from->root, from->joined ? &record : nullptr};
-          from->root.promise().set_context(&made->context);
-        },
-        &context, mode, spawned);
+    status = core.spawn_body(&coroutine_body<T>::table,
+                             joined ? &construct_body<T, true> : &construct_body<T, false>,
+                             root.address(), mode, spawned);
   } catch (...) {
-    context.root.destroy();  // not spawned (`keep_block` still false): frees the block
+    root.destroy();  // not spawned (`keep_block` still false): frees the block
     throw;
   }
   if (status != spawn_status::spawned) {
-    context.root.destroy();  // not spawned: the frame never ran
+    root.destroy();  // not spawned: the frame never ran
     return status;
   }
   if (state != nullptr) {
-    *state = &frame_record<T>::of_frame(context.root.address());
+    *state = &frame_record<T>::of_frame(root.address());
   }
   return spawn_status::spawned;
 }
