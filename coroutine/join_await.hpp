@@ -56,8 +56,10 @@ struct join_wait {
   }
 };
 
+// Inline in every awaiter (a coroutine's join, this_fiber::await): out of
+// line, GCC kept it a call of its own, 22 instructions per fib fork.
 template <class T>
-T take_and_detach(join_handle<T>& handle) {
+[[gnu::always_inline]] inline T take_and_detach(join_handle<T>& handle) {
   join_state<T>* state = handle.state();
   struct detach_on_exit {
     join_handle<T>& handle;
@@ -78,22 +80,24 @@ T take_and_detach(join_handle<T>& handle) {
 // destroyed while waiting, the link is abandoned and the child's
 // completion frees the frame (coroutine/wait_link.hpp) without touching
 // this executor; the child is asked to cancel.
-template <class T>
+// Handle is join_handle<T>& (co_await on an lvalue handle: borrowed) or
+// join_handle<T> (on an rvalue: moved into the awaiter); either way the
+// handle is consumed, like join(). The awaiter keeps the state pointer (read
+// at every step) and, for a handle of another executor only, the link.
+template <class T, class Handle = join_handle<T>&>
 class join_awaiter {
  public:
   using canopy_awaiter = void;
 
-  // Borrowing (an lvalue handle) or owning (an rvalue handle).
-  explicit join_awaiter(join_handle<T>& borrowed)
-      : borrowed_(&borrowed), state_(checked(borrowed)) {}
-  explicit join_awaiter(join_handle<T>&& owned)
-      : owned_(std::move(owned)), state_(checked(owned_)) {}
+  explicit join_awaiter(Handle&& handle)
+      : handle_(std::forward<Handle>(handle)), state_(checked(handle_)) {}
   join_awaiter(join_awaiter&& other) noexcept
-      : borrowed_(other.borrowed_),
-        owned_(std::move(other.owned_)),
+      : handle_(std::forward<Handle>(other.handle_)),
         state_(other.state_),
         foreign_(std::exchange(other.foreign_, nullptr)) {}
   join_awaiter& operator=(join_awaiter&&) = delete;
+  // The link has fired (or was never used) by the time the awaiter goes:
+  // the child is done with it.
   ~join_awaiter() { delete foreign_; }
 
   [[nodiscard]] bool await_ready() const noexcept { return state_->ready(); }
@@ -118,10 +122,7 @@ class join_awaiter {
     return true;
   }
 
-  T await_resume() {
-    delete std::exchange(foreign_, nullptr);  // fired (or never used): the child is done with it
-    return take_and_detach(borrowed_ != nullptr ? *borrowed_ : owned_);
-  }
+  T await_resume() { return take_and_detach(handle_); }
 
  private:
   // The link for a handle of another executor, from the block pool.
@@ -149,8 +150,7 @@ class join_awaiter {
     return handle.state();
   }
 
-  join_handle<T>* borrowed_ = nullptr;
-  join_handle<T> owned_;
+  Handle handle_;
   join_state<T>* state_;
   foreign_wait* foreign_ = nullptr;
 };
@@ -163,8 +163,8 @@ detail::join_awaiter<T> operator co_await(join_handle<T>& handle) {
 }
 
 template <class T>
-detail::join_awaiter<T> operator co_await(join_handle<T>&& handle) {
-  return detail::join_awaiter<T>(std::move(handle));
+detail::join_awaiter<T, join_handle<T>> operator co_await(join_handle<T>&& handle) {
+  return detail::join_awaiter<T, join_handle<T>>(std::move(handle));
 }
 
 }  // namespace canopy

@@ -12,9 +12,11 @@
 //   2. cancellation requested    -> destroy the frame, complete "cancelled";
 //   3. otherwise resume `resume_point` and return what the coroutine left in
 //      `signal`: suspended (waits for a wake), yielded (the worker queues
-//      it), or completed (the root reached final_suspend: the result moves
-//      into the join state, the frame is destroyed, then the join state
+//      it), or completed (the root ran to its end: the frame freed itself,
+//      keeping the record that holds the result, then the join state
 //      completes — so a joiner sees the frame's destructors already done).
+//      An inline-awaited task that ends hands back to its awaiter through
+//      the body (`resume_awaiter`), not by a symmetric transfer.
 // destroy(dropped) (shutdown, or a failed spawn) destroys the frame the same
 // way as a cancel; a frame whose link may still fire is handed to the link
 // (wait_link::abandon) and destroyed by its fire().
@@ -72,18 +74,28 @@ struct coroutine_body {
   }
 
   run_outcome run() {
-    if (!wait_over()) {
-      if (!cancel_requested()) {
-        return run_outcome::suspended;  // woken, but not by what it waits for
+    // A first run, a yield or a plain wake wait on nothing: test that first.
+    if (context.kind != wait_kind::none) [[unlikely]] {
+      if (!wait_over()) {
+        if (!cancel_requested()) {
+          return run_outcome::suspended;  // woken, but not by what it waits for
+        }
+        return cancel_now();
       }
-      return cancel_now();
+      context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
     }
-    context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
     if (cancel_requested()) {
       return cancel_now();
     }
-    context.signal = run_outcome::suspended;
+    // No reset of `signal` first: every way out of a resumption writes it
+    // (suspend_on at each suspension, final_suspend at the root's end).
     context.resume_point.resume();
+    // An inline-awaited task that ends names its awaiter instead of
+    // transferring to it (its frame is gone by then): resume that here.
+    while (context.resume_awaiter) {
+      context.resume_awaiter = false;
+      context.resume_point.resume();
+    }
     if (context.signal != run_outcome::completed) {
       return context.signal;
     }
@@ -91,21 +103,19 @@ struct coroutine_body {
     return run_outcome::completed;
   }
 
-  // The root finished: its result is already in the frame's record. The
-  // frame is destroyed (a joined record stays), then the record completes.
+  // The root finished: its frame has freed itself (final_suspend) and its
+  // result is in the frame's record, which stays; then the record completes.
   void deliver() noexcept {
-    frame_record<T>& record = frame_record<T>::of_frame(root.address());
+    frame_record<T>& record = frame_record<T>::of_frame(std::exchange(root, {}).address());
     if (state == nullptr) {
       std::exception_ptr error = record.take_error();
-      std::exchange(root, {}).destroy();  // not joined: frees the block
+      record.release_block();  // not joined: nobody else reads it
       if (error) {
         current_worker()->core->report_detached_exception(std::move(error));
       }
       return;
     }
-    const bool failed = record.failed();
-    std::exchange(root, {}).destroy();
-    if (failed) {
+    if (record.failed()) {
       state->complete_with_error(*current_worker()->core);
     } else {
       state->complete(join_state_base::outcome::value);
@@ -126,8 +136,8 @@ struct coroutine_body {
       return;
     }
     void* const frame = std::exchange(root, {}).address();
-    void* const waiting_on = std::exchange(context.waiting_on, nullptr);
     const wait_kind kind = std::exchange(context.kind, wait_kind::none);
+    void* const waiting_on = kind != wait_kind::none ? context.waiting_on : nullptr;
     if (kind == wait_kind::join) {
       // Awaiting a join handle of this executor registers only this
       // task's id, never the frame: the frame can go at once. The awaited
@@ -175,6 +185,19 @@ struct coroutine_body {
 
 static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);
 
+// Builds the body in its slot (spawn_body's constructor callback); `frame`
+// is the root's frame. The frame's record keeps its block for the join
+// handle when Joined (published with the slot by spawn_body).
+template <class T, bool Joined>
+void construct_body(void* storage, void* frame) {
+  using body = coroutine_body<T>;
+  const auto root = body::handle_type::from_address(frame);
+  frame_record<T>& record = frame_record<T>::of_frame(frame);
+  record.keep_block = Joined;
+  auto* made = ::new (storage) body{task_context(root), root, Joined ? &record : nullptr};
+  root.promise().set_context(&made->context);
+}
+
 // Spawn `work` on `core`; with `joined`, its frame record becomes the join
 // state (two references: the body's and the handle's) and *state points
 // at it. Nothing but the slot is allocated here.
@@ -184,34 +207,22 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
-  using body = coroutine_body<T>;
-  struct construct_context {
-    typename body::handle_type root;
-    bool joined;
-  } context{work.release(), joined};
+  const typename coroutine_body<T>::handle_type root = work.release();
   spawn_status status = spawn_status::spawned;
   try {
-    status = core.spawn_body(
-        &body::table,
-        [](void* storage, void* raw) {
-          auto* from = static_cast<construct_context*>(raw);
-          frame_record<T>& record = frame_record<T>::of_frame(from->root.address());
-          record.joined = from->joined;  // published with the slot (spawn_body)
-          auto* made = ::new (storage)
-              body{task_context{from->root}, from->root, from->joined ? &record : nullptr};
-          from->root.promise().set_context(&made->context);
-        },
-        &context, mode, spawned);
+    status = core.spawn_body(&coroutine_body<T>::table,
+                             joined ? &construct_body<T, true> : &construct_body<T, false>,
+                             root.address(), mode, spawned);
   } catch (...) {
-    context.root.destroy();  // not spawned (`joined` still false): frees the block
+    root.destroy();  // not spawned (`keep_block` still false): frees the block
     throw;
   }
   if (status != spawn_status::spawned) {
-    context.root.destroy();  // not spawned: the frame never ran
+    root.destroy();  // not spawned: the frame never ran
     return status;
   }
   if (state != nullptr) {
-    *state = &frame_record<T>::of_frame(context.root.address());
+    *state = &frame_record<T>::of_frame(root.address());
   }
   return spawn_status::spawned;
 }
@@ -262,15 +273,20 @@ struct task_spawner<task<T>> {
 // Inside a running task (coroutine, fiber or callable): spawn `work` on the
 // same executor. At capacity this throws spawn_error(errc::at_capacity)
 // rather than block the worker; after shutdown began, errc::shut_down.
+// (The handle is built once, in the caller's frame, not default-built and
+// then assigned.)
 template <class T>
 task_handle<T> spawn(task<T> work) {
-  task_handle<T> handle;
-  if (const spawn_status status = detail::spawn_joined(detail::current_core("canopy::spawn(task)"),
-                                                       std::move(work), spawn_mode::block, handle);
+  executor_core& core = detail::current_core("canopy::spawn(task)");
+  task_id id;
+  join_state<T>* state = nullptr;
+  if (const spawn_status status =
+          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state);
       status != spawn_status::spawned) {
     throw spawn_error(status);
   }
-  return handle;
+  state->set_task(&core, id);
+  return task_handle<T>(state, &core, id);
 }
 
 // The same without blocking: at capacity, or after shutdown began, the

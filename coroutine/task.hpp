@@ -7,7 +7,9 @@
 // * Lazy: creating a task<T> runs nothing. It runs when it is co_awaited
 //   (inline, in the awaiting task, by symmetric transfer — no spawn, no
 //   scheduling) or when it is spawned (executor::spawn, canopy::spawn).
-// * A task<T> owns its coroutine frame; it is move-only.
+// * A task<T> owns its coroutine frame; it is move-only. A task runs once:
+//   co_await consumes it (an awaited lvalue task is empty afterwards), and
+//   its frame, parameters included, is gone when the co_await yields.
 // * An exception leaving the body is stored and rethrown where the task is
 //   co_awaited (inline) or joined (spawned).
 //
@@ -19,6 +21,9 @@
 // must have completed (`armed`: a wait_link that must have fired, or
 // `joining`: a join state that must be ready); the body's run() returns
 // that signal to the worker. So a waiting task holds no worker and no thread stack.
+// A task that ends frees its own frame (final_suspend does not suspend):
+// an inline-awaited one names its awaiter in the context, which the body
+// resumes next; a root tells the body it completed.
 #pragma once
 
 #include <coroutine>
@@ -68,16 +73,26 @@ struct custom_wait_ops {
 // current one ended with. Touched only by the thread running the task (or
 // by the thread destroying it, which then owns it).
 struct task_context {
-  std::coroutine_handle<> resume_point;         // innermost suspended coroutine
-  void* waiting_on = nullptr;                   // the wait_link, join state or custom wait
-  const custom_wait_ops* custom_ops = nullptr;  // when kind == custom
+  // Spawning writes only what a first run reads: waiting_on and custom_ops
+  // are written by suspend_on before any kind that reads them.
+  explicit task_context(std::coroutine_handle<> start) noexcept : resume_point(start) {}
+
+  std::coroutine_handle<> resume_point;  // innermost suspended coroutine
+  void* waiting_on;                      // the wait_link, join state or custom wait
+  const custom_wait_ops* custom_ops;     // when kind == custom
   wait_kind kind = wait_kind::none;
   run_outcome signal = run_outcome::suspended;
+  // Set by an inline-awaited task that ran to its end (its frame freed
+  // itself), with resume_point naming its awaiter: the body resumes that
+  // next (coroutine/spawn.hpp), in place of a symmetric transfer.
+  bool resume_awaiter = false;
 
-  // An awaiter about to suspend `self` records what the wait is.
-  // waiting_on and custom_ops are read only under the kind that wrote them,
-  // so a wait that does not use them leaves them as they are (the stores
-  // cost every yield and every join; docs/performance.md, entry 23).
+  // An awaiter about to suspend `self` records what the wait is; every
+  // suspension comes through here (it sets `signal`, which the body does
+  // not reset before resuming). waiting_on and custom_ops are read only
+  // under the kind that wrote them, so a wait that does not use them leaves
+  // them as they are (the stores cost every yield and every join;
+  // docs/performance.md, entry 23).
   void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
                   const custom_wait_ops* ops = nullptr) noexcept {
     resume_point = self;
@@ -101,24 +116,31 @@ struct task_context {
 // value or exception that return_value / unhandled_exception write — so a
 // spawned task needs no allocation besides its (pooled) frame block, and a
 // joiner reads the result from memory next to the frame it just resumed.
-// The record outlives the frame when a join handle shares it:
-//   * not joined (an inline-awaited task, a detached spawn): destroying the
-//     frame frees the whole block (promise operator delete);
-//   * joined (spawned with a handle): the record's reference count (task
-//     body + handle) decides; destroying the frame leaves the block, and the
-//     last release_ref() frees it (destroy_self). If the frame must outlive
-//     the body (a cancelled task whose wait_link fires later), the frame
-//     takes a reference of its own (frame_holds_ref) and releases it when it
-//     is destroyed.
-// `joined` and `frame_holds_ref` are written by the task's owner before the
-// task is published (spawn) or before wait_link::abandon's release, and read
-// where the frame is destroyed, after the matching acquire.
+// A task that runs to its end frees its own frame (final_suspend does not
+// suspend), so the record outlives the frame whenever someone still reads
+// it (`keep_block`):
+//   * not kept (a task destroyed before its end: cancelled, dropped, an
+//     unstarted task<T> going out of scope): destroying the frame frees the
+//     whole block (promise operator delete);
+//   * kept by its reader (set at final_suspend when no join handle shares
+//     it): an inline-awaited task's awaiter takes the result and frees the
+//     block; a detached root's body takes the exception and frees it;
+//   * kept by the join handle (spawned with a handle, set before it is
+//     published): the record's reference count (task body + handle)
+//     decides, and the last release_ref() frees it (destroy_self). If the
+//     frame must outlive the body (a cancelled task whose wait_link fires
+//     later), the frame takes a reference of its own (frame_holds_ref) and
+//     releases it when it is destroyed.
+// `keep_block` and `frame_holds_ref` are written by the task's owner before
+// the task is published (spawn), by the task itself at its end, or before
+// wait_link::abandon's release, and read where the frame is destroyed, after
+// the matching acquire (or on the same thread).
 template <class T>
 class frame_record;
 
 // Under ASan, a coroutine body whose stack holds an instrumented local (an
-// exception_ptr temporary) cannot make its final symmetric transfer a tail
-// call, and deep inline recursion then grows the stack. The promise helpers
+// exception_ptr temporary) cannot make its symmetric transfer a tail call,
+// and deep inline recursion then grows the stack. The promise helpers
 // that create such temporaries stay out of line there.
 #if defined(__SANITIZE_ADDRESS__)
 #define CANOPY_PROMISE_HELPER [[gnu::noinline]]
@@ -148,9 +170,14 @@ class frame_record final : public join_state<T> {
   [[nodiscard]] bool failed() const noexcept { return static_cast<bool>(this->error_); }
   std::exception_ptr take_error() noexcept { return std::move(this->error_); }
 
-  // An inline-awaited task's result: the value, or rethrow. (A joined
-  // task's result is read through join_state::take, after completion.)
-  T take_result() {
+  // An inline-awaited task's result, after its frame freed itself: the
+  // value, or rethrow; the block is freed either way. (A joined task's
+  // result is read through join_state::take, after completion.)
+  T take_result_and_release() {
+    struct release_on_exit {
+      frame_record& record;
+      ~release_on_exit() { record.release_block(); }
+    } release{*this};
     if (this->error_) {
       std::rethrow_exception(this->error_);
     }
@@ -161,24 +188,26 @@ class frame_record final : public join_state<T> {
 
   // Promise operator delete: the frame's destructors have run.
   void frame_destroyed() noexcept {
-    if (!joined) {
+    if (!keep_block) {
       release_block();
     } else if (frame_holds_ref) {
       this->release_ref();
     }
   }
 
-  bool joined = false;
-  bool frame_holds_ref = false;
-
- private:
-  void destroy_self() noexcept override { release_block(); }
+  // The owner of a kept block, once it is done with the record.
   void release_block() noexcept {
     const std::size_t size = block_size_;
     void* const block = this;
     this->~frame_record();
     free_block(block, size);
   }
+
+  bool keep_block = false;
+  bool frame_holds_ref = false;
+
+ private:
+  void destroy_self() noexcept override { release_block(); }
 
   std::size_t block_size_;
 };
@@ -241,21 +270,6 @@ class promise_base {
 
   std::suspend_always initial_suspend() noexcept { return {}; }
 
-  struct final_awaiter {
-    bool await_ready() noexcept { return false; }
-    template <class Promise>
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
-      promise_base& promise = self.promise();
-      if (promise.continuation_) {
-        return promise.continuation_;  // inline await: straight back to the awaiter
-      }
-      promise.context_->signal = run_outcome::completed;  // a spawned root: back to the body
-      return std::noop_coroutine();
-    }
-    void await_resume() noexcept {}
-  };
-  final_awaiter final_suspend() noexcept { return {}; }
-
   [[nodiscard]] task_context* context() const noexcept { return context_; }
   void set_context(task_context* context) noexcept { context_ = context; }
   void set_continuation(std::coroutine_handle<> next) noexcept { continuation_ = next; }
@@ -290,8 +304,24 @@ class promise_of : public promise_base {
     record().set_error(std::current_exception());
   }
 
-  // After completion (inline await): the value, or rethrow.
-  CANOPY_PROMISE_HELPER T take() { return record().take_result(); }
+  // The body ended (its result is in the record): the frame frees itself
+  // as the coroutine runs off its end, in the same resumption, instead of
+  // suspending and being destroyed by a second entry into the coroutine
+  // (docs/performance.md, "A finished task frees its own frame"). The
+  // block stays for whoever reads the result. An inline-awaited task then
+  // names its awaiter as the next coroutine to resume (the body does that
+  // at once, so the stack does not grow); a spawned root tells the body it
+  // completed.
+  std::suspend_never final_suspend() noexcept {
+    record().keep_block = true;
+    if (continuation_) {
+      context_->resume_point = continuation_;
+      context_->resume_awaiter = true;
+    } else {
+      context_->signal = run_outcome::completed;
+    }
+    return {};
+  }
 };
 
 template <class T>
@@ -330,6 +360,13 @@ task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
 }  // namespace detail
 
 namespace detail {
+
+// After an inline-awaited task ran to its end (its frame is gone, its block
+// kept): the value, or rethrow; the block is freed either way.
+template <class T>
+CANOPY_PROMISE_HELPER T take_inline_result(std::coroutine_handle<task_promise<T>> done) {
+  return frame_record<T>::of_frame(done.address()).take_result_and_release();
+}
 
 // Destroys a task's frame through a call the optimiser cannot see into.
 // Clang elides the heap allocation of a coroutine whose frame it can prove
@@ -378,22 +415,26 @@ class [[nodiscard]] task {
   }
 
   // co_await task: run it inline in the awaiting task (symmetric transfer),
-  // then return its value or rethrow its exception.
+  // then return its value or rethrow its exception. The task ran to its end
+  // and freed its frame; the awaiter takes the result out of the block,
+  // frees it, and leaves the task empty. (If the awaiting task is destroyed
+  // while the awaited one is suspended, ~task destroys the frame.)
   struct awaiter {
     using canopy_awaiter = void;
-    std::coroutine_handle<promise_type> child;
+    task& awaited;
 
     bool await_ready() const noexcept { return false; }
     template <class Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> parent) noexcept {
+      const std::coroutine_handle<promise_type> child = awaited.handle_;
       child.promise().set_continuation(parent);
       child.promise().set_context(parent.promise().context());
       return child;
     }
-    T await_resume() { return child.promise().take(); }
+    T await_resume() { return detail::take_inline_result<T>(std::exchange(awaited.handle_, {})); }
   };
-  awaiter operator co_await() && noexcept { return awaiter{handle_}; }
-  awaiter operator co_await() & noexcept { return awaiter{handle_}; }
+  awaiter operator co_await() && noexcept { return awaiter{*this}; }
+  awaiter operator co_await() & noexcept { return awaiter{*this}; }
 
  private:
   void reset() noexcept {

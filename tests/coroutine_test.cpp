@@ -152,6 +152,74 @@ TEST_CASE("exceptions propagate through spawned and inline awaits to join") {
   CHECK_THROWS_AS(canopy::block_on(pool, thrower()), std::runtime_error);
 }
 
+// A counted parameter: its copy in a coroutine frame counts when the frame goes.
+struct frame_param {
+  std::atomic<int>* count;
+  explicit frame_param(std::atomic<int>& target) : count(&target) {}
+  frame_param(const frame_param& other) : count(other.count) {}
+  ~frame_param() {
+    if (count != nullptr) {
+      count->fetch_add(1);
+    }
+  }
+};
+
+task<int> counted_child(frame_param, async_event* gate) {
+  if (gate != nullptr) {
+    co_await *gate;
+  }
+  co_return 7;
+}
+
+TEST_CASE("an inline-awaited task frees its own frame: result, exception, cancel while suspended") {
+  canopy::testing::watchdog guard("inline frame", 30);
+  executor pool(config_with(1));
+
+  // The awaited task's frame (its parameters included) is gone before the
+  // awaiter continues; an lvalue task is left empty.
+  std::atomic<int> params{0};
+  auto consume = [&]() -> task<bool> {
+    task<int> inner = counted_child(frame_param(params), nullptr);
+    const int before = params.load();  // the argument temporary only
+    const int value = co_await inner;
+    co_return value == 7 && !inner.valid() && params.load() == before + 1;
+  };
+  CHECK(canopy::block_on(pool, consume()));
+
+  // An exception from an awaited task that suspended first.
+  auto thrower = []() -> task<int> {
+    co_await canopy::yield_now();
+    throw std::runtime_error("inline failure");
+  };
+  auto catcher = [&]() -> task<int> {
+    try {
+      co_return co_await thrower();
+    } catch (const std::runtime_error&) {
+      co_return -1;
+    }
+  };
+  CHECK(canopy::block_on(pool, catcher()) == -1);
+
+  // Cancelled while the awaited task is suspended: both frames are destroyed.
+  std::atomic<int> destroyed{0};
+  std::atomic<bool> waiting{false};
+  async_event never;
+  auto outer = [&]() -> task<int> {
+    destroy_flag flag(destroyed);
+    waiting.store(true);
+    co_return co_await counted_child(frame_param(destroyed), &never);
+  };
+  auto handle = pool.spawn(outer());
+  REQUIRE(eventually([&] { return waiting.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(destroyed.load() == 0);
+  CHECK(handle.cancel());
+  CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+  // The child's parameter, and in the outer frame the argument temporary
+  // and the flag.
+  CHECK(destroyed.load() == 3);
+}
+
 TEST_CASE("co_await on a join handle of a callable task, moved or borrowed") {
   canopy::testing::watchdog guard("await callable", 30);
   executor pool(config_with(2));
