@@ -20,8 +20,8 @@
 //   end_run: completed (same worker)  -> generation + 1, IDLE; then the body
 //                             is destroyed and the occupancy bit cleared
 // Invariant S: a task's bit is set in the summary tree, or it sits in a
-// yield queue or the host channel's queue, at most once, and only while its state is SCHEDULED without
-// EXECUTING. So no task ever runs concurrently with itself.
+// yield queue or the host channel's queue, at most once, and only while its state is SCHEDULED
+// without EXECUTING. So no task ever runs concurrently with itself.
 #pragma once
 
 #include <cstddef>
