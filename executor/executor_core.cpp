@@ -935,7 +935,21 @@ bool executor_core::must_stay_awake(std::size_t worker) noexcept {
                                                   arena_.leaf_limit())) {
     return true;
   }
-  return tree_.any_active();
+  return tree_.any_active() || any_offer_waiting();
+}
+
+bool executor_core::any_offer_waiting() const noexcept {
+  // Not part of the no-lost-wakeup argument (a push orders nothing before
+  // its wake's read: architecture.md, "Offered callables"). Read after this
+  // parker's seq_cst counter and latch RMWs, it narrows the window in which
+  // a parker misses an offered callable to the pusher's store reaching
+  // memory, instead of the whole way from its last search to its park.
+  for (const auto& worker : workers_) {
+    if (!worker->offers.looks_empty()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void executor_core::about_to_block(std::size_t worker) noexcept {

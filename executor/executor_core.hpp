@@ -252,6 +252,8 @@ class executor_core final : private sleep_probe {
   // An idle worker's last resort: a join's offered callable stolen from
   // another thread's deque (null: none), then run here.
   offered_job* steal_offer(worker_state& self) noexcept;
+  // Whether some thread's deque holds an offered callable (a parker's probe).
+  [[nodiscard]] bool any_offer_waiting() const noexcept;
   // Records where on this worker thread's stack run_stolen_offer may help.
   static void record_help_stack(worker_state& self) noexcept;
   void run_stolen(worker_state& self, offered_job& job) noexcept;
