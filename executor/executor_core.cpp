@@ -436,15 +436,10 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   return pending_run::adopted;
 }
 
-bool executor_core::offer_job(offered_job& job) noexcept {
-  worker_context* const worker = this_thread_worker;
-  if (worker == nullptr || worker->core != this) {
-    return false;
-  }
-  worker_state& self = *workers_[worker->index];
-  job.joiner_task = self.context.running;
-  job.joiner_has_task = self.context.has_running;
-  if (!self.offers.push(job)) {
+bool executor_core::offer_job(const worker_context& self, offered_job& job) noexcept {
+  job.joiner_task = self.running;
+  job.joiner_has_task = self.has_running;
+  if (!workers_[self.index]->offers.push(job)) {
     return false;
   }
   // A wake for a sleeper only if nobody is awake to steal it: a hint (no
@@ -454,12 +449,11 @@ bool executor_core::offer_job(offered_job& job) noexcept {
   return true;
 }
 
-bool executor_core::take_back_job(const offered_job& job) noexcept {
-  worker_state& self = *workers_[this_thread_worker->index];
+bool executor_core::take_back_job(const worker_context& self, const offered_job& job) noexcept {
   // Joins nest on a thread, so the newest entry is this join's, unless a
   // thief took it, and then every older one too (thieves take the oldest
   // first): pop() returns `job` or nothing.
-  return self.offers.pop() == &job;
+  return workers_[self.index]->offers.pop() == &job;
 }
 
 void executor_core::record_help_stack(worker_state& self) noexcept {

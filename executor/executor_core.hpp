@@ -134,17 +134,17 @@ class executor_core final : private sleep_probe {
   pending_run take_back_unrun(task_id id);
 
   // canopy::join's offers (executor/join.hpp, offer_deque.hpp). From a
-  // thread running a task of this executor (a worker, or the host thread):
+  // thread running a task of this executor (a worker, or the host thread);
+  // `self` is that thread's current_worker(), whose core is this one:
   // offer_job pushes `job` onto that thread's deque, where idle workers may
-  // steal it, and returns false (nothing offered) on any other thread or
-  // when the deque is full. The job must stay valid until it was taken back
-  // or it ended. take_back_job, from the same thread, takes the newest
+  // steal it, and returns false (nothing offered) when the deque is full. The job must stay valid
+  // until it was taken back or it ended. take_back_job, from the same thread, takes the newest
   // offered job back: true if it was `job` (the caller then runs it), false
   // if a thief took it (it runs elsewhere; the caller waits for its end).
   // A thief runs a stolen job under the joiner's task (`joiner_task`), so
   // that current_waker() inside names the joining task either way.
-  bool offer_job(offered_job& job) noexcept;
-  bool take_back_job(const offered_job& job) noexcept;
+  bool offer_job(const worker_context& self, offered_job& job) noexcept;
+  bool take_back_job(const worker_context& self, const offered_job& job) noexcept;
   // A joiner whose callable another thread runs helps meanwhile: steals one
   // job from another thread's deque and runs it here. From a thread running
   // a task of this executor; true if a job ran.

@@ -343,7 +343,7 @@ class fork_join {
     const auto all_ended = [this, &countdown] {
       return countdown.remaining() == finished_here(std::make_index_sequence<count>{});
     };
-    take_back(core, offered, first_offered, all_ended, std::make_index_sequence<count>{});
+    take_back(core, *self, offered, first_offered, all_ended, std::make_index_sequence<count>{});
     if (!all_ended()) {
       countdown.forgive(finished_here(std::make_index_sequence<count>{}));
       // Waits follow the join tree downwards, so running a callable another
@@ -405,7 +405,7 @@ class fork_join {
       job.fn = &std::get<I>(fns_);
       job.outcome = &std::get<I>(outcomes_);
       job.countdown = &countdown;
-      if (core.offer_job(job)) {
+      if (core.offer_job(*self, job)) {
         in_deque_[I] = true;
         first_offered = I;
         return;
@@ -434,7 +434,7 @@ class fork_join {
   // it as a nested task instead, and run_entry marks it finished here).
   // offered[k] holds callable count - 1 - k (offer_reversed).
   template <class AllEnded, std::size_t... Is>
-  void take_back(executor_core& core,
+  void take_back(executor_core& core, const worker_context& self,
                  const std::array<task_id, count == 1 ? 1 : count - 1>& offered,
                  std::size_t first_offered, const AllEnded& all_ended,
                  std::index_sequence<Is...> /*indices*/) {
@@ -443,7 +443,7 @@ class fork_join {
         if (I < first_offered || all_ended()) {
           return;
         }
-        const bool taken_back = in_deque_[I] ? core.take_back_job(std::get<I>(jobs_))
+        const bool taken_back = in_deque_[I] ? core.take_back_job(self, std::get<I>(jobs_))
                                              : core.take_back_unrun(offered[count - 1 - I]) ==
                                                    executor_core::pending_run::adopted;
         if (taken_back) {
