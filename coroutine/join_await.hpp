@@ -20,6 +20,7 @@
 #include "../executor/block_pool.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
+#include "spawn.hpp"
 #include "task.hpp"
 #include "wait_link.hpp"
 
@@ -80,10 +81,18 @@ template <class T>
 // destroyed while waiting, the link is abandoned and the child's
 // completion frees the frame (coroutine/wait_link.hpp) without touching
 // this executor; the child is asked to cancel.
+// A coroutine child that has not started yet is taken over by its awaiter
+// instead (executor_core::take_over_pending): its slot is retired unrun
+// and its frame runs inside the awaiting task, by symmetric transfer, as
+// co_await on a task<T> runs one — no task run, no completion handshake,
+// no reference counting (docs/performance.md, entry 28). The awaiter then
+// owns the frame and the record in front of it; the handle lets go of them.
+//
 // Handle is join_handle<T>& (co_await on an lvalue handle: borrowed) or
 // join_handle<T> (on an rvalue: moved into the awaiter); either way the
 // handle is consumed, like join(). The awaiter keeps the state pointer (read
-// at every step) and, for a handle of another executor only, the link.
+// at every step), a taken-over child's frame until it ends, and, for a
+// handle of another executor only, the link.
 template <class T, class Handle = join_handle<T>&>
 class join_awaiter {
  public:
@@ -94,35 +103,65 @@ class join_awaiter {
   join_awaiter(join_awaiter&& other) noexcept
       : handle_(std::forward<Handle>(other.handle_)),
         state_(other.state_),
+        adopted_(std::exchange(other.adopted_, {})),
         foreign_(std::exchange(other.foreign_, nullptr)) {}
   join_awaiter& operator=(join_awaiter&&) = delete;
   // The link has fired (or was never used) by the time the awaiter goes:
-  // the child is done with it.
-  ~join_awaiter() { delete foreign_; }
+  // the child is done with it. A taken-over child that has not ended (the
+  // awaiting task is destroyed while the child is suspended) is destroyed
+  // with it, as an inline-awaited task<T> is; its block goes with its frame.
+  ~join_awaiter() {
+    delete foreign_;
+    if (adopted_) {
+      adopted_.destroy();
+    }
+  }
 
   [[nodiscard]] bool await_ready() const noexcept { return state_->ready(); }
 
   template <class Promise>
-  bool await_suspend(std::coroutine_handle<Promise> self) {
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) {
     task_context& context = context_of(self);
     const worker_context* const worker = current_worker();
     if (!state_->has_task_on(worker->core)) {
-      return suspend_on_foreign(context, self);
+      return suspend_on_foreign(context, self) ? std::noop_coroutine()
+                                               : std::coroutine_handle<>(self);
     }
-    // A child that has not started yet runs here, nested, instead of this
-    // task suspending and being rescheduled when the child ends.
-    if (worker->core->run_pending_inline(state_->task()) && state_->ready()) {
-      return false;
+    // A child that has not started yet runs here instead of this task
+    // suspending and being rescheduled when the child ends: a coroutine
+    // child inside this task (taken over), any other kind nested.
+    // (A task whose id its handle gave out keeps it: kind null adopts nothing.)
+    const executor_core::adoption adopt{
+        state_->identity_shared() ? nullptr : &coroutine_body<T>::table, &never_started, nullptr,
+        0};
+    switch (worker->core->take_over_pending(state_->task(), adopt)) {
+      case executor_core::pending_run::adopted:
+        return take_over(context, self);
+      case executor_core::pending_run::ran:
+        if (state_->ready()) {
+          return self;
+        }
+        break;
+      case executor_core::pending_run::none:
+        break;
     }
     context.suspend_on(self, wait_kind::join, state_);
     if (!state_->set_waiting_task(worker->core, worker->running)) {
       context.clear_wait();
-      return false;  // completed meanwhile: continue at once
+      return self;  // completed meanwhile: continue at once
     }
-    return true;
+    return std::noop_coroutine();
   }
 
-  T await_resume() { return take_and_detach(handle_); }
+  T await_resume() {
+    if (adopted_) {
+      // The child ran to its end inside this task (its frame freed itself;
+      // its record kept the block): the value, or rethrow; the block goes.
+      adopted_ = {};
+      return static_cast<frame_record<T>*>(state_)->take_result_and_release();
+    }
+    return take_and_detach(handle_);
+  }
 
  private:
   // The link for a handle of another executor, from the block pool.
@@ -143,6 +182,31 @@ class join_awaiter {
     return true;
   }
 
+  using child_handle = typename coroutine_body<T>::handle_type;
+
+  // run_or_adopt_pending's test, on a pending coroutine body of type T: it
+  // never ran (its coroutines would point at the slot's context) and no
+  // cancel is asked for (the body must see it and destroy the frame).
+  static bool never_started(const void* storage) noexcept {
+    const auto& body = *static_cast<const coroutine_body<T>*>(storage);
+    return !body.context.started && !body.cancel_requested();
+  }
+
+  // The slot of the child is retired; its body held the record's second
+  // reference, the handle the first: both are this awaiter's now. The
+  // child reports to this task's context and resumes this task at its end.
+  std::coroutine_handle<> take_over(task_context& context, std::coroutine_handle<> self) noexcept {
+    auto& record = static_cast<frame_record<T>&>(*state_);
+    static_cast<void>(handle_.let_go());
+    // Until the child ends, destroying its frame frees the block (~join_awaiter);
+    // its final_suspend keeps the block for await_resume.
+    record.keep_block = false;
+    adopted_ = child_handle::from_address(record.frame());
+    adopted_.promise().set_continuation(self);
+    adopted_.promise().set_context(&context);
+    return adopted_;
+  }
+
   static join_state<T>* checked(join_handle<T>& handle) {
     if (!handle.valid()) {
       throw std::logic_error("canopy: co_await on an empty join handle");
@@ -152,6 +216,7 @@ class join_awaiter {
 
   Handle handle_;
   join_state<T>* state_;
+  child_handle adopted_;  // a taken-over child, until it ends
   foreign_wait* foreign_ = nullptr;
 };
 

@@ -89,6 +89,7 @@ struct coroutine_body {
     }
     // No reset of `signal` first: every way out of a resumption writes it
     // (suspend_on at each suspension, final_suspend at the root's end).
+    context.started = true;
     context.resume_point.resume();
     // An inline-awaited task that ends names its awaiter instead of
     // transferring to it (its frame is gone by then): resume that here.
@@ -203,16 +204,20 @@ void construct_body(void* storage, void* frame) {
 // at it. Nothing but the slot is allocated here.
 template <class T>
 spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
-                             task_id* spawned, join_state<T>** state = nullptr) {
+                             task_id* spawned, join_state<T>** state = nullptr,
+                             spawn_placement placement = spawn_placement::anywhere) {
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
   const typename coroutine_body<T>::handle_type root = work.release();
   spawn_status status = spawn_status::spawned;
   try {
-    status = core.spawn_body(&coroutine_body<T>::table,
-                             joined ? &construct_body<T, true> : &construct_body<T, false>,
-                             root.address(), mode, spawned);
+    const auto construct = joined ? &construct_body<T, true> : &construct_body<T, false>;
+    status = placement == spawn_placement::offered
+                 ? core.spawn_offered(&coroutine_body<T>::table, construct, root.address(), mode,
+                                      spawned)
+                 : core.spawn_body(&coroutine_body<T>::table, construct, root.address(), mode,
+                                   spawned, placement);
   } catch (...) {
     root.destroy();  // not spawned (`keep_block` still false): frees the block
     throw;
@@ -229,10 +234,12 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
 
 template <class T>
 spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode,
-                          task_handle<T>& out) {
+                          task_handle<T>& out,
+                          spawn_placement placement = spawn_placement::anywhere) {
   task_id id;
   join_state<T>* state = nullptr;
-  if (const spawn_status status = spawn_coroutine(core, std::move(work), true, mode, &id, &state);
+  if (const spawn_status status =
+          spawn_coroutine(core, std::move(work), true, mode, &id, &state, placement);
       status != spawn_status::spawned) {
     return status;
   }
@@ -275,13 +282,20 @@ struct task_spawner<task<T>> {
 // rather than block the worker; after shutdown began, errc::shut_down.
 // (The handle is built once, in the caller's frame, not default-built and
 // then assigned.)
+//
+// The child is offered on this worker's deque (fork-join: the spawner most
+// likely awaits it soon): an idle worker steals it, or the spawner's await
+// takes it back and runs it inside the awaiting task, or this worker runs
+// it when it next looks for work. A sleeping worker is woken for it only
+// as a hint (docs/architecture.md, "Offered callables").
 template <class T>
 task_handle<T> spawn(task<T> work) {
   executor_core& core = detail::current_core("canopy::spawn(task)");
   task_id id;
   join_state<T>* state = nullptr;
   if (const spawn_status status =
-          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state);
+          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state,
+                                  spawn_placement::offered);
       status != spawn_status::spawned) {
     throw spawn_error(status);
   }
@@ -296,7 +310,8 @@ spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
   spawn_attempt<task_handle<T>> attempt;
   attempt.error =
       to_error_code(detail::spawn_joined(detail::current_core("canopy::try_spawn(task)"),
-                                         std::move(work), spawn_mode::fail, attempt.handle));
+                                         std::move(work), spawn_mode::fail, attempt.handle,
+                                         spawn_placement::offered));
   return attempt;
 }
 

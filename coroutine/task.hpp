@@ -86,6 +86,10 @@ struct task_context {
   // itself), with resume_point naming its awaiter: the body resumes that
   // next (coroutine/spawn.hpp), in place of a symmetric transfer.
   bool resume_awaiter = false;
+  // Set by the body's first run. A joiner may take over a task that never
+  // ran (coroutine/join_await.hpp), never one that did: its coroutines
+  // point at this context.
+  bool started = false;
 
   // An awaiter about to suspend `self` records what the wait is; every
   // suspension comes through here (it sets `signal`, which the body does

@@ -5,6 +5,11 @@
 // it, and it converts to a plain join_handle<T> by move, with no change of
 // behaviour: cancel() wakes the task through either type). It adds the
 // task's identity (id(), core()).
+//
+// Awaiting a child that has not started yet (co_await handle) runs it
+// inside the awaiting task: its slot is retired, its id goes stale, and
+// inside it current_waker() names the awaiting task
+// (coroutine/join_await.hpp). Not for a handle whose id() was asked for.
 #pragma once
 
 #include <utility>
@@ -22,7 +27,16 @@ class task_handle : public join_handle<T> {
   task_handle(join_state<T>* state, executor_core* core, task_id id) noexcept
       : join_handle<T>(state), core_(core), id_(id) {}
 
-  [[nodiscard]] task_id id() const noexcept { return id_; }
+  // The task's id, for a waker (canopy::waker(*core(), id())). A handle
+  // whose id was asked for keeps its task a task of its own when a
+  // coroutine awaits it before it started (otherwise the awaiter may run it
+  // inside itself and retire the id: coroutine/join_await.hpp).
+  [[nodiscard]] task_id id() const noexcept {
+    if (join_state<T>* const state = this->state(); state != nullptr) {
+      state->share_identity();
+    }
+    return id_;
+  }
   [[nodiscard]] executor_core* core() const noexcept { return core_; }
 
  private:

@@ -147,10 +147,13 @@ bool executor_core::is_worker_thread() const noexcept {
 
 // ---------------------------------------------------------------- spawning
 
-spawn_status executor_core::spawn_body(const task_vtable* vtable,
-                                       void (*construct)(void* storage, void* context),
-                                       void* context, spawn_mode mode, task_id* spawned,
-                                       spawn_placement placement) {
+// One copy per placement, each inlined into its entry point below: a
+// placement tested at run time cost every spawn_body call the constant
+// propagation LTO gave it (7 instructions a fork of fib_fiber).
+template <spawn_placement Placement>
+[[gnu::always_inline]] inline spawn_status executor_core::spawn_into(
+    const task_vtable* vtable, void (*construct)(void* storage, void* context), void* context,
+    spawn_mode mode, task_id* spawned) {
   // Read once: the thread-local pointer would otherwise be re-read after
   // the body's construction (an opaque call) by the count and the LIFO put.
   worker_context* const worker = this_thread_worker;
@@ -212,13 +215,43 @@ spawn_status executor_core::spawn_body(const task_vtable* vtable,
     *spawned = {slot, generation};
   }
   count_spawn(self);
-  if (placement == spawn_placement::host) [[unlikely]] {
+  if constexpr (Placement == spawn_placement::host) {
     host_.push(slot);  // its lock publishes the body to the host, as a task bit would
+  } else if (Placement == spawn_placement::offered && on_worker && !self->is_host &&
+             self->trace == nullptr && self->offers.push(offer::of_task(slot))) {
+    ++self->offered_tasks;
+    // A hint for sleepers, as for a join's callable (offer_job): the spawner
+    // takes the child back at its await, or finds it when it next looks for
+    // work, whoever else wakes.
+    sleep_.new_jobs(1);
   } else {
     make_runnable_from(self, slot);
   }
   return spawn_status::spawned;
 }
+
+spawn_status executor_core::spawn_body(const task_vtable* vtable,
+                                       void (*construct)(void* storage, void* context),
+                                       void* context, spawn_mode mode, task_id* spawned,
+                                       spawn_placement placement) {
+  switch (placement) {
+    case spawn_placement::host:
+      return spawn_into<spawn_placement::host>(vtable, construct, context, mode, spawned);
+    case spawn_placement::offered:
+      return spawn_offered(vtable, construct, context, mode, spawned);
+    case spawn_placement::anywhere:
+      break;
+  }
+  return spawn_into<spawn_placement::anywhere>(vtable, construct, context, mode, spawned);
+}
+
+spawn_status executor_core::spawn_offered(const task_vtable* vtable,
+                                          void (*construct)(void* storage, void* context),
+                                          void* context, spawn_mode mode, task_id* spawned) {
+  return spawn_into<spawn_placement::offered>(vtable, construct, context, mode, spawned);
+}
+
+
 
 void executor_core::count_spawn(worker_state* self) noexcept {
   if (self != nullptr) {
@@ -408,17 +441,34 @@ bool executor_core::schedule(task_id id) noexcept {
   return true;
 }
 
-executor_core::pending_run executor_core::run_or_adopt_pending(task_id id, const adoption& adopt) {
+// Two entry points with one caller each (fibers, coroutines), so that LTO
+// may inline each where it is used: with two callers it kept one shared
+// copy out of line, which cost fib_fiber 27 instructions a fork (callgrind).
+// no_icf: identical code folding would make them one function again.
+[[gnu::no_icf]] executor_core::pending_run executor_core::run_or_adopt_pending(
+    task_id id, const adoption& adopt) {
+  return run_or_adopt(id, adopt);
+}
+
+[[gnu::no_icf]] executor_core::pending_run executor_core::take_over_pending(
+    task_id id, const adoption& adopt) {
+  return run_or_adopt(id, adopt);
+}
+
+[[gnu::always_inline]] inline executor_core::pending_run executor_core::run_or_adopt(
+    task_id id, const adoption& adopt) {
   worker_state* const self = claim_pending(id);
   if (self == nullptr) {
     return pending_run::none;
   }
   task_slot& target = arena_.slot(id.slot);
-  if (target.vtable != adopt.kind || !adopt.accept(target.storage)) {
-    run_claimed_nested(*self, id.slot);
+  if (target.vtable != adopt.kind || !adopt.accept(target.storage) || self->trace != nullptr) {
+    run_claimed_nested(*self, id.slot);  // traced: a run of its own, so the trace shows it
     return pending_run::ran;
   }
-  std::memcpy(adopt.body, target.storage, adopt.body_size);
+  if (adopt.body != nullptr) {
+    std::memcpy(adopt.body, target.storage, adopt.body_size);
+  }
   retire_unrun(*self, id);
   return pending_run::adopted;
 }
@@ -439,7 +489,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
 bool executor_core::offer_job(const worker_context& self, offered_job& job) noexcept {
   job.joiner_task = self.running;
   job.joiner_has_task = self.has_running;
-  if (!workers_[self.index]->offers.push(job)) {
+  if (!workers_[self.index]->offers.push(offer::of_job(job))) {
     return false;
   }
   // A wake for a sleeper only if nobody is awake to steal it: a hint (no
@@ -450,10 +500,23 @@ bool executor_core::offer_job(const worker_context& self, offered_job& job) noex
 }
 
 bool executor_core::take_back_job(const worker_context& self, const offered_job& job) noexcept {
-  // Joins nest on a thread, so the newest entry is this join's, unless a
-  // thief took it, and then every older one too (thieves take the oldest
-  // first): pop() returns `job` or nothing.
-  return workers_[self.index]->offers.pop() == &job;
+  // Joins nest on a thread, so the newest callable is this join's, unless a
+  // thief took it, and then every older entry too (thieves take the oldest
+  // first). Tasks spawned inside the join's callables and not awaited there
+  // may lie above it: they go to the LIFO slot and the tree, as any
+  // runnable task, so pop() then returns `job` or nothing.
+  worker_state& mine = *workers_[self.index];
+  const offer expected = offer::of_job(job);
+  offer taken = mine.offers.pop();
+  if (taken == expected) [[likely]] {
+    return true;
+  }
+  while (taken.is_task()) {
+    --mine.offered_tasks;
+    make_runnable_from(&mine, taken.task_slot());
+    taken = mine.offers.pop();
+  }
+  return taken == expected;
 }
 
 void executor_core::record_help_stack(worker_state& self) noexcept {
@@ -479,30 +542,64 @@ bool executor_core::run_stolen_offer() noexcept {
   if (here < self.help_stack_low || here > self.help_stack_high) {
     return false;
   }
-  offered_job* const job = steal_offer(self);
-  if (job == nullptr) {
+  const offer taken = steal_offer(self);
+  if (taken.empty()) {
     return false;
   }
-  run_stolen(self, *job);
+  run_offer(self, taken, true);
   return true;
 }
 
-offered_job* executor_core::steal_offer(worker_state& self) noexcept {
+offer executor_core::steal_offer(worker_state& self) noexcept {
   const std::size_t count = workers_.size();
   for (std::size_t step = 1; step < count; ++step) {
     offer_deque& victim = workers_[(self.context.index + step) % count]->offers;
     if (victim.looks_empty()) {
       continue;
     }
-    if (offered_job* const job = victim.steal()) {
+    if (const offer taken = victim.steal(); !taken.empty()) {
       worker_counters::bump(self.counters.steals);
       if (self.trace != nullptr) [[unlikely]] {
         self.trace->steal(trace_buffer::no_partition);
       }
-      return job;
+      return taken;
     }
   }
-  return nullptr;
+  return {};
+}
+
+void executor_core::run_offer(worker_state& self, offer taken, bool nested) {
+  if (!taken.is_task()) {
+    run_stolen(self, *taken.job());
+  } else if (nested) {
+    // A stolen task is SCHEDULED and not EXECUTING (invariant S): an
+    // ordinary run, on top of the joiner that helps.
+    run_claimed_nested(self, taken.task_slot());
+  } else {
+    run_task(self, taken.task_slot());
+  }
+}
+
+bool executor_core::take_own_offered_task(worker_state& self, std::uint32_t& slot) noexcept {
+  if (self.offered_tasks == 0) {
+    return false;
+  }
+  // A plain look first: only this thread pushes, so a newest entry that is
+  // not a task (or none) stays so while it looks. A task the look saw is
+  // this pop's, or a thief's (then the pop returns empty). No callable lies
+  // above a task here: a join's callable is in the deque only while its
+  // joiner is on this thread's stack, and find_task never runs above one.
+  if (!self.offers.newest().is_task()) {
+    self.offered_tasks = 0;  // thieves took the rest
+    return false;
+  }
+  --self.offered_tasks;
+  const offer taken = self.offers.pop();
+  if (!taken.is_task()) {
+    return false;
+  }
+  slot = taken.task_slot();
+  return true;
 }
 
 void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
@@ -532,6 +629,19 @@ void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
     return nullptr;
   }
   worker_state& self = *workers_[worker->index];
+  // The newest entry of this worker's offer deque (canopy::spawn's child,
+  // awaited by its spawner): only this thread pushes, so the look is
+  // stable; the generation check tells the awaited task from a later one in
+  // a reused slot (the awaited one ended elsewhere). The pop returns it, or
+  // nothing if a thief took it.
+  if (const offer mine = offer::of_task(id.slot);
+      self.offered_tasks != 0 && self.offers.newest() == mine) {
+    if (task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) != id.generation) {
+      return nullptr;
+    }
+    --self.offered_tasks;
+    return self.offers.pop() == mine ? &self : nullptr;
+  }
   const auto position = [this](std::uint32_t slot) {
     return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};
   };
@@ -629,8 +739,8 @@ void executor_core::worker_main(std::size_t index) {
       poll_driver_if_due(self);
       continue;
     }
-    if (offered_job* const job = steal_offer(self)) {
-      run_stolen(self, *job);
+    if (const offer taken = steal_offer(self); !taken.empty()) {
+      run_offer(self, taken, false);
       continue;
     }
     // Out of work: return reserved spawn slots so that a spawner blocked at
@@ -642,9 +752,9 @@ void executor_core::worker_main(std::size_t index) {
     }
     bool found = false;
     while (!stopping_.load(sync::acquire)) {
-      offered_job* stolen = nullptr;
+      offer stolen;
       const bool from_tree = find_task(self, slot);
-      if (from_tree || (stolen = steal_offer(self)) != nullptr) {
+      if (from_tree || !(stolen = steal_offer(self)).empty()) {
         sleep_.work_found([this] { return tree_.any_active(); });
         found = true;
         if (self.trace != nullptr) {
@@ -653,7 +763,7 @@ void executor_core::worker_main(std::size_t index) {
         if (from_tree) {
           run_task(self, slot);
         } else {
-          run_stolen(self, *stolen);
+          run_offer(self, stolen, false);
         }
         break;
       }
@@ -734,9 +844,11 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   // 0. The LIFO slot — the task this worker spawned or woke last — unless it
   //    has been taken too many times in a row: then the others go first once,
   //    so that a chain of spawns cannot starve the rest of the queue.
+  //    After it, the newest child this worker offered (canopy::spawn) that
+  //    its spawner did not take back: the same streak bounds both.
   if (self.lifo_streak < max_lifo_streak || self.yields.empty()) {
-    const std::uint32_t taken = self.lifo.take();
-    if (taken != no_task) {
+    std::uint32_t taken = self.lifo.take();
+    if (taken != no_task || take_own_offered_task(self, taken)) {
       slot = taken;
       if (self.lifo_streak < max_lifo_streak) {
         ++self.lifo_streak;

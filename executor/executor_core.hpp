@@ -62,6 +62,12 @@ enum class spawn_mode {
 enum class spawn_placement {
   anywhere,  // the spawning worker's LIFO slot, or the summary tree
   host,      // the host channel: only the host thread runs it (executor::post)
+  // A child its spawner will most likely await (canopy::spawn): the spawning
+  // worker's offer deque, where the await takes it back (run_pending_inline
+  // and its kin) and idle workers steal it; where there is none (a thread
+  // that is not a worker, the host role, tracing on, a full deque), as
+  // `anywhere`.
+  offered,
 };
 
 // How long one call of executor_core::run_host() keeps the calling thread.
@@ -93,6 +99,10 @@ class executor_core final : private sleep_probe {
                           void (*construct)(void* storage, void* context), void* context,
                           spawn_mode mode, task_id* spawned,
                           spawn_placement placement = spawn_placement::anywhere);
+  // spawn_body with spawn_placement::offered (canopy::spawn's entry point).
+  spawn_status spawn_offered(const task_vtable* vtable,
+                             void (*construct)(void* storage, void* context), void* context,
+                             spawn_mode mode, task_id* spawned);
 
   // Make task `id` runnable. A stale id (the task finished) is a no-op and
   // returns false. Any thread.
@@ -114,16 +124,20 @@ class executor_core final : private sleep_probe {
   struct adoption {
     const task_vtable* kind = nullptr;
     bool (*accept)(const void* storage) noexcept = nullptr;
-    void* body = nullptr;  // where the body is copied to
+    void* body = nullptr;  // where the body is copied to (null: not copied)
     std::size_t body_size = 0;
   };
   enum class pending_run : std::uint8_t { none, ran, adopted };
   // As run_pending_inline, but a task that `adopt` accepts is not run: its
   // body is copied to adopt.body and its slot retired as if the task had
   // completed (its id turns stale). The caller then owns the body: it must
-  // run it to its end and call kind->destroy(body, task_end::completed).
-  // A task it does not accept runs nested as in run_pending_inline.
+  // run it to its end and call kind->destroy(body, task_end::completed)
+  // (or do what that call would: coroutine/join_await.hpp needs no copy).
+  // A task it does not accept runs nested as in run_pending_inline, and so
+  // does every task while tracing is on, so that the trace shows the run.
   pending_run run_or_adopt_pending(task_id id, const adoption& adopt);
+  // The same, for a coroutine awaiting a join handle (coroutine/join_await.hpp).
+  pending_run take_over_pending(task_id id, const adoption& adopt);
   // canopy::join's take-back (executor/join.hpp): claims task `id` as
   // run_pending_inline does and, when this thread got it, retires its slot
   // as if the task had completed without running or destroying its body
@@ -212,7 +226,12 @@ class executor_core final : private sleep_probe {
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
     alignas(sync::cache_line) lifo_slot lifo;
-    offer_deque offers;  // canopy::join's offered callables (offer_job)
+    offer_deque offers;  // canopy::join's callables (offer_job), canopy::spawn's children
+    // At least the number of tasks in `offers` (pushes less this worker's
+    // own pops; a thief's steal does not lower it): 0 lets find_task and the
+    // await's claim skip the deque without touching it. Reset when the
+    // deque shows no task on top. Only this worker reads or writes it.
+    std::uint32_t offered_tasks = 0;
     // Where a waiting joiner may help (run_stolen_offer): frames between
     // these addresses lie on the worker thread's own stack (not a fiber's)
     // with at least half of it free below. Both 0 for the host role: no help.
@@ -231,6 +250,10 @@ class executor_core final : private sleep_probe {
   };
   static constexpr std::size_t external_cache_count = 16;
 
+  template <spawn_placement Placement>
+  spawn_status spawn_into(const task_vtable* vtable,
+                          void (*construct)(void* storage, void* context), void* context,
+                          spawn_mode mode, task_id* spawned);
   void worker_main(std::size_t index);
   // One search in the documented order; returns a claimed slot index.
   bool find_task(worker_state& self, std::uint32_t& slot);
@@ -249,9 +272,13 @@ class executor_core final : private sleep_probe {
   // The same, for a caller that already knows its worker (null: not one).
   void make_runnable_from(worker_state* self, std::uint32_t slot) noexcept;
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
-  // An idle worker's last resort: a join's offered callable stolen from
-  // another thread's deque (null: none), then run here.
-  offered_job* steal_offer(worker_state& self) noexcept;
+  // An idle worker's last resort: an offer (a join's callable or a spawned
+  // task) stolen from another thread's deque (empty: none), then run here
+  // with run_offer (nested: on top of a waiting joiner).
+  offer steal_offer(worker_state& self) noexcept;
+  void run_offer(worker_state& self, offer taken, bool nested);
+  // The newest offer in self's own deque, if it is a task (find_task).
+  static bool take_own_offered_task(worker_state& self, std::uint32_t& slot) noexcept;
   // Whether some thread's deque holds an offered callable (a parker's probe).
   [[nodiscard]] bool any_offer_waiting() const noexcept;
   // Records where on this worker thread's stack run_stolen_offer may help.
@@ -275,6 +302,7 @@ class executor_core final : private sleep_probe {
   // run_pending_inline's claim: the worker that took task `id` back (from
   // its LIFO slot or the tree), or null.
   worker_state* claim_pending(task_id id);
+  pending_run run_or_adopt(task_id id, const adoption& adopt);
   // Run a task claimed by claim_pending nested in the running one.
   void run_claimed_nested(worker_state& self, std::uint32_t slot);
   // A claimed task retired unrun, as after a completed run (adoption).

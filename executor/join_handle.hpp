@@ -45,6 +45,11 @@
 
 namespace canopy {
 
+namespace detail {
+template <class T, class Handle>
+class join_awaiter;
+}  // namespace detail
+
 template <class T>
 class join_handle {
  public:
@@ -128,6 +133,13 @@ class join_handle {
         std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
     return state_->wait_blocking_until(since_epoch < 0 ? 0 : since_epoch);
   }
+
+  // A coroutine awaiting the handle that took the task over before it
+  // started (coroutine/join_await.hpp) owns the record from then on: the
+  // handle lets go of it without releasing its reference.
+  template <class, class>
+  friend class detail::join_awaiter;
+  [[nodiscard]] join_state<T>* let_go() noexcept { return std::exchange(state_, nullptr); }
 
   join_state<T>* state_ = nullptr;
 };

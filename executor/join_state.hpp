@@ -110,6 +110,11 @@ class join_state_base {
     return task_core_ != nullptr && task_core_ == core;
   }
   [[nodiscard]] task_id task() const noexcept { return task_; }
+  // The handle gave the task's id out (task_handle::id()): someone may wake
+  // the task by it, so an awaiter must not take the task over and retire
+  // its id (coroutine/join_await.hpp). Same caller rules as set_task.
+  void share_identity() noexcept { identity_shared_ = true; }
+  [[nodiscard]] bool identity_shared() const noexcept { return identity_shared_; }
 
   // Ask that the task not start. True if the request was registered before
   // completion (a task that already started runs to its end regardless).
@@ -149,6 +154,7 @@ class join_state_base {
   task_id waiter_{};
   task_id task_{};
   executor_core* task_core_ = nullptr;
+  bool identity_shared_ = false;
 };
 
 // The result slot for a task returning T.

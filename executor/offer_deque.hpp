@@ -1,23 +1,28 @@
-// offer_deque — a worker's deque of callables offered by canopy::join
-// (executor/join.hpp), after Chase and Lev (2005) in the C11 form of Lê,
-// Pop, Cohen and Zappa Nardelli (2013), with seq_cst RMWs where they use
-// fences.
+// offer_deque — a worker's deque of offers: callables offered by
+// canopy::join (executor/join.hpp) and coroutine tasks spawned with a
+// handle inside a task (canopy::spawn), after Chase and Lev (2005) in the
+// C11 form of Lê, Pop, Cohen and Zappa Nardelli (2013), with seq_cst RMWs
+// where they use fences.
 //
 // Who calls what:
-//   * push() and pop(): the owning worker only (the joiner). Joins nest on a
-//     worker, so the newest entry is always the innermost join's offer.
+//   * push(), pop() and newest(): the owning worker only. Joins nest on a
+//     worker, so the newest callable is always the innermost join's offer;
+//     a spawned task may lie above it (executor_core::take_back_job).
 //   * steal(): any other thread (an idle worker), concurrently with the
 //     owner and with other thieves. It takes the oldest entry.
-// Each pushed job is returned exactly once, by pop() or by one steal().
+// Each pushed offer is returned exactly once, by pop() or by one steal().
 //
 // Cost to the owner: push is two plain stores (no locked instruction); pop
 // is one locked exchange, plus a CAS only when it races a thief for the last
-// entry. The jobs live on the joiner's stack; the deque holds pointers.
+// entry. Callables live on the joiner's stack and tasks in their slots; the
+// deque holds a pointer or a slot index.
 //
-// Not part of the wake protocol: a job in here is run by its owner at its
-// join whatever happens, so a worker that sleeps while a job waits here
-// costs parallelism, never progress (as in rayon). docs/architecture.md,
-// "Offered callables", says how thieves learn about jobs.
+// Not part of the wake protocol: an offer in here is run by its owner
+// whatever happens (a callable at its join, a task at the join or when the
+// owner next looks for work), so a worker that sleeps while an offer waits
+// here costs parallelism, never progress (as in rayon).
+// docs/architecture.md, "Offered callables", says how thieves learn about
+// offers.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +41,35 @@ struct offered_job {
   bool joiner_has_task = false;
 };
 
+// One entry: a join's offered callable (its address: at least 2-aligned, so
+// the low bit is 0) or a spawned task (its slot index, shifted, low bit 1).
+class offer {
+ public:
+  offer() noexcept = default;
+  [[nodiscard]] static offer of_job(const offered_job& job) noexcept {
+    return offer(reinterpret_cast<std::uintptr_t>(&job));
+  }
+  [[nodiscard]] static offer of_task(std::uint32_t slot) noexcept {
+    return offer((std::uintptr_t{slot} << 1) | 1);
+  }
+  [[nodiscard]] static offer from_bits(std::uintptr_t bits) noexcept { return offer(bits); }
+
+  [[nodiscard]] bool empty() const noexcept { return bits_ == 0; }
+  [[nodiscard]] bool is_task() const noexcept { return (bits_ & 1) != 0; }
+  [[nodiscard]] offered_job* job() const noexcept {
+    return reinterpret_cast<offered_job*>(bits_);
+  }
+  [[nodiscard]] std::uint32_t task_slot() const noexcept {
+    return static_cast<std::uint32_t>(bits_ >> 1);
+  }
+  [[nodiscard]] std::uintptr_t bits() const noexcept { return bits_; }
+  friend bool operator==(offer, offer) noexcept = default;
+
+ private:
+  explicit offer(std::uintptr_t bits) noexcept : bits_(bits) {}
+  std::uintptr_t bits_ = 0;
+};
+
 // Capacity: a power of two. The executor's is offer_deque (below); the
 // Relacy check uses a small one, so that its schedules wrap around.
 template <std::int64_t Capacity>
@@ -45,8 +79,9 @@ class basic_offer_deque {
  public:
   static constexpr std::int64_t capacity = Capacity;
 
-  // Owner: add `job` as the newest entry; false (nothing changes) when full.
-  [[nodiscard]] bool push(offered_job& job) noexcept {
+  // Owner: add `entry` (not empty) as the newest; false (nothing changes)
+  // when full.
+  [[nodiscard]] bool push(offer entry) noexcept {
     const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
     // acquire: pairs with a thief's CAS on top, so the entry it took is no
     // longer read by it once this push overwrites that index.
@@ -54,16 +89,17 @@ class basic_offer_deque {
     if (bottom - top >= capacity) {
       return false;
     }
-    entries_[static_cast<std::size_t>(bottom & mask)].store(&job, sync::relaxed);
-    // release: publishes the entry and the job's fields to a thief's seq_cst
+    entries_[static_cast<std::size_t>(bottom & mask)].store(entry.bits(), sync::relaxed);
+    // release: publishes the entry and what it names (the job's fields, the
+    // task's body and state) to a thief's seq_cst
     // (acquiring) load of bottom in steal().
     bottom_.store(bottom + 1, sync::release);
     return true;
   }
 
-  // Owner: take the newest entry back; nullptr if a thief took it (or the
+  // Owner: take the newest entry back; empty if a thief took it (or the
   // deque is empty).
-  [[nodiscard]] offered_job* pop() noexcept {
+  [[nodiscard]] offer pop() noexcept {
     const std::int64_t bottom = bottom_.load(sync::relaxed) - 1;
     // seq_cst exchange (the algorithm's store + fence): pairs with steal()'s
     // seq_cst load of top then load of bottom. Either the thief sees the
@@ -73,23 +109,33 @@ class basic_offer_deque {
     std::int64_t top = top_.load(sync::seq_cst);
     if (top > bottom) {
       bottom_.store(bottom + 1, sync::relaxed);  // empty: nothing was there
-      return nullptr;
+      return {};
     }
-    offered_job* job = entries_[static_cast<std::size_t>(bottom & mask)].load(sync::relaxed);
+    offer taken = offer::from_bits(entries_[static_cast<std::size_t>(bottom & mask)].load(sync::relaxed));
     if (top == bottom) {
       // The last entry: a thief may be taking it. seq_cst: one total order
       // with the thieves' CASes on top decides who has it.
       if (!top_.compare_exchange_strong(top, top + 1, sync::seq_cst, sync::relaxed)) {
-        job = nullptr;
+        taken = {};
       }
       bottom_.store(bottom + 1, sync::relaxed);
     }
-    return job;
+    return taken;
   }
 
-  // Thief: take the oldest entry; nullptr if there is none or another
-  // thread took it first.
-  [[nodiscard]] offered_job* steal() noexcept {
+  // Owner: the newest entry, without taking it (empty if none). A thief may
+  // take it meanwhile; pop() then returns empty, never another entry.
+  [[nodiscard]] offer newest() const noexcept {
+    const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
+    if (top_.load(sync::relaxed) >= bottom) {
+      return {};
+    }
+    return offer::from_bits(entries_[static_cast<std::size_t>((bottom - 1) & mask)].load(sync::relaxed));
+  }
+
+  // Thief: take the oldest entry; empty if there is none or another thread
+  // took it first.
+  [[nodiscard]] offer steal() noexcept {
     // seq_cst: the load of top before the load of bottom pairs with pop()'s
     // exchange on bottom before its load of top (see there).
     std::int64_t top = top_.load(sync::seq_cst);
@@ -97,15 +143,16 @@ class basic_offer_deque {
     // the entry and the job it points to are visible.
     const std::int64_t bottom = bottom_.load(sync::seq_cst);
     if (top >= bottom) {
-      return nullptr;
+      return {};
     }
-    offered_job* job = entries_[static_cast<std::size_t>(top & mask)].load(sync::relaxed);
+    const offer taken =
+        offer::from_bits(entries_[static_cast<std::size_t>(top & mask)].load(sync::relaxed));
     // seq_cst: against the owner's CAS for the last entry and other thieves;
-    // a failure means someone else took entry `top`, and `job` is dropped.
+    // a failure means someone else took entry `top`, and `taken` is dropped.
     if (!top_.compare_exchange_strong(top, top + 1, sync::seq_cst, sync::relaxed)) {
-      return nullptr;
+      return {};
     }
-    return job;
+    return taken;
   }
 
   // A hint for thieves: whether the deque looked non-empty.
@@ -118,10 +165,11 @@ class basic_offer_deque {
 
   alignas(sync::cache_line) sync::atomic<std::int64_t> top_{0};
   alignas(sync::cache_line) sync::atomic<std::int64_t> bottom_{0};
-  sync::atomic<offered_job*> entries_[capacity] = {};
+  sync::atomic<std::uintptr_t> entries_[capacity] = {};
 };
 
-// A worker's deque: joins nested deeper than this offer the rest as tasks.
+// A worker's deque: joins nested deeper than this offer the rest as tasks,
+// and spawns past it go to the LIFO slot.
 using offer_deque = basic_offer_deque<256>;
 
 }  // namespace canopy

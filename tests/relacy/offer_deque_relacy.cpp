@@ -1,10 +1,12 @@
-// Weak-memory check of canopy::join's deque (executor/offer_deque.hpp): the
-// real basic_offer_deque, with a capacity of 4 so that schedules wrap
-// around, under Relacy's simulation of the C++ memory model. The owner
-// pushes and pops as nested joins do, thieves steal; every job pushed must
-// be taken exactly once, and whoever takes it must see what the owner wrote
-// into it before the push (a Relacy variable: reading it without a
-// happens-before edge is reported as a data race).
+// Weak-memory check of the offer deque (executor/offer_deque.hpp): the real
+// basic_offer_deque, with a capacity of 4 so that schedules wrap around,
+// under Relacy's simulation of the C++ memory model. The owner pushes and
+// pops as nested joins and awaited spawns do (callables and task entries
+// mixed), thieves steal; every entry pushed must be taken exactly once, and
+// whoever takes it must see what the owner wrote before the push (a Relacy
+// variable: reading it without a happens-before edge is reported as a data
+// race). The owner's newest() must name what its next pop() returns, unless
+// a thief took it.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -22,26 +24,50 @@ struct payload_job : canopy::offered_job {
   rl::var<int> payload;
 };
 
+// Odd entries are tasks (a slot index, as canopy::spawn offers), even ones
+// callables; a task's "body" is task_payload[index].
 struct world {
   canopy::basic_offer_deque<4> deque;
   std::array<payload_job, job_count> jobs;
+  std::array<rl::var<int>, job_count> task_payload;
   std::array<canopy::sync::atomic<int>, job_count> taken{};
   std::array<bool, job_count> pushed{};
 
-  void take(canopy::offered_job* job) {
-    if (job == nullptr) {
+  void take(canopy::offer entry) {
+    if (entry.empty()) {
       return;
     }
-    auto* const mine = static_cast<payload_job*>(job);
-    const auto index = static_cast<int>(mine - jobs.data());
-    RL_ASSERT(index >= 0 && index < job_count);
-    RL_ASSERT(mine->payload($) == index + 1);  // the owner's write, ordered by the push
+    int index = 0;
+    if (entry.is_task()) {
+      index = static_cast<int>(entry.task_slot());
+      RL_ASSERT(index >= 0 && index < job_count && index % 2 == 1);
+      RL_ASSERT(task_payload[static_cast<std::size_t>(index)]($) == index + 1);
+    } else {
+      auto* const mine = static_cast<payload_job*>(entry.job());
+      index = static_cast<int>(mine - jobs.data());
+      RL_ASSERT(index >= 0 && index < job_count && index % 2 == 0);
+      RL_ASSERT(mine->payload($) == index + 1);  // the owner's write, ordered by the push
+    }
     taken[static_cast<std::size_t>(index)].fetch_add(1, canopy::sync::relaxed);
   }
 
   void push(int index) {
-    jobs[static_cast<std::size_t>(index)].payload($) = index + 1;
-    pushed[static_cast<std::size_t>(index)] = deque.push(jobs[static_cast<std::size_t>(index)]);
+    const auto at = static_cast<std::size_t>(index);
+    if (index % 2 == 1) {
+      task_payload[at]($) = index + 1;
+      pushed[at] = deque.push(canopy::offer::of_task(static_cast<std::uint32_t>(index)));
+    } else {
+      jobs[at].payload($) = index + 1;
+      pushed[at] = deque.push(canopy::offer::of_job(jobs[at]));
+    }
+  }
+
+  // The owner's take-back at an await: what newest() showed, or nothing.
+  void pop_newest() {
+    const canopy::offer seen = deque.newest();
+    const canopy::offer got = deque.pop();
+    RL_ASSERT(got.empty() || got == seen);
+    take(got);
   }
 
   // The owner: nested joins (push, push, pop, ...), one push past the
@@ -49,15 +75,15 @@ struct world {
   void own() {
     push(0);
     push(1);
-    take(deque.pop());
+    pop_newest();
     push(2);
     push(3);
     push(4);
     push(5);  // full unless a thief took some: then push() says false
-    take(deque.pop());
+    pop_newest();
     push(6);
     for (int round = 0; round < job_count; ++round) {
-      take(deque.pop());
+      pop_newest();
     }
   }
 
