@@ -233,8 +233,7 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
 }
 
 template <class T>
-spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode,
-                          task_handle<T>& out,
+spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode, task_handle<T>& out,
                           spawn_placement placement = spawn_placement::anywhere) {
   task_id id;
   join_state<T>* state = nullptr;
@@ -293,9 +292,8 @@ task_handle<T> spawn(task<T> work) {
   executor_core& core = detail::current_core("canopy::spawn(task)");
   task_id id;
   join_state<T>* state = nullptr;
-  if (const spawn_status status =
-          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state,
-                                  spawn_placement::offered);
+  if (const spawn_status status = detail::spawn_coroutine(
+          core, std::move(work), true, spawn_mode::block, &id, &state, spawn_placement::offered);
       status != spawn_status::spawned) {
     throw spawn_error(status);
   }
@@ -308,10 +306,9 @@ task_handle<T> spawn(task<T> work) {
 template <class T>
 spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
   spawn_attempt<task_handle<T>> attempt;
-  attempt.error =
-      to_error_code(detail::spawn_joined(detail::current_core("canopy::try_spawn(task)"),
-                                         std::move(work), spawn_mode::fail, attempt.handle,
-                                         spawn_placement::offered));
+  attempt.error = to_error_code(
+      detail::spawn_joined(detail::current_core("canopy::try_spawn(task)"), std::move(work),
+                           spawn_mode::fail, attempt.handle, spawn_placement::offered));
   return attempt;
 }
 

@@ -16,6 +16,12 @@
 #include "driver_park_backend.hpp"
 #include "pending_claim.hpp"
 
+#if defined(__clang__)
+#define CANOPY_NO_ICF
+#else
+#define CANOPY_NO_ICF [[gnu::no_icf]]
+#endif
+
 namespace canopy {
 
 namespace {
@@ -251,8 +257,6 @@ spawn_status executor_core::spawn_offered(const task_vtable* vtable,
   return spawn_into<spawn_placement::offered>(vtable, construct, context, mode, spawned);
 }
 
-
-
 void executor_core::count_spawn(worker_state* self) noexcept {
   if (self != nullptr) {
     worker_counters::bump(self->counters.spawned);
@@ -444,14 +448,14 @@ bool executor_core::schedule(task_id id) noexcept {
 // Two entry points with one caller each (fibers, coroutines), so that LTO
 // may inline each where it is used: with two callers it kept one shared
 // copy out of line, which cost fib_fiber 27 instructions a fork (callgrind).
-// no_icf: identical code folding would make them one function again.
-[[gnu::no_icf]] executor_core::pending_run executor_core::run_or_adopt_pending(
+// no_icf (GCC's): identical code folding would make them one function again.
+CANOPY_NO_ICF executor_core::pending_run executor_core::run_or_adopt_pending(
     task_id id, const adoption& adopt) {
   return run_or_adopt(id, adopt);
 }
 
-[[gnu::no_icf]] executor_core::pending_run executor_core::take_over_pending(
-    task_id id, const adoption& adopt) {
+CANOPY_NO_ICF executor_core::pending_run executor_core::take_over_pending(task_id id,
+                                                                          const adoption& adopt) {
   return run_or_adopt(id, adopt);
 }
 

@@ -56,9 +56,7 @@ class offer {
 
   [[nodiscard]] bool empty() const noexcept { return bits_ == 0; }
   [[nodiscard]] bool is_task() const noexcept { return (bits_ & 1) != 0; }
-  [[nodiscard]] offered_job* job() const noexcept {
-    return reinterpret_cast<offered_job*>(bits_);
-  }
+  [[nodiscard]] offered_job* job() const noexcept { return reinterpret_cast<offered_job*>(bits_); }
   [[nodiscard]] std::uint32_t task_slot() const noexcept {
     return static_cast<std::uint32_t>(bits_ >> 1);
   }
@@ -111,7 +109,8 @@ class basic_offer_deque {
       bottom_.store(bottom + 1, sync::relaxed);  // empty: nothing was there
       return {};
     }
-    offer taken = offer::from_bits(entries_[static_cast<std::size_t>(bottom & mask)].load(sync::relaxed));
+    offer taken =
+        offer::from_bits(entries_[static_cast<std::size_t>(bottom & mask)].load(sync::relaxed));
     if (top == bottom) {
       // The last entry: a thief may be taking it. seq_cst: one total order
       // with the thieves' CASes on top decides who has it.
@@ -130,7 +129,8 @@ class basic_offer_deque {
     if (top_.load(sync::relaxed) >= bottom) {
       return {};
     }
-    return offer::from_bits(entries_[static_cast<std::size_t>((bottom - 1) & mask)].load(sync::relaxed));
+    return offer::from_bits(
+        entries_[static_cast<std::size_t>((bottom - 1) & mask)].load(sync::relaxed));
   }
 
   // Thief: take the oldest entry; empty if there is none or another thread

@@ -61,7 +61,7 @@ TEST_CASE("an awaited child that has not started runs inside its awaiter") {
     auto child = canopy::spawn(waker_inside());
     const canopy::task_id id = child.id();
     const canopy::waker inside = co_await child;
-    co_return inside.id().slot == id.slot && inside.id().generation == id.generation;
+    co_return inside.id().slot == id.slot&& inside.id().generation == id.generation;
   };
   CHECK(canopy::block_on(pool, identified()));
 
