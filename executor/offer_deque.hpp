@@ -56,7 +56,10 @@ class offer {
 
   [[nodiscard]] bool empty() const noexcept { return bits_ == 0; }
   [[nodiscard]] bool is_task() const noexcept { return (bits_ & 1) != 0; }
-  [[nodiscard]] offered_job* job() const noexcept { return reinterpret_cast<offered_job*>(bits_); }
+  // The entry is the job's address, put there by of_job.
+  [[nodiscard]] offered_job* job() const noexcept {
+    return reinterpret_cast<offered_job*>(bits_);  // NOLINT(performance-no-int-to-ptr)
+  }
   [[nodiscard]] std::uint32_t task_slot() const noexcept {
     return static_cast<std::uint32_t>(bits_ >> 1);
   }

@@ -179,6 +179,7 @@ TEST_CASE("offered children run however they are awaited, or if they are not") {
     auto in_order = []() -> task<long> {
       std::vector<canopy::task_handle<int>> children;
       const int count = static_cast<int>(canopy::offer_deque::capacity) + 44;
+      children.reserve(static_cast<std::size_t>(count));
       for (int index = 0; index < count; ++index) {
         children.push_back(canopy::spawn(value_of(index)));
       }
