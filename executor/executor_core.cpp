@@ -584,6 +584,31 @@ void executor_core::run_offer(worker_state& self, offer taken, bool nested) {
   }
 }
 
+// Awaited out of spawn order (spawn a, spawn b, co_await a): the children
+// spawned after the awaited one go to the LIFO slot and the tree, as every
+// spawned task went before the deque (they are run there, or claimed back
+// by their own awaits), and the awaited one is popped. Out of line: the
+// fork-join shape awaits the newest child, and never comes here.
+[[gnu::noinline]] bool executor_core::take_offered_from_below(worker_state& self,
+                                                            task_id id) noexcept {
+  const offer mine = offer::of_task(id.slot);
+  const int above = self.offers.depth_of(mine, max_offered_flush);
+  if (above <= 0 ||
+      task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) != id.generation) {
+    return false;
+  }
+  for (int index = 0; index < above; ++index) {
+    const offer newer = self.offers.pop();
+    if (!newer.is_task()) {
+      return false;  // thieves emptied the deque up to here: they have the awaited one too
+    }
+    --self.offered_tasks;
+    make_runnable_from(&self, newer.task_slot());
+  }
+  --self.offered_tasks;
+  return self.offers.pop() == mine;
+}
+
 bool executor_core::take_own_offered_task(worker_state& self, std::uint32_t& slot) noexcept {
   if (self.offered_tasks == 0) {
     return false;
@@ -638,13 +663,19 @@ void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
   // stable; the generation check tells the awaited task from a later one in
   // a reused slot (the awaited one ended elsewhere). The pop returns it, or
   // nothing if a thief took it.
-  if (const offer mine = offer::of_task(id.slot);
-      self.offered_tasks != 0 && self.offers.newest() == mine) {
-    if (task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) != id.generation) {
-      return nullptr;
+  if (self.offered_tasks != 0) {
+    const offer mine = offer::of_task(id.slot);
+    if (self.offers.newest() == mine) {
+      if (task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) !=
+          id.generation) {
+        return nullptr;
+      }
+      --self.offered_tasks;
+      return self.offers.pop() == mine ? &self : nullptr;
     }
-    --self.offered_tasks;
-    return self.offers.pop() == mine ? &self : nullptr;
+    if (take_offered_from_below(self, id)) {
+      return &self;
+    }
   }
   const auto position = [this](std::uint32_t slot) {
     return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};

@@ -279,6 +279,11 @@ class executor_core final : private sleep_probe {
   void run_offer(worker_state& self, offer taken, bool nested);
   // The newest offer in self's own deque, if it is a task (find_task).
   static bool take_own_offered_task(worker_state& self, std::uint32_t& slot) noexcept;
+  // claim_pending for task `id` lying below newer task entries in self's
+  // deque (at most max_offered_flush of them): those go to the LIFO slot
+  // and the tree, and `id` is popped. True if this thread got it.
+  bool take_offered_from_below(worker_state& self, task_id id) noexcept;
+  static constexpr int max_offered_flush = 64;
   // Whether some thread's deque holds an offered callable (a parker's probe).
   [[nodiscard]] bool any_offer_waiting() const noexcept;
   // Records where on this worker thread's stack run_stolen_offer may help.

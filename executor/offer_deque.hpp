@@ -136,6 +136,26 @@ class basic_offer_deque {
         entries_[static_cast<std::size_t>((bottom - 1) & mask)].load(sync::relaxed));
   }
 
+  // Owner: how many entries lie above `target` (0: it is the newest), looking
+  // down from the newest through task entries only, at most `max_above`
+  // deep; -1 if it is not found that way. A thief may take it meanwhile
+  // (pops then run the deque empty before reaching it).
+  [[nodiscard]] int depth_of(offer target, int max_above) const noexcept {
+    const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
+    const std::int64_t top = top_.load(sync::relaxed);
+    for (int above = 0; above <= max_above && bottom - 1 - above >= top; ++above) {
+      const offer entry = offer::from_bits(
+          entries_[static_cast<std::size_t>((bottom - 1 - above) & mask)].load(sync::relaxed));
+      if (entry == target) {
+        return above;
+      }
+      if (!entry.is_task()) {
+        return -1;
+      }
+    }
+    return -1;
+  }
+
   // Thief: take the oldest entry; empty if there is none or another thread
   // took it first.
   [[nodiscard]] offer steal() noexcept {
