@@ -590,7 +590,7 @@ void executor_core::run_offer(worker_state& self, offer taken, bool nested) {
 // by their own awaits), and the awaited one is popped. Out of line: the
 // fork-join shape awaits the newest child, and never comes here.
 [[gnu::noinline]] bool executor_core::take_offered_from_below(worker_state& self,
-                                                            task_id id) noexcept {
+                                                              task_id id) noexcept {
   const offer mine = offer::of_task(id.slot);
   const int above = self.offers.depth_of(mine, max_offered_flush);
   if (above <= 0 ||
