@@ -55,6 +55,18 @@ TEST_CASE("an awaited child that has not started runs inside its awaiter") {
   };
   CHECK(canopy::block_on(pool, parent()));
 
+  // Awaited out of spawn order: the older child is still taken over (the
+  // newer one goes to the LIFO slot first), and so is the newer one after.
+  auto out_of_order = []() -> task<bool> {
+    const canopy::waker mine = canopy::current_waker();
+    auto older = canopy::spawn(waker_inside());
+    auto newer = canopy::spawn(waker_inside());
+    const canopy::waker first = co_await older;
+    const canopy::waker second = co_await newer;
+    co_return first == mine && second == mine;
+  };
+  CHECK(canopy::block_on(pool, out_of_order()));
+
   // A handle whose id was asked for keeps its task: its id stays the one a
   // waker made from it wakes.
   auto identified = []() -> task<bool> {
@@ -107,8 +119,8 @@ TEST_CASE("an awaited child that has not started runs inside its awaiter") {
   CHECK(stats.live_tasks == 0);
   CHECK(stats.dropped_tasks == 0);
   // Every child counts as spawned and ended (a taken-over one when it was
-  // taken over), and so do the five roots block_on spawned from outside.
-  CHECK(stats.total().finished == stats.total().spawned + 5);
+  // taken over), and so do the six roots block_on spawned from outside.
+  CHECK(stats.total().finished == stats.total().spawned + 6);
 }
 
 TEST_CASE("a taken-over child that suspends resumes its awaiter; destroyed with it") {
