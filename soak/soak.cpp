@@ -322,10 +322,28 @@ long joined_fib(int n) {
 
 long sequential_fib(int n) { return n < 2 ? n : sequential_fib(n - 1) + sequential_fib(n - 2); }
 
+// fib(n) by coroutine fork-join: canopy::spawn offers each child on the
+// worker's deque (stolen there, or taken over by its awaiter); awaited
+// newest first, or oldest first when `in_spawn_order` (the take-over from
+// below newer children).
+task<long> spawned_fib(int n, bool in_spawn_order) {
+  if (n < 2) {
+    co_return n;
+  }
+  auto first = canopy::spawn(spawned_fib(n - 1, in_spawn_order));
+  if (in_spawn_order) {
+    auto second = canopy::spawn(spawned_fib(n - 2, in_spawn_order));
+    const long older = co_await first;
+    co_return older + co_await second;
+  }
+  const long second = co_await spawned_fib(n - 2, in_spawn_order);
+  co_return co_await first + second;
+}
+
 task<int> coroutine_job(round_state& round, ticket mine, std::uint64_t shape) {
   start(round, mine);
   int sum = 0;
-  const std::uint64_t kind = shape % 7;
+  const std::uint64_t kind = shape % 8;
   if (kind == 0) {  // a yield loop
     for (std::uint64_t step = 0; step < 1 + shape % 50; ++step) {
       co_await yield_now();
@@ -358,6 +376,17 @@ task<int> coroutine_job(round_state& round, ticket mine, std::uint64_t shape) {
     if (joined_fib(depth) != sequential_fib(depth)) {
       std::fprintf(stderr, "soak: canopy::join computed fib(%d) wrong\n", depth);
       round.counters.unexpected_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else if (kind == 7) {  // coroutine fork-join: offered children, taken over or stolen
+    const int depth = 4 + static_cast<int>(shape % 10);
+    try {
+      if (co_await spawned_fib(depth, (shape & 16) != 0) != sequential_fib(depth)) {
+        std::fprintf(stderr, "soak: coroutine fork-join computed fib(%d) wrong\n", depth);
+        round.counters.unexpected_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (const canopy::spawn_error&) {
+      // at capacity (the small-capacity rounds) or shutting down: the
+      // children spawned before were awaited or are dropped with their frames
     }
   } else if (kind == 3 && (!round.config.small_capacity || round.known_bugs)) {
     // when_all of children. Not at a small capacity: issue 19 (when_all
