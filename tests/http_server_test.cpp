@@ -8,10 +8,12 @@
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -75,6 +77,10 @@ class client {
     // A hung server fails the test instead of hanging it (scaled for sanitizers).
     timeval timeout{static_cast<time_t>(10 * canopy::testing::timeout_scale()), 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    // Receive timestamps (read_to_eof with an arrival time); on from the
+    // start, so that the kernel stamps the answer whenever it arrives.
+    const int on = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
@@ -97,6 +103,38 @@ class client {
       const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
       if (got <= 0) {
         return all;
+      }
+      all.append(buffer, static_cast<std::size_t>(got));
+    }
+  }
+  // As read_to_eof(), and when the kernel received the first bytes of the
+  // answer (SO_TIMESTAMPNS, CLOCK_REALTIME; empty if the kernel gave no
+  // stamp). A test that times the server with it does not count the time
+  // this thread waited for a CPU on a loaded machine.
+  std::string read_to_eof(std::optional<std::chrono::nanoseconds>& first_arrival) const {
+    first_arrival.reset();
+    std::string all;
+    char buffer[4096];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    for (;;) {
+      iovec vector{buffer, sizeof buffer};
+      msghdr message{};
+      message.msg_iov = &vector;
+      message.msg_iovlen = 1;
+      message.msg_control = control;
+      message.msg_controllen = sizeof control;
+      const ssize_t got = ::recvmsg(fd_, &message, 0);
+      if (got <= 0) {
+        return all;
+      }
+      for (cmsghdr* header = all.empty() ? CMSG_FIRSTHDR(&message) : nullptr; header != nullptr;
+           header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_TIMESTAMPNS) {
+          timespec stamp{};
+          std::memcpy(&stamp, CMSG_DATA(header), sizeof stamp);
+          first_arrival =
+              std::chrono::seconds(stamp.tv_sec) + std::chrono::nanoseconds(stamp.tv_nsec);
+        }
       }
       all.append(buffer, static_cast<std::size_t>(got));
     }
@@ -208,16 +246,40 @@ TEST_CASE("http server: a client that sends its headers too slowly is timed out"
   const std::size_t fds_before = canopy::testing::open_fd_count();
   {
     test_server server(300ms);
-    client peer(server.port());
+    // Before the connect: the server's deadline runs from its accept, which
+    // may come before connect() returns here (a waited of 298.8 ms was seen
+    // with `start` taken after it, on one loaded CPU).
     const auto start = std::chrono::steady_clock::now();
+    timespec start_wall{};
+    ::clock_gettime(CLOCK_REALTIME, &start_wall);  // the clock of the receive timestamps
+    client peer(server.port());
     peer.send("GET / HTTP/1.1\r\n");
     std::this_thread::sleep_for(100ms);
+    const auto slept = std::chrono::steady_clock::now() - start;
     peer.send("Host: x\r\n");  // progress, but the request is still not complete
-    const std::string all = peer.read_to_eof();
+    std::optional<std::chrono::nanoseconds> arrival;
+    const std::string all = peer.read_to_eof(arrival);
     const auto waited = std::chrono::steady_clock::now() - start;
     CHECK(all.rfind("HTTP/1.1 408 Request Timeout\r\n", 0) == 0);
+    // Never early: a delay of this thread only makes `waited` longer.
     CHECK(waited >= 300ms);
-    CHECK(waited < std::chrono::duration<double>(5 * canopy::testing::timeout_scale()));
+    // Not late, timed by when the kernel received the answer rather than by
+    // when this thread next ran to read it. On a loaded 2-core machine this
+    // thread once read the 408 22.6 s after `start`, which a late server
+    // cannot explain: an answer later than ~10.1 s ends the first recv on
+    // the 10 s receive timeout with nothing read, and an earlier one is
+    // followed at once by its FIN. So this thread (or the whole machine) was
+    // stalled. Without a stamp, `waited` bounds the answer's time from above.
+    const auto answered_after = arrival
+                                    ? *arrival - (std::chrono::seconds(start_wall.tv_sec) +
+                                                  std::chrono::nanoseconds(start_wall.tv_nsec))
+                                    : std::chrono::duration_cast<std::chrono::nanoseconds>(waited);
+    INFO("client: its 100 ms sleep took ", std::chrono::duration<double>(slept).count(),
+         " s; it read the answer ", std::chrono::duration<double>(waited).count(),
+         " s after start; the kernel received it ",
+         std::chrono::duration<double>(answered_after).count(), " s after start",
+         std::string(arrival ? "" : " (no receive timestamp: the read time)"));
+    CHECK(answered_after < std::chrono::duration<double>(5 * canopy::testing::timeout_scale()));
 
     // An idle keep-alive connection is closed after the same timeout.
     client idle(server.port());
