@@ -4,9 +4,9 @@
 
 canopy::task<long> fib(int n) {
   if (n < 2) co_return n;
-  auto left = canopy::spawn(fib(n - 1));      // a child task, on this worker's partition
+  auto left = canopy::spawn(fib(n - 1));      // a child task, offered to idle workers
   auto right = canopy::spawn(fib(n - 2));
-  co_return co_await left + co_await right;   // value, or the child's exception rethrown
+  co_return co_await left + co_await right;   // value (or rethrow); runs an untaken child here
 }
 
 int main() {
