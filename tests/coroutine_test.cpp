@@ -25,15 +25,9 @@ using canopy::task;
 using canopy::testing::destroy_flag;
 using canopy::testing::eventually;
 using canopy::testing::worker_gate;
+using canopy::testing::config_with;
 
 namespace {
-
-executor_config config_with(std::size_t workers) {
-  executor_config config;
-  config.worker_count = workers;
-  config.idle_yield_rounds = 4;
-  return config;
-}
 
 long scaled(long iterations) { return iterations / canopy::testing::stress_divisor(); }
 

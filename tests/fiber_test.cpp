@@ -36,16 +36,10 @@ using canopy::task;
 using canopy::testing::destroy_flag;
 using canopy::testing::eventually;
 using canopy::testing::worker_gate;
+using canopy::testing::config_with;
 namespace this_fiber = canopy::this_fiber;
 
 namespace {
-
-executor_config config_with(std::size_t workers) {
-  executor_config config;
-  config.worker_count = workers;
-  config.idle_yield_rounds = 4;
-  return config;
-}
 
 constexpr std::size_t small_stack = 16 * 1024;
 

@@ -27,15 +27,9 @@
 using canopy::executor;
 using canopy::executor_config;
 using canopy::task;
+using canopy::testing::config_with;
 
 namespace {
-
-executor_config config_with(std::size_t workers) {
-  executor_config config;
-  config.worker_count = workers;
-  config.idle_yield_rounds = 4;
-  return config;
-}
 
 long scaled(long iterations) {
   const long value = iterations / canopy::testing::stress_divisor();

@@ -20,17 +20,11 @@ using canopy::async_event;
 using canopy::executor;
 using canopy::executor_config;
 using canopy::task;
+using canopy::testing::config_with;
 using canopy::testing::destroy_flag;
 using canopy::testing::eventually;
 
 namespace {
-
-executor_config config_with(std::size_t workers) {
-  executor_config config;
-  config.worker_count = workers;
-  config.idle_yield_rounds = 4;
-  return config;
-}
 
 task<int> value_of(int value) { co_return value; }
 
@@ -63,7 +57,7 @@ TEST_CASE("an awaited child that has not started runs inside its awaiter") {
     auto newer = canopy::spawn(waker_inside());
     const canopy::waker first = co_await older;
     const canopy::waker second = co_await newer;
-    co_return first == mine && second == mine;
+    co_return first == mine&& second == mine;
   };
   CHECK(canopy::block_on(pool, out_of_order()));
 

@@ -5,9 +5,19 @@
 #include <chrono>
 #include <thread>
 
+#include "executor/config.hpp"
 #include "tests/watchdog.hpp"
 
 namespace canopy::testing {
+
+// A pool of `workers` workers that spins little before parking, so that the
+// suites' many short pools do not keep the CPU busy between their tasks.
+inline executor_config config_with(std::size_t workers) {
+  executor_config config;
+  config.worker_count = workers;
+  config.idle_yield_rounds = 4;
+  return config;
+}
 
 // Wait (bounded, polling every millisecond) until predicate() holds; returns
 // whether it did. Tests REQUIRE/CHECK the result, so a condition that never
