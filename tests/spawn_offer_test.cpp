@@ -18,7 +18,6 @@
 
 using canopy::async_event;
 using canopy::executor;
-using canopy::executor_config;
 using canopy::task;
 using canopy::testing::config_with;
 using canopy::testing::destroy_flag;
