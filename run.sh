@@ -57,6 +57,18 @@ configure_and_build() {
   ninja -C "$1" >&2
 }
 
+# record_failure TITLE [LOG]: print a failed step's title and the tail of its
+# log on stderr and, where CANOPY_FAILURE_LOG names a file (.ci/run sets it),
+# append both there too, so that CI can print every failure again at the end
+# of its output, where a log excerpt shows it.
+record_failure() {
+  local title=$1 log=${2:-}
+  {
+    echo "-- $title"
+    if [ -n "$log" ] && [ -f "$log" ]; then tail -60 "$log"; fi
+  } | if [ -n "${CANOPY_FAILURE_LOG:-}" ]; then tee -a "$CANOPY_FAILURE_LOG" >&2; else cat >&2; fi
+}
+
 run_tests() {
   local sanitize="" compiler=gcc fuzz_seconds="" mutants=""
   for argument in "$@"; do
@@ -131,6 +143,11 @@ run_tests() {
       ;;
   esac
   if ! configure_and_build "$dir" "${options[@]}"; then
+    local build_log
+    build_log=$(mktemp)
+    ninja -C "$dir" >"$build_log" 2>&1 || true
+    record_failure "the build of $dir failed; ninja's output:" "$build_log"
+    rm -f "$build_log"
     echo "tests: 0 passed, 1 failed (the build failed)"
     exit 1
   fi
@@ -161,8 +178,7 @@ run_tests() {
       failed=$((failed + 1))    # crashed, hung (watchdog) or killed before its summary
     fi
     if [ "$status" -ne 0 ]; then
-      echo "-- $name FAILED (exit $status); its output:" >&2
-      tail -60 "$log" >&2
+      record_failure "$name${sanitize:+ ($sanitize)} FAILED (exit $status); its output:" "$log"
     else
       echo "   $summary" >&2
     fi
@@ -178,14 +194,17 @@ run_tests() {
     fi
     if [ -x "$dir/examples/$example" ]; then
       echo "== $example (example)" >&2
-      if timeout 300 "${runner[@]}" "$dir/examples/$example" "${arguments[@]}" >&2; then
+      log=$(mktemp)
+      if timeout 300 "${runner[@]}" "$dir/examples/$example" "${arguments[@]}" >"$log" 2>&1; then
+        cat "$log" >&2
         passed=$((passed + 1))
       else
-        echo "-- $example FAILED" >&2
+        record_failure "$example${sanitize:+ ($sanitize)} FAILED (exit $?); its output:" "$log"
         failed=$((failed + 1))
       fi
+      rm -f "$log"
     else
-      echo "-- $example FAILED: not built" >&2
+      record_failure "$example FAILED: not built"
       failed=$((failed + 1))
     fi
   done
@@ -193,13 +212,17 @@ run_tests() {
   # as one test; its monitor exits with a dump instead of hanging.
   if ninja -C "$dir" soak/canopy_soak >&2; then
     echo "== canopy_soak (5 s)${sanitize:+ ($sanitize)}" >&2
-    if timeout 900 "${runner[@]}" "$dir/soak/canopy_soak" --seconds 5 >&2; then
+    log=$(mktemp)
+    if timeout 900 "${runner[@]}" "$dir/soak/canopy_soak" --seconds 5 >"$log" 2>&1; then
+      cat "$log" >&2
       passed=$((passed + 1))
     else
-      echo "-- canopy_soak FAILED" >&2
+      record_failure "canopy_soak${sanitize:+ ($sanitize)} FAILED (exit $?); its output:" "$log"
       failed=$((failed + 1))
     fi
+    rm -f "$log"
   else
+    record_failure "canopy_soak FAILED: not built"
     failed=$((failed + 1))
   fi
   # The fuzz targets, a few seconds each, in the plain gcc run only (they
@@ -212,15 +235,21 @@ run_tests() {
   # one test each. Plain gcc suite only: it builds its own unsanitized
   # copy, which the sanitizer and clang suites would not test anything new in.
   if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
-    local consumer_summary
-    consumer_summary=$(bash tests/consumer/run.sh | tail -1) || true
+    local consumer_summary consumer_log
+    consumer_log=$(mktemp)
+    consumer_summary=$(bash tests/consumer/run.sh 2>"$consumer_log" | tail -1) || true
+    cat "$consumer_log" >&2
     if [[ "$consumer_summary" =~ ^consumer:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
       passed=$((passed + BASH_REMATCH[1]))
       failed=$((failed + BASH_REMATCH[2]))
+      if [ "${BASH_REMATCH[2]}" -ne 0 ]; then
+        record_failure "consumer test: ${BASH_REMATCH[2]} FAILED; its output:" "$consumer_log"
+      fi
     else
-      echo "-- consumer test FAILED: no summary line" >&2
+      record_failure "consumer test FAILED: no summary line; its output:" "$consumer_log"
       failed=$((failed + 1))
     fi
+    rm -f "$consumer_log"
   else
     echo "== consumer (install + pkg-config/CMake/meson): skipped, runs in the plain gcc suite" >&2
   fi
@@ -241,7 +270,7 @@ run_fuzzers() {
   fi
   local targets=(summary_tree_fuzz task_arena_fuzz task_state_fuzz http_parser_fuzz)
   if ! ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2; then
-    echo "-- fuzz targets: the build failed" >&2
+    record_failure "fuzz targets: the build failed"
     failed=$((failed + ${#targets[@]}))
     return
   fi
@@ -257,8 +286,7 @@ run_fuzzers() {
       grep -E '^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units)' "$scratch.log" >&2 || true
       passed=$((passed + 1))
     else
-      echo "-- $target FAILED; its output:" >&2
-      tail -40 "$scratch.log" >&2
+      record_failure "$target FAILED; its output:" "$scratch.log"
       failed=$((failed + 1))
     fi
     rm -rf "$scratch" "$scratch.log"
