@@ -104,7 +104,8 @@ class join_awaiter {
       : handle_(std::forward<Handle>(other.handle_)),
         state_(other.state_),
         adopted_(std::exchange(other.adopted_, {})),
-        foreign_(std::exchange(other.foreign_, nullptr)) {}
+        foreign_(std::exchange(other.foreign_, nullptr)),
+        taken_over_(std::exchange(other.taken_over_, false)) {}
   join_awaiter& operator=(join_awaiter&&) = delete;
   // The link has fired (or was never used) by the time the awaiter goes:
   // the child is done with it. A taken-over child that has not ended (the
@@ -117,33 +118,48 @@ class join_awaiter {
     }
   }
 
-  [[nodiscard]] bool await_ready() const noexcept { return state_->ready(); }
-
-  template <class Promise>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) {
-    task_context& context = context_of(self);
-    const worker_context* const worker = current_worker();
-    if (!state_->has_task_on(worker->core)) {
-      return suspend_on_foreign(context, self) ? std::noop_coroutine()
-                                               : std::coroutine_handle<>(self);
+  // A child of this executor that has not started yet runs here instead of
+  // this task suspending and being rescheduled when the child ends: a
+  // coroutine child inside this task (taken over: await_suspend transfers
+  // to it), any other kind nested, here, so that the await then goes on
+  // without suspending. (Not in await_suspend returning this task's own
+  // handle: where the compiler cannot make that transfer a tail call, as
+  // under ThreadSanitizer, each such await would leave a frame on the
+  // stack until the task next suspends.)
+  // A task whose id its handle gave out keeps it: kind null adopts nothing.
+  [[nodiscard]] bool await_ready() {
+    if (state_->ready()) {
+      return true;
     }
-    // A child that has not started yet runs here instead of this task
-    // suspending and being rescheduled when the child ends: a coroutine
-    // child inside this task (taken over), any other kind nested.
-    // (A task whose id its handle gave out keeps it: kind null adopts nothing.)
+    const worker_context* const worker = current_worker();
+    if (worker == nullptr || !state_->has_task_on(worker->core)) {
+      return false;
+    }
     const executor_core::adoption adopt{
         state_->identity_shared() ? nullptr : &coroutine_body<T>::table, &never_started, nullptr,
         0};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
       case executor_core::pending_run::adopted:
-        return take_over(context, self);
+        taken_over_ = true;
+        return false;
       case executor_core::pending_run::ran:
-        if (state_->ready()) {
-          return self;
-        }
-        break;
+        return state_->ready();
       case executor_core::pending_run::none:
         break;
+    }
+    return false;
+  }
+
+  template <class Promise>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) {
+    task_context& context = context_of(self);
+    if (taken_over_) {
+      return take_over(context, self);
+    }
+    const worker_context* const worker = current_worker();
+    if (!state_->has_task_on(worker->core)) {
+      return suspend_on_foreign(context, self) ? std::noop_coroutine()
+                                               : std::coroutine_handle<>(self);
     }
     context.suspend_on(self, wait_kind::join, state_);
     if (!state_->set_waiting_task(worker->core, worker->running)) {
@@ -218,6 +234,7 @@ class join_awaiter {
   join_state<T>* state_;
   child_handle adopted_;  // a taken-over child, until it ends
   foreign_wait* foreign_ = nullptr;
+  bool taken_over_ = false;  // await_ready adopted the child; await_suspend transfers to it
 };
 
 }  // namespace detail

@@ -24,6 +24,11 @@
 // the pool's tasks as one more worker. One host thread at a time (another
 // caller gets errc::host_busy); all run functions return 0 once shutdown()
 // began, and shutdown() then runs the pinned tasks itself (drain policy).
+// With worker_count = 0, join()/wait_for() on a handle (and canopy::join)
+// from another thread drive the executor themselves while they wait: they
+// borrow the host role when it is free. Meanwhile run_once and
+// run_until_idle return 0 (the joiner runs what is ready), and run_for,
+// run_until and run wait, within their time, for the joiner to hand it back.
 //
 // Errors:
 //   * spawn() after shutdown() began throws spawn_error(errc::shut_down).
@@ -181,8 +186,9 @@ class executor {
 
   // The host role (see the top of this file). Each returns how many task
   // runs the calling thread made. Not from inside a task of this executor
-  // (std::system_error errc::worker_thread); not while another thread runs
-  // as the host (errc::host_busy). On return, notify_fd() is readable if
+  // (std::system_error errc::worker_thread); not while another thread's run
+  // function holds the host role (errc::host_busy; a joiner that borrowed it
+  // is waited for instead, see the top of this file). On return, notify_fd() is readable if
   // work for the host is left, else it becomes readable when some arrives.
   std::size_t run_once() {
     host_budget budget;

@@ -1139,7 +1139,12 @@ void executor_core::shutdown() {
     //    Drain policy: run the host's pinned tasks here — and, with no owned
     //    workers, every task — until every worker is parked with nothing
     //    runnable and no pinned task waits.
-    while (host_taken_.exchange(true, sync::acquire)) {
+    for (auto holder = static_cast<std::uint8_t>(host_holder::none);
+         // acquire: pairs with the last holder's release in run_as_host.
+         !host_holder_.compare_exchange_weak(holder,
+                                             static_cast<std::uint8_t>(host_holder::shutdown),
+                                             sync::acquire, sync::relaxed);
+         holder = static_cast<std::uint8_t>(host_holder::none)) {
       sync::yield_thread();
     }
     if (config_.on_shutdown == shutdown_policy::drain) {

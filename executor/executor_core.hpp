@@ -79,9 +79,18 @@ struct host_budget {
   bool until_shutdown = false;   // run(): ignore the deadline, return when shutdown begins
   bool stop_at_shutdown = true;  // false only for shutdown's own drain
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // When set: return as soon as this task's outcome is set (a join on a
-  // host-driven executor, run_host_until_ready).
-  const join_state_base* until_ready = nullptr;
+  // When set: return as soon as ready(ready_context) holds (a join on a
+  // host-driven executor, run_host_until).
+  bool (*ready)(const void* ready_context) noexcept = nullptr;
+  const void* ready_context = nullptr;
+};
+
+// What executor_core::run_host_until did.
+enum class host_drive : std::uint8_t {
+  ran,             // took the host role and ran tasks (until ready, the deadline or shutdown)
+  not_needed,      // owned workers run the tasks, the caller is a worker, or shutdown began
+  held_by_host,    // a run function holds the role: that thread runs the tasks
+  held_by_joiner,  // another joiner drives the executor until its own wait ends: try again soon
 };
 
 class executor_core final : private sleep_probe {
@@ -168,16 +177,22 @@ class executor_core final : private sleep_probe {
   // (executor.hpp's run_once/run_for/run_until_idle/run document each);
   // returns how many task runs it made. Throws std::system_error with
   // errc::worker_thread from a task of this executor and errc::host_busy
-  // while another thread holds the role; returns 0 once shutdown began.
+  // while another thread's run function holds the role; returns 0 once
+  // shutdown began. While a joiner holds it (run_host_until), run_once and
+  // run_until_idle return 0 (the joiner runs what is ready) and the waiting
+  // run functions wait, within their budget, for it to hand the role back.
   std::size_t run_host(const host_budget& budget);
-  // join()/wait_for() on a handle of this executor, from a thread that is
-  // not one of its workers: with no owned workers nobody else would run the
-  // task, so the joiner takes the host role and runs tasks until `awaited`
-  // is ready, the deadline passes (steady-clock ns, negative: none) or
-  // shutdown begins. Returns false at once, running nothing, when the
-  // executor has owned workers or another thread holds the host role.
-  bool run_host_until_ready(const join_state_base& awaited,
+  // join()/wait_for() on a handle of this executor, or canopy::join, from a
+  // thread that is not one of its workers: with no owned workers nobody
+  // else would run the tasks, so the joiner takes the host role and runs
+  // tasks until ready(context) holds, the deadline passes (steady-clock ns,
+  // negative: none) or shutdown begins. Otherwise it runs nothing and says
+  // why (host_drive); on held_by_joiner the caller waits a little
+  // (host_role_retry) and calls again, since the other joiner hands the
+  // role back when its own wait ends, whatever is left to run.
+  host_drive run_host_until(bool (*ready)(const void* context) noexcept, const void* context,
                             std::int64_t steady_deadline_ns) noexcept;
+  static constexpr std::chrono::microseconds host_role_retry{500};
   // Readable while the host has work (host_channel.hpp). Any thread.
   [[nodiscard]] int notify_fd() const noexcept { return host_.fd(); }
 
@@ -333,8 +348,14 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] bool host_has_work() const noexcept;
   // Runs tasks as the host until the budget ends or nothing is ready.
   std::size_t host_loop(worker_state& host, const host_budget& budget, bool pinned_only);
-  enum class host_role { taken, busy, shut_down };
-  host_role take_host_role() noexcept;
+  // Who holds the host role (host_holder_).
+  enum class host_holder : std::uint8_t { none, run_function, joiner, shutdown };
+  enum class host_role { taken, held_by_run_function, held_by_joiner, shut_down };
+  host_role take_host_role(host_holder as) noexcept;
+  // A run function that found the role held by a joiner: false if its budget
+  // does not wait (run_once, run_until_idle) or its deadline passed, else
+  // true after a short sleep (host_role_retry), to try again.
+  static bool wait_for_joiner_to_leave(const host_budget& budget);
   std::size_t run_as_host(const host_budget& budget) noexcept;
   void drain_as_host();
 
@@ -372,10 +393,10 @@ class executor_core final : private sleep_probe {
   host_channel host_;
   // The CPU of each owned worker when config_.pin_workers (cpu_pinning.hpp).
   std::vector<int> worker_cpus_;
-  // Held by the thread in run_host() (or by shutdown from step 2 on).
-  // acquire/release: hands the host's worker_state and channel from one
-  // holder to the next.
-  sync::atomic<bool> host_taken_{false};
+  // Who holds the host role: a thread in run_host() or run_host_until(), or
+  // shutdown from step 2 on (a host_holder). acquire/release: hands the
+  // host's worker_state and channel from one holder to the next.
+  sync::atomic<std::uint8_t> host_holder_{0};
   // The trace of worker activity (executor/trace.hpp); null when off.
   std::unique_ptr<trace_recorder> trace_;
   std::unique_ptr<external_spawn_cache[]> external_caches_;

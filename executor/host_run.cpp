@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <system_error>
+#include <thread>
 
 #include "executor_core.hpp"
 #include "join_state.hpp"
@@ -45,48 +46,89 @@ std::size_t executor_core::run_host(const host_budget& budget) {
                             "canopy::executor: run_once/run_for/run_until_idle/run called from a "
                             "task of the same executor");
   }
-  switch (take_host_role()) {
+  for (;;) {
+    switch (take_host_role(host_holder::run_function)) {
+      case host_role::shut_down:
+        return 0;
+      case host_role::held_by_run_function:
+        throw std::system_error(make_error_code(errc::host_busy),
+                                "canopy::executor: run_once/run_for/run_until_idle/run called "
+                                "while another thread runs this executor as its host");
+      case host_role::held_by_joiner:
+        // A join() on another thread borrowed the role (run_host_until): it
+        // runs what is ready and hands the role back when its task ends.
+        if (!wait_for_joiner_to_leave(budget)) {
+          return 0;
+        }
+        continue;
+      case host_role::taken:
+        return run_as_host(budget);
+    }
+  }
+}
+
+bool executor_core::wait_for_joiner_to_leave(const host_budget& budget) {
+  if (!budget.wait_for_work) {
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!budget.until_shutdown && now >= budget.deadline) {
+    return false;
+  }
+  const auto left =
+      budget.until_shutdown ? std::chrono::steady_clock::duration::max() : budget.deadline - now;
+  std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, host_role_retry));
+  return true;
+}
+
+host_drive executor_core::run_host_until(bool (*ready)(const void* context) noexcept,
+                                         const void* context,
+                                         std::int64_t steady_deadline_ns) noexcept {
+  if (!host_runs_everything_ || is_worker_thread()) {
+    return host_drive::not_needed;
+  }
+  switch (take_host_role(host_holder::joiner)) {
     case host_role::shut_down:
-      return 0;
-    case host_role::busy:
-      throw std::system_error(make_error_code(errc::host_busy),
-                              "canopy::executor: run_once/run_for/run_until_idle/run called while "
-                              "another thread runs this executor as its host");
+      return host_drive::not_needed;
+    case host_role::held_by_run_function:
+      return host_drive::held_by_host;
+    case host_role::held_by_joiner:
+      return host_drive::held_by_joiner;
     case host_role::taken:
       break;
   }
-  return run_as_host(budget);
-}
-
-bool executor_core::run_host_until_ready(const join_state_base& awaited,
-                                         std::int64_t steady_deadline_ns) noexcept {
-  if (!host_runs_everything_ || is_worker_thread() || take_host_role() != host_role::taken) {
-    return false;
-  }
   host_budget budget;
   budget.wait_for_work = true;
-  budget.until_ready = &awaited;
+  budget.ready = ready;
+  budget.ready_context = context;
   if (steady_deadline_ns >= 0) {
     budget.deadline = std::chrono::steady_clock::time_point(
         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
             std::chrono::nanoseconds(steady_deadline_ns)));
   }
   run_as_host(budget);
-  return true;
+  return host_drive::ran;
 }
 
-executor_core::host_role executor_core::take_host_role() noexcept {
+executor_core::host_role executor_core::take_host_role(host_holder as) noexcept {
   // seq_cst: pairs with shutdown step 1's store; after it, the run functions
   // return at once (shutdown holds the host role from step 2 on).
   if (!accepting_.load(sync::seq_cst)) {
     return host_role::shut_down;
   }
+  auto holder = static_cast<std::uint8_t>(host_holder::none);
   // acquire: pairs with the previous holder's release in run_as_host, so
   // its writes to the host's worker_state and channel are visible.
-  if (host_taken_.exchange(true, sync::acquire)) {
-    return accepting_.load(sync::seq_cst) ? host_role::busy : host_role::shut_down;
+  if (host_holder_.compare_exchange_strong(holder, static_cast<std::uint8_t>(as), sync::acquire,
+                                           sync::relaxed)) {
+    return host_role::taken;
   }
-  return host_role::taken;
+  if (!accepting_.load(sync::seq_cst) ||
+      holder == static_cast<std::uint8_t>(host_holder::shutdown)) {
+    return host_role::shut_down;
+  }
+  return holder == static_cast<std::uint8_t>(host_holder::joiner) ? host_role::held_by_joiner
+                                                                  : host_role::held_by_run_function;
 }
 
 std::size_t executor_core::run_as_host(const host_budget& budget) noexcept {
@@ -107,8 +149,8 @@ std::size_t executor_core::run_as_host(const host_budget& budget) noexcept {
     host_.leave_readable();
   }
   // release: hands the host's state to the next holder (acquire in
-  // take_host_role).
-  host_taken_.store(false, sync::release);
+  // take_host_role, or shutdown step 2).
+  host_holder_.store(static_cast<std::uint8_t>(host_holder::none), sync::release);
   return ran;
 }
 
@@ -122,7 +164,7 @@ std::size_t executor_core::host_loop(worker_state& host, const host_budget& budg
     if (budget.stop_at_shutdown && !accepting_.load(sync::relaxed)) {
       break;
     }
-    if (budget.until_ready != nullptr && budget.until_ready->ready()) {
+    if (budget.ready != nullptr && budget.ready(budget.ready_context)) {
       break;
     }
     if (find_host_task(host, slot, pinned_only)) {

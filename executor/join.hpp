@@ -84,6 +84,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <climits>
 #include <concepts>
 #include <cstddef>
@@ -97,6 +98,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -362,7 +364,7 @@ class fork_join {
     std::exception_ptr thrown;
     offer_all(core, countdown, failure, thrown, std::make_index_sequence<count>{});
     if (core.worker_count() == 0) {
-      drive_as_host(pool, countdown, thrown);
+      drive_as_host(core, countdown);
     }
     countdown.wait([] { return false; });  // an outside thread has no work of the pool's to run
     if (thrown) {
@@ -497,21 +499,22 @@ class fork_join {
 
   // With no owned workers nobody else would run the callables: run the
   // executor's ready tasks on this thread (the host role, as
-  // join_handle::join does) until they ended. If another thread holds the
+  // join_handle::join does) until they ended. If a run function holds the
   // role, or shutdown began, that thread or shutdown runs (or drops) them
-  // and the caller just waits.
-  static void drive_as_host(executor& pool, const join_countdown& countdown,
-                            std::exception_ptr& thrown) {
-    while (!countdown.done()) {
-      try {
-        if (pool.run_until_idle() == 0) {
-          return;
-        }
-      } catch (const std::system_error& error) {
-        if (error.code() != make_error_code(errc::host_busy) && !thrown) {
-          thrown = std::current_exception();  // rethrown once the callables ended
-        }
+  // and the caller just waits; if another joiner holds it, it hands the
+  // role back when its own wait ends, so this one tries again meanwhile.
+  static void drive_as_host(executor_core& core, const join_countdown& countdown) {
+    for (;;) {
+      const host_drive drive = core.run_host_until(
+          [](const void* waited) noexcept {
+            return static_cast<const join_countdown*>(waited)->done();
+          },
+          &countdown, -1);
+      if (countdown.done() || (drive != host_drive::ran && drive != host_drive::held_by_joiner)) {
         return;
+      }
+      if (drive == host_drive::held_by_joiner) {
+        std::this_thread::sleep_for(executor_core::host_role_retry);
       }
     }
   }

@@ -105,10 +105,41 @@ void join_state_base::wait_blocking() noexcept { wait_blocking_until(-1); }
 bool join_state_base::wait_blocking_until(std::int64_t steady_deadline_ns) noexcept {
   // task_core_ is alive while the outcome is pending (shutdown ends every
   // task before the executor goes). A host-driven executor runs its tasks
-  // only on a thread that drives it: the joiner becomes that thread.
-  if (!ready() && task_core_ != nullptr) {
-    static_cast<void>(task_core_->run_host_until_ready(*this, steady_deadline_ns));
+  // only on a thread that drives it: the joiner becomes that thread, or
+  // waits for the thread that is; a joiner that drives it hands the role
+  // back when its own wait ends, so this one tries again every
+  // host_role_retry until its outcome is set.
+  while (!ready() && task_core_ != nullptr) {
+    const host_drive drive = task_core_->run_host_until(
+        [](const void* state) noexcept {
+          return static_cast<const join_state_base*>(state)->ready();
+        },
+        this, steady_deadline_ns);
+    if (drive == host_drive::ran) {
+      if (steady_deadline_ns >= 0 && steady_now_ns() >= steady_deadline_ns) {
+        return ready();
+      }
+      continue;  // ready, or shutdown began: the next call says not_needed
+    }
+    if (drive != host_drive::held_by_joiner) {
+      break;
+    }
+    const std::int64_t retry =
+        steady_now_ns() +
+        std::chrono::duration_cast<std::chrono::nanoseconds>(executor_core::host_role_retry)
+            .count();
+    const bool bounded = steady_deadline_ns >= 0 && steady_deadline_ns < retry;
+    if (wait_outcome_until(bounded ? steady_deadline_ns : retry)) {
+      return true;
+    }
+    if (bounded) {
+      return false;
+    }
   }
+  return wait_outcome_until(steady_deadline_ns);
+}
+
+bool join_state_base::wait_outcome_until(std::int64_t steady_deadline_ns) noexcept {
   timespec deadline{};
   if (steady_deadline_ns >= 0) {
     deadline.tv_sec = static_cast<std::time_t>(steady_deadline_ns / 1'000'000'000);

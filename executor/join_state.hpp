@@ -138,6 +138,10 @@ class join_state_base {
   std::exception_ptr error_;
 
  private:
+  // The blocking wait itself: until the outcome is set (true) or the
+  // deadline passes (false; steady-clock ns, negative: none).
+  bool wait_outcome_until(std::int64_t steady_deadline_ns) noexcept;
+
   // Called by the last release_ref(); private, but a derived record that
   // lives elsewhere (a coroutine frame block) overrides it.
   virtual void destroy_self() noexcept { delete this; }

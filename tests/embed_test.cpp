@@ -214,6 +214,88 @@ TEST_CASE("zero workers: join() and wait_for() run the executor on the joining t
   other_host.join();
 }
 
+TEST_CASE("zero workers: a run function waits while join() on another thread drives the executor") {
+  // The joiner borrows the host role (it runs every task until its own is
+  // ready). The loop thread's run functions do not fail for that: run_once
+  // and run_until_idle return 0, run_for waits for the role within its time.
+  watchdog guard("host borrowed by a joiner", 60);
+  executor pool(pool_of(0));
+  canopy::async_event go;
+  std::atomic<bool> started{false};
+  std::atomic<pid_t> ran_on{0};
+  auto body = [&]() -> task<int> {
+    ran_on.store(static_cast<pid_t>(::syscall(SYS_gettid)));
+    started.store(true);
+    co_await go;
+    co_return 5;
+  };
+  auto handle = pool.spawn(body());
+  std::size_t once = 1;
+  std::size_t idle = 1;
+  std::size_t timed = 1;
+  bool threw = false;
+  std::thread loop([&] {
+    const bool joiner_hosts = eventually([&] { return started.load(); });  // it holds the role
+    CHECK(joiner_hosts);
+    try {
+      once = pool.run_once();
+      idle = pool.run_until_idle();
+      const auto before = std::chrono::steady_clock::now();
+      timed = pool.run_for(30ms);
+      CHECK(std::chrono::steady_clock::now() - before >= 30ms);
+    } catch (const std::system_error&) {
+      threw = true;
+    }
+    go.set();
+  });
+  CHECK(handle.join() == 5);
+  loop.join();
+  CHECK_FALSE(threw);
+  CHECK(once == 0);
+  CHECK(idle == 0);
+  CHECK(timed == 0);
+  CHECK(ran_on.load() == static_cast<pid_t>(::syscall(SYS_gettid)));  // the joining thread
+  // The role is free again: the loop thread's run functions run tasks.
+  std::atomic<int> runs{0};
+  pool.spawn_detached([&] { runs.fetch_add(1); });
+  std::thread later([&] { CHECK(pool.run_until_idle() == 1); });
+  later.join();
+  CHECK(runs.load() == 1);
+}
+
+TEST_CASE("zero workers: a joiner whose task is left when another joiner stops driving runs it") {
+  // A joins a and drives the executor; B joins b meanwhile. a ends first and
+  // A hands the role back with b still waiting: B must take the role and
+  // run b, not sleep until something else drives the executor.
+  watchdog guard("two joiners", 60);
+  executor pool(pool_of(0));
+  canopy::async_event a_go;
+  canopy::async_event b_go;
+  std::atomic<int> started{0};
+  auto waiter = [&](canopy::async_event& event, int value) -> task<int> {
+    started.fetch_add(1);
+    co_await event;
+    co_return value;
+  };
+  auto a = pool.spawn(waiter(a_go, 1));
+  auto b = pool.spawn(waiter(b_go, 2));
+  std::atomic<bool> a_joined{false};
+  std::thread joiner_a([&] {
+    CHECK(a.join() == 1);
+    a_joined.store(true);
+  });
+  REQUIRE(eventually([&] { return started.load() == 2; }));  // A drives: it ran both
+  std::atomic<int> b_value{0};
+  std::thread joiner_b([&] { b_value.store(b.join()); });
+  std::this_thread::sleep_for(5ms);  // B is in join() (it waits with the role held by A)
+  a_go.set();
+  REQUIRE(eventually([&] { return a_joined.load(); }));
+  joiner_a.join();
+  b_go.set();  // b is ready again; only B can run it now
+  CHECK(eventually([&] { return b_value.load() == 2; }));
+  joiner_b.join();
+}
+
 TEST_CASE("notify descriptor in an epoll set: a spawn from another thread wakes epoll_wait") {
   watchdog guard("notify fd epoll", 60);
   executor pool(pool_of(0));
