@@ -254,3 +254,24 @@ TEST_CASE("an idle worker steals an offered child while its spawner runs") {
   CHECK(stolen_attempts > 0);
   CHECK(pool.stats().total().steals > 0);
 }
+
+TEST_CASE("a long run of awaits that never suspend leaves the stack as it was") {
+  // Each await below ends without this task suspending: a taken-over child,
+  // a callable child run nested, an inline task<T>. Where the compiler
+  // cannot make a coroutine's transfer a tail call (ThreadSanitizer's
+  // instrumentation), a transfer per await would grow the stack until the
+  // task next suspends: 100000 of them would overflow a worker's stack.
+  canopy::testing::watchdog guard("await run", 300);
+  const int rounds = 100000;
+  executor pool(config_with(1));
+  auto loop = [&pool]() -> task<long> {
+    long total = 0;
+    for (int index = 0; index < rounds; ++index) {
+      total += co_await canopy::spawn(value_of(1));
+      total += co_await pool.spawn([] { return 2; });
+      total += co_await value_of(3);
+    }
+    co_return total;
+  };
+  CHECK(canopy::block_on(pool, loop()) == 6L * rounds);
+}
