@@ -6,6 +6,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <system_error>
@@ -520,7 +521,24 @@ bool executor_core::take_back_job(const worker_context& self, const offered_job&
     make_runnable_from(&mine, taken.task_slot());
     taken = mine.offers.pop();
   }
+  if (!taken.empty() && taken != expected) [[unlikely]] {
+    fail_join_nesting();
+  }
   return taken == expected;
+}
+
+// Another join's callable on top of this join's: the joins on this thread
+// did not nest. Only a fiber suspended inside a join's first callable and
+// resumed on the same thread gets here (join.hpp catches the resume on
+// another thread); that callable would be lost, so stop with the reason.
+[[noreturn]] void executor_core::fail_join_nesting() noexcept {
+  std::fputs(
+      "canopy::join / parallel_invoke: a join found another join's callable above its own: the "
+      "calling fiber was suspended inside the first callable while another join ran on its "
+      "thread; the callables of a join must not suspend the fiber that joins "
+      "(this_fiber::await, yield, wait_on)\n",
+      stderr);
+  std::abort();
 }
 
 void executor_core::record_help_stack(worker_state& self) noexcept {

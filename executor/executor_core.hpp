@@ -168,6 +168,7 @@ class executor_core final : private sleep_probe {
   // that current_waker() inside names the joining task either way.
   bool offer_job(const worker_context& self, offered_job& job) noexcept;
   bool take_back_job(const worker_context& self, const offered_job& job) noexcept;
+  [[noreturn]] static void fail_join_nesting() noexcept;
   // A joiner whose callable another thread runs helps meanwhile: steals one
   // job from another thread's deque and runs it here. From a thread running
   // a task of this executor; true if a job ran.

@@ -1,7 +1,8 @@
 // Boost.Context fibers: spawn/join, yield, awaits, fork-join, 100k fibers,
 // guard pages (death test), cancellation and shutdown unwinding, races.
-#include <doctest/doctest.h>
+#include "fiber/fiber.hpp"
 
+#include <doctest/doctest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +24,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
-#include "fiber/fiber.hpp"
+#include "executor/join.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 #include "tests/worker_gate.hpp"
@@ -33,10 +34,10 @@ using canopy::executor;
 using canopy::executor_config;
 using canopy::spawn_fiber;
 using canopy::task;
+using canopy::testing::config_with;
 using canopy::testing::destroy_flag;
 using canopy::testing::eventually;
 using canopy::testing::worker_gate;
-using canopy::testing::config_with;
 namespace this_fiber = canopy::this_fiber;
 
 namespace {
@@ -118,13 +119,13 @@ TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding 
   std::atomic<bool> waiting{false};
   auto fiber = spawn_fiber(pool, [&] {
     CHECK(this_fiber::inside());
-    int total = this_fiber::await(pool.spawn([] { return 1; }));           // callable task
-    total += this_fiber::await(spawn_fiber([] { return 2; }));            // another fiber
-    total += this_fiber::await(coroutine_value(3));                       // a task<T>
-    total += this_fiber::await(canopy::spawn(coroutine_value(4)));        // its handle
+    int total = this_fiber::await(pool.spawn([] { return 1; }));    // callable task
+    total += this_fiber::await(spawn_fiber([] { return 2; }));      // another fiber
+    total += this_fiber::await(coroutine_value(3));                 // a task<T>
+    total += this_fiber::await(canopy::spawn(coroutine_value(4)));  // its handle
     waiting.store(true);
-    this_fiber::await(ready);                                              // an event
-    this_fiber::await(canopy::yield_now());                                // any awaitable
+    this_fiber::await(ready);                // an event
+    this_fiber::await(canopy::yield_now());  // any awaitable
     return total;
   });
   REQUIRE(eventually([&] { return waiting.load(); }));
@@ -212,7 +213,9 @@ TEST_CASE("fork-join fib(30) with fibers") {
   executor pool;
   const int n = canopy::testing::stress_divisor() > 1 ? 20 : 30;
   const auto start = std::chrono::steady_clock::now();
-  const long value = spawn_fiber(pool, [n] { return fib(n); }, small_stack).join();
+  const long value = spawn_fiber(
+                         pool, [n] { return fib(n); }, small_stack)
+                         .join();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(value == (n == 30 ? 832040 : 6765));
@@ -306,6 +309,61 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
   INFO("child status " << status);
   REQUIRE(WIFSIGNALED(status));
   CHECK((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS));
+}
+
+TEST_CASE(
+    "joins whose fibers yield inside their first callables stop with the reason (death test)") {
+  // Forbidden (executor/join.hpp): a join's first callable suspends the
+  // fiber that joins. On one worker, fiber A joins and yields inside until
+  // fiber B joined and yields inside too; A, resumed on the same thread,
+  // then finds B's callable above its own: without the check both joins
+  // would wait for a callable nobody runs. Forked first, as the death test
+  // above.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(static_cast<unsigned>(60 * canopy::testing::timeout_scale()));
+    // Child: let SIGABRT kill the process (no doctest or sanitizer handler).
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    ::sigaction(SIGABRT, &fallback, nullptr);
+    executor pool(config_with(1));
+    std::atomic<int> arrived{0};
+    std::atomic<bool> b_inside{false};
+    std::atomic<bool> a_done{false};
+    const auto yield_until = [](const std::atomic<bool>& flag) {
+      for (int round = 0; round < 100000 && !flag.load(); ++round) {
+        this_fiber::yield();
+      }
+    };
+    auto joiner = [&] {
+      const bool is_a = arrived.fetch_add(1) == 0;
+      auto [first, second] = canopy::join(
+          [&] {
+            if (is_a) {
+              yield_until(b_inside);
+              a_done.store(true);
+            } else {
+              b_inside.store(true);
+              yield_until(a_done);
+            }
+            return 1;
+          },
+          [] { return 2; });
+      return first + second;
+    };
+    auto a = spawn_fiber(pool, joiner);
+    auto b = spawn_fiber(pool, joiner);
+    static_cast<void>(a.join());
+    static_cast<void>(b.join());
+    std::_Exit(11);  // no stop: both joins returned
+  }
+  canopy::testing::watchdog guard("join nesting", 90);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child status " << status);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
 }
 
 // A callable that counts its live copies, checks that the copy the fiber
@@ -461,7 +519,8 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
                parent_request)
         .join();
   };
-  auto alone = spawn_fiber(pool, [] { return this_fiber::stack_size(); }, roomy);
+  auto alone = spawn_fiber(
+      pool, [] { return this_fiber::stack_size(); }, roomy);
   const std::size_t parent_physical = alone.join();
   CHECK(parent_physical >= roomy);
   // Fits: the child sees the parent's stack.
