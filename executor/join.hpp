@@ -49,10 +49,11 @@
 //   * Inside a fiber, the callables must not suspend that fiber
 //     (this_fiber::await, yield, wait_on): the join holds its thread, and
 //     its offered callables know that thread as the joiner. A suspension
-//     inside the first callable that resumed the fiber on another thread is
-//     detected when the callable returns and aborts the process with a
-//     message on stderr. (A coroutine cannot suspend inside a plain
-//     callable.)
+//     inside the first callable that resumed the fiber on another thread,
+//     or on the same thread after another join left its callable above
+//     this one's, is detected when the callable returns and aborts the
+//     process with a message on stderr. (A coroutine cannot suspend inside
+//     a plain callable.)
 //   * canopy::join(f, g) on a thread that is running no task of any executor
 //     throws std::logic_error (use the form that names the executor).
 //     canopy::join(pool, f, g) on a worker of another executor throws

@@ -1,8 +1,7 @@
 // Boost.Context fibers: spawn/join, yield, awaits, fork-join, 100k fibers,
 // guard pages (death test), cancellation and shutdown unwinding, races.
-#include "fiber/fiber.hpp"
-
 #include <doctest/doctest.h>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "executor/join.hpp"
+#include "fiber/fiber.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 #include "tests/worker_gate.hpp"
