@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <latch>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,36 @@ std::optional<canopy::errc> spawn_error_of(Spawn&& spawn) {
     return static_cast<canopy::errc>(error.code().value());
   }
   return std::nullopt;
+}
+
+// A death test's fork, made before any other thread exists in this process
+// (TSan refuses to start threads in the child of a multi-threaded fork).
+// In the child (0 returned) each of `fatal` kills the process (no doctest
+// or sanitizer handler) and an alarm bounds the run; the parent's watchdog
+// starts after the fork (death_signal).
+pid_t fork_death_test(std::initializer_list<int> fatal) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(static_cast<unsigned>(60 * canopy::testing::timeout_scale()));
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    for (const int signal : fatal) {
+      ::sigaction(signal, &fallback, nullptr);
+    }
+  }
+  return child;
+}
+
+// The parent's side: the signal that ended `child` (the test fails if it
+// exited instead; its exit code says how).
+int death_signal(pid_t child, const char* name) {
+  canopy::testing::watchdog guard(name, 90);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child status " << status);
+  REQUIRE(WIFSIGNALED(status));
+  return WTERMSIG(status);
 }
 
 }  // namespace
@@ -264,18 +295,8 @@ TEST_CASE("100,000 concurrent fibers with 16 KiB stacks") {
 }
 
 TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)") {
-  // Fork before any other thread exists in this process (TSan refuses to
-  // start threads in the child of a multi-threaded fork); the parent's
-  // watchdog starts after the fork, the child has an alarm instead.
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
+  const pid_t child = fork_death_test({SIGSEGV, SIGBUS});
   if (child == 0) {
-    ::alarm(static_cast<unsigned>(60 * canopy::testing::timeout_scale()));
-    // Child: let SIGSEGV/SIGBUS kill the process (no sanitizer handler).
-    struct sigaction fallback {};
-    fallback.sa_handler = SIG_DFL;
-    ::sigaction(SIGSEGV, &fallback, nullptr);
-    ::sigaction(SIGBUS, &fallback, nullptr);
     // Earlier tests may have spent the guard budget on 16 KiB stacks: allow
     // more guards and use a size class of its own, so this stack is fresh.
     canopy::stack_pool::set_guard_limit(canopy::stack_pool::stats().guarded_stacks + 1024);
@@ -303,12 +324,8 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
     static_cast<void>(overflow.join());
     std::_Exit(11);  // survived: no fault
   }
-  canopy::testing::watchdog guard("stack overflow", 90);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  INFO("child status " << status);
-  REQUIRE(WIFSIGNALED(status));
-  CHECK((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS));
+  const int signal = death_signal(child, "stack overflow");
+  CHECK((signal == SIGSEGV || signal == SIGBUS));
 }
 
 TEST_CASE(
@@ -317,16 +334,9 @@ TEST_CASE(
   // fiber that joins. On one worker, fiber A joins and yields inside until
   // fiber B joined and yields inside too; A, resumed on the same thread,
   // then finds B's callable above its own: without the check both joins
-  // would wait for a callable nobody runs. Forked first, as the death test
-  // above.
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
+  // would wait for a callable nobody runs.
+  const pid_t child = fork_death_test({SIGABRT});
   if (child == 0) {
-    ::alarm(static_cast<unsigned>(60 * canopy::testing::timeout_scale()));
-    // Child: let SIGABRT kill the process (no doctest or sanitizer handler).
-    struct sigaction fallback {};
-    fallback.sa_handler = SIG_DFL;
-    ::sigaction(SIGABRT, &fallback, nullptr);
     executor pool(config_with(1));
     std::atomic<int> arrived{0};
     std::atomic<bool> b_inside{false};
@@ -358,12 +368,7 @@ TEST_CASE(
     static_cast<void>(b.join());
     std::_Exit(11);  // no stop: both joins returned
   }
-  canopy::testing::watchdog guard("join nesting", 90);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  INFO("child status " << status);
-  REQUIRE(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGABRT);
+  CHECK(death_signal(child, "join nesting") == SIGABRT);
 }
 
 // A callable that counts its live copies, checks that the copy the fiber
