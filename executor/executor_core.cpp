@@ -146,6 +146,15 @@ executor_core::~executor_core() {
     std::terminate();
   }
   shutdown();
+  // 6. (After shutdown, before the memory goes.) Wait for wakes from
+  //    threads that are not this executor's (schedule_from_outside): one
+  //    may still be in the tail of signal_task after the task it woke ran
+  //    to its end and its joiner moved on to destroy the executor.
+  //    acquire: pairs with each such wake's release decrement, so all its
+  //    accesses to this executor happen before the members are destroyed.
+  while (foreign_wakes_.load(sync::acquire) != 0) {
+    sync::yield_thread();
+  }
 }
 
 bool executor_core::is_worker_thread() const noexcept {
@@ -413,6 +422,26 @@ void executor_core::notify_capacity_waiters() noexcept {
 // -------------------------------------------------------------- scheduling
 
 bool executor_core::schedule(task_id id) noexcept {
+  if (is_worker_thread()) [[likely]] {
+    return schedule_task(id);
+  }
+  return schedule_from_outside(id);
+}
+
+// A wake from a thread that is not one of this executor's (another
+// executor's worker completing a task this one awaits, a timer thread, a
+// user's thread): counted, so that the destructor waits for it to leave.
+[[gnu::noinline]] bool executor_core::schedule_from_outside(task_id id) noexcept {
+  // seq_cst: before any access of the wake to the executor; the destructor
+  // reads the count only after the woken task's wait is over.
+  foreign_wakes_.fetch_add(1, sync::seq_cst);
+  const bool scheduled = schedule_task(id);
+  // release: pairs with the destructor's acquire read (step 6).
+  foreign_wakes_.fetch_sub(1, sync::release);
+  return scheduled;
+}
+
+bool executor_core::schedule_task(task_id id) noexcept {
   task_slot& target = arena_.slot(id.slot);
   std::uint64_t state = target.state.load(sync::relaxed);
   for (;;) {

@@ -114,7 +114,9 @@ class executor_core final : private sleep_probe {
                              spawn_mode mode, task_id* spawned);
 
   // Make task `id` runnable. A stale id (the task finished) is a no-op and
-  // returns false. Any thread.
+  // returns false. Any thread; from a thread that is not one of this
+  // executor's, the executor must not have been destroyed before the call
+  // (the destructor waits for calls already inside).
   bool schedule(task_id id) noexcept;
 
   // Called by a task running on one of this executor's workers that is about
@@ -349,6 +351,10 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] bool host_has_work() const noexcept;
   // Runs tasks as the host until the budget ends or nothing is ready.
   std::size_t host_loop(worker_state& host, const host_budget& budget, bool pinned_only);
+  // schedule()'s two halves: the wake itself, and the counted wake from a
+  // thread that is not this executor's (foreign_wakes_).
+  bool schedule_task(task_id id) noexcept;
+  bool schedule_from_outside(task_id id) noexcept;
   // Who holds the host role (host_holder_).
   enum class host_holder : std::uint8_t { none, run_function, joiner, shutdown };
   enum class host_role { taken, held_by_run_function, held_by_joiner, shut_down };
@@ -398,6 +404,9 @@ class executor_core final : private sleep_probe {
   // shutdown from step 2 on (a host_holder). acquire/release: hands the
   // host's worker_state and channel from one holder to the next.
   sync::atomic<std::uint8_t> host_holder_{0};
+  // Wakes from threads that are not this executor's, now inside schedule()
+  // (schedule_from_outside); the destructor waits for zero.
+  sync::atomic<std::uint32_t> foreign_wakes_{0};
   // The trace of worker activity (executor/trace.hpp); null when off.
   std::unique_ptr<trace_recorder> trace_;
   std::unique_ptr<external_spawn_cache[]> external_caches_;
