@@ -49,10 +49,13 @@ struct join_wait {
     return state->set_continuation(continuation{&wait_link::fire, &link_});
   }
 
-  // A registered continuation cannot be taken back; ask the child to stop
-  // early instead (it is destroyed at its next wake), and let fire() come.
+  // A registered continuation cannot be taken back; cancel the child
+  // instead (woken, so that a suspended child is destroyed now and its end
+  // fires the link), as a coroutine's cancel does with the child it awaits.
+  // The caller destroys the awaiting task, so it holds the handle that
+  // cancel_and_wake's reads belong to.
   static bool disarm(wait_link& link) noexcept {
-    static_cast<join_state<T>*>(link.source)->request_cancel();
+    static_cast<join_state<T>*>(link.source)->cancel_and_wake();
     return false;
   }
 };

@@ -6,10 +6,12 @@
 // The body (16 + 24 bytes, inline in the slot) is the root coroutine handle,
 // the join state (null when detached) and the task_context its coroutines
 // report to. run():
-//   1. armed link not fired yet, or awaited join state not ready -> a
-//      spurious wake: stay suspended (or, if cancellation was requested,
-//      destroy the task);
-//   2. cancellation requested    -> destroy the frame, complete "cancelled";
+//   1. cancellation requested    -> release the recorded wait (disarm a
+//      wait source, abandon a link, cancel an awaited child), destroy the
+//      frame, complete "cancelled" (release_frame: the one place a waiting
+//      frame ends without resuming, also used by destroy(dropped));
+//   2. the wait not over (armed link not fired yet, awaited join state not
+//      ready, wait source not ready) -> a spurious wake: stay suspended;
 //   3. otherwise resume `resume_point` and return what the coroutine left in
 //      `signal`: suspended (waits for a wake), yielded (the worker queues
 //      it), or completed (the root ran to its end: the frame freed itself,
@@ -76,15 +78,17 @@ struct coroutine_body {
   run_outcome run() {
     // A first run, a yield or a plain wake wait on nothing: test that first.
     if (context.kind != wait_kind::none) [[unlikely]] {
-      if (!wait_over()) {
-        if (!cancel_requested()) {
-          return run_outcome::suspended;  // woken, but not by what it waits for
-        }
+      // A cancel is tested before the wait is cleared, so that cancel_now()
+      // still finds the wait recorded and releases it (a timer whose
+      // deadline passed is still in the wheel until its expiry runs).
+      if (cancel_requested()) {
         return cancel_now();
       }
+      if (!wait_over()) {
+        return run_outcome::suspended;  // woken, but not by what it waits for
+      }
       context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
-    }
-    if (cancel_requested()) {
+    } else if (cancel_requested()) {
       return cancel_now();
     }
     // No reset of `signal` first: every way out of a resumption writes it

@@ -26,8 +26,9 @@
 //   * Dropping (destroying) a handle, or detach(), detaches the task: it still
 //     runs; its result is discarded. If it then ends with an exception, the
 //     exception goes to executor_config::on_detached_exception, as for any
-//     detached task. (A handle dropped after the task ended discards what it
-//     holds, exception included.)
+//     detached task, unless the task was cancelled (cancel() gave its outcome
+//     up). (A handle dropped after the task ended discards what it holds,
+//     exception included.)
 // A handle is move-only and used by one thread at a time. It may outlive its
 // executor: after the executor's shutdown every task has ended, so join()
 // returns or throws at once.

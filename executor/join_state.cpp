@@ -63,7 +63,10 @@ bool join_state_base::complete(outcome result) noexcept {
 }
 
 void join_state_base::complete_with_error(const executor_core& core) noexcept {
-  if (complete(outcome::error)) {
+  // A cancelled task's outcome was given up by whoever cancelled it (a
+  // running task that throws before its next suspension point): kept in
+  // the record for a joiner, never reported.
+  if (complete(outcome::error) && !cancel_requested()) {
     // Only the task's reference is left: nobody else reads error_ now.
     core.report_detached_exception(std::exchange(error_, nullptr));
   }

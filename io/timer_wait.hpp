@@ -22,7 +22,8 @@
 //   * x anything else a canopy::task can co_await (a task<T>, a join
 //     handle): x is awaited by a spawned child task; on timeout the child is
 //     cancelled (a suspended child is destroyed, a running one at its next
-//     suspension) and its result dropped.
+//     suspension), with_timeout returns once the child's frame is gone, and
+//     the child's outcome is dropped (an exception included).
 // The result is io::timeout_result<T>: the value, or the error
 // errc::timed_out. An exception from x is rethrown.
 #pragma once
@@ -190,41 +191,71 @@ class timed_source {
   bool timer_armed_ = false;
 };
 
-// The child that awaits a task for the general with_timeout. When its body
-// ends, however it ends, it sets `ended`, then wakes the parent (a wake after
-// the parent moved on is a stale wake, harmless). The parent waits on the
-// flag, not on the handle's ready(): the handle turns ready only after the
-// child's body has returned to the worker, so a parent woken here and run at
-// once by another worker would find it not ready and sleep for good.
-template <class T>
-task<T> await_and_wake(task<T> work, waker parent, std::shared_ptr<std::atomic<bool>> ended) {
-  struct wake_on_exit {
-    wake_on_exit(const waker& parent, std::shared_ptr<std::atomic<bool>> flag) noexcept
-        : target(parent), ended(std::move(flag)) {}
-    waker target;
-    std::shared_ptr<std::atomic<bool>> ended;
-    wake_on_exit(const wake_on_exit&) = delete;
-    wake_on_exit& operator=(const wake_on_exit&) = delete;
-    ~wake_on_exit() {
-      // release: pairs with child_done_source::ready()'s acquire load.
-      ended->store(true, std::memory_order_release);
-      target.wake();
+// Sets `ended` and wakes the parent when destroyed: the child's frame owns
+// one (a parameter), so however the child ends (it returns, throws, or is
+// destroyed by a cancel, started or not) the frame's destruction signals
+// it. A wake after the parent moved on is a stale wake, harmless.
+class end_signal {
+ public:
+  end_signal(const waker& parent, std::shared_ptr<std::atomic<bool>> ended) noexcept
+      : parent_(parent), ended_(std::move(ended)) {}
+  end_signal(end_signal&& other) noexcept = default;
+  end_signal& operator=(end_signal&&) = delete;
+  end_signal(const end_signal&) = delete;
+  end_signal& operator=(const end_signal&) = delete;
+  ~end_signal() {
+    if (ended_ != nullptr) {  // not moved from
+      // release: pairs with child_done_source::ready()'s acquire load, so
+      // the parent sees the frame's destructors done.
+      ended_->store(true, std::memory_order_release);
+      parent_.wake();
     }
-  } const on_exit(parent, std::move(ended));
+  }
+
+ private:
+  waker parent_;
+  std::shared_ptr<std::atomic<bool>> ended_;
+};
+
+// The child that awaits a task for the general with_timeout. The parent
+// waits on the flag, not on the handle's ready(): the handle turns ready
+// only after the child's body has returned to the worker, so a parent woken
+// here and run at once by another worker would find it not ready and sleep
+// for good.
+template <class T>
+task<T> await_and_wake(task<T> work, end_signal on_end) {
+  static_cast<void>(on_end);  // destroyed with the frame
   co_return co_await std::move(work);
 }
 
-// Ready when a spawned child's body has ended (the flag above). The child
+// Ready when a spawned child's frame is gone (the flag above). The child
 // itself wakes the waiter, so arming registers nothing.
 struct child_done_source {
   std::shared_ptr<std::atomic<bool>> ended;
   [[nodiscard]] bool ready() const noexcept {
-    // acquire: pairs with the child's release store in ~wake_on_exit.
+    // acquire: pairs with the release store in ~end_signal.
     return ended->load(std::memory_order_acquire);
   }
   [[nodiscard]] bool arm(const waker& /*target*/) const noexcept { return !ready(); }
   void disarm() const noexcept {}
   void result() const noexcept {}
+};
+
+// Cancels the child when the with_timeout frame goes without having
+// awaited it (the task awaiting with_timeout was cancelled or destroyed):
+// the child does not outlive the wait it belongs to, and a cancelled
+// child's exception is not reported (join_handle's contract).
+template <class T>
+struct cancel_unless_joined {
+  task_handle<T>* child;
+  explicit cancel_unless_joined(task_handle<T>* joined) noexcept : child(joined) {}
+  cancel_unless_joined(const cancel_unless_joined&) = delete;
+  cancel_unless_joined& operator=(const cancel_unless_joined&) = delete;
+  ~cancel_unless_joined() {
+    if (child->valid()) {
+      child->cancel();
+    }
+  }
 };
 
 }  // namespace detail
@@ -257,22 +288,41 @@ template <canopy::wait_source W>
   return canopy::wait_on(io::detail::timed_source<W>(source, deadline));
 }
 
-// with_timeout on a task: awaited by a child task, cancelled on timeout (a
-// suspended child is destroyed at once, a running one at its next
-// suspension point).
+// with_timeout on a task: `work` runs as a child task, awaited with the
+// deadline. Within the time: its value, or its exception rethrown. When
+// the time is up the child is cancelled, as tokio's timeout drops its
+// future: a suspended child is destroyed at once (its wait released, its
+// destructors run), a running one at its next suspension; with_timeout
+// returns errc::timed_out only after the child's frame is gone, and drops
+// whatever the child ended with (an exception thrown meanwhile goes
+// nowhere, not to on_detached_exception). A task awaiting with_timeout that
+// is cancelled or destroyed cancels the child too (a running child ends at
+// its next suspension point, after the awaiting task has gone).
 template <class Rep, class Period, class T>
 task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> duration,
                                          task<T> work) {
   const auto deadline =
       io::timer_queue::clock::now() + std::chrono::ceil<io::timer_queue::clock::duration>(duration);
   auto ended = std::make_shared<std::atomic<bool>>(false);
-  task_handle<T> child =
-      canopy::spawn(io::detail::await_and_wake(std::move(work), current_waker(), ended));
+  task_handle<T> child = canopy::spawn(
+      io::detail::await_and_wake(std::move(work), io::detail::end_signal(current_waker(), ended)));
+  const io::detail::cancel_unless_joined<T> cancel_on_exit(&child);
   io::detail::child_done_source done{std::move(ended)};
   io::detail::timed_source<io::detail::child_done_source> timed(done, deadline);
   const io::timeout_result<void> finished = co_await canopy::wait_on(timed);
   if (!finished) {
-    child.cancel();  // dropped with the handle: detached
+    // Joined, not detached: the child's end is awaited and what it ended
+    // with (task_cancelled, or an exception it threw before its next
+    // suspension) is dropped here.
+    child.cancel();
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await child;
+      } else {
+        static_cast<void>(co_await child);
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the timed-out child's outcome is not wanted
+    }
     co_return io::timeout_result<T>::timed_out();
   }
   if constexpr (std::is_void_v<T>) {
