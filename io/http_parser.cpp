@@ -37,6 +37,13 @@ constexpr bool is_visible(char c) noexcept {
   return byte > 0x20 && byte != 0x7F;  // VCHAR and obs-text (0x80..0xFF)
 }
 
+// A request target is ASCII (RFC 9112 3.2, RFC 3986): VCHAR only, no
+// obs-text — a byte of 0x80 or above is invalid, not passed on.
+constexpr bool is_target_char(char c) noexcept {
+  const auto byte = static_cast<unsigned char>(c);
+  return byte > 0x20 && byte < 0x7F;
+}
+
 constexpr bool is_field_char(char c) noexcept { return is_visible(c) || c == ' ' || c == '\t'; }
 
 constexpr char lower(char c) noexcept {
@@ -58,6 +65,11 @@ std::string_view trim(std::string_view text) noexcept {
 }
 
 parse_outcome fail(parse_error error) noexcept { return {parse_status::invalid, error, 0}; }
+
+// A line without its CRLF that holds a CR or an LF: a bare line ending.
+bool has_bare_line_end(std::string_view line) noexcept {
+  return line.find_first_of("\r\n") != std::string_view::npos;
+}
 
 // Digits only (no sign, no spaces inside); 19 digits cannot overflow.
 bool parse_length(std::string_view text, std::size_t& length) noexcept {
@@ -90,7 +102,7 @@ parse_error parse_request_line(std::string_view line, request& out) noexcept {
   if (!is_token(out.method)) {
     return parse_error::bad_method;
   }
-  if (out.target.empty() || !std::all_of(out.target.begin(), out.target.end(), is_visible)) {
+  if (out.target.empty() || !std::all_of(out.target.begin(), out.target.end(), is_target_char)) {
     return parse_error::bad_target;
   }
   if (version.size() != 8 || version.substr(0, 7) != "HTTP/1." ||
@@ -154,10 +166,21 @@ parse_outcome parse_request(std::string_view input, request& out,
     if (input.size() - start > limits.max_head_bytes) {
       return fail(parse_error::too_large);
     }
-    // A byte no request head may hold is reported now, not at the limit.
+    // A byte no request head may hold, or a bare line ending (an LF not
+    // after a CR, a CR before anything but an LF; a CR at the end may still
+    // get its LF), is reported now, not at the limit or the timeout: a head
+    // whose lines end in LF alone never shows the CRLF CRLF that ends it.
     for (std::size_t i = start; i < input.size(); ++i) {
       const char c = input[i];
-      if (!is_field_char(c) && c != '\r' && c != '\n') {
+      if (c == '\n') {
+        if (i == 0 || input[i - 1] != '\r') {
+          return fail(parse_error::bad_line_ending);
+        }
+      } else if (c == '\r') {
+        if (i + 1 < input.size() && input[i + 1] != '\n') {
+          return fail(parse_error::bad_line_ending);
+        }
+      } else if (!is_field_char(c)) {
         return fail(parse_error::bad_request_line);
       }
     }
@@ -171,7 +194,7 @@ parse_outcome parse_request(std::string_view input, request& out,
   std::size_t line_end = rest.find("\r\n");
   if (const parse_error error = parse_request_line(rest.substr(0, line_end), out);
       error != parse_error::none) {
-    return fail(error);
+    return fail(has_bare_line_end(rest.substr(0, line_end)) ? parse_error::bad_line_ending : error);
   }
   rest.remove_prefix(line_end + 2);
 
@@ -184,13 +207,13 @@ parse_outcome parse_request(std::string_view input, request& out,
     const std::string_view line = rest.substr(0, line_end);
     rest.remove_prefix(line_end + 2);
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) {
-      return fail(parse_error::bad_header);  // also obsolete folding (a leading space)
-    }
     const std::string_view name = line.substr(0, colon);
-    const std::string_view raw_value = line.substr(colon + 1);
-    if (!is_token(name) || !std::all_of(raw_value.begin(), raw_value.end(), is_field_char)) {
-      return fail(parse_error::bad_header);
+    const std::string_view raw_value =
+        colon == std::string_view::npos ? std::string_view{} : line.substr(colon + 1);
+    // No colon is also obsolete folding (a line that starts with a space).
+    if (colon == std::string_view::npos || !is_token(name) ||
+        !std::all_of(raw_value.begin(), raw_value.end(), is_field_char)) {
+      return fail(has_bare_line_end(line) ? parse_error::bad_line_ending : parse_error::bad_header);
     }
     if (out.header_count == limits.max_headers || out.header_count == request::header_capacity) {
       return fail(parse_error::too_large);
@@ -234,7 +257,7 @@ std::string_view describe(parse_error error) noexcept {
     case parse_error::bad_method:
       return "the method is not a token";
     case parse_error::bad_target:
-      return "the request target is empty or holds a control character";
+      return "the request target is empty or holds a control character or a byte of 0x80 or above";
     case parse_error::bad_version:
       return "the version is not HTTP/1.0 or HTTP/1.1";
     case parse_error::bad_header:
@@ -245,6 +268,8 @@ std::string_view describe(parse_error error) noexcept {
       return "Transfer-Encoding is not supported";
     case parse_error::too_large:
       return "the request head or body is over the size limit";
+    case parse_error::bad_line_ending:
+      return "a line of the head ends in a bare LF or CR (CRLF is required)";
   }
   return "unknown error";
 }

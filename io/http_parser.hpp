@@ -10,12 +10,16 @@
 //   }
 //
 // What it accepts (RFC 9112, strictly): a request line `METHOD SP target SP
-// HTTP/1.x CRLF` (method a token, target printable without spaces), header
-// lines `name: value CRLF` (name a token; value printable, SP and HTAB;
-// surrounding whitespace dropped; no obsolete line folding), an empty line,
-// and a body of Content-Length bytes. Transfer-Encoding is not supported
-// (invalid), nor are two different Content-Length values. The views in
-// `request` point into the caller's buffer: they are valid while it is.
+// HTTP/1.x CRLF` (method a token, target visible ASCII: no control, space or
+// byte of 0x80 and above), header lines `name: value CRLF` (name a token;
+// value printable, obs-text, SP and HTAB; surrounding whitespace dropped; no
+// obsolete line folding), an empty line, and a body of Content-Length bytes.
+// Every line of the head ends in CRLF: a bare LF or CR is `invalid`
+// (bad_line_ending) as soon as it is seen, not tolerated as RFC 9112 2.2
+// allows (a lenient reader that a proxy in front disagrees with is how
+// requests get smuggled). Transfer-Encoding is not supported (invalid), nor
+// are two different Content-Length values. The views in `request` point
+// into the caller's buffer: they are valid while it is.
 //
 // Limits (request_limits): the head (request line + headers) beyond
 // max_head_bytes, more than max_headers headers, or a body over
@@ -71,6 +75,7 @@ enum class parse_error : std::uint8_t {
   bad_content_length,
   unsupported_transfer_encoding,
   too_large,
+  bad_line_ending,  // a bare LF or CR in the head (RFC 9112 2.2: CRLF only here)
 };
 
 struct parse_outcome {

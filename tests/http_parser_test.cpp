@@ -129,3 +129,44 @@ TEST_CASE("http parser: limits on the head, the header count and the body") {
         parse_status::complete);
   CHECK(canopy::io::http::describe(parse_error::too_large).find("limit") != std::string::npos);
 }
+
+TEST_CASE("http parser: a bare LF or CR line ending is invalid as soon as it is seen") {
+  // The head not complete yet (no CRLF CRLF): decided at once, not at the
+  // limit (or, in the server, at the request timeout).
+  CHECK(error_of("GET / HTTP/1.1\nHost: x\n\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\rHost: x") == parse_error::bad_line_ending);
+  CHECK(error_of("\r\n\nGET / HTTP/1.1\r\n\r\n") == parse_error::bad_line_ending);
+  // The head complete, a line in it with a bare LF or CR.
+  CHECK(error_of("GET / HTTP/1.1\r\nA: b\nC: d\r\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\nA: b\r\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\rA: b\r\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\r\nA: b\rc\r\n\r\n") == parse_error::bad_line_ending);
+  // A CR at the end may still get its LF.
+  request req;
+  CHECK(parse_request("GET / HTTP/1.1\r", req).status == parse_status::incomplete);
+  CHECK(parse_request("GET / HTTP/1.1\r\nA: b\r\n\r", req).status == parse_status::incomplete);
+  // A body is not a head: LFs in it are data.
+  const auto outcome = parse_request("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\na\nb", req);
+  REQUIRE(outcome.status == parse_status::complete);
+  CHECK(req.body == "a\nb");
+  CHECK(canopy::io::http::describe(parse_error::bad_line_ending).find("LF") != std::string::npos);
+}
+
+TEST_CASE("http parser: a byte of 0x80 or above in the target is invalid; in a field value, not") {
+  CHECK(error_of("GET /caf\xC3\xA9 HTTP/1.1\r\n\r\n") == parse_error::bad_target);
+  for (const int byte : {0x7F, 0x80, 0xA0, 0xC3, 0xFF}) {
+    CAPTURE(byte);
+    std::string input = "GET /a";
+    input.push_back(static_cast<char>(byte));
+    input += " HTTP/1.1\r\n\r\n";
+    CHECK(error_of(input) == parse_error::bad_target);
+  }
+  request req;
+  REQUIRE(
+      parse_request("GET /%C3%A9~!$&'()*+,;=:@?x=/ HTTP/1.1\r\nX-Name: caf\xC3\xA9\r\n\r\n", req)
+          .status == parse_status::complete);
+  CHECK(req.target == "/%C3%A9~!$&'()*+,;=:@?x=/");
+  CHECK(req.find("x-name") == "caf\xC3\xA9");  // obs-text is allowed in a value
+}
