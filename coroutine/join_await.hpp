@@ -50,12 +50,19 @@ struct join_wait {
   }
 
   // A registered continuation cannot be taken back; cancel the child
-  // instead (woken, so that a suspended child is destroyed now and its end
-  // fires the link), as a coroutine's cancel does with the child it awaits.
-  // The caller destroys the awaiting task, so it holds the handle that
-  // cancel_and_wake's reads belong to.
+  // instead, as a coroutine's cancel does with the child it awaits, and
+  // let fire() come. A child of the awaiter's executor is woken, so that a
+  // suspended child is destroyed now and its end fires the link (the
+  // caller destroys the awaiting task, so it holds the handle whose fields
+  // cancel_and_wake reads); another executor's child is only asked, as
+  // join_all does: nothing here may reach into that executor.
   static bool disarm(wait_link& link) noexcept {
-    static_cast<join_state<T>*>(link.source)->cancel_and_wake();
+    auto* const state = static_cast<join_state<T>*>(link.source);
+    if (state->has_task_on(link.core)) {
+      state->cancel_and_wake();
+    } else {
+      state->request_cancel();
+    }
     return false;
   }
 };

@@ -12,6 +12,8 @@
 // (coroutine/join_await.hpp). Not for a handle whose id() was asked for.
 #pragma once
 
+#include <ranges>
+#include <tuple>
 #include <utility>
 
 #include "../executor/executor_core.hpp"
@@ -43,5 +45,44 @@ class task_handle : public join_handle<T> {
   executor_core* core_ = nullptr;
   task_id id_{};
 };
+
+namespace detail {
+
+template <class T>
+void cancel_if_unjoined(join_handle<T>& handle) noexcept {
+  if (handle.valid()) {  // a joined (awaited) handle is empty
+    handle.cancel();
+  }
+}
+template <std::ranges::range Range>
+void cancel_if_unjoined(Range& handles) noexcept {
+  for (auto& handle : handles) {
+    cancel_if_unjoined(handle);
+  }
+}
+template <class... Ts>
+void cancel_if_unjoined(std::tuple<Ts...>& handles) noexcept {
+  std::apply([](auto&... each) { (cancel_if_unjoined(each), ...); }, handles);
+}
+
+// Held by a coroutine frame that spawns children and awaits them
+// (with_timeout, when_all): if the frame is destroyed before it joined
+// them all (the task was cancelled, or dropped at shutdown, while it
+// waited), the children not joined yet are cancelled too, so that none
+// outlives the wait it belongs to. (The child being awaited at that moment
+// is cancelled by the body's release_frame already.)
+template <class Handles>
+class cancel_unjoined_on_exit {
+ public:
+  explicit cancel_unjoined_on_exit(Handles& handles) noexcept : handles_(&handles) {}
+  cancel_unjoined_on_exit(const cancel_unjoined_on_exit&) = delete;
+  cancel_unjoined_on_exit& operator=(const cancel_unjoined_on_exit&) = delete;
+  ~cancel_unjoined_on_exit() { cancel_if_unjoined(*handles_); }
+
+ private:
+  Handles* handles_;
+};
+
+}  // namespace detail
 
 }  // namespace canopy

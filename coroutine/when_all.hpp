@@ -5,14 +5,13 @@
 //
 // Each task is spawned on the current executor (so they run in parallel),
 // then every join handle is awaited, even after one failed: when_all never
-// returns while one of its tasks still runs. If a spawn fails (at capacity:
-// spawn_error(errc::at_capacity); after shutdown began: errc::shut_down),
-// the tasks not yet spawned are destroyed unstarted, those already spawned
-// are awaited, and then the spawn error is rethrown. Otherwise, if any task
-// threw, the first exception (in argument order) is rethrown after all have
-// ended. A void
-// task contributes std::monostate to the tuple.
-// Only inside a running task (it spawns with canopy::spawn).
+// returns while one of its tasks still runs. A task awaiting when_all that
+// is cancelled (or dropped at shutdown) cancels every task not joined yet. If a spawn fails (at
+// capacity: spawn_error(errc::at_capacity); after shutdown began: errc::shut_down), the tasks not
+// yet spawned are destroyed unstarted, those already spawned are awaited, and then the spawn error
+// is rethrown. Otherwise, if any task threw, the first exception (in argument order) is rethrown
+// after all have ended. A void task contributes std::monostate to the tuple. Only inside a running
+// task (it spawns with canopy::spawn).
 #pragma once
 
 #include <cstddef>
@@ -75,6 +74,7 @@ template <class... Ts, std::size_t... Is>
 task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...> /*indices*/,
                                                   task<Ts>... tasks) {
   std::tuple<task_handle<Ts>...> handles;
+  const cancel_unjoined_on_exit cancel_on_exit(handles);
   std::exception_ptr spawn_failure;
   try {
     ((std::get<Is>(handles) = canopy::spawn(std::move(std::get<Is>(std::tie(tasks...))))), ...);
@@ -103,6 +103,7 @@ task<std::tuple<detail::non_void_t<Ts>...>> when_all(task<Ts>... tasks) {
 template <class T>
 task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> tasks) {
   std::vector<task_handle<T>> handles;
+  const detail::cancel_unjoined_on_exit cancel_on_exit(handles);
   handles.reserve(tasks.size());
   std::exception_ptr spawn_failure;
   try {

@@ -241,23 +241,6 @@ struct child_done_source {
   void result() const noexcept {}
 };
 
-// Cancels the child when the with_timeout frame goes without having
-// awaited it (the task awaiting with_timeout was cancelled or destroyed):
-// the child does not outlive the wait it belongs to, and a cancelled
-// child's exception is not reported (join_handle's contract).
-template <class T>
-struct cancel_unless_joined {
-  task_handle<T>* child;
-  explicit cancel_unless_joined(task_handle<T>* joined) noexcept : child(joined) {}
-  cancel_unless_joined(const cancel_unless_joined&) = delete;
-  cancel_unless_joined& operator=(const cancel_unless_joined&) = delete;
-  ~cancel_unless_joined() {
-    if (child->valid()) {
-      child->cancel();
-    }
-  }
-};
-
 }  // namespace detail
 
 }  // namespace io
@@ -306,7 +289,7 @@ task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> dura
   auto ended = std::make_shared<std::atomic<bool>>(false);
   task_handle<T> child = canopy::spawn(
       io::detail::await_and_wake(std::move(work), io::detail::end_signal(current_waker(), ended)));
-  const io::detail::cancel_unless_joined<T> cancel_on_exit(&child);
+  const canopy::detail::cancel_unjoined_on_exit cancel_on_exit(child);
   io::detail::child_done_source done{std::move(ended)};
   io::detail::timed_source<io::detail::child_done_source> timed(done, deadline);
   const io::timeout_result<void> finished = co_await canopy::wait_on(timed);

@@ -621,6 +621,51 @@ TEST_CASE("join: cancel a parent against its awaited child finishing") {
   gates.clear();
 }
 
+TEST_CASE("a cancelled task awaiting when_all cancels every child not joined yet") {
+  canopy::testing::watchdog guard("when_all cancel", 60);
+  executor pool(canopy::testing::config_with(2));
+  canopy::async_event never;  // no child's wait ends by itself
+  std::atomic<int> children{0};
+  std::atomic<bool> waiting{false};
+  const auto child = [](canopy::async_event& gate, end_counter counted) -> task<int> {
+    static_cast<void>(counted);
+    co_await gate;
+    co_return 1;
+  };
+  SUBCASE("tuple form") {
+    auto parent = pool.spawn([](auto make, canopy::async_event& gate, std::atomic<int>& count,
+                                std::atomic<bool>& flag) -> task<int> {
+      flag.store(true, std::memory_order_release);
+      auto [a, b, c] =
+          co_await canopy::when_all(make(gate, end_counter(count)), make(gate, end_counter(count)),
+                                    make(gate, end_counter(count)));
+      co_return a + b + c;
+    }(child, never, children, waiting));
+    REQUIRE(reached(waiting));
+    std::this_thread::sleep_for(2ms);  // let the children reach their waits (not required)
+    parent.cancel();
+    CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+  }
+  SUBCASE("vector form") {
+    auto parent = pool.spawn([](auto make, canopy::async_event& gate, std::atomic<int>& count,
+                                std::atomic<bool>& flag) -> task<int> {
+      std::vector<task<int>> tasks;
+      for (int i = 0; i < 3; ++i) {
+        tasks.push_back(make(gate, end_counter(count)));
+      }
+      flag.store(true, std::memory_order_release);
+      const std::vector<int> values = co_await canopy::when_all(std::move(tasks));
+      co_return static_cast<int>(values.size());
+    }(child, never, children, waiting));
+    REQUIRE(reached(waiting));
+    std::this_thread::sleep_for(2ms);
+    parent.cancel();
+    CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+  }
+  CHECK(canopy::testing::eventually([&] { return children.load() == 3; }));
+  pool.shutdown();
+}
+
 TEST_CASE("host hand-off: cancel against the host thread running the task") {
   canopy::testing::watchdog guard("host race", 240);
   executor pool(canopy::testing::config_with(1));
