@@ -1,15 +1,18 @@
 // http_hello — an HTTP/1.1 server on Canopy: `GET /` answers "Hello, World!".
 //
-//   http_hello [PORT] [--threads N] [--request-timeout MS]
+//   http_hello [PORT] [--threads N] [--request-timeout MS] [--write-timeout MS]
 //
 // Listens on 127.0.0.1:PORT (0 or no PORT: a free port). Prints
 // "listening on 127.0.0.1:PORT" once it accepts connections, serves until
 // SIGINT or SIGTERM, then prints one line of statistics ("stats key=value
 // ...": the executor's and the reactor's counters, requests served) and
 // exits. One worker per hardware thread unless --threads says otherwise.
-// Keep-alive, pipelining, Connection: close, 400 on malformed or oversized
-// requests, 408 for a request that does not arrive within the timeout
-// (io/http_server.hpp).
+// Keep-alive (HTTP/1.0 too: confirmed with Connection: keep-alive),
+// pipelining, Connection: close, HEAD (the GET answer's head, no body), 400
+// on malformed or oversized requests, 408 for a request that starts but
+// does not arrive within the request timeout, a quiet close of a connection
+// idle that long, and a reset of one whose client reads nothing for the
+// write timeout (io/http_server.hpp).
 #include <signal.h>
 
 #include <charconv>
@@ -28,6 +31,8 @@ namespace {
 
 namespace http = canopy::io::http;
 
+// HEAD is answered as GET: the server sends the head only. The server also
+// adds Connection: keep-alive for an HTTP/1.0 request kept alive.
 void hello(const http::request& req, std::string& out) {
   const bool close = !req.keep_alive;
   if (req.target != "/") {
@@ -47,7 +52,8 @@ bool parse_number(std::string_view text, unsigned long& value) {
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "http_hello: %s\nusage: http_hello [PORT] [--threads N] [--request-timeout MS]\n",
+               "http_hello: %s\nusage: http_hello [PORT] [--threads N] [--request-timeout MS] "
+               "[--write-timeout MS]\n",
                message);
   std::exit(2);
 }
@@ -58,12 +64,17 @@ int main(int argc, char** argv) {
   unsigned long port = 0;
   unsigned long threads = canopy::executor_config::default_worker_count();
   unsigned long timeout_ms = 10'000;
+  unsigned long write_timeout_ms = 30'000;
   for (int i = 1; i < argc; ++i) {
     const std::string_view argument = argv[i];
-    if ((argument == "--threads" || argument == "--request-timeout") && i + 1 < argc) {
-      unsigned long& target = argument == "--threads" ? threads : timeout_ms;
+    if ((argument == "--threads" || argument == "--request-timeout" ||
+         argument == "--write-timeout") &&
+        i + 1 < argc) {
+      unsigned long& target = argument == "--threads"           ? threads
+                              : argument == "--request-timeout" ? timeout_ms
+                                                                : write_timeout_ms;
       if (!parse_number(argv[++i], target) || target == 0) {
-        usage("--threads and --request-timeout take a positive number");
+        usage("--threads, --request-timeout and --write-timeout take a positive number");
       }
     } else if (i == 1 && parse_number(argument, port)) {
       if (port > 65535) {
@@ -97,6 +108,7 @@ int main(int argc, char** argv) {
   }
   http::server_options options;
   options.request_timeout = std::chrono::milliseconds(timeout_ms);
+  options.write_timeout = std::chrono::milliseconds(write_timeout_ms);
   auto server = pool.spawn(http::serve(listener, options, &hello));
   std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
   std::fflush(stdout);
@@ -113,7 +125,8 @@ int main(int argc, char** argv) {
   std::printf(
       "stats tasks_run=%llu steals=%llu parks=%llu wakes_by_permit=%llu wakes_by_jec=%llu "
       "reactor_blocking_waits=%llu reactor_polls=%llu reactor_events=%llu reactor_notifies=%llu "
-      "connections=%llu requests=%llu bad_requests=%llu timeouts=%llu\n",
+      "connections=%llu requests=%llu bad_requests=%llu timeouts=%llu idle_closes=%llu "
+      "write_timeouts=%llu\n",
       static_cast<unsigned long long>(work.tasks_run), static_cast<unsigned long long>(work.steals),
       static_cast<unsigned long long>(work.parks),
       static_cast<unsigned long long>(work.wakes_by_permit),
@@ -123,6 +136,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(served.connections),
       static_cast<unsigned long long>(served.requests),
       static_cast<unsigned long long>(served.bad_requests),
-      static_cast<unsigned long long>(served.timeouts));
+      static_cast<unsigned long long>(served.timeouts),
+      static_cast<unsigned long long>(served.idle_closes),
+      static_cast<unsigned long long>(served.write_timeouts));
   return 0;
 }

@@ -22,6 +22,8 @@ struct shared_counters {
   sync::atomic<std::uint64_t> requests{0};
   sync::atomic<std::uint64_t> bad_requests{0};
   sync::atomic<std::uint64_t> timeouts{0};
+  sync::atomic<std::uint64_t> idle_closes{0};
+  sync::atomic<std::uint64_t> write_timeouts{0};
 };
 shared_counters totals;
 
@@ -75,24 +77,75 @@ std::string_view reason_of(int status) noexcept {
   }
 }
 
-// Writes `out` (try once without a task frame, then wait for the rest).
-task<bool> flush(tcp_stream& stream, std::string& out) {
-  std::error_code error;
+// What the server adds to the response the handler appended to `out` at
+// `start`, for the requests whose answer a handler easily gets wrong:
+//   * HEAD: the head only (RFC 9110 9.3.2), so a handler answers HEAD as it
+//     answers GET and the Content-Length stays that of the GET answer;
+//   * HTTP/1.0 kept alive: `Connection: keep-alive` (unless the handler
+//     named a Connection), without which a 1.0 client cannot tell the
+//     connection stays open and waits for its close (RFC 9112 9.3).
+// Other requests cost nothing here: the head is searched for these only.
+void complete_response(const request& req, std::string& out, std::size_t start) {
+  const bool head_only = req.method == "HEAD";
+  const bool confirm_keep_alive = req.version_minor == 0 && req.keep_alive;
+  if (!head_only && !confirm_keep_alive) {
+    return;
+  }
+  const std::size_t head_end = out.find("\r\n\r\n", start);
+  if (head_end == std::string::npos) {
+    return;  // not a response: left as the handler wrote it
+  }
+  if (head_only) {
+    out.resize(head_end + 4);
+  }
+  if (confirm_keep_alive) {
+    bool named = false;
+    constexpr std::string_view field = "\r\nconnection:";
+    for (std::size_t at = out.find("\r\n", start); at < head_end && !named;
+         at = out.find("\r\n", at + 2)) {
+      named = equals_ignoring_case(std::string_view(out).substr(at, field.size()), field);
+    }
+    if (!named) {
+      out.insert(head_end, "\r\nConnection: keep-alive");
+    }
+  }
+}
+
+enum class flush_outcome : std::uint8_t { sent, failed, stalled };
+
+// Writes `out`: sends what the socket takes, and waits for writability
+// while it takes nothing, for at most `stall_limit` each time. A client
+// that reads nothing for that long ends its connection (`stalled`); one
+// that reads slowly but keeps reading is served: the limit restarts after
+// every send that made progress. The first send needs no wait, and a wait
+// is a with_timeout on a readiness_wait (no task frame, no allocation).
+task<flush_outcome> flush(tcp_stream& stream, std::string& out,
+                          std::chrono::milliseconds stall_limit) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
                                          out.size());
-  const std::size_t sent = stream.try_write_some(bytes, error);
-  if (error && error != std::errc::resource_unavailable_try_again) {
-    co_return false;
-  }
-  if (sent < bytes.size()) {
-    error.clear();
-    co_await stream.write_all(bytes.subspan(sent), error);
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    std::error_code error;
+    sent += stream.try_write_some(bytes.subspan(sent), error);
+    if (error == std::errc::resource_unavailable_try_again) {
+      // try_write_some cleared write readiness: wait for the next edge.
+      readiness_wait writable_now(stream.reg(), direction::write);
+      const timeout_result<std::error_code> waited =
+          co_await canopy::with_timeout(stall_limit, writable_now);
+      if (!waited) {
+        co_return flush_outcome::stalled;
+      }
+      if (*waited) {
+        co_return flush_outcome::failed;  // the registration went away or the socket is in error
+      }
+      continue;
+    }
     if (error) {
-      co_return false;
+      co_return flush_outcome::failed;
     }
   }
   out.clear();
-  co_return true;
+  co_return flush_outcome::sent;
 }
 
 // After an error answer: stop sending, then read and drop what the client
@@ -165,6 +218,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
   } tally;
   auto deadline = timer_queue::clock::now() + options.request_timeout;
   bool closing = false;
+  bool reset = false;  // close with RST: an answer the client stopped reading is dropped
   for (;;) {
     // Answer every complete request that arrived, in order.
     bool answered = false;
@@ -179,14 +233,23 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
         closing = true;
         break;
       }
+      const std::size_t start = output.size();
       respond(req, output);
+      complete_response(req, output, start);
       ++tally.served;
       answered = true;
       input.consume(outcome.consumed);
       closing = !req.keep_alive;
     }
-    if (!output.empty() && !co_await flush(stream, output)) {
-      break;
+    if (!output.empty()) {
+      const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);
+      if (flushed == flush_outcome::stalled) {
+        add(totals.write_timeouts, 1);
+        reset = true;
+      }
+      if (flushed != flush_outcome::sent) {
+        break;
+      }
     }
     if (closing) {
       if (!input.pending().empty() || !req.keep_alive) {
@@ -216,10 +279,21 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       const timeout_result<std::error_code> waited =
           co_await canopy::with_deadline(deadline, readable_now);
       if (!waited) {
-        add(totals.timeouts, 1);
+        if (input.pending().empty()) {
+          // Idle between requests (or since the accept): close quietly, as
+          // nginx does; a 408 nobody asked for would be read by the
+          // client as the answer to the next request it sends.
+          add(totals.idle_closes, 1);
+          break;
+        }
+        add(totals.timeouts, 1);  // part of a request came, the rest did not
         append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
-        if (co_await flush(stream, output)) {
+        const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);
+        if (flushed == flush_outcome::sent) {
           co_await linger_close(stream);
+        } else if (flushed == flush_outcome::stalled) {
+          add(totals.write_timeouts, 1);
+          reset = true;
         }
         break;
       }
@@ -233,7 +307,15 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     }
     input.filled(got);
   }
-  stream.shutdown(SHUT_WR);
+  if (reset) {
+    // Drop the unsent answer now rather than leave it queued in the kernel
+    // for a client that does not read.
+    const linger abort_on_close{1, 0};
+    ::setsockopt(stream.native_handle(), SOL_SOCKET, SO_LINGER, &abort_on_close,
+                 sizeof abort_on_close);
+  } else {
+    stream.shutdown(SHUT_WR);
+  }
   stream.close();
 }
 
@@ -255,8 +337,9 @@ task<std::error_code> serve(tcp_listener& listener, server_options options, hand
 }
 
 server_counters counters() noexcept {
-  return {totals.connections.load(sync::relaxed), totals.requests.load(sync::relaxed),
-          totals.bad_requests.load(sync::relaxed), totals.timeouts.load(sync::relaxed)};
+  return {totals.connections.load(sync::relaxed),  totals.requests.load(sync::relaxed),
+          totals.bad_requests.load(sync::relaxed), totals.timeouts.load(sync::relaxed),
+          totals.idle_closes.load(sync::relaxed),  totals.write_timeouts.load(sync::relaxed)};
 }
 
 }  // namespace canopy::io::http

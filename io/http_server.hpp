@@ -8,20 +8,33 @@
 // Behaviour, per connection:
 //   * keep-alive: requests are read until the client closes, asks for
 //     `Connection: close` (answered, then the connection is closed), or
-//     speaks HTTP/1.0 without keep-alive;
+//     speaks HTTP/1.0 without keep-alive; an HTTP/1.0 request kept alive
+//     gets `Connection: keep-alive` added to its answer (unless the
+//     handler wrote a Connection field), so the client knows to reuse it;
+//   * HEAD: the server sends only the head of the handler's response (the
+//     body is dropped), so a handler answers HEAD as it answers GET and
+//     the Content-Length is the GET answer's;
 //   * pipelining: every complete request in what arrived is answered, in
 //     order, and the answers go out in one write;
-//   * a malformed request, or a head / body over the limits: `400 Bad
-//     Request` with `Connection: close`, then the connection is closed;
-//   * a request that does not arrive in full within request_timeout of the
-//     previous answer (or of the accept): `408 Request Timeout` and close —
-//     so a client that sends its headers too slowly, or sits idle, holds a
-//     connection for at most that long;
+//   * a malformed request (also a bare LF line ending, or a byte of 0x80
+//     and above in the target: http_parser.hpp), or a head / body over the
+//     limits: `400 Bad Request` with `Connection: close`, then the
+//     connection is closed;
+//   * a request that starts but does not arrive in full within
+//     request_timeout of the previous answer (or of the accept): `408
+//     Request Timeout` and close — so a client that sends its headers too
+//     slowly holds a connection for at most that long;
+//   * a connection idle that long (no byte of a next request, or none at
+//     all since the accept) is closed quietly: no 408 the client did not
+//     ask for, which it would take as the answer to its next request;
+//   * a write that makes no progress for write_timeout (the client reads
+//     nothing) closes the connection with a reset, dropping the unsent
+//     answer; a slow client that keeps reading is served;
 //   * I/O errors (reset, EPIPE) end the connection quietly.
-// The handler is called on the worker running the connection; it appends a
-// complete response to `out` (append_response helps).
+// The handler is called on the worker running the connection; it appends
+// exactly one complete response to `out` (append_response helps).
 //
-// The timeout needs a timer queue on the executor (io/timer_binding.hpp).
+// The timeouts need a timer queue on the executor (io/timer_binding.hpp).
 #pragma once
 
 #include <chrono>
@@ -37,7 +50,12 @@ namespace canopy::io::http {
 
 struct server_options {
   request_limits limits;
+  // From an answer (or the accept) until the next request is complete:
+  // 408 if part of it came, a quiet close if none did.
   std::chrono::milliseconds request_timeout{10'000};
+  // The longest a write may wait without sending a byte (the client's
+  // receive window stays shut) before the connection is reset.
+  std::chrono::milliseconds write_timeout{30'000};
 };
 
 // Appends one response to `out`. The request decides whether the response
@@ -62,7 +80,9 @@ struct server_counters {
   std::uint64_t connections = 0;
   std::uint64_t requests = 0;
   std::uint64_t bad_requests = 0;
-  std::uint64_t timeouts = 0;
+  std::uint64_t timeouts = 0;        // 408: a request started and did not finish in time
+  std::uint64_t idle_closes = 0;     // closed quietly after request_timeout with no request
+  std::uint64_t write_timeouts = 0;  // reset after write_timeout without progress
 };
 [[nodiscard]] server_counters counters() noexcept;
 

@@ -1,26 +1,41 @@
 // The HTTP/1.1 server loop (io/http_server.hpp) against a plain blocking
 // client on 127.0.0.1: keep-alive, pipelining, Connection: close, bad and
-// oversized requests, a client that sends its headers too slowly, and no
-// descriptor left open afterwards.
+// oversized requests, a client that sends its headers too slowly, one that
+// stops reading, an idle connection, and no descriptor left open
+// afterwards; and against real clients, curl and ApacheBench (`ab`, Debian's
+// apache2-utils; ./run.sh installs both), run as child processes with a
+// time limit, against this process's server and against the example
+// examples/http_hello. A missing curl or ab fails the test.
 #include "io/http_server.hpp"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
 #include "io/timer_binding.hpp"
 #include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
 namespace http = canopy::io::http;
@@ -28,9 +43,32 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// The largest send buffer TCP autotuning may give a socket (tcp_wmem's
+// maximum; 4 MiB when it cannot be read).
+std::size_t send_buffer_max() {
+  std::ifstream wmem("/proc/sys/net/ipv4/tcp_wmem");
+  std::size_t low = 0;
+  std::size_t initial = 0;
+  std::size_t high = 0;
+  if (wmem >> low >> initial >> high && high > 0) {
+    return high;
+  }
+  return std::size_t{4} << 20;
+}
+
+// The body of GET /big: more than the server's send buffer and a small
+// receive buffer at the client hold together, so a client that does not
+// read stalls the server's write.
+const std::string& big_body() {
+  static const std::string body(2 * send_buffer_max() + (std::size_t{4} << 20), 'b');
+  return body;
+}
+
 void answer(const http::request& req, std::string& out) {
   if (req.target == "/") {
     http::append_response(out, 200, "OK", "text/plain", "Hello, World!", !req.keep_alive);
+  } else if (req.target == "/big") {
+    http::append_response(out, 200, "OK", "text/plain", big_body(), !req.keep_alive);
   } else {
     http::append_response(out, 404, "Not Found", "text/plain", std::string(req.target),
                           !req.keep_alive);
@@ -40,13 +78,15 @@ void answer(const http::request& req, std::string& out) {
 // A server on a free port of 127.0.0.1 for the duration of a test case.
 class test_server {
  public:
-  explicit test_server(std::chrono::milliseconds request_timeout = 5s)
+  explicit test_server(std::chrono::milliseconds request_timeout = 5s,
+                       std::chrono::milliseconds write_timeout = 30s)
       : pool_(canopy::testing::io_config(2)), timers_(pool_) {
     listener_ = canopy::io::tcp_listener::bind(canopy::io::reactor::of(pool_),
                                                canopy::io::endpoint::loopback_v4(0));
     port_ = listener_.local_endpoint().port();
     http::server_options options;
     options.request_timeout = request_timeout;
+    options.write_timeout = write_timeout;
     options.limits.max_head_bytes = 1024;
     server_ = pool_.spawn(http::serve(listener_, options, &answer));
   }
@@ -68,12 +108,22 @@ class test_server {
   canopy::task_handle<std::error_code> server_;
 };
 
+// How a read to the end of a connection ended.
+enum class ending : std::uint8_t { eof, reset, receive_timeout, other_error };
+
 // A blocking client socket with a receive timeout (a hung server fails the
 // test instead of hanging it).
 class client {
  public:
-  explicit client(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  // `receive_buffer`: SO_RCVBUF before the connect (0: the default), small
+  // for a client whose unread answer should back up into the server.
+  explicit client(std::uint16_t port, int receive_buffer = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     REQUIRE(fd_ >= 0);
+    if (receive_buffer > 0) {
+      REQUIRE(::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer) ==
+              0);
+    }
     // A hung server fails the test instead of hanging it (scaled for sanitizers).
     timeval timeout{static_cast<time_t>(10 * canopy::testing::timeout_scale()), 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
@@ -97,14 +147,27 @@ class client {
   }
   // Everything until the server closes (or the 10 s receive timeout).
   std::string read_to_eof() const {
+    ending how{};
+    return read_to_eof(how);
+  }
+  // The same, and how the reading ended.
+  std::string read_to_eof(ending& how) const {
     std::string all;
-    char buffer[4096];
+    std::vector<char> buffer(65536);
     for (;;) {
-      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (got <= 0) {
-        return all;
+      const ssize_t got = ::recv(fd_, buffer.data(), buffer.size(), 0);
+      if (got > 0) {
+        all.append(buffer.data(), static_cast<std::size_t>(got));
+        continue;
       }
-      all.append(buffer, static_cast<std::size_t>(got));
+      if (got < 0 && errno == EINTR) {
+        continue;
+      }
+      how = got == 0                                    ? ending::eof
+            : errno == ECONNRESET                       ? ending::reset
+            : (errno == EAGAIN || errno == EWOULDBLOCK) ? ending::receive_timeout
+                                                        : ending::other_error;
+      return all;
     }
   }
   // As read_to_eof(), and when the kernel received the first bytes of the
@@ -153,6 +216,8 @@ class client {
     return all;
   }
 
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+
  private:
   int fd_;
 };
@@ -168,6 +233,174 @@ std::size_t count(std::string_view text, std::string_view what) {
   }
   return found;
 }
+
+// `seconds` from now, stretched by CANOPY_TIMEOUT_SCALE.
+std::chrono::steady_clock::time_point deadline_after(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds * canopy::testing::timeout_scale()));
+}
+
+// A program run as a child process (posix_spawnp: looked up in PATH; safe
+// in this multi-threaded process), its stdin /dev/null, its stdout and
+// stderr together in one pipe read here. Every wait has a time limit
+// (stretched by CANOPY_TIMEOUT_SCALE); past it the child is killed, so a
+// hung client or server fails the test instead of hanging it.
+class child_process {
+ public:
+  explicit child_process(std::vector<std::string> argv) : argv_(std::move(argv)) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    std::vector<char*> args;
+    for (std::string& argument : argv_) {
+      args.push_back(argument.data());
+    }
+    args.push_back(nullptr);
+    const int failed = ::posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(fds[1]);
+    output_fd_ = fds[0];
+    if (failed != 0) {
+      pid_ = -1;
+    }
+    // Fails, not skips: ./run.sh installs curl and apache2-utils (ab).
+    REQUIRE_MESSAGE(failed == 0, "cannot run ", argv_[0], ": ", std::strerror(failed),
+                    " (./run.sh test installs curl and apache2-utils)");
+  }
+  ~child_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    if (output_fd_ >= 0) {
+      ::close(output_fd_);
+    }
+  }
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  // Reads output until it holds `text` (true), the output ends, or
+  // `seconds` (scaled) pass.
+  bool read_until(std::string_view text, double seconds) {
+    const auto deadline = deadline_after(seconds);
+    while (output_.find(text) == std::string::npos) {
+      if (!read_some(deadline)) {
+        return output_.find(text) != std::string::npos;
+      }
+    }
+    return true;
+  }
+
+  // Reads the output to its end and reaps the child; one that has not
+  // exited within `seconds` (scaled) is killed. The exit status, or 128 +
+  // the signal that ended it.
+  int wait(double seconds) {
+    const auto deadline = deadline_after(seconds);
+    while (read_some(deadline)) {
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      timed_out_ = true;
+      ::kill(pid_, SIGKILL);
+    }
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  void signal(int number) const { REQUIRE(::kill(pid_, number) == 0); }
+  [[nodiscard]] const std::string& output() const noexcept { return output_; }
+  [[nodiscard]] bool timed_out() const noexcept { return timed_out_; }
+
+ private:
+  // One read of the output; false at its end or at the deadline.
+  bool read_some(std::chrono::steady_clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return false;
+    }
+    pollfd readable{output_fd_, POLLIN, 0};
+    const int ready = ::poll(&readable, 1, static_cast<int>(left.count()) + 1);
+    if (ready < 0 && errno == EINTR) {
+      return true;
+    }
+    if (ready <= 0) {
+      return false;
+    }
+    char buffer[4096];
+    const ssize_t got = ::read(output_fd_, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) {
+      return true;
+    }
+    if (got <= 0) {
+      return false;
+    }
+    output_.append(buffer, static_cast<std::size_t>(got));
+    return true;
+  }
+
+  std::vector<std::string> argv_;
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
+  std::string output_;
+  bool timed_out_ = false;
+};
+
+// Runs a client program to its end (at most `seconds`, scaled): its exit
+// status and output, and how long it ran.
+struct program_run {
+  int status = -1;
+  bool timed_out = false;
+  std::string output;
+  std::chrono::duration<double> took{};
+};
+program_run run_program(std::vector<std::string> argv, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  child_process program(std::move(argv));
+  program_run run;
+  run.status = program.wait(seconds);
+  run.took = std::chrono::steady_clock::now() - start;
+  run.timed_out = program.timed_out();
+  run.output = program.output();
+  return run;
+}
+
+std::string url(std::uint16_t port, std::string_view path = "/") {
+  return "http://127.0.0.1:" + std::to_string(port) + std::string(path);
+}
+
+// `Label:   value` in ApacheBench's report, or -1.
+long ab_field(std::string_view report, std::string_view label) {
+  const std::size_t at = report.find(label);
+  if (at == std::string_view::npos) {
+    return -1;
+  }
+  std::size_t digits = report.find_first_not_of(' ', at + label.size());
+  long value = -1;
+  for (; digits < report.size() && report[digits] >= '0' && report[digits] <= '9'; ++digits) {
+    value = (value < 0 ? 0 : value * 10) + (report[digits] - '0');
+  }
+  return value;
+}
+
+// examples/http_hello beside this test in the build tree (build/tests/ and
+// build/examples/), as meson lays them out.
+std::string example_path() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return (self.parent_path().parent_path() / "examples" / "http_hello").string();
+}
+
+const std::string hello_head =
+    "HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: text/plain\r\n\r\n";
 
 }  // namespace
 
@@ -280,13 +513,6 @@ TEST_CASE("http server: a client that sends its headers too slowly is timed out"
          std::chrono::duration<double>(answered_after).count(), " s after start",
          std::string(arrival ? "" : " (no receive timestamp: the read time)"));
     CHECK(answered_after < std::chrono::duration<double>(5 * canopy::testing::timeout_scale()));
-
-    // An idle keep-alive connection is closed after the same timeout.
-    client idle(server.port());
-    idle.send("GET / HTTP/1.1\r\n\r\n");
-    const std::string answered = idle.read_to_eof();
-    CHECK(answered.rfind(hello_response, 0) == 0);
-    CHECK(answered.find("408") != std::string::npos);
   }
   CHECK(canopy::testing::open_fd_count() == fds_before);
 }
@@ -317,4 +543,247 @@ TEST_CASE("http server: many connections at once, and clients that vanish") {
     }
   }
   CHECK(canopy::testing::open_fd_count() == fds_before);
+}
+
+TEST_CASE("http server: an idle connection is closed quietly after request_timeout, no 408") {
+  canopy::testing::watchdog guard("http idle close", 60);
+  const std::size_t fds_before = canopy::testing::open_fd_count();
+  {
+    test_server server(300ms);
+    const http::server_counters before = http::counters();
+    // Idle after an answer (keep-alive).
+    const auto start = std::chrono::steady_clock::now();
+    client kept(server.port());
+    kept.send("GET / HTTP/1.1\r\n\r\n");
+    REQUIRE(kept.read_exactly(hello_response.size()) == hello_response);
+    ending kept_end{};
+    const std::string after_answer = kept.read_to_eof(kept_end);
+    const auto closed_after = std::chrono::steady_clock::now() - start;
+    CHECK(after_answer.empty());  // was "HTTP/1.1 408 Request Timeout ..."
+    CHECK(kept_end == ending::eof);
+    CHECK(closed_after >= 300ms);  // never before the timeout
+    // Idle since the accept: not a byte sent.
+    client silent(server.port());
+    ending silent_end{};
+    CHECK(silent.read_to_eof(silent_end).empty());
+    CHECK(silent_end == ending::eof);
+    // The server counted both as idle closes (before closing), none as a 408.
+    CHECK(canopy::testing::eventually(
+        [&] { return http::counters().idle_closes >= before.idle_closes + 2; }));
+    CHECK(http::counters().timeouts == before.timeouts);
+    // A request begun and not finished still gets its 408.
+    client partial(server.port());
+    partial.send("GET / HTTP/1.1\r\nHost");
+    CHECK(partial.read_to_eof().rfind("HTTP/1.1 408 Request Timeout\r\n", 0) == 0);
+    CHECK(http::counters().timeouts == before.timeouts + 1);
+  }
+  CHECK(canopy::testing::open_fd_count() == fds_before);
+}
+
+TEST_CASE("http server: HEAD gets the GET answer's head and no body (raw, and curl -I)") {
+  canopy::testing::watchdog guard("http head", 120);
+  test_server server;
+  SUBCASE("raw: the bytes, exactly, and the connection stays in step") {
+    client peer(server.port());
+    peer.send(
+        "HEAD / HTTP/1.1\r\n\r\nHEAD /missing HTTP/1.1\r\n\r\n"
+        "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    CHECK(peer.read_to_eof() ==
+          hello_head +
+              "HTTP/1.1 404 Not Found\r\nContent-Length: 8\r\nContent-Type: text/plain\r\n\r\n"
+              "HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: text/plain\r\n"
+              "Connection: close\r\n\r\nHello, World!");
+  }
+  SUBCASE("curl -I twice on one connection, then GET") {
+    const program_run curl =
+        run_program({"curl", "--silent", "--show-error", "--verbose", "--max-time", "20", "--head",
+                     "--write-out", "transfer connects=%{num_connects} code=%{http_code}\n",
+                     url(server.port()), url(server.port()), "--next", "--silent", "--write-out",
+                     "\ntransfer connects=%{num_connects} code=%{http_code}\n", url(server.port())},
+                    30);
+    INFO("curl said:\n", curl.output);
+    CHECK_FALSE(curl.timed_out);
+    CHECK(curl.status == 0);
+    CHECK(count(curl.output, "< Content-Length: 13") == 3);  // -v: every head received
+    // curl -v says "Excess found" when a HEAD answer carries a body.
+    CHECK(curl.output.find("Excess") == std::string::npos);
+    CHECK(count(curl.output, "transfer connects=1 code=200") == 1);
+    CHECK(count(curl.output, "transfer connects=0 code=200") == 2);  // one connection for all
+    CHECK(count(curl.output, "Hello, World!") == 1);                 // the GET's body only
+  }
+}
+
+TEST_CASE("http server: HTTP/1.0 keep-alive is confirmed with Connection: keep-alive (ab -k)") {
+  canopy::testing::watchdog guard("http 1.0 keep-alive", 180);
+  test_server server;
+  SUBCASE("raw: confirmed, kept, then closed when not asked for") {
+    client peer(server.port());
+    const std::string kept =
+        "HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: text/plain\r\n"
+        "Connection: keep-alive\r\n\r\nHello, World!";
+    peer.send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    CHECK(peer.read_exactly(kept.size()) == kept);
+    peer.send("HEAD / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+    CHECK(peer.read_exactly(kept.size() - 13) == kept.substr(0, kept.size() - 13));
+    peer.send("GET / HTTP/1.0\r\n\r\n");  // the same connection, now without keep-alive
+    CHECK(peer.read_to_eof() ==
+          "HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: text/plain\r\n"
+          "Connection: close\r\n\r\nHello, World!");
+  }
+  SUBCASE("ab -k -n 3 -c 1: no wait for a close that never comes") {
+    // Before: ab waited out its 30 s timeout (Keep-Alive requests: 0).
+    const program_run ab =
+        run_program({"ab", "-k", "-n", "3", "-c", "1", "-s", "60", url(server.port())}, 90);
+    INFO("ab said:\n", ab.output);
+    CHECK_FALSE(ab.timed_out);
+    CHECK(ab.status == 0);
+    CHECK(ab_field(ab.output, "Complete requests:") == 3);
+    CHECK(ab_field(ab.output, "Failed requests:") == 0);
+    CHECK(ab_field(ab.output, "Keep-Alive requests:") == 3);
+    // Each connection's answers are complete when the bytes arrive: well
+    // under the server's 5 s request timeout on any machine.
+    CHECK(ab.took < std::chrono::duration<double>(4 * canopy::testing::timeout_scale()));
+  }
+  SUBCASE("ab -k -n 2000 -c 50") {
+    const program_run ab =
+        run_program({"ab", "-k", "-n", "2000", "-c", "50", "-s", "60", url(server.port())}, 120);
+    INFO("ab said:\n", ab.output);
+    CHECK_FALSE(ab.timed_out);
+    CHECK(ab.status == 0);
+    CHECK(ab_field(ab.output, "Complete requests:") == 2000);
+    CHECK(ab_field(ab.output, "Failed requests:") == 0);
+    CHECK(ab_field(ab.output, "Keep-Alive requests:") == 2000);
+  }
+}
+
+TEST_CASE("http server: a client that stops reading is reset after write_timeout") {
+  canopy::testing::watchdog guard("http write stall", 120);
+  const std::size_t fds_before = canopy::testing::open_fd_count();
+  const std::size_t answer_size =
+      big_body().size() + 100;  // at least: the head adds ~60 bytes more
+  SUBCASE("reads nothing: reset") {
+    test_server server(30s, 300ms);
+    const std::uint64_t before = http::counters().write_timeouts;
+    client peer(server.port(), 4096);
+    const auto sent_at = std::chrono::steady_clock::now();
+    peer.send("GET /big HTTP/1.1\r\n\r\n");
+    // The server gives up on its own: nothing here reads until it has.
+    REQUIRE(
+        canopy::testing::eventually([&] { return http::counters().write_timeouts > before; }, 20));
+    // Never early: the write cannot stall before the request is sent.
+    CHECK(std::chrono::steady_clock::now() - sent_at >= 300ms);
+    ending how{};
+    const std::string got = peer.read_to_eof(how);
+    INFO("read ", got.size(), " of ", big_body().size(), " body bytes");
+    CHECK(got.size() < big_body().size());
+    CHECK((how == ending::reset || how == ending::eof));  // not the receive timeout
+  }
+  SUBCASE("reads slowly but keeps reading: served in full") {
+    // Each pause is a third of the write timeout; together they are longer
+    // than it, so a deadline on the whole write (not on progress) would cut
+    // the answer. Scaled, for sanitizer builds.
+    const double scale = canopy::testing::timeout_scale();
+    const auto write_timeout = std::chrono::milliseconds(static_cast<long>(900 * scale));
+    const auto pause = std::chrono::milliseconds(static_cast<long>(300 * scale));
+    test_server server(30s, write_timeout);
+    const std::uint64_t before = http::counters().write_timeouts;
+    client peer(server.port(), 4096);
+    peer.send("GET /big HTTP/1.1\r\nConnection: close\r\n\r\n");
+    std::string got;
+    int pauses = 0;
+    std::vector<char> buffer(65536);
+    const std::size_t pause_every = big_body().size() / 5;
+    std::size_t next_pause = pause_every;
+    for (;;) {
+      const ssize_t read = ::recv(peer.fd(), buffer.data(), buffer.size(), 0);
+      if (read <= 0) {
+        break;  // EOF after the whole answer, or an error (checked below)
+      }
+      got.append(buffer.data(), static_cast<std::size_t>(read));
+      if (got.size() >= next_pause && pauses < 4) {
+        std::this_thread::sleep_for(pause);  // the client's pace, not synchronisation
+        ++pauses;
+        next_pause += pause_every;
+      }
+    }
+    CHECK(pauses == 4);
+    CHECK(got.size() > big_body().size());
+    CHECK(got.size() < answer_size);
+    CHECK(got.ends_with(big_body().substr(0, 1000)));
+    CHECK(http::counters().write_timeouts == before);
+  }
+  CHECK(canopy::testing::open_fd_count() == fds_before);
+}
+
+TEST_CASE("http server: a head with bare LF line endings gets 400 at once, not a 408") {
+  canopy::testing::watchdog guard("http bare LF", 60);
+  // A 30 s request timeout: a server that waited for the CRLF CRLF would
+  // answer 408 long after the client's 10 s receive timeout.
+  test_server server(30s);
+  const std::string reason(http::describe(http::parse_error::bad_line_ending));
+  for (const std::string_view request :
+       {"GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\nAccept: */*\r\n\r\n", "GET / HTTP/1.1\rHost: x\r\n"}) {
+    CAPTURE(request);
+    client peer(server.port());
+    peer.send(request);
+    ending how{};
+    const std::string all = peer.read_to_eof(how);
+    CHECK(all.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+    CHECK(all.find(reason) != std::string::npos);
+    CHECK(how == ending::eof);
+  }
+}
+
+TEST_CASE("http server: a byte of 0x80 or above in the target gets 400; in a field value, not") {
+  canopy::testing::watchdog guard("http non-ASCII target", 60);
+  test_server server;
+  {
+    client peer(server.port());
+    peer.send("GET /caf\xC3\xA9 HTTP/1.1\r\n\r\n");
+    const std::string all = peer.read_to_eof();
+    CHECK(all.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+    CHECK(all.find(http::describe(http::parse_error::bad_target)) != std::string::npos);
+  }
+  {
+    client peer(server.port());
+    peer.send("GET / HTTP/1.1\r\nX-Name: caf\xC3\xA9\r\nConnection: close\r\n\r\n");
+    CHECK(peer.read_to_eof().rfind("HTTP/1.1 200 OK\r\n", 0) == 0);  // obs-text is allowed there
+  }
+}
+
+TEST_CASE("http_hello, the example: HEAD (curl -I), HTTP/1.0 keep-alive (ab -k), its stats") {
+  canopy::testing::watchdog guard("http_hello example", 180);
+  const std::string program = example_path();
+  REQUIRE_MESSAGE(::access(program.c_str(), X_OK) == 0, "no ", program,
+                  ": build examples/http_hello (meson builds it with the tests)");
+  child_process server({program, "0", "--threads", "2"});
+  REQUIRE(server.read_until("\n", 30));
+  INFO("http_hello said:\n", server.output());
+  const std::string_view prefix = "listening on 127.0.0.1:";
+  REQUIRE(server.output().rfind(prefix, 0) == 0);
+  const auto port = static_cast<std::uint16_t>(std::stoul(server.output().substr(prefix.size())));
+  REQUIRE(port != 0);
+
+  const program_run curl =
+      run_program({"curl", "--silent", "--show-error", "--verbose", "--max-time", "20", "--head",
+                   "--write-out", "transfer code=%{http_code}\n", url(port), url(port)},
+                  30);
+  INFO("curl said:\n", curl.output);
+  CHECK(curl.status == 0);
+  CHECK(count(curl.output, "transfer code=200") == 2);
+  CHECK(count(curl.output, "< Content-Length: 13") == 2);
+  CHECK(curl.output.find("Excess") == std::string::npos);
+
+  const program_run ab = run_program({"ab", "-k", "-n", "3", "-c", "1", "-s", "60", url(port)}, 90);
+  INFO("ab said:\n", ab.output);
+  CHECK(ab.status == 0);
+  CHECK(ab_field(ab.output, "Complete requests:") == 3);
+  CHECK(ab_field(ab.output, "Keep-Alive requests:") == 3);
+  CHECK(ab.took < std::chrono::duration<double>(4 * canopy::testing::timeout_scale()));
+
+  // SIGTERM: the example stops and prints its counters; 5 requests served.
+  server.signal(SIGTERM);
+  CHECK(server.wait(60) == 0);
+  CHECK(server.output().find(" requests=5 bad_requests=0 timeouts=0") != std::string::npos);
 }
