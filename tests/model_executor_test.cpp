@@ -1,7 +1,8 @@
 // Model checking of the executor's own paths that touch the wake protocol:
 // the LIFO slot (executor/lifo_slot.hpp) stolen while its owner runs, a
 // yielded task in its worker's yield queue, run-at-join's claim
-// (executor/pending_claim.hpp) racing a thief, and shutdown's drain check
+// (executor/pending_claim.hpp) racing a thief, the same claim made by
+// canopy::join's take-back, and shutdown's drain check
 // (executor/drain_check.hpp) racing a late wake. The units are the ones
 // executor_core calls, compiled with CANOPY_MODEL_CHECK over the real
 // summary_tree, permit_semaphore, signal_waker and sleep_module.
@@ -10,10 +11,13 @@
 // its search (executor_core::worker_main and find_task: LIFO slot, yield
 // queue unless the last task came from it, own partition, yield queue,
 // other partitions, other workers' LIFO slots), a task run's state
-// transitions (run_and_retire), and the drain thread's wait (drain_as_host
+// transitions (run_and_retire), the drain thread's wait (drain_as_host
 // waits on a condition variable that about_to_block notifies; here a model
-// futex word). The LIFO streak limit is left out (it only reorders the
-// owner's own choices).
+// futex word), canopy::join's countdown and its take-back's all_ended test
+// (executor/join.hpp), and a spawn's slot allocation (a case names the slot;
+// a spawn into a freed slot looks at the slot's state word, where the arena
+// looks at its occupancy word). The LIFO streak limit is left out (it only
+// reorders the owner's own choices).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -63,6 +67,18 @@ struct task_plan {
   // When it completes, this task takes its slot (the next generation) and
   // is posted into the tree, as an outside spawn that got the freed slot.
   std::size_t reused_by = no_task_index;
+  // After its spawns, it spawns this task (the next generation of a slot)
+  // on its worker if the slot is free by then: a spawn whose allocation got
+  // the slot the task before it freed. (Not free: the spawn would take
+  // another slot, which the cases have no use for; nothing is spawned.)
+  std::size_t spawns_into_freed = no_task_index;
+  // One of canopy::join's callables offered as a task (the join's deque was
+  // full): its end counts the join's countdown down (branch_body), before
+  // its slot is freed.
+  bool offered = false;
+  // Its join is canopy::join's take-back (executor_core::take_back_unrun):
+  // made only while some offered callable has not ended (all_ended()).
+  bool takes_back = false;
 };
 
 // A plan for the task in `slot` (generation 0), for the cases below.
@@ -95,6 +111,18 @@ task_plan next_generation(task_plan plan) {
   ++plan.generation;
   return plan;
 }
+task_plan spawning_into_freed(task_plan plan, std::size_t next) {
+  plan.spawns_into_freed = next;
+  return plan;
+}
+task_plan offered_by_join(task_plan plan) {
+  plan.offered = true;
+  return plan;
+}
+task_plan taking_back(task_plan plan) {
+  plan.takes_back = true;
+  return plan;
+}
 
 struct executor_case {
   std::size_t workers = 2;
@@ -115,7 +143,10 @@ class executor_world final : public canopy::sleep_probe {
         runs_(setup.tasks.size(), 0),
         completed_(setup.tasks.size(), 0),
         counted_live_(setup.tasks.size(), 0),
-        epochs_(setup.workers, 0) {
+        epochs_(setup.workers, 0),
+        join_countdown_(static_cast<std::uint32_t>(
+            std::count_if(setup.tasks.begin(), setup.tasks.end(),
+                          [](const task_plan& task) { return task.offered; }))) {
     for (std::size_t worker = 0; worker < setup.workers; ++worker) {
       workers_.push_back(std::make_unique<worker_state>());
     }
@@ -427,8 +458,18 @@ class executor_world final : public canopy::sleep_probe {
     make_runnable(worker, task.slot);
   }
 
-  // executor_core::run_and_retire, with the plan's body.
-  void run(std::size_t worker, std::uint32_t slot) {
+  // A spawn whose slot allocation found task `index`'s slot free: the slot's
+  // next task, on this worker (into its LIFO slot).
+  void spawn_if_freed(std::size_t worker, std::size_t index) {
+    const task_plan& task = setup_.tasks[index];
+    if (state_of(task.slot).load() == task_slot::make_state(task.generation, 0)) {
+      spawn(worker, index);
+    }
+  }
+
+  // executor_core::run_and_retire, with the plan's body. `taken_back`: run
+  // by canopy::join's take-back, which runs the callable itself (no count-down).
+  void run(std::size_t worker, std::uint32_t slot, bool taken_back = false) {
     worker_state& self = *workers_[worker];
     canopy::sync::atomic<std::uint64_t>& state = state_of(slot);
     const std::uint32_t generation = task_slot::generation_of(state.load());
@@ -448,8 +489,13 @@ class executor_world final : public canopy::sleep_probe {
       for (const std::size_t child : task.spawns) {
         spawn(worker, child);
       }
-      if (task.joins != no_task_index) {
-        join(worker, task.joins);
+      if (task.spawns_into_freed != no_task_index) {
+        spawn_if_freed(worker, task.spawns_into_freed);
+      }
+      // A take-back happens unless every offered callable ended (the
+      // countdown, read as fork_join::all_ended does: nothing ran here yet).
+      if (task.joins != no_task_index && (!task.takes_back || join_countdown_.load() != 0)) {
+        join(worker, task.joins, task.takes_back);
       }
     }
     if (yields) {
@@ -460,6 +506,9 @@ class executor_world final : public canopy::sleep_probe {
         sleep_.waker(worker).mark_yield();
       }
       return;
+    }
+    if (task.offered && !taken_back) {
+      join_countdown_.fetch_sub(1);  // branch_body's count_down, before the slot is freed
     }
     state.store(task_slot::make_state(generation + 1, 0));
     ++completed_[index];
@@ -482,8 +531,9 @@ class executor_world final : public canopy::sleep_probe {
     }
   }
 
-  // Run-at-join: executor_core::run_pending_inline for task `awaited`.
-  void join(std::size_t worker, std::size_t awaited) {
+  // Run-at-join: executor_core::run_pending_inline for task `awaited` (or,
+  // `take_back`, canopy::join's take_back_unrun: the same claim).
+  void join(std::size_t worker, std::size_t awaited, bool take_back) {
     const task_plan& task = setup_.tasks[awaited];
     const canopy::task_id id{task.slot, task.generation};
     canopy::sync::atomic<std::uint64_t>& state = state_of(task.slot);
@@ -508,7 +558,7 @@ class executor_world final : public canopy::sleep_probe {
                      ": a task other than the awaited one (its slot's next task, or the awaited "
                      "task taken twice)");
     }
-    run(worker, task.slot);  // nested, on this worker
+    run(worker, task.slot, take_back);  // nested, on this worker
   }
 
   bool all_completed() const {
@@ -582,6 +632,8 @@ class executor_world final : public canopy::sleep_probe {
   std::string failure_;  // the first failure seen during the execution
   std::vector<std::uint64_t> epochs_;
   canopy::sync::atomic<std::uint32_t> drain_word_{0};
+  // canopy::join's countdown: the offered callables that have not ended.
+  canopy::sync::atomic<std::uint32_t> join_countdown_;
 };
 
 canopy::model::exploration_result check_case(const executor_case& setup, int preemption_bound,
@@ -689,10 +741,36 @@ TEST_CASE("model executor: run-at-join of a finished task never takes its slot's
   // Task 0 spawns task 1 and, after it completes, its slot is taken by task
   // 2 (the next generation, posted into the tree). Task 1 waits for task 0
   // (run-at-join): whenever it looks, task 0 is running or finished, so
-  // the generation and state check must send it away.
+  // the generation and state check must send it away. (Its bit is in the
+  // tree: were the check gone, the re-read after the tree claim would hand
+  // task 2 back. The take-back case below is the one only the check covers.)
   executor_case setup;
   setup.tasks = {reused_by(spawning(task(0), {1}), 2), joining(task(1), 0),
                  next_generation(task(0))};
+  setup.preexisting = {0};
+  expect_clean(check_case(setup, 3));
+}
+
+TEST_CASE(
+    "model executor: canopy::join's take-back of a finished task never takes its slot's next "
+    "task") {
+  // canopy::join(f0, f1, f2) past the offer deque's capacity: f2 and f1
+  // become tasks 2 and 1, offered last to first (task 1 in the joiner's LIFO
+  // slot, task 2 evicted into the tree). The joiner runs f0, then takes f1
+  // back (executor_core::take_back_unrun) unless every offered callable has
+  // ended (fork_join::all_ended), without looking whether f1 itself has. A
+  // thief can steal task 1 and run it to completion meanwhile, and f0's
+  // spawn can get the freed slot: task 3, the slot's next generation, in the
+  // joiner's own LIFO slot. The take-back's claim then finds its slot there
+  // with another generation; claim_pending_task's state check before the
+  // claim is all that sends it away (the LIFO path has no re-read: only the
+  // caller fills its LIFO slot, and here the caller did). The model takes
+  // back f1 only (the real take-back goes on to f2).
+  // tests/model/mutants.sh removes the check and expects "run-at-join took
+  // slot 1 of generation 1 ...".
+  executor_case setup;
+  setup.tasks = {taking_back(joining(spawning_into_freed(spawning(task(0), {2, 1}), 3), 1)),
+                 offered_by_join(task(1)), offered_by_join(task(2)), next_generation(task(1))};
   setup.preexisting = {0};
   expect_clean(check_case(setup, 3));
 }
