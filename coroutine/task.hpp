@@ -235,7 +235,9 @@ using awaiter_of_t = decltype(get_awaiter(std::declval<A>()));
 
 // Canopy's own awaiters declare `using canopy_awaiter = void;`: they know the
 // task context and suspend through it (never resuming the coroutine from
-// another thread). Everything else is foreign (coroutine/foreign_await.hpp).
+// another thread). A user's awaiter that only forwards to Canopy's awaiters
+// declares it too (docs/coroutines.md, "Composing awaitables"). Everything
+// else is foreign (coroutine/foreign_await.hpp).
 template <class A>
 concept canopy_native_awaitable = requires {
   typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_awaiter;
@@ -352,7 +354,12 @@ class task_promise<void> final : public promise_of<void> {
 template <class Promise>
 task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
   static_assert(std::is_base_of_v<promise_base, Promise>,
-                "canopy awaitables can only be co_awaited inside a canopy::task");
+                "canopy awaitables can only be co_awaited inside a canopy::task, with the "
+                "task's own coroutine handle. If your own awaiter type wraps a Canopy "
+                "awaitable and passes its handle on, declare `using canopy_awaiter = void;` "
+                "in your awaiter, so that canopy::task gives it the task's handle instead of "
+                "treating it as a foreign awaitable (docs/coroutines.md, 'Composing "
+                "awaitables')");
   task_context* context = self.promise().context();
   if (context == nullptr) {
     std::fputs("canopy: a canopy::task was resumed outside the executor\n", stderr);

@@ -825,3 +825,88 @@ TEST_CASE("executor::spawn_detached takes coroutine tasks as well as callables")
   }
   CHECK(ran.load() == 200);
 }
+
+namespace {
+
+// A user's awaiter around any of Canopy's awaitables: it only forwards the
+// task's handle, and says so with the marker (docs/coroutines.md).
+template <class Inner>
+struct counted_await {
+  using canopy_awaiter = void;
+  Inner inner;
+  int* suspensions;
+  bool await_ready() { return inner.await_ready(); }
+  template <class Promise>
+  auto await_suspend(std::coroutine_handle<Promise> self) {
+    ++*suspensions;
+    return inner.await_suspend(self);
+  }
+  decltype(auto) await_resume() { return inner.await_resume(); }
+};
+template <class Inner>
+counted_await<Inner> counted(Inner&& inner, int& suspensions) {
+  return counted_await<Inner>{std::forward<Inner>(inner), &suspensions};
+}
+
+// Ready once set() ran on another thread.
+struct latch_source {
+  std::mutex mutex;
+  bool set_flag = false;  // guarded by mutex
+  canopy::waker target;   // guarded by mutex
+  std::atomic<bool> ready_flag{false};
+  bool ready() noexcept { return ready_flag.load(std::memory_order_acquire); }
+  bool arm(const canopy::waker& waker) {
+    const std::lock_guard lock(mutex);
+    if (set_flag) {
+      return false;
+    }
+    target = waker;
+    return true;
+  }
+  void disarm() noexcept {
+    const std::lock_guard lock(mutex);
+    target = canopy::waker();
+  }
+  int result() const noexcept { return 7; }
+  void set() {
+    canopy::waker copy;
+    {
+      const std::lock_guard lock(mutex);
+      set_flag = true;
+      ready_flag.store(true, std::memory_order_release);
+      copy = target;
+    }
+    copy.wake();
+  }
+};
+
+task<int> both_in_a_coroutine(latch_source& source) {
+  co_await canopy::yield_now();
+  co_return co_await canopy::wait_on(source);
+}
+
+}  // namespace
+
+TEST_CASE("composing Canopy's awaitables in a user awaiter (marker) and in a coroutine") {
+  canopy::testing::watchdog guard("composing awaitables", 30);
+  executor pool(canopy::testing::config_with(2));
+  latch_source source;
+  std::atomic<bool> waiting{false};
+  auto handle = pool.spawn([](latch_source& s, std::atomic<bool>& w) -> task<int> {
+    int suspensions = 0;
+    co_await counted(canopy::yield_now(), suspensions);  // suspends once (a yield)
+    w.store(true, std::memory_order_release);
+    const int value = co_await counted(canopy::wait_on(s), suspensions);
+    co_return suspensions * 100 + value;
+  }(source, waiting));
+  REQUIRE(canopy::testing::eventually([&] { return waiting.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // most likely suspended by now
+  source.set();
+  const int result = handle.join();
+  // The yield always suspends; the wait suspends unless set() came first.
+  CHECK((result == 207 || result == 107));
+  latch_source second;
+  second.set();
+  CHECK(canopy::block_on(pool, both_in_a_coroutine(second)) == 7);
+  pool.shutdown();
+}
