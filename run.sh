@@ -8,8 +8,9 @@
 #                                      "tests: N passed, M failed"
 #   ./run.sh test --fuzz=SECONDS       run every libFuzzer target (tests/fuzz) for
 #                                      SECONDS each (clang, ASan+UBSan)
-#   ./run.sh test --mutants            the model check against each mutant of the
-#                                      wake protocol (tests/model/mutants.sh)
+#   ./run.sh test --mutants            the model check and Relacy against each mutant
+#                                      of their tables (tests/model/mutants.sh)
+#   ./run.sh test --mutants=model      the model check's table only (CI runs it)
 #   ./run.sh soak [--minutes M | --seconds S] [--sanitize=thread] [--seed N]
 #                                      mixed load with exactly-once accounting (soak/)
 #   ./run.sh bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]
@@ -73,7 +74,8 @@ run_tests() {
   local sanitize="" compiler=gcc fuzz_seconds="" mutants=""
   for argument in "$@"; do
     case "$argument" in
-      --mutants) mutants=1 ;;
+      --mutants) mutants=all ;;
+      --mutants=model) mutants=model ;;
       --fuzz=*)
         fuzz_seconds=${argument#--fuzz=}
         if ! [[ "$fuzz_seconds" =~ ^[1-9][0-9]*$ ]]; then
@@ -85,7 +87,7 @@ run_tests() {
       --compiler=gcc | --compiler=clang) compiler=${argument#--compiler=} ;;
       *)
         echo "run.sh test: unknown option '$argument'" \
-          "(use --sanitize=thread|address, --compiler=gcc|clang, --fuzz=SECONDS, --mutants)" >&2
+          "(use --sanitize=thread|address, --compiler=gcc|clang, --fuzz=SECONDS, --mutants[=model])" >&2
         exit 2
         ;;
     esac
@@ -97,11 +99,22 @@ run_tests() {
   ensure_packages "${core_packages[@]}"
   if [ -n "$mutants" ]; then
     # The model check's mutation table (tests/model/mutants.sh): each safety
-    # step removed in a scratch copy; one test per mutant.
-    local summary
-    summary=$(bash tests/model/mutants.sh | tee /dev/stderr | tail -1) || true
-    passed=$(echo "$summary" | sed -E 's/mutants: ([0-9]+) as expected.*/\1/')
-    failed=$(echo "$summary" | sed -E 's/.*, ([0-9]+) not/\1/')
+    # step removed in a scratch copy; one test per row (the real sources'
+    # row of each table included). --mutants=model: not the Relacy table.
+    local summary log options=()
+    [ "$mutants" = model ] && options=(--model-only)
+    log=$(mktemp)
+    bash tests/model/mutants.sh "${options[@]}" 2>&1 | tee "$log" >&2 || true
+    summary=$(grep -E '^mutants: ' "$log" | tail -1 || true)
+    if [[ "$summary" =~ ^mutants:\ ([0-9]+)\ as\ expected,\ ([0-9]+)\ not$ ]]; then
+      passed=${BASH_REMATCH[1]} failed=${BASH_REMATCH[2]}
+    else
+      passed=0 failed=1
+    fi
+    if [ "$failed" -ne 0 ]; then
+      record_failure "tests/model/mutants.sh ${options[*]}: not as its tables say; its output:" "$log"
+    fi
+    rm -f "$log"
     echo "tests: $passed passed, $failed failed"
     [ "$failed" -eq 0 ]
     return
@@ -268,7 +281,7 @@ run_fuzzers() {
     CXX=clang++ meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
       -Db_lundef=false >&2
   fi
-  local targets=(summary_tree_fuzz task_arena_fuzz task_state_fuzz http_parser_fuzz)
+  local targets=(summary_tree_fuzz task_arena_fuzz task_state_fuzz http_parser_fuzz timer_queue_fuzz)
   if ! ninja -C build-fuzz "${targets[@]/#/tests/fuzz/}" >&2; then
     record_failure "fuzz targets: the build failed"
     failed=$((failed + ${#targets[@]}))
@@ -395,7 +408,7 @@ case "$command" in
   demo) run_demo "$@" ;;
   bench) run_bench "$@" ;;
   *)
-    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants] | soak [--minutes M] [--sanitize=thread] | bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
+    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants[=model]] | soak [--minutes M] [--sanitize=thread] | bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
     exit 2
     ;;
 esac
