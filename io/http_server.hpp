@@ -58,8 +58,13 @@ struct server_options {
   std::chrono::milliseconds write_timeout{30'000};
 };
 
-// Appends one response to `out`. The request decides whether the response
-// says `Connection: close`.
+// Appends one complete response to `out`; called on the connection's
+// worker, one request at a time. The request decides whether the response
+// says `Connection: close`. HEAD is answered as GET (the server sends the
+// head only), and an HTTP/1.0 keep-alive answer needs no Connection field
+// (the server adds `Connection: keep-alive`). An exception from it ends
+// the connection (the socket is closed); under serve() it then goes to the
+// executor's on_detached_exception handler (coroutine/spawn.hpp).
 using handler = void (*)(const request& req, std::string& out);
 
 // "HTTP/1.1 <status> <reason>" with Content-Length, Content-Type and, if
