@@ -11,9 +11,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -165,13 +167,15 @@ canopy::executor_config reactor_config(std::size_t workers) {
   return canopy::io::with_reactor(canopy::testing::config_with(workers));
 }
 
-// Rounds for the long reproductions: CANOPY_RACE_ROUNDS overrides (to run
-// them 100,000 times by hand), else `count` shrunk by the stress divisor.
+// Rounds: CANOPY_RACE_ROUNDS overrides (to run the reproductions
+// 100,000 times by hand). Otherwise `count`, shrunk by the stress divisor
+// but never below 5,000 (or `count` if smaller): the sanitizer runs are the
+// ones that see a use-after-free, so they race thousands of times too.
 long rounds(long count) {
   if (const char* forced = std::getenv("CANOPY_RACE_ROUNDS"); forced != nullptr) {
     return std::max(1L, std::atol(forced));
   }
-  return scaled(count);
+  return std::max(std::min(count, 5000L), scaled(count));
 }
 
 // Cancel `handles[i]` at started[i] + offset(i): a spread of moments around
