@@ -396,6 +396,22 @@ run_bench() {
   (cd bench/peers/rust &&
     RUSTC="${CANOPY_BENCH_RUSTC:-/usr/bin/rustc}" "${CANOPY_BENCH_CARGO:-/usr/bin/cargo}" build \
       --release --quiet --target-dir "$rust_peers_target") >&2
+  # The timer storm's tokio (bench/io_bench.py) is built with the newest
+  # rustc on the machine, a rustup toolchain in ~/.cargo/bin when there is
+  # one (the same sources, offline), into rust-peers-newest; else it is the
+  # program above. io_bench.py prints which rustc under the storm's table.
+  export CANOPY_STORM_RUSTC="${CANOPY_BENCH_RUSTC:-/usr/bin/rustc}"
+  export CANOPY_STORM_RUST_PEERS="$rust_peers_target/release/canopy_rust_peers"
+  if [ -z "${CANOPY_BENCH_RUSTC:-}" ] && [ -x "$HOME/.cargo/bin/rustc" ] &&
+    [ -x "$HOME/.cargo/bin/cargo" ]; then
+    local newest_target="$PWD/build-release/rust-peers-newest"
+    if (cd bench/peers/rust &&
+      RUSTC="$HOME/.cargo/bin/rustc" "$HOME/.cargo/bin/cargo" build \
+        --release --quiet --target-dir "$newest_target") >&2; then
+      CANOPY_STORM_RUSTC="$HOME/.cargo/bin/rustc"
+      CANOPY_STORM_RUST_PEERS="$newest_target/release/canopy_rust_peers"
+    fi
+  fi
   bash bench/run_bench.sh "$dir/bench/canopy_bench" \
     --rust-peers "$rust_peers_target/release/canopy_rust_peers" "${results[@]}" "${driver_options[@]}"
 }

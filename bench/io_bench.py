@@ -2,7 +2,8 @@
 """The I/O benchmarks: Canopy against Boost.Asio, driven by the same load generator.
 
 usage: io_bench.py BUILD_DIR [--rounds K] [--seconds S] [--server-threads T]
-                   [--client-threads T] [--no-build]
+                   [--client-threads T] [--storm-threads T] [--rust-peers PATH]
+                   [--only-storm] [--no-build]
 
 Builds (unless --no-build) and runs, K rounds over, interleaved:
   http_50   examples/http_hello vs bench/asio_io_server --mode http, under
@@ -14,6 +15,13 @@ Builds (unless --no-build) and runs, K rounds over, interleaved:
             messages, 50 connections: round trips/s, server CPU per round trip;
   timers    bench/timer_bench: lateness of 1 ms sleeps (p50 / p99) idle and
             with every worker busy, and 10^6 timers armed then cancelled.
+  storm     bench/timer_bench --test storm (Canopy, Asio) and canopy_rust_peers
+            timer_storm (tokio): 10^5 and 10^6 sleeps of random lengths
+            (0..1000 ms), half of them cancelled shortly after they start,
+            on --storm-threads workers; lateness p50/p99/max of the sleeps
+            that fired, time until the last one fired, peak resident set
+            (each run a process of its own). Printed as a table of its own
+            (medians over rounds) with the toolchain under it.
 The Asio server runs in both of its layouts (one io_context per thread with
 SO_REUSEPORT listeners, or one shared io_context); the table's Asio column
 is the better layout of each round (by requests/s), and both are kept in
@@ -50,6 +58,13 @@ def parse_arguments():
     hardware = os.cpu_count() or 1
     parser.add_argument("--server-threads", type=int, default=max(1, hardware // 2))
     parser.add_argument("--client-threads", type=int, default=max(1, hardware - hardware // 2))
+    parser.add_argument("--storm-threads", type=int, default=2,
+                        help="workers of every peer in the timer storm (default 2)")
+    parser.add_argument("--rust-peers", type=Path, default=None,
+                        help="canopy_rust_peers for tokio's storm "
+                             "(default: BUILD_DIR/rust-peers/release/canopy_rust_peers)")
+    parser.add_argument("--only-storm", action="store_true",
+                        help="run the timer storm only")
     parser.add_argument("--no-build", action="store_true")
     parser.add_argument("--results", type=Path, default=RESULTS_DIRECTORY,
                         help="directory of io_latest.jsonl (default: bench/results)")
@@ -132,6 +147,120 @@ def timer_runs(build, arguments):
     return runs
 
 
+STORM_SIZES = (100_000, 1_000_000)
+STORM_PEERS = ("canopy", "asio", "tokio")
+STORM_METRICS = (("p50_us", "p50 late us"), ("p99_us", "p99 late us"), ("max_us", "max late us"),
+                 ("all_fired_ms", "all fired ms"), ("peak_rss_mib", "peak MiB"),
+                 ("spawn_ms", "spawning ms"), ("p99_after_spawn_us", "p99 after sp."))
+
+
+def storm_runs(build, arguments):
+    binary = str(build / "bench/timer_bench")
+    # ./run.sh bench names a canopy_rust_peers built with the newest rustc.
+    rust = (os.environ.get("CANOPY_STORM_RUST_PEERS") or arguments.rust_peers
+            or build / "rust-peers/release/canopy_rust_peers")
+    threads = str(arguments.storm_threads)
+    runs = []
+    for timers in STORM_SIZES:
+        for peer in STORM_PEERS:
+            if peer == "tokio":
+                command = [str(rust), "timer_storm", "--timers", str(timers), "--threads", threads]
+            else:
+                command = [binary, "--peer", peer, "--test", "storm", "--timers", str(timers),
+                           "--threads", threads]
+            runs.append((timers, peer, command))
+    return runs
+
+
+def command_version(command):
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=30,
+                              check=False).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def storm_toolchain(build, arguments):
+    """One line per side: the C++ compiler of BUILD_DIR and Boost, the rustc
+    that built canopy_rust_peers and the tokio it was built against."""
+    compiler = "unknown"
+    try:
+        # The compiler of the build's first C++ command (compile_commands.json).
+        commands = json.loads((build / "compile_commands.json").read_text())
+        compiler = command_version([commands[0]["command"].split()[0], "--version"])
+    except (OSError, ValueError, IndexError, KeyError):
+        pass
+    boost = "unknown"
+    try:
+        for line in Path("/usr/include/boost/version.hpp").read_text().splitlines():
+            if line.startswith("#define BOOST_LIB_VERSION"):
+                boost = line.split('"')[1].replace("_", ".")
+    except (OSError, IndexError):
+        pass
+    buildtype = "?"
+    try:
+        options = json.loads((build / "meson-info/intro-buildoptions.json").read_text())
+        values = {option["name"]: option["value"] for option in options}
+        buildtype = f"{values.get('buildtype')}, b_lto={values.get('b_lto')}"
+    except (OSError, ValueError, KeyError):
+        pass
+    rustc = (os.environ.get("CANOPY_STORM_RUSTC") or os.environ.get("CANOPY_BENCH_RUSTC")
+             or "/usr/bin/rustc")
+    tokio = "unknown"
+    lock = Path(__file__).resolve().parent / "peers/rust/Cargo.lock"
+    try:
+        lines = lock.read_text().splitlines()
+        for index, line in enumerate(lines):
+            if line == 'name = "tokio"' and index + 1 < len(lines):
+                tokio = lines[index + 1].split('"')[1]
+    except (OSError, IndexError):
+        pass
+    return [f"Canopy, Asio: {compiler} ({buildtype}), Boost.Asio {boost}",
+            f"tokio {tokio}: {command_version([rustc, '--version'])} ({rustc}), release, LTO"]
+
+
+def run_storm(build, arguments, lines):
+    """The timer storm, interleaved (canopy, asio, tokio per size) for every
+    round; returns {(timers, peer): [result per round]}."""
+    results = {}
+    for round_index in range(arguments.rounds):
+        print(f"io bench: timer storm, round {round_index + 1} of {arguments.rounds}",
+              file=sys.stderr)
+        for timers, peer, command in storm_runs(build, arguments):
+            try:
+                output = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                                        check=True).stdout
+                result = json.loads(output.strip().splitlines()[-1])
+            except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired,
+                    json.JSONDecodeError, IndexError) as error:
+                print(f"io bench: timer storm {timers} on {peer} failed: {error}", file=sys.stderr)
+                continue
+            result["round"] = round_index + 1
+            lines.append(result)
+            results.setdefault((timers, peer), []).append(result)
+    return results
+
+
+def print_storm(results, build, arguments):
+    print()
+    print(f"Timer storm: N sleeps of 0..1000 ms (uniform), every other one cancelled; "
+          f"{arguments.storm_threads} workers each; medians over {arguments.rounds} round(s)")
+    header = f"{'timers':>9} {'peer':<7}" + "".join(f" {title:>13}" for _, title in STORM_METRICS)
+    print(header + f" {'fired':>8}")
+    for timers in STORM_SIZES:
+        for peer in STORM_PEERS:
+            runs = results.get((timers, peer), [])
+            cells = []
+            for key, _ in STORM_METRICS:
+                value = median([run.get(key) for run in runs])
+                cells.append(f" {value:13.1f}" if value is not None else f" {'n/a':>13}")
+            fired = median([run.get("fired") for run in runs])
+            print(f"{timers:>9} {peer:<7}" + "".join(cells) +
+                  (f" {fired:8.0f}" if fired is not None else f" {'n/a':>8}"))
+    for line in storm_toolchain(build, arguments):
+        print(f"  {line}")
+
+
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -141,7 +270,8 @@ def main():
     arguments = parse_arguments()
     build = arguments.build
     if not arguments.no_build:
-        subprocess.run(["ninja", "-C", str(build)] + TARGETS, check=True,
+        targets = ["bench/timer_bench"] if arguments.only_storm else TARGETS
+        subprocess.run(["ninja", "-C", str(build)] + targets, check=True,
                        stdout=sys.stderr)
     arguments.results.mkdir(parents=True, exist_ok=True)
     latest = arguments.results / "io_latest.jsonl"
@@ -154,7 +284,8 @@ def main():
     def record(metric, round_index, peer, value):
         per_round.setdefault(metric, {}).setdefault(round_index, {})[peer] = value
 
-    for round_index in range(arguments.rounds):
+    storm = run_storm(build, arguments, lines)
+    for round_index in range(0 if arguments.only_storm else arguments.rounds):
         print(f"io bench: round {round_index + 1} of {arguments.rounds}", file=sys.stderr)
         for workload, peers, load in server_workloads(build, arguments):
             measured = {}
@@ -208,6 +339,9 @@ def main():
         for entry in lines:
             output.write(json.dumps(entry) + "\n")
 
+    print_storm(storm, build, arguments)
+    if arguments.only_storm:
+        return 0
     higher_better = {"requests_per_second"}
     print()
     print(f"I/O workloads, {arguments.server_threads} server thread(s), "

@@ -526,8 +526,12 @@ def main():
         io_driver = Path(__file__).resolve().parent / "io_bench.py"
         build_directory = Path(arguments.binary).resolve().parent.parent
         if (build_directory / "build.ninja").exists():
+            # The timer storm's tokio peer is canopy_rust_peers too; its
+            # workers are --threads, as every peer's in the table above.
             subprocess.run([sys.executable, str(io_driver), str(build_directory),
-                            "--rounds", str(arguments.rounds), "--results", str(arguments.results)],
+                            "--rounds", str(arguments.rounds), "--results", str(arguments.results),
+                            "--storm-threads", str(arguments.threads),
+                            "--rust-peers", str(peer_binary(arguments, "tokio"))],
                            check=False)
             # The embedding hand-off (loop thread -> pool -> loop thread) beside Asio.
             handoff = build_directory / "bench" / "handoff_bench"

@@ -11,8 +11,9 @@
 //     earlier-deadline listener, so the sleeping driver recomputes its
 //     timeout (the reactor writes its eventfd).
 // Precision: deadlines are rounded up to the microsecond; a timer never
-// fires before its deadline. O(1) arm and disarm; a pending timer costs the
-// queue nothing beyond its entry, which lives in the waiter.
+// fires before its deadline. O(1) arm and disarm (amortised: the wheel's
+// slot arrays grow); a pending timer costs its entry, which lives in the
+// waiter, and 16 bytes in the wheel.
 //
 // Entry lifetime: an armed entry is touched by the queue only under the
 // mutex. expire() unlinks a due entry, sets its `fired` flag and copies its
@@ -56,8 +57,8 @@ class timer_queue final : public deadline_source {
   timer_queue& operator=(const timer_queue&) = delete;
 
   // Register `item` to wake `target` at `deadline`; always true (the wait
-  // sources' arm() shape). A deadline that has already passed is due at the
-  // next expire(): callers that can check first (timer_wait::ready) do, and
+  // sources' arm() shape), or throws std::bad_alloc (not armed then). A deadline that has already
+  // passed is due at the next expire(): callers that can check first (timer_wait::ready) do, and
   // arm() reads no clock (a clock read costs more than the insert on a VM).
   // `item` must not be armed.
   [[nodiscard]] bool arm(entry& item, clock::time_point deadline, const waker& target);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
@@ -91,6 +92,81 @@ void check_against_model(std::uint64_t seed, std::uint64_t max_distance, int ste
   }
 }
 
+// As check_against_model, but each expiry is a run of expire() calls with a
+// tiny limit and move budget (a slot left partly processed between them, as
+// timer_queue does between holds of its mutex), with inserts and removes in
+// between: next_deadline() stays a lower bound throughout, and once due()
+// is false nothing due is left.
+void check_partial_expiry_against_model(std::uint64_t seed, std::uint64_t max_distance, int steps) {
+  std::mt19937_64 random(seed);
+  timer_wheel wheel;
+  std::vector<std::unique_ptr<timer_node>> nodes;
+  std::set<timer_node*> pending;
+  std::uint64_t now = 0;
+  auto true_earliest = [&] {
+    std::uint64_t earliest = timer_wheel::never;
+    for (timer_node* node : pending) {
+      earliest = std::min(earliest, node->deadline);
+    }
+    return earliest;
+  };
+  auto insert_one = [&] {
+    nodes.push_back(std::make_unique<timer_node>());
+    const std::uint64_t distance = random() % (max_distance + 1);
+    const std::uint64_t deadline = (random() % 8 == 0 && now > 5) ? now - 5 : now + distance;
+    wheel.insert(*nodes.back(), deadline);
+    pending.insert(nodes.back().get());
+  };
+  auto remove_one = [&] {
+    if (pending.empty()) {
+      return;
+    }
+    auto it = pending.begin();
+    std::advance(it, static_cast<long>(random() % pending.size()));
+    REQUIRE((*it)->linked());
+    wheel.remove(**it);
+    pending.erase(it);
+  };
+  for (int step = 0; step < steps; ++step) {
+    const std::uint64_t action = random() % 10;
+    if (action < 6) {
+      insert_one();
+    } else if (action < 7) {
+      remove_one();
+    } else {
+      now += random() % (max_distance / 4 + 2);
+      while (wheel.due(now)) {
+        REQUIRE(wheel.next_deadline() <= true_earliest());
+        const std::size_t limit = 1 + random() % 4;
+        const std::size_t budget = 1 + random() % 4;
+        const std::size_t fired = wheel.expire(
+            now, limit,
+            [&](timer_node& node) {
+              REQUIRE(node.deadline <= now);
+              REQUIRE_FALSE(node.linked());
+              REQUIRE(pending.erase(&node) == 1);
+            },
+            budget);
+        REQUIRE(fired <= limit);
+        REQUIRE(wheel.size() == pending.size());
+        // Between two holds: others arm (already due, or later) and cancel.
+        if (random() % 3 == 0) {
+          insert_one();
+        }
+        if (random() % 3 == 0) {
+          remove_one();
+        }
+      }
+      REQUIRE(wheel.next_deadline() <= true_earliest());
+      for (timer_node* node : pending) {
+        REQUIRE(node->deadline > now);  // nothing due left behind
+        REQUIRE(node->linked());
+      }
+    }
+    REQUIRE(wheel.size() == pending.size());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("timer_wheel: fires exactly the due timers (model check over several spans)") {
@@ -158,6 +234,124 @@ TEST_CASE("timer_wheel: a million timers inserted and cancelled leave it empty")
   }
   CHECK(wheel.empty());
   CHECK(wheel.next_deadline() == timer_wheel::never);
+}
+
+TEST_CASE("timer_wheel: expiry spread over calls (limit and move budget) misses nothing") {
+  for (const std::uint64_t span :
+       {std::uint64_t{100}, std::uint64_t{5000}, std::uint64_t{1} << 20, std::uint64_t{1} << 30}) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      CAPTURE(span);
+      CAPTURE(seed);
+      check_partial_expiry_against_model(seed * 104729 + span, span,
+                                         static_cast<int>(scaled(3000)));
+    }
+  }
+}
+
+TEST_CASE("timer_wheel: a coarse slot of many timers is spread down a budget at a time") {
+  // 20,000 deadlines in one level-3 slot (262,144 ticks wide), all later than
+  // the earliest: its expiry moves them down at most 100 per call, fires only
+  // the due one, and every other fires later, each exactly once.
+  timer_wheel wheel;
+  std::vector<timer_node> nodes(20'000);
+  const std::uint64_t base = std::uint64_t{1} << 19;
+  std::mt19937_64 random(7);
+  std::uint64_t earliest_rest = timer_wheel::never;
+  for (timer_node& node : nodes) {
+    wheel.insert(node, base + 1 + random() % 200'000);
+    earliest_rest = std::min(earliest_rest, node.deadline);
+  }
+  timer_node first;
+  wheel.insert(first, base);
+  std::vector<std::uint64_t> fired;
+  std::set<timer_node*> seen;
+  auto record = [&](timer_node& node) {
+    fired.push_back(node.deadline);
+    CHECK(seen.insert(&node).second);
+  };
+  std::size_t calls = 0;
+  while (wheel.due(base)) {
+    wheel.expire(base, 64, record, 100);
+    ++calls;
+    REQUIRE(wheel.next_deadline() <= earliest_rest);  // a lower bound throughout
+  }
+  CHECK(fired == std::vector<std::uint64_t>{base});
+  CHECK(calls >= 20'000 / 100);
+  CHECK(wheel.size() == nodes.size());
+  std::uint64_t now = base;
+  while (!wheel.empty()) {
+    now += 997;
+    while (wheel.due(now)) {
+      wheel.expire(
+          now, 64,
+          [&](timer_node& node) {
+            CHECK(node.deadline <= now);
+            record(node);
+          },
+          100);
+    }
+  }
+  CHECK(fired.size() == nodes.size() + 1);
+}
+
+TEST_CASE("timer_queue: a storm expired while other threads arm and cancel") {
+  // One thread expires (as the poller does) while two arm timers spread over
+  // 0..20 ms and cancel every other one: an entry fires at most once, never
+  // before its deadline, one cancelled before firing never fires, and every
+  // other one fires.
+  canopy::testing::watchdog guard("timer_queue storm", 60);
+  canopy::io::timer_queue queue;
+  const std::size_t per_thread = static_cast<std::size_t>(scaled(20'000));
+  struct armed {
+    canopy::io::timer_queue::entry entry;
+    clock_type::time_point deadline;
+    bool cancelled = false;
+  };
+  std::vector<std::unique_ptr<armed[]>> lists;
+  for (int t = 0; t < 2; ++t) {
+    lists.push_back(std::make_unique<armed[]>(per_thread));
+  }
+  std::atomic<int> arming{2};
+  std::atomic<bool> early{false};
+  std::thread expirer([&] {
+    while (arming.load() != 0 || queue.pending() != 0) {
+      queue.expire(clock_type::now());
+    }
+  });
+  std::vector<std::thread> armers;
+  for (int t = 0; t < 2; ++t) {
+    armers.emplace_back([&, t] {
+      std::mt19937_64 random(static_cast<std::uint64_t>(t) + 11);
+      armed* const list = lists[static_cast<std::size_t>(t)].get();
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        list[i].deadline = clock_type::now() + std::chrono::microseconds(random() % 20'000);
+        (void)queue.arm(list[i].entry, list[i].deadline, canopy::waker{});
+        if (i % 2 == 1) {
+          queue.disarm(list[i - 1].entry);
+          list[i - 1].cancelled = !list[i - 1].entry.has_fired();
+        }
+        if (i >= 64 && list[i - 64].entry.has_fired() &&
+            clock_type::now() < list[i - 64].deadline) {
+          early.store(true);
+        }
+      }
+      arming.fetch_sub(1);
+    });
+  }
+  for (std::thread& armer : armers) {
+    armer.join();
+  }
+  expirer.join();
+  CHECK_FALSE(early.load());
+  std::size_t fired = 0;
+  for (auto& list : lists) {
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      CHECK(list[i].entry.has_fired() != list[i].cancelled);
+      CHECK_FALSE(list[i].entry.linked());
+      fired += list[i].entry.has_fired() ? 1 : 0;
+    }
+  }
+  CHECK(fired >= per_thread);  // the odd ones, at least
 }
 
 TEST_CASE("timer_queue: arm, fire, disarm; a passed deadline is due at once") {

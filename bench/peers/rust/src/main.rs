@@ -14,6 +14,7 @@ mod harness;
 mod parameters;
 mod probes;
 mod rayon_peer;
+mod timer_storm;
 mod tokio_peer;
 
 use std::process::ExitCode;
@@ -118,5 +119,9 @@ fn run(arguments: &[String]) -> u8 {
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
+    // The I/O bench's timer storm (bench/io_bench.py): its own options and line.
+    if arguments.first().map(String::as_str) == Some("timer_storm") {
+        return ExitCode::from(timer_storm::run(&arguments[1..]));
+    }
     ExitCode::from(run(&arguments))
 }
