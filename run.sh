@@ -9,8 +9,8 @@
 #   ./run.sh test --fuzz=SECONDS       run every libFuzzer target (tests/fuzz) for
 #                                      SECONDS each (clang, ASan+UBSan)
 #   ./run.sh test --mutants            the model check and Relacy against each mutant
-#                                      of their tables (tests/model/mutants.sh)
-#   ./run.sh test --mutants=model      the model check's table only (CI runs it)
+#                                      of their tables (tests/model/mutants.sh; CI runs it)
+#   ./run.sh test --mutants=model      the model check's table only
 #   ./run.sh soak [--minutes M | --seconds S] [--sanitize=thread] [--seed N]
 #                                      mixed load with exactly-once accounting (soak/)
 #   ./run.sh bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]

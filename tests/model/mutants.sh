@@ -4,8 +4,8 @@
 # sources with that step removed, and report whether the checker rejects it.
 #
 #   tests/model/mutants.sh [--model-only] [--filter=REGEX]
-#                 (from the repository root; ./run.sh test --mutants runs
-#                 both tables, ./run.sh test --mutants=model and CI the first)
+#                 (from the repository root; ./run.sh test --mutants and CI
+#                 run both tables, ./run.sh test --mutants=model the first)
 #   --model-only  the model-check table only, not the Relacy one
 #   --filter=R    only the rows whose name matches the extended regex R (the
 #                 real sources' row of each table always runs); a filter
@@ -256,8 +256,9 @@ run_table() {
       # failed assertion) and its failure, without the schedule.
       awk '/^TEST CASE:/ { name = $0 } / ERROR: / && name != "" { print name; exit }' \
         "$scratch/run.log" | sed -E 's/^TEST CASE: +/      in: /' || true
-      grep -m1 -E "failure: [a-z]|DEADLOCK" "$scratch/run.log" |
-        sed -E 's/^ *logged: */      /; s/ schedule: .*//' || true
+      grep -m1 -E "failure: [a-z]|^(DEADLOCK|LIVELOCK|USER ASSERT FAILED|DATA RACE)" \
+        "$scratch/run.log" |
+        sed -E 's/^ *(logged: *)?/      /; s/ schedule: .*//' || true
     elif [ "$result" = build-failed ]; then
       tail -20 "$scratch/build.log" | sed 's/^/      /' >&2 || true
     fi
