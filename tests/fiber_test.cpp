@@ -143,6 +143,15 @@ TEST_CASE("this_fiber outside a fiber is an error") {
   CHECK_THROWS_AS(this_fiber::await(event), std::logic_error);
 }
 
+TEST_CASE("this_fiber::await(awaitable) outside a fiber: the logic_error names the call") {
+  try {
+    this_fiber::await(canopy::yield_now());
+    FAIL("await outside a fiber did not throw");
+  } catch (const std::logic_error& error) {
+    CHECK(std::string(error.what()).find("this_fiber::await(awaitable)") != std::string::npos);
+  }
+}
+
 TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding its worker") {
   canopy::testing::watchdog guard("fiber awaits", 30);
   executor pool(config_with(1));
@@ -643,6 +652,33 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
   child_gate.set();
   CHECK(eventually([&] { return destroyed.load() == 2; }));
+}
+
+TEST_CASE("a fiber that swallows fiber_unwind and suspends again ends as cancelled") {
+  canopy::testing::watchdog guard("swallowed unwind", 30);
+  executor pool(config_with(1));
+  async_event never;
+  std::atomic<int> rethrows{0};
+  std::atomic<bool> started{false};
+  auto handle = spawn_fiber(pool, [&] {
+    started = true;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      try {
+        this_fiber::await(never);
+      } catch (const canopy::fiber_unwind&) {
+        rethrows.fetch_add(1);  // swallowed; the next suspension throws again
+      }
+    }
+    return 1;
+  });
+  // Cancel only once the fiber runs: a fiber cancelled before its first run
+  // is dropped unrun and would never reach the loop (a fixed sleep here
+  // failed on a loaded machine).
+  REQUIRE(eventually([&] { return started.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(handle.cancel());
+  CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);  // aborted the process before
+  CHECK(rethrows.load() == 3);
 }
 
 TEST_CASE("shutdown unwinds suspended fibers and frees their stacks") {

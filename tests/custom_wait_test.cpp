@@ -1,0 +1,147 @@
+// Custom wait sources (coroutine/custom_wait.hpp): canopy::wait_on in a
+// task and canopy::this_fiber::wait_on in a fiber, a spurious wake, a source
+// already ready (never armed), and a cancel during the wait (the source is
+// disarmed once for its one arm, the waiter's destructors run).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "coroutine/coroutine.hpp"
+#include "fiber/fiber.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::task;
+using canopy::testing::config_with;
+using canopy::testing::destroy_flag;
+using canopy::testing::eventually;
+using canopy::testing::watchdog;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A custom wait source (coroutine/custom_wait.hpp): a flag set by another
+// thread, which then wakes the registered waker. Counts arm/disarm calls.
+struct flag_source {
+  std::atomic<bool>* flag;
+  std::mutex* mutex;
+  canopy::waker* registered;
+  std::atomic<int>* arms;
+  std::atomic<int>* disarms;
+
+  bool ready() const noexcept { return flag->load(std::memory_order_acquire); }
+  bool arm(const canopy::waker& wake) {
+    const std::lock_guard lock(*mutex);
+    if (ready()) {
+      return false;
+    }
+    *registered = wake;
+    arms->fetch_add(1);
+    return true;
+  }
+  void disarm() noexcept {
+    const std::lock_guard lock(*mutex);
+    *registered = canopy::waker();
+    disarms->fetch_add(1);
+  }
+  int result() const { return 99; }
+};
+
+struct flag_setter {
+  std::atomic<bool> flag{false};
+  std::mutex mutex;
+  canopy::waker registered;
+  std::atomic<int> arms{0};
+  std::atomic<int> disarms{0};
+
+  flag_source source() { return {&flag, &mutex, &registered, &arms, &disarms}; }
+  void set() {
+    canopy::waker to_wake;
+    {
+      const std::lock_guard lock(mutex);
+      flag.store(true, std::memory_order_release);
+      to_wake = registered;
+    }
+    to_wake.wake();
+  }
+  bool armed() {
+    const std::lock_guard lock(mutex);
+    return registered.valid();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a custom wait source works for tasks and fibers; one disarm per arm, none when ready") {
+  watchdog guard("custom waits", 30);
+  executor pool(config_with(2));
+
+  flag_setter for_task;
+  auto waiting_task = [&]() -> task<int> {
+    flag_source source = for_task.source();
+    canopy::current_waker().wake();  // a stale/spurious wake must not end the wait
+    co_return co_await canopy::wait_on(source);
+  };
+  auto task_handle = pool.spawn(waiting_task());
+  REQUIRE(eventually([&] { return for_task.armed(); }));
+  CHECK_FALSE(task_handle.wait_for(20ms));
+  for_task.set();
+  CHECK(task_handle.join() == 99);
+  CHECK(for_task.arms.load() == 1);
+  CHECK(for_task.disarms.load() == 1);
+
+  flag_setter for_fiber;
+  auto fiber_handle = canopy::spawn_fiber(pool, [&] {
+    flag_source source = for_fiber.source();
+    return canopy::this_fiber::wait_on(source);
+  });
+  REQUIRE(eventually([&] { return for_fiber.armed(); }));
+  for_fiber.set();
+  CHECK(fiber_handle.join() == 99);
+  CHECK(for_fiber.disarms.load() == for_fiber.arms.load());
+
+  flag_setter already;
+  already.set();
+  auto ready_task = [&]() -> task<int> {
+    flag_source source = already.source();
+    co_return co_await canopy::wait_on(source);
+  };
+  CHECK(pool.spawn(ready_task()).join() == 99);
+  CHECK(already.arms.load() == 0);
+  CHECK(already.disarms.load() == 0);
+}
+
+TEST_CASE("cancelling a task or fiber in a custom wait destroys it and disarms the source") {
+  watchdog guard("custom wait cancel", 30);
+  executor pool(config_with(1));
+  flag_setter for_task;
+  std::atomic<int> destroyed{0};
+  auto waiting_task = [&]() -> task<int> {
+    destroy_flag flag(destroyed);
+    flag_source source = for_task.source();
+    co_return co_await canopy::wait_on(source);
+  };
+  auto task_handle = pool.spawn(waiting_task());
+  REQUIRE(eventually([&] { return for_task.armed(); }));
+  CHECK(task_handle.cancel());
+  CHECK_THROWS_AS(task_handle.join(), canopy::task_cancelled);
+  CHECK(destroyed.load() == 1);
+  CHECK(for_task.disarms.load() == 1);
+  CHECK_FALSE(for_task.armed());
+
+  flag_setter for_fiber;
+  auto fiber_handle = canopy::spawn_fiber(pool, [&] {
+    destroy_flag flag(destroyed);
+    flag_source source = for_fiber.source();
+    return canopy::this_fiber::wait_on(source);
+  });
+  REQUIRE(eventually([&] { return for_fiber.armed(); }));
+  canopy::join_handle<int> as_base = std::move(fiber_handle);
+  CHECK(as_base.cancel());
+  CHECK_THROWS_AS(as_base.join(), canopy::task_cancelled);
+  CHECK(destroyed.load() == 2);
+  CHECK(for_fiber.disarms.load() == 1);
+}
