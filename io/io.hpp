@@ -1,6 +1,7 @@
 // canopy::io — readiness I/O on the executor: the epoll reactor, readiness
-// waits for tasks, fibers and callbacks, TCP, and timers (sleep_for,
-// with_timeout; reactor_timers). docs/io.md is the guide.
+// waits for tasks and callbacks, TCP, and timers (sleep_for, with_timeout;
+// reactor_timers). The fibers' forms are in io/fiber_io.hpp. docs/io.md is
+// the guide.
 #pragma once
 
 #include "callback.hpp"
@@ -10,6 +11,5 @@
 #include "tcp.hpp"
 #include "timer_binding.hpp"
 #include "timer_error.hpp"
-#include "timer_fiber.hpp"
 #include "timer_thread.hpp"
 #include "timer_wait.hpp"

@@ -114,12 +114,6 @@ std::error_code socket_error(int fd) noexcept {
   return {value, std::system_category()};
 }
 
-namespace {
-interest interest_of(direction which) noexcept {
-  return which == direction::read ? interest::readable : interest::writable;
-}
-}  // namespace
-
 task<std::error_code> readable(int fd) {
   std::error_code error;
   // A one-shot registration starts "not ready": the ADD's own edge reports
@@ -139,21 +133,5 @@ task<std::error_code> writable(int fd) {
   }
   co_return co_await canopy::wait_on(readiness_wait{reg, direction::write});
 }
-
-namespace this_fiber {
-namespace {
-std::error_code one_shot(int fd, direction which) {
-  std::error_code error;
-  registration reg(reactor::current(), fd, interest_of(which), error, false);
-  if (error) {
-    return error;
-  }
-  readiness_wait wait{reg, which};
-  return canopy::this_fiber::wait_on(wait);
-}
-}  // namespace
-std::error_code readable(int fd) { return one_shot(fd, direction::read); }
-std::error_code writable(int fd) { return one_shot(fd, direction::write); }
-}  // namespace this_fiber
 
 }  // namespace canopy::io

@@ -1,9 +1,9 @@
 // registration — a descriptor registered with a reactor (RAII), and the
-// readiness waits on it for tasks and fibers.
+// readiness waits on it for tasks (the fibers' are in io/fiber_io.hpp).
 //
 //   canopy::io::registration reg(reactor, fd, canopy::io::interest::readable);
 //   std::error_code error = co_await canopy::io::readable(reg);   // a task
-//   std::error_code error = canopy::io::this_fiber::readable(reg); // a fiber
+//   std::error_code error = canopy::io::this_fiber::readable(reg); // a fiber (fiber_io.hpp)
 //   std::error_code error = co_await canopy::io::readable(fd);    // one-shot
 //
 // A registration owns its reactor slot, not the descriptor: destroy (or
@@ -33,7 +33,6 @@
 
 #include "../coroutine/custom_wait.hpp"
 #include "../coroutine/task.hpp"
-#include "../fiber/this_fiber.hpp"
 #include "reactor.hpp"
 
 namespace canopy::io {
@@ -97,7 +96,6 @@ class readiness_wait {
   wait_status status_ = wait_status::armed;
 };
 
-// ---- tasks ----
 inline auto readable(const registration& reg) noexcept {
   return canopy::wait_on(readiness_wait{reg, direction::read});
 }
@@ -107,20 +105,6 @@ inline auto writable(const registration& reg) noexcept {
 // One-shot waits on an unregistered descriptor, on the current task's reactor.
 task<std::error_code> readable(int fd);
 task<std::error_code> writable(int fd);
-
-// ---- fibers ----
-namespace this_fiber {
-inline std::error_code readable(const registration& reg) {
-  readiness_wait wait{reg, direction::read};
-  return canopy::this_fiber::wait_on(wait);
-}
-inline std::error_code writable(const registration& reg) {
-  readiness_wait wait{reg, direction::write};
-  return canopy::this_fiber::wait_on(wait);
-}
-std::error_code readable(int fd);
-std::error_code writable(int fd);
-}  // namespace this_fiber
 
 // The pending error of a socket (SO_ERROR), or {} if none or not a socket.
 std::error_code socket_error(int fd) noexcept;

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "../fiber/this_fiber.hpp"
+#include "socket_ops.hpp"
 
 namespace canopy::io {
 
@@ -96,6 +96,11 @@ void drained_if_short(const registration& reg, std::uint64_t tick, std::size_t g
   }
 }
 
+}  // namespace
+
+// Shared with the fiber forms (io/fiber_io.cpp, through socket_ops.hpp).
+namespace detail {
+
 void set_no_delay_on(int fd) noexcept {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -114,13 +119,6 @@ task<std::error_code> wait_after_eagain(const registration& reg, direction which
                                         std::uint64_t tick) {
   reg.clear_ready(which, tick);
   co_return co_await canopy::wait_on(readiness_wait{reg, which});
-}
-
-std::error_code fiber_wait_after_eagain(const registration& reg, direction which,
-                                        std::uint64_t tick) {
-  reg.clear_ready(which, tick);
-  readiness_wait wait{reg, which};
-  return canopy::this_fiber::wait_on(wait);
 }
 
 int open_socket(int family, std::error_code& error) noexcept {
@@ -145,7 +143,13 @@ bool start_connect(int fd, const endpoint& peer, std::error_code& error) noexcep
   return true;
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::open_socket;
+using detail::set_no_delay_on;
+using detail::start_connect;
+using detail::throw_if;
+using detail::wait_after_eagain;
 
 // ------------------------------------------------------------------ stream
 
@@ -412,125 +416,5 @@ task<tcp_stream> tcp_listener::accept() {
   throw_if(error, "canopy::io::tcp_listener::accept");
   co_return stream;
 }
-
-// ------------------------------------------------------------------ fibers
-
-namespace this_fiber {
-
-tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error) {
-  error.clear();
-  const int fd = open_socket(peer.family(), error);
-  if (fd < 0) {
-    return {};
-  }
-  // connect(2) before the registration, as in the coroutine form.
-  const bool finished = start_connect(fd, peer, error);
-  if (error) {
-    ::close(fd);
-    return {};
-  }
-  std::error_code registered;
-  tcp_stream stream(owner, fd, registered, finished);
-  if (registered) {
-    error = registered;
-    return {};
-  }
-  if (!finished) {
-    readiness_wait wait{stream.reg(), direction::write};
-    error = canopy::this_fiber::wait_on(wait);
-    if (!error) {
-      error = socket_error(fd);
-    }
-  }
-  if (error) {
-    return {};
-  }
-  set_no_delay_on(fd);
-  return stream;
-}
-
-tcp_stream accept(tcp_listener& listener, std::error_code& error) {
-  for (;;) {
-    const std::uint64_t tick = listener.reg().tick(direction::read);
-    tcp_stream stream = listener.try_accept(error);
-    if (error != std::errc::resource_unavailable_try_again) {
-      return stream;
-    }
-    // try_accept cleared readiness against a tick of its own; waiting with
-    // ours is equally safe (a later edge leaves the direction ready).
-    if (std::error_code failed = fiber_wait_after_eagain(listener.reg(), direction::read, tick)) {
-      error = failed;
-      return {};
-    }
-  }
-}
-
-std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
-  for (;;) {
-    std::uint64_t tick = 0;
-    if (stream.is_open() && !stream.reg().ready(direction::read, tick)) {
-      readiness_wait wait{stream.reg(), direction::read};
-      if (std::error_code failed = canopy::this_fiber::wait_on(wait)) {
-        error = failed;
-        return 0;
-      }
-      continue;
-    }
-    const std::size_t got = stream.try_read_some(buffer, error);  // clears readiness on EAGAIN
-    if (error != std::errc::resource_unavailable_try_again) {
-      return got;
-    }
-  }
-}
-
-void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error) {
-  std::size_t sent = 0;
-  while (sent < data.size()) {
-    const std::uint64_t tick = stream.reg().tick(direction::write);
-    sent += stream.try_write_some(data.subspan(sent), error);
-    if (error == std::errc::resource_unavailable_try_again) {
-      if (std::error_code failed = fiber_wait_after_eagain(stream.reg(), direction::write, tick)) {
-        error = failed;
-        return;
-      }
-      error.clear();
-      continue;
-    }
-    if (error) {
-      return;
-    }
-  }
-}
-
-tcp_stream connect(reactor& owner, const endpoint& peer) {
-  std::error_code error;
-  tcp_stream stream = connect(owner, peer, error);
-  if (error) {
-    throw std::system_error(error, "canopy::io::this_fiber::connect to " + peer.to_string());
-  }
-  return stream;
-}
-
-tcp_stream accept(tcp_listener& listener) {
-  std::error_code error;
-  tcp_stream stream = accept(listener, error);
-  throw_if(error, "canopy::io::this_fiber::accept");
-  return stream;
-}
-
-std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer) {
-  std::error_code error;
-  const std::size_t got = read_some(stream, buffer, error);
-  throw_if(error, "canopy::io::this_fiber::read_some");
-  return got;
-}
-
-void write_all(tcp_stream& stream, std::span<const std::byte> data) {
-  std::error_code error;
-  write_all(stream, data, error);
-  throw_if(error, "canopy::io::this_fiber::write_all");
-}
-
-}  // namespace this_fiber
 
 }  // namespace canopy::io

@@ -19,7 +19,8 @@
 // thread, but not while another thread still uses the object. Destroying a
 // stream or listener closes its descriptor, after removing its registration.
 // The task forms are canopy::task<T> (co_await them inside a canopy::task);
-// the fiber forms live in canopy::io::this_fiber and block the fiber.
+// the fiber forms live in canopy::io::this_fiber (io/fiber_io.hpp) and block
+// the fiber.
 #pragma once
 
 #include <cstddef>
@@ -114,18 +115,5 @@ class tcp_listener {
  private:
   owned_socket socket_;
 };
-
-// Fiber forms: the same operations, blocking the calling fiber.
-namespace this_fiber {
-tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error);
-tcp_stream accept(tcp_listener& listener, std::error_code& error);
-std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error);
-void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error);
-// Throwing forms.
-tcp_stream connect(reactor& owner, const endpoint& peer);
-tcp_stream accept(tcp_listener& listener);
-std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer);
-void write_all(tcp_stream& stream, std::span<const std::byte> data);
-}  // namespace this_fiber
 
 }  // namespace canopy::io

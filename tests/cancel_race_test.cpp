@@ -26,6 +26,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
+#include "io/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/timer_fiber.hpp"
 #include "tests/test_support.hpp"

@@ -18,6 +18,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
+#include "io/fiber_io.hpp"
 #include "io/registration.hpp"
 #include "io/timer_binding.hpp"
 #include "io/timer_fiber.hpp"
