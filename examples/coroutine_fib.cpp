@@ -4,11 +4,10 @@
 //
 // Every call with n >= 2 spawns two child tasks and co_awaits both; a task
 // waiting for its children holds no worker thread.
+#include <canopy/canopy.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-
-#include "coroutine/coroutine.hpp"
 
 namespace {
 

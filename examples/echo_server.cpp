@@ -11,15 +11,14 @@
 
 #include <array>
 #include <atomic>
+#include <canopy/canopy.hpp>
+#include <canopy/io.hpp>
 #include <charconv>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <system_error>
-
-#include "coroutine/coroutine.hpp"
-#include "io/io.hpp"
 
 namespace {
 

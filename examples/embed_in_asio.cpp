@@ -23,12 +23,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <canopy/canopy.hpp>
+#include <canopy/embed/asio.hpp>
 #include <chrono>
 #include <cstdio>
 #include <thread>
-
-#include "coroutine/coroutine.hpp"
-#include "embed/asio.hpp"
 
 namespace {
 

@@ -19,14 +19,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <canopy/canopy.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
-
-#include "coroutine/coroutine.hpp"
 
 namespace {
 

@@ -4,12 +4,11 @@
 //
 // Ordinary (non-coroutine) code: this_fiber::await() suspends only the
 // fiber; the worker runs other tasks meanwhile.
+#include <canopy/fiber.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-
-#include "fiber/fiber.hpp"
 
 namespace {
 
@@ -33,15 +32,17 @@ int main(int argc, char** argv) {
   }
   canopy::executor pool;
   const auto start = std::chrono::steady_clock::now();
-  const long value = canopy::spawn_fiber(pool, [n] { return fib(n); }, stack_bytes).join();
+  const long value = canopy::spawn_fiber(
+                         pool, [n] { return fib(n); }, stack_bytes)
+                         .join();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const canopy::stack_pool_stats stacks = canopy::stack_pool::stats();
   // Children that have not started by the join run on their parent's stack
   // and take none of their own, so few stacks are ever carved.
-  std::printf("fiber fib(%d) = %ld in %.1f ms on %zu workers; %zu stacks carved for %zu KiB "
-              "fibers, %zu with guard pages\n",
-              n, value, ms, pool.worker_count(), stacks.stacks, stack_bytes / 1024,
-              stacks.guarded_stacks);
+  std::printf(
+      "fiber fib(%d) = %ld in %.1f ms on %zu workers; %zu stacks carved for %zu KiB "
+      "fibers, %zu with guard pages\n",
+      n, value, ms, pool.worker_count(), stacks.stacks, stack_bytes / 1024, stacks.guarded_stacks);
   return 0;
 }

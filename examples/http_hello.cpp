@@ -15,17 +15,15 @@
 // write timeout (io/http_server.hpp).
 #include <signal.h>
 
+#include <canopy/canopy.hpp>
+#include <canopy/io.hpp>
+#include <canopy/io/http.hpp>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
-
-#include "coroutine/coroutine.hpp"
-#include "io/http_server.hpp"
-#include "io/io.hpp"
-#include "io/timer_binding.hpp"
 
 namespace {
 

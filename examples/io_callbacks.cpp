@@ -11,14 +11,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <canopy/io.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include "io/io.hpp"
 
 int main() {
   int fds[2];

@@ -1,10 +1,10 @@
 // A program that uses an installed Canopy the way a user's would: it names
 // only <canopy/...> headers and links only "canopy" (pkg-config, CMake
-// canopy::canopy, or meson dependency('canopy')). tests/consumer/run.sh
-// builds it three ways and checks what it prints.
+// canopy::canopy, or meson dependency('canopy')), with no fiber and so no
+// Boost. tests/consumer/run.sh builds it three ways and checks what it
+// prints; fiber_app.cpp is the same for "canopy-fiber".
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>  // not used below: checks that the I/O headers install whole
-
 #include <cstdio>
 
 namespace {
@@ -25,13 +25,11 @@ int main() {
   config.worker_count = 2;
   canopy::executor pool(config);
   const long coroutine = canopy::block_on(pool, fib(20));
-  const int fiber = canopy::spawn_fiber(pool, [] {
-                      canopy::this_fiber::yield();
-                      return 42;
-                    }).join();
   const int callable = pool.spawn([] { return 7; }).join();
+  const auto [left, right] = canopy::join(
+      pool, [] { return 1; }, [] { return 2; });
   pool.shutdown();
-  std::printf("canopy consumer: fib(20) = %ld, fiber 42 = %d, callable 7 = %d\n", coroutine, fiber,
-              callable);
-  return coroutine == 6765 && fiber == 42 && callable == 7 ? 0 : 1;
+  std::printf("canopy consumer: fib(20) = %ld, callable 7 = %d, join 3 = %d\n", coroutine, callable,
+              left + right);
+  return coroutine == 6765 && callable == 7 && left + right == 3 ? 0 : 1;
 }

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Install Canopy into a temporary prefix, then build and run tests/consumer's
-# program three ways, as a user would: pkg-config + g++, CMake
-# find_package(canopy), and a meson project with Canopy as its subproject.
-# Each run must print the expected line. Run by `./run.sh test` (plain
-# suite); needs meson, ninja, g++, pkg-config, cmake, Boost.Context.
+# two programs (app.cpp: "canopy", no Boost; fiber_app.cpp: "canopy-fiber")
+# three ways, as a user would: pkg-config + g++, CMake find_package(canopy),
+# and a meson project with Canopy as its subproject. Each run must print the
+# expected line. Then every program of examples/ must build against the
+# installed tree alone (so a public header that includes one not installed
+# fails here). Run by `./run.sh test` (plain suite); needs meson, ninja, g++,
+# pkg-config, cmake, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/canopy_consumer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-expected="canopy consumer: fib(20) = 6765, fiber 42 = 42, callable 7 = 7"
+expected_app="canopy consumer: fib(20) = 6765, callable 7 = 7, join 3 = 3"
+expected_fiber="canopy consumer: fiber 42 = 42"
 passed=0
 failed=0
 
-# check NAME BINARY: run it, compare its output with the expected line.
+# check NAME BINARY EXPECTED: run it, compare its output with the expected line.
 check() {
-  local name=$1 binary=$2 output
+  local name=$1 binary=$2 expected=$3 output
   if ! output=$(timeout 60 "$binary" 2>&1); then
     echo "-- consumer ($name) FAILED: the program exited non-zero: $output" >&2
     failed=$((failed + 1))
@@ -45,57 +49,101 @@ prefix="$work/prefix"
 if ! quietly "$work/install.log" meson setup "$work/build" "$root" --prefix="$prefix" \
   --buildtype=debug -Dprograms=false ||
   ! quietly "$work/install.log" meson install -C "$work/build"; then
-  echo "consumer: 0 passed, 3 failed (the install failed)"
+  echo "consumer: 0 passed, 6 failed (the install failed)"
   exit 1
 fi
 
-# The installed layout: Canopy's folders only under include/canopy/.
+# The installed layout: Canopy's folders only under include/canopy/, the
+# public headers at its top, the rest under canopy/detail/, and none of the
+# headers only the model checks or the executor's own sources use.
 for generic in executor coroutine fiber sync; do
-  if [ -e "$prefix/include/$generic" ]; then
-    echo "-- consumer: install put a generic folder on the include path: include/$generic" >&2
+  if [ -e "$prefix/include/$generic" ] || [ -e "$prefix/include/canopy/$generic" ]; then
+    echo "-- consumer: install put an implementation folder outside canopy/detail: $generic" >&2
     failed=$((failed + 1))
   fi
 done
-if [ ! -f "$prefix/include/canopy/canopy.hpp" ]; then
-  echo "-- consumer: include/canopy/canopy.hpp was not installed" >&2
-  failed=$((failed + 1))
-fi
+for public in canopy executor task fork_join fiber io io/fiber io/http embed/asio; do
+  if [ ! -f "$prefix/include/canopy/$public.hpp" ]; then
+    echo "-- consumer: include/canopy/$public.hpp was not installed" >&2
+    failed=$((failed + 1))
+  fi
+done
+for private in sync/model_atomic.hpp sync/relacy_atomic.hpp executor/pending_claim.hpp \
+  executor/drain_check.hpp; do
+  if [ -e "$prefix/include/canopy/detail/$private" ]; then
+    echo "-- consumer: an internal header was installed: $private" >&2
+    failed=$((failed + 1))
+  fi
+done
 
 # 1. pkg-config + g++
 pc=$(find "$prefix" -name canopy.pc -print -quit)
 if [ -z "$pc" ]; then
   echo "-- consumer (pkg-config) FAILED: no canopy.pc under $prefix" >&2
-  failed=$((failed + 1))
+  failed=$((failed + 2))
 else
-  flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs canopy)
+  export PKG_CONFIG_PATH=$(dirname "$pc")
+  flags=$(pkg-config --cflags --libs canopy)
+  if [[ "$flags" == *boost* ]]; then
+    echo "-- consumer: pkg-config canopy names Boost ($flags): a program without fibers needs none" >&2
+    failed=$((failed + 1))
+  fi
   if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/app.cpp" $flags -o "$work/app_pkgconfig"; then
-    check pkg-config "$work/app_pkgconfig"
+    check pkg-config "$work/app_pkgconfig" "$expected_app"
   else
     failed=$((failed + 1))
   fi
+  fiber_flags=$(pkg-config --cflags --libs canopy-fiber)
+  if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/fiber_app.cpp" $fiber_flags \
+    -o "$work/fiber_app_pkgconfig"; then
+    check "pkg-config, canopy-fiber" "$work/fiber_app_pkgconfig" "$expected_fiber"
+  else
+    failed=$((failed + 1))
+  fi
+
+  # 4. every example against the installed tree
+  for example in "$root"/examples/*.cpp; do
+    name=$(basename "$example" .cpp)
+    package=canopy
+    if grep -q '<canopy/fiber.hpp>\|<canopy/io/fiber.hpp>' "$example"; then
+      package=canopy-fiber
+    fi
+    # shellcheck disable=SC2046 # pkg-config's flags are words
+    if quietly "$work/example.log" g++ -std=c++20 "$example" \
+      $(pkg-config --cflags --libs "$package") -o "$work/example_$name"; then
+      echo "   consumer (example $name against the installed tree): built" >&2
+      passed=$((passed + 1))
+    else
+      echo "-- consumer (example $name) FAILED to build against the installed tree" >&2
+      failed=$((failed + 1))
+    fi
+  done
+  unset PKG_CONFIG_PATH
 fi
 
 # 2. CMake find_package(canopy)
 if quietly "$work/cmake.log" cmake -S "$here" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Debug &&
   quietly "$work/cmake.log" cmake --build "$work/cmake"; then
-  check cmake "$work/cmake/app"
+  check cmake "$work/cmake/app" "$expected_app"
+  check "cmake, canopy::fiber" "$work/cmake/fiber_app" "$expected_fiber"
 else
-  failed=$((failed + 1))
+  failed=$((failed + 2))
 fi
 
 # 3. meson, Canopy as a subproject (the fallback forced, so an installed
 #    Canopy cannot stand in for it)
 project="$work/meson_project"
 mkdir -p "$project/subprojects"
-cp "$here/app.cpp" "$here/meson.build" "$project/"
+cp "$here/app.cpp" "$here/fiber_app.cpp" "$here/meson.build" "$project/"
 ln -s "$root" "$project/subprojects/canopy"
 if quietly "$work/meson.log" env -u PKG_CONFIG_PATH meson setup "$project/build" "$project" \
-  --buildtype=debug --force-fallback-for=canopy &&
+  --buildtype=debug --force-fallback-for=canopy,canopy-fiber &&
   quietly "$work/meson.log" ninja -C "$project/build"; then
-  check "meson subproject" "$project/build/app"
+  check "meson subproject" "$project/build/app" "$expected_app"
+  check "meson subproject, canopy-fiber" "$project/build/fiber_app" "$expected_fiber"
 else
-  failed=$((failed + 1))
+  failed=$((failed + 2))
 fi
 
 echo "consumer: $passed passed, $failed failed"

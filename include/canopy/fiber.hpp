@@ -1,0 +1,24 @@
+// <canopy/fiber.hpp> — stackful fibers on Boost.Context: ordinary code that
+// blocks only its fiber.
+//
+//   auto handle = canopy::spawn_fiber(pool, [] {
+//     int child = canopy::this_fiber::await(canopy::spawn_fiber([] { return 41; }));
+//     canopy::this_fiber::yield();
+//     return child + 1;
+//   });
+//   int value = handle.join();   // 42
+//
+// What is here: spawn_fiber / try_spawn_fiber / spawn_fiber_detached (the
+// stack size is the last argument), and inside a fiber canopy::this_fiber::
+// await (a join handle, a task, an async_event, another awaitable), yield,
+// wait_on (a wait source), wait_for_wake, resume_on_host. Outside a fiber
+// the this_fiber calls throw std::logic_error; a cancelled fiber unwinds
+// from its suspension point (canopy::fiber_unwind: do not swallow it). The
+// full contract is at the top of detail/fiber/fiber_task.hpp and
+// detail/fiber/this_fiber.hpp. Link canopy-fiber (pkg-config canopy-fiber,
+// CMake canopy::fiber, meson dependency('canopy-fiber')), which brings
+// Boost.Context.
+#pragma once
+
+#include "canopy.hpp"
+#include "detail/fiber/fiber.hpp"

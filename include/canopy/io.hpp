@@ -1,0 +1,22 @@
+// <canopy/io.hpp> — readiness I/O and timers on a Canopy executor, for
+// coroutine tasks and plain callbacks.
+//
+//   canopy::executor pool(canopy::io::with_reactor(config));
+//   canopy::io::reactor_timers timers(pool);           // sleep_for, with_timeout
+//   auto listener = canopy::io::tcp_listener::bind(canopy::io::reactor::of(pool),
+//                                                  canopy::io::endpoint::loopback_v4(0));
+//   canopy::io::tcp_stream peer = co_await listener.accept();   // inside a task
+//   co_await canopy::sleep_for(5ms);
+//
+// Every operation has two forms: one taking a std::error_code& that never
+// throws for I/O errors, and one that throws std::system_error with the same
+// code; EAGAIN and EINTR never surface; EOF is a read of 0 bytes
+// (docs/io.md, "Error convention"). Threads: one operation per direction at
+// a time on a stream; close() from any thread. The full contracts are at the
+// top of each header under detail/io/. The fibers' forms are in
+// <canopy/io/fiber.hpp>, the HTTP/1.1 server the examples use in
+// <canopy/io/http.hpp>. Link canopy.
+#pragma once
+
+#include "canopy.hpp"
+#include "detail/io/io.hpp"
