@@ -266,6 +266,20 @@ run_tests() {
   else
     echo "== consumer (install + pkg-config/CMake/meson): skipped, runs in the plain gcc suite" >&2
   fi
+  # Every file a comment or a document cites exists (one test).
+  if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
+    local cited_log
+    cited_log=$(mktemp)
+    echo "== cited paths" >&2
+    if bash tests/check_cited_paths.sh >"$cited_log" 2>&1; then
+      tail -1 "$cited_log" >&2
+      passed=$((passed + 1))
+    else
+      record_failure "cited paths: a comment or document names a file that does not exist" "$cited_log"
+      failed=$((failed + 1))
+    fi
+    rm -f "$cited_log"
+  fi
   echo "tests: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }

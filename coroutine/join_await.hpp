@@ -68,7 +68,7 @@ struct join_wait {
 };
 
 // Inline in every awaiter (a coroutine's join, this_fiber::await): out of
-// line, GCC kept it a call of its own, 22 instructions per fib fork.
+// line, GCC keeps it a call of its own on every join.
 template <class T>
 [[gnu::always_inline]] inline T take_and_detach(join_handle<T>& handle) {
   join_state<T>* state = handle.state();
@@ -95,7 +95,7 @@ template <class T>
 // instead (executor_core::take_over_pending): its slot is retired unrun
 // and its frame runs inside the awaiting task, by symmetric transfer, as
 // co_await on a task<T> runs one — no task run, no completion handshake,
-// no reference counting (docs/performance.md, entry 28). The awaiter then
+// no reference counting (docs/fork_join.md). The awaiter then
 // owns the frame and the record in front of it; the handle lets go of them.
 //
 // Handle is join_handle<T>& (co_await on an lvalue handle: borrowed) or

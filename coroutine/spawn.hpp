@@ -257,7 +257,7 @@ spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode, 
 }
 
 // The throw is out of line so that this inlines into every spawn (out of
-// line it cost 16 instructions per fib fork; docs/performance.md entry 23).
+// line the whole check is a call on every fork).
 inline executor_core& current_core(const char* what) {
   worker_context* worker = current_worker();
   if (worker == nullptr) [[unlikely]] {

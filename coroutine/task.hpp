@@ -95,8 +95,7 @@ struct task_context {
   // suspension comes through here (it sets `signal`, which the body does
   // not reset before resuming). waiting_on and custom_ops are read only
   // under the kind that wrote them, so a wait that does not use them leaves
-  // them as they are (the stores cost every yield and every join;
-  // docs/performance.md, entry 23).
+  // them as they are (the stores would cost every yield and every join).
   void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
                   const custom_wait_ops* ops = nullptr) noexcept {
     resume_point = self;

@@ -58,7 +58,7 @@ struct callable_body {
   }
 
   // Out of line and cold: inline, it grew run() enough that GCC stopped
-  // inlining the callable into it (chained_spawn: +10 instructions a task).
+  // inlining the callable into it, on the path every callable task takes.
   [[gnu::cold, gnu::noinline]] void publish_failure(std::exception_ptr failure) {
     if (state != nullptr) {
       state->set_error(std::move(failure));

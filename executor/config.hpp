@@ -52,7 +52,9 @@ struct executor_config {
   // size] when that list is given, else on the i-th CPU the process may use
   // (sched_getaffinity), wrapping when there are more workers than CPUs.
   // A listed CPU the process may not use: std::invalid_argument from the
-  // executor's constructor. docs/performance.md has what pinning changed.
+  // executor's constructor. Off by default: on a machine shared with other
+  // processes a pinned worker waits for its CPU instead of moving
+  // (docs/performance.md, "Knobs").
   bool pin_workers = false;
   std::vector<int> worker_cpus;
   shutdown_policy on_shutdown = shutdown_policy::drain;

@@ -24,7 +24,7 @@ inline std::error_code make_error_code(errc value) noexcept {
 // What the spawn path reports inside the library: `spawned`, or why not (the
 // errc of the same name). The success path makes no std::error_code: a
 // default-constructed one calls libstdc++'s system_category() out of line,
-// 2 % of a spawn (docs/performance.md, entry 16). Public functions hand a
+// a visible share of a spawn. Public functions hand a
 // failure on as std::error_code (to_error_code) or spawn_error.
 enum class spawn_status {
   spawned = 0,

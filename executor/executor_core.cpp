@@ -164,8 +164,8 @@ bool executor_core::is_worker_thread() const noexcept {
 // ---------------------------------------------------------------- spawning
 
 // One copy per placement, each inlined into its entry point below: a
-// placement tested at run time cost every spawn_body call the constant
-// propagation LTO gave it (7 instructions a fork of fib_fiber).
+// placement tested at run time would cost every spawn_body call the
+// constant propagation LTO gives it.
 template <spawn_placement Placement>
 [[gnu::always_inline]] inline spawn_status executor_core::spawn_into(
     const task_vtable* vtable, void (*construct)(void* storage, void* context), void* context,
@@ -207,8 +207,8 @@ template <spawn_placement Placement>
 
   std::uint32_t slot = 0;
   if (on_worker && self->spawn_slots.free != 0) [[likely]] {
-    // The warm reservation, inline: a call to allocate() cost fib_join 20
-    // instructions a fork (callgrind, 1 worker).
+    // The warm reservation, inline: a call to allocate() on every fork is
+    // the cost fork-join cannot afford.
     slot = task_arena::take(self->spawn_slots);
   } else if (const spawn_status status = allocate(self, on_worker ? spawn_mode::fail : mode, slot);
              status != spawn_status::spawned) {
@@ -387,8 +387,8 @@ void executor_core::give_back_worker_slots(worker_state& self) noexcept {
 }
 
 // Always inlined, as are claim_pending and run_claimed_nested: each has two
-// callers, and out of line release_slot cost spawn_remote 8 instructions a
-// task (callgrind, 1 worker).
+// callers, and LTO would keep such a function out of line, a call on every
+// task's end.
 [[gnu::always_inline]] inline void executor_core::release_slot(worker_state& self,
                                                                std::uint32_t slot) noexcept {
   // A slot in the occupancy word this worker is spawning from goes back into
@@ -464,8 +464,8 @@ bool executor_core::schedule_task(task_id id) noexcept {
   return true;
 }
 
-// Out of line: LTO inlined it into fib's coroutine body, which then ran
-// 2.3 % more instructions (callgrind, 1 worker).
+// Out of line: LTO inlines it into the awaiting coroutine's body, which it
+// makes larger and slower on the path where the child already ran.
 [[gnu::noinline]] bool executor_core::run_pending_inline(task_id id) {
   worker_state* const self = claim_pending(id);
   if (self == nullptr) {
@@ -476,8 +476,8 @@ bool executor_core::schedule_task(task_id id) noexcept {
 }
 
 // Two entry points with one caller each (fibers, coroutines), so that LTO
-// may inline each where it is used: with two callers it kept one shared
-// copy out of line, which cost fib_fiber 27 instructions a fork (callgrind).
+// may inline each where it is used: with two callers it keeps one shared
+// copy out of line, a call on every fork.
 // no_icf (GCC's): identical code folding would make them one function again.
 CANOPY_NO_ICF executor_core::pending_run executor_core::run_or_adopt_pending(
     task_id id, const adoption& adopt) {
@@ -747,8 +747,8 @@ void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
   run_task(self, slot);
 }
 
-// Inlined into spawn_body, schedule and find_task: out of line it cost
-// chained_spawn 22 instructions a task (callgrind, performance.md entry 23).
+// Inlined into spawn_body, schedule and find_task: every task passes here,
+// and out of line it is a call and a spill on each.
 [[gnu::always_inline]] inline void executor_core::make_runnable(std::uint32_t slot) noexcept {
   worker_context* const worker = this_thread_worker;
   make_runnable_from(
@@ -950,8 +950,8 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   self.lifo_streak = 0;
   // 1. Local yield queue — unless the last task came from it, in which case
   //    the tree goes first so that yielding lets other ready tasks run.
-  //    The empty test is inline: a call per search cost every task that
-  //    came from the tree 15 instructions (spawn_remote, callgrind).
+  //    The empty test is inline: a call per search would cost every task
+  //    that came from the tree.
   if (!self.last_from_yield && !self.yields.empty()) {
     if (take_yielded(self, slot)) {
       return true;

@@ -16,7 +16,7 @@
 // one for the join handle; the last release calls destroy_self(), which
 // deletes a heap state (a pooled_join_state, below, for callables and
 // fibers). A coroutine task's state is not a heap object of its
-// own: it is the header of the task's frame block (coroutine/frame_record.hpp
+// own: it is the header of the task's frame block (frame_record in coroutine/task.hpp
 // overrides destroy_self to free the block).
 #pragma once
 

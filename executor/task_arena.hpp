@@ -81,8 +81,8 @@ class task_arena {
   // Return the unused slots of a reservation to the free set.
   void give_back(reservation& from) noexcept;
 
-  // Always inlined: GCC's LTO left it out of line in canopy::join's
-  // take-back (12 instructions a fork, callgrind).
+  // Always inlined: GCC's LTO leaves it out of line in canopy::join's
+  // take-back, a call on every fork.
   [[nodiscard, gnu::always_inline]] task_slot& slot(std::uint32_t index) const noexcept {
     // acquire: pairs with the release store that published the leaf.
     return leaves_[index >> leaf_shift_].load(sync::acquire)->slots[index & leaf_mask_];

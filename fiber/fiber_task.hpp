@@ -22,7 +22,7 @@
 // layer (make_fcontext / jump_fcontext) directly: a fiber costs two jumps
 // in its life (in, and out for good) plus two per suspension, where
 // boost::context::fiber adds a round trip at creation to hand its record
-// over (docs/performance.md, entry 7). A fiber destroyed while a wait_link
+// over. A fiber destroyed while a wait_link
 // can still fire leaves its frame and stack to that fire() (see
 // coroutine/wait_link.hpp).
 //

@@ -5,8 +5,8 @@
 // within microseconds: a chain of spawns restarted from outside, a burst.
 // It costs when work comes back much later: the CPU time burnt while
 // spinning counts against the worker in the kernel's scheduler, and a
-// worker woken from a park after spinning measured about 4 µs slower to run
-// than one that parked at once (docs/performance.md, entry 6).
+// worker woken from a park after spinning is slower to run than one that
+// parked at once.
 //
 // So a worker keeps a small score. An idle period that ends without a park
 // (work was found while searching), or a park that ends within
@@ -17,7 +17,7 @@
 // sleepy, until a short park shows that work is coming back quickly again.
 // (A park between the two is what a worker sees while another one runs a
 // chain of spawns for tens of microseconds; it should not stop the spinning
-// that catches the next chain. docs/performance.md, entry 14.)
+// that catches the next chain.)
 //
 // Owned by one worker thread (it lives in that worker's idle_state); no
 // atomics. It only chooses how many rounds to spin: every round count is

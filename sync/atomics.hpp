@@ -3,7 +3,8 @@
 // Every word of the scheduling protocol (summary tree, permit semaphore,
 // sleep counters, latches, task states) is declared through these aliases so
 // that a model-checking build can swap them for a checker's instrumented types
-// without touching the protocol code. Nothing here adds behaviour.
+// without touching the protocol code. Nothing here adds behaviour. Blocking
+// on a word (the futex) is futex.hpp's, swapped by the same builds.
 #pragma once
 
 #include <atomic>
@@ -59,8 +60,8 @@ inline constexpr memory_order seq_cst = std::memory_order_seq_cst;
 //
 // On x86-64 a locked read-modify-write of the stack is as full a barrier as
 // `mfence` for ordinary (write-back) memory, which is all these words are,
-// and on the development machine's AMD EPYC `mfence` costs 15-20 ns more,
-// even right after a locked RMW (docs/performance.md, entry 21). GCC
+// and on AMD's cores `mfence` costs more, even right after a locked RMW
+// (the measurement is in docs/history). GCC
 // already compiles the fence to `lock orq $0, (%rsp)`; Clang (14 and 19
 // alike) emits `mfence`, so under Clang the fence is GCC's instruction,
 // written out. ThreadSanitizer builds keep the standard fence.
