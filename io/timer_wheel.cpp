@@ -29,6 +29,7 @@ void timer_wheel::place(timer_node& node, std::uint64_t deadline) {
   pairs.push_back(slot_entry{deadline, &node});  // the only step that may throw
   node.slot = static_cast<std::uint16_t>(slot);
   node.position = static_cast<std::uint32_t>(pairs.size() - 1);
+  ++live_[slot];
   occupied_[level] |= std::uint64_t{1} << index;
   if (deadline < earliest_[slot]) {
     earliest_[slot] = deadline;
@@ -46,17 +47,32 @@ void timer_wheel::mark_empty(std::size_t slot) noexcept {
 void timer_wheel::remove(timer_node& node) noexcept {
   const std::size_t slot = node.slot;
   std::vector<slot_entry>& pairs = slots_[slot];
-  const std::uint32_t position = node.position;
-  if (position + 1 != pairs.size()) {
-    pairs[position] = pairs.back();
-    pairs[position].node->position = position;
-  }
-  pairs.pop_back();
-  if (pairs.empty()) {
-    mark_empty(slot);
-  }
+  pairs[node.position].node = nullptr;  // a hole: no other node is touched
   node.slot = timer_node::unlinked;
   --size_;
+  if (--live_[slot] == 0) {
+    pairs.clear();
+    mark_empty(slot);
+    return;
+  }
+  while (pairs.back().node == nullptr) {  // a live pair remains: the loop stops
+    pairs.pop_back();
+  }
+  if (pairs.size() > 2 * std::size_t{live_[slot]} + compact_slack) {
+    compact(slot);
+  }
+}
+
+void timer_wheel::compact(std::size_t slot) noexcept {
+  std::vector<slot_entry>& pairs = slots_[slot];
+  std::size_t kept = 0;
+  for (const slot_entry& pair : pairs) {
+    if (pair.node != nullptr) {
+      pair.node->position = static_cast<std::uint32_t>(kept);
+      pairs[kept++] = pair;
+    }
+  }
+  pairs.resize(kept);
 }
 
 void timer_wheel::move_urgent_to_back(std::vector<slot_entry>& pairs, std::uint64_t soon) noexcept {
@@ -64,11 +80,13 @@ void timer_wheel::move_urgent_to_back(std::vector<slot_entry>& pairs, std::uint6
   // far, [i + 1, back) the others. Reading the deadlines touches no node.
   std::size_t back = pairs.size();
   for (std::size_t i = pairs.size(); i-- > 0;) {
-    if (pairs[i].deadline < soon) {
+    if (pairs[i].node != nullptr && pairs[i].deadline < soon) {
       --back;
       if (i != back) {
         std::swap(pairs[i], pairs[back]);
-        pairs[i].node->position = static_cast<std::uint32_t>(i);
+        if (pairs[i].node != nullptr) {
+          pairs[i].node->position = static_cast<std::uint32_t>(i);
+        }
         pairs[back].node->position = static_cast<std::uint32_t>(back);
       }
     }

@@ -38,11 +38,14 @@
 // miss apiece). With 10^6 timers of up to 1 s a level-3 slot (262 ms wide)
 // holds ~200,000 of them, and moving it as a list held the queue's mutex
 // for ~65 ms (docs/performance.md, entry 29); as an array it takes a few ms.
-// The cost: an allocation when a slot's array grows (insert may throw
-// std::bad_alloc, and the same failure while expire() moves a node down
-// terminates: expire cannot give a timer back), 16 bytes per pending timer
-// in the arrays, and a cancel that moves the slot's last pair into the
-// hole (it writes that node's position: one more node touched).
+// A cancel leaves a hole (a pair with no node) and touches no other node;
+// holes at the back are dropped at once, and a slot whose holes outnumber
+// its timers is compacted (each timer's position rewritten: amortised, at
+// most one node written per cancel, and those writes not each behind the
+// queue's mutex). The cost: an allocation when a slot's array grows (insert
+// may throw std::bad_alloc, and the same failure while expire() moves a node
+// down terminates: expire cannot give a timer back), and 16 bytes per
+// pending timer in the arrays (32 at most with the holes).
 #pragma once
 
 #include <array>
@@ -114,7 +117,7 @@ class timer_wheel {
 
   struct slot_entry {
     std::uint64_t deadline;
-    timer_node* node;
+    timer_node* node;  // null: the hole of a cancelled timer
   };
 
   // The first occupied slot of the lowest occupied level, or false.
@@ -125,6 +128,8 @@ class timer_wheel {
   // Link `node` where `deadline` belongs (may throw std::bad_alloc).
   void place(timer_node& node, std::uint64_t deadline);
   void mark_empty(std::size_t slot) noexcept;
+  // Rewrite a slot's array without its holes.
+  void compact(std::size_t slot) noexcept;
   // Reorder a slot's pairs so that those due before `soon` are last (each
   // pair swapped writes its node's position).
   static void move_urgent_to_back(std::vector<slot_entry>& pairs, std::uint64_t soon) noexcept;
@@ -133,12 +138,17 @@ class timer_wheel {
   // measured, ~125 ns reckoned).
   static constexpr std::size_t urgent_threshold = 256;
   static constexpr std::size_t pairs_per_tick = 8;
+  // A slot is compacted when its array is longer than twice its timers
+  // plus this many.
+  static constexpr std::size_t compact_slack = 32;
 
   std::uint64_t elapsed_ = 0;
   std::size_t size_ = 0;
   std::array<std::uint64_t, levels> occupied_{};
   std::array<std::uint64_t, slot_count> earliest_{};
   std::array<std::vector<slot_entry>, slot_count> slots_;
+  // Pairs with a node in each slot (the rest of its array are holes).
+  std::array<std::uint32_t, slot_count> live_{};
 };
 
 template <class Fire>
@@ -183,6 +193,10 @@ std::size_t timer_wheel::expire(std::uint64_t now, std::size_t limit, Fire&& fir
       }
       const slot_entry pair = pairs[last];
       pairs.pop_back();
+      if (pair.node == nullptr) {
+        continue;  // a cancelled timer's hole
+      }
+      --live_[slot];
       if (pair.deadline <= now) {
         pair.node->slot = timer_node::unlinked;
         --size_;

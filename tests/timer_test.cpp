@@ -295,6 +295,41 @@ TEST_CASE("timer_wheel: a coarse slot of many timers is spread down a budget at 
   CHECK(fired.size() == nodes.size() + 1);
 }
 
+TEST_CASE("timer_wheel: cancels leave holes; compaction keeps the rest linked where they are") {
+  // 2,000 timers in one slot, 1,900 cancelled in a random order (holes,
+  // dropped at the back or compacted away): the 100 left fire exactly once
+  // each, no cancelled one fires, and every remove finds its pair.
+  timer_wheel wheel;
+  std::vector<timer_node> nodes(2'000);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    wheel.insert(nodes[i], 300'000 + i % 50);
+  }
+  std::vector<std::size_t> order(nodes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+  std::set<timer_node*> cancelled;
+  for (std::size_t k = 0; k < 1'900; ++k) {
+    timer_node& node = nodes[order[k]];
+    REQUIRE(node.linked());
+    wheel.remove(node);
+    CHECK_FALSE(node.linked());
+    cancelled.insert(&node);
+    REQUIRE(wheel.size() == nodes.size() - k - 1);
+  }
+  std::set<timer_node*> fired;
+  while (wheel.due(400'000)) {
+    wheel.expire(400'000, 7, [&](timer_node& node) {
+      CHECK(cancelled.count(&node) == 0);
+      CHECK(fired.insert(&node).second);
+    });
+  }
+  CHECK(fired.size() == 100);
+  CHECK(wheel.empty());
+  CHECK(wheel.next_deadline() == timer_wheel::never);
+}
+
 TEST_CASE("timer_queue: a storm expired while other threads arm and cancel") {
   // One thread expires (as the poller does) while two arm timers spread over
   // 0..20 ms and cancel every other one: an entry fires at most once, never
