@@ -24,8 +24,8 @@ std::mutex attach_mutex;  // serialises attach/detach
 constexpr std::size_t wake_batch = 64;
 // Timers not yet due moved down the wheel per hold of the mutex: with 10^6
 // timers a coarse slot holds ~200,000, and spreading it in one hold kept
-// every arm() and disarm() waiting for milliseconds (docs/performance.md,
-// entry 29). 4096 moves take ~0.1-0.3 ms.
+// every arm() and disarm() waiting for milliseconds (docs/io.md, Timer
+// storms). 4,096 moves take a few hundred microseconds.
 constexpr std::size_t move_batch = 4096;
 
 }  // namespace

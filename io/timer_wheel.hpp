@@ -37,7 +37,7 @@
 // through every node (each in its own coroutine frame: a cache and TLB
 // miss apiece). With 10^6 timers of up to 1 s a level-3 slot (262 ms wide)
 // holds ~200,000 of them, and moving it as a list held the queue's mutex
-// for ~65 ms (docs/performance.md, entry 29); as an array it takes a few ms.
+// for ~65 ms (docs/io.md, Timer storms); as an array it takes a few ms.
 // A cancel leaves a hole (a pair with no node) and touches no other node;
 // holes at the back are dropped at once, and a slot whose holes outnumber
 // its timers is compacted (each timer's position rewritten: amortised, at
