@@ -80,10 +80,6 @@
 // when taken back (executor_core::take_back_unrun).
 #pragma once
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <array>
 #include <chrono>
 #include <climits>
@@ -106,6 +102,7 @@
 #include <variant>
 
 #include "../sync/atomics.hpp"
+#include "../sync/futex.hpp"
 #include "errors.hpp"
 #include "executor.hpp"
 #include "executor_core.hpp"
@@ -158,7 +155,7 @@ class join_countdown {
     // synchronises with all of them).
     const std::uint32_t previous = word_.fetch_sub(1, sync::release);
     if ((previous & count_mask) == 1 && (previous & sleeper_bit) != 0) {
-      futex(FUTEX_WAKE_PRIVATE, 1);
+      sync::futex_wake_one(word_);
       // release: the joiner's acquire spin on this bit; after it the word
       // is no longer ours.
       word_.fetch_or(released_bit, sync::release);
@@ -201,7 +198,7 @@ class join_countdown {
         }
         word |= sleeper_bit;
       }
-      futex(FUTEX_WAIT_PRIVATE, word);
+      sync::futex_wait(word_, word);
       word = word_.load(sync::acquire);
     }
     if ((word & sleeper_bit) != 0) {
@@ -219,11 +216,6 @@ class join_countdown {
   static constexpr std::uint32_t released_bit = 1U << 31U;
   static constexpr int spin_rounds = 2048;
   static constexpr int yield_rounds = 16;
-
-  void futex(int operation, std::uint32_t value) noexcept {
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word_), operation, value, nullptr, nullptr,
-            0);
-  }
 
   sync::atomic<std::uint32_t> word_;
 };

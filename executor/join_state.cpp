@@ -1,13 +1,10 @@
 #include "join_state.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <ctime>
 
+#include "../sync/futex.hpp"
 #include "executor_core.hpp"
 
 namespace canopy {
@@ -15,22 +12,10 @@ namespace canopy {
 namespace {
 
 // The state word is a plain 32-bit futex word: blocked joiners sleep on it
-// with FUTEX_WAIT_BITSET (absolute CLOCK_MONOTONIC deadline, or none) and
-// complete() wakes them with FUTEX_WAKE. (std::atomic::wait has no timeout,
-// and its notify may skip the syscall for waiters it did not register.)
-std::uint32_t* futex_address(sync::atomic<std::uint32_t>& word) noexcept {
-  return reinterpret_cast<std::uint32_t*>(&word);
-}
-
-void futex_wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected,
-                const timespec* deadline) noexcept {
-  syscall(SYS_futex, futex_address(word), FUTEX_WAIT_BITSET_PRIVATE, expected, deadline, nullptr,
-          FUTEX_BITSET_MATCH_ANY);
-}
-
-void futex_wake_all(sync::atomic<std::uint32_t>& word) noexcept {
-  syscall(SYS_futex, futex_address(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
-}
+// with sync::futex_wait_until (FUTEX_WAIT_BITSET: an absolute
+// CLOCK_MONOTONIC deadline, or none) and complete() wakes them all with
+// sync::futex_wake_all. (std::atomic::wait has no timeout, and its notify
+// may skip the syscall for waiters it did not register.)
 
 std::int64_t steady_now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -46,7 +31,7 @@ bool join_state_base::complete(outcome result) noexcept {
   // and with detach_and_release()'s fetch_or.
   const std::uint32_t previous = word_.fetch_or(static_cast<std::uint32_t>(result), sync::acq_rel);
   if ((previous & blocked_bit) != 0) {
-    futex_wake_all(word_);
+    sync::futex_wake_all(word_);
   }
   if ((previous & continuation_bit) != 0) {
     const continuation next = continuation_;
@@ -162,7 +147,7 @@ bool join_state_base::wait_outcome_until(std::int64_t steady_deadline_ns) noexce
       }
       word |= blocked_bit;
     }
-    futex_wait(word_, word, steady_deadline_ns >= 0 ? &deadline : nullptr);
+    sync::futex_wait_until(word_, word, steady_deadline_ns >= 0 ? &deadline : nullptr);
     word = word_.load(sync::acquire);
   }
   return true;
