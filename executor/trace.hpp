@@ -1,5 +1,7 @@
 // trace — a record of what each worker did, written as Chrome trace-event
 // JSON (Perfetto, chrome://tracing) and as an SVG timeline (docs/tracing.md).
+// This is the recorder, which the runtime calls; the two writers are
+// executor/trace_writers.hpp, which draw a trace_snapshot of it.
 //
 // Off by default. On when executor_config::trace_path is set, or when the
 // environment variable CANOPY_TRACE names a file (the config field wins).
@@ -56,6 +58,20 @@ struct trace_event {
 };
 
 class trace_recorder;
+
+// One lane of a written trace: one worker's events (or the outside
+// threads'), oldest first, times in nanoseconds since the recorder was made.
+struct trace_lane {
+  std::string name;
+  std::vector<trace_event> events;
+  bool overwritten = false;  // the ring was full and dropped its oldest events
+};
+
+// What the writers draw: lane i is worker i, the last lane outside threads.
+struct trace_snapshot {
+  std::size_t workers = 0;
+  std::vector<trace_lane> lanes;
+};
 
 // One thread's events: a ring that keeps the newest `capacity` of them.
 // record() and the idle-period helpers are called only by the owning thread
@@ -146,12 +162,13 @@ class trace_recorder final : public wake_observer {
   // wake_observer: a poster claimed `worker`'s park (any thread).
   void woke(std::size_t worker, wake_reason reason) noexcept override;
 
-  // The JSON at path(), the SVG at svg_path(). Only after the workers have
-  // stopped. Returns the first error (the message names the file).
+  // Every buffer's events, times converted to nanoseconds, for the writers.
+  // Only after the workers have stopped.
+  [[nodiscard]] trace_snapshot snapshot() const;
+  // The JSON at path(), the SVG at svg_path(), drawn from one snapshot() by
+  // the writers (trace_writers.cpp). Only after the workers have stopped.
+  // Returns the first error (the message names the file).
   [[nodiscard]] std::error_code write_files(std::string& error_message) const;
-  // The two documents, for tests and for write_files.
-  void write_json(std::string& out) const;
-  void write_svg(std::string& out) const;
 
  private:
   std::string path_;
