@@ -354,7 +354,7 @@ run_soak() {
 
 # Release builds use link-time optimisation: callgrind counted 5.5 % fewer
 # instructions for fib(30) and 11 % fewer for fib_fiber with it
-# (docs/performance.md, entry 7).
+# (docs/history/performance-log.md, entry 7).
 release_options=(--buildtype=release -Db_lto=true)
 
 # ./run.sh demo [--seconds S] [--connections N] [--server-threads T] [--client-threads T]:

@@ -311,9 +311,8 @@ class promise_of : public promise_base {
 
   // The body ended (its result is in the record): the frame frees itself
   // as the coroutine runs off its end, in the same resumption, instead of
-  // suspending and being destroyed by a second entry into the coroutine
-  // (docs/performance.md, "A finished task frees its own frame"). The
-  // block stays for whoever reads the result. An inline-awaited task then
+  // suspending and being destroyed by a second entry into the coroutine,
+  // which every task would pay at its end. The block stays for whoever reads the result. An inline-awaited task then
   // names its awaiter as the next coroutine to resume (the body does that
   // at once, so the stack does not grow); a spawned root tells the body it
   // completed.
