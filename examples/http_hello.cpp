@@ -12,7 +12,7 @@
 // on malformed or oversized requests, 408 for a request that starts but
 // does not arrive within the request timeout, a quiet close of a connection
 // idle that long, and a reset of one whose client reads nothing for the
-// write timeout (io/http_server.hpp).
+// write timeout (io/http/http_server.hpp).
 #include <signal.h>
 
 #include <canopy/canopy.hpp>

@@ -1,6 +1,6 @@
 // fiber_io — the I/O and timer waits of canopy::io for fibers: the same
 // operations as the task forms (io/registration.hpp, io/tcp.hpp,
-// io/timer_wait.hpp), blocking only the calling fiber (its worker runs other
+// io/timer/timer_wait.hpp), blocking only the calling fiber (its worker runs other
 // tasks meanwhile). Separate from the task forms so that a program without
 // fibers does not need Boost.Context: link canopy_io_fiber (pkg-config
 // canopy-fiber) for these.
@@ -22,7 +22,7 @@
 #include "../fiber/this_fiber.hpp"
 #include "registration.hpp"
 #include "tcp.hpp"
-#include "timer_fiber.hpp"
+#include "timer/timer_fiber.hpp"
 
 namespace canopy::io {
 

@@ -28,7 +28,7 @@
 #include "fiber/fiber.hpp"
 #include "io/fiber_io.hpp"
 #include "io/io.hpp"
-#include "io/timer_fiber.hpp"
+#include "io/timer/timer_fiber.hpp"
 #include "tests/test_support.hpp"
 
 using canopy::executor;

@@ -1,6 +1,6 @@
-// The HTTP/1.1 request parser alone (io/http_parser.hpp): valid requests,
+// The HTTP/1.1 request parser alone (io/http/http_parser.hpp): valid requests,
 // every way a request can be malformed, the limits, and incremental input.
-#include "io/http_parser.hpp"
+#include "io/http/http_parser.hpp"
 
 #include <doctest/doctest.h>
 

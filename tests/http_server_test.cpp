@@ -1,4 +1,4 @@
-// The HTTP/1.1 server loop (io/http_server.hpp) against a plain blocking
+// The HTTP/1.1 server loop (io/http/http_server.hpp) against a plain blocking
 // client on 127.0.0.1: keep-alive, pipelining, Connection: close, bad and
 // oversized requests, a client that sends its headers too slowly, one that
 // stops reading, an idle connection, and no descriptor left open
@@ -6,7 +6,7 @@
 // apache2-utils; ./run.sh installs both), run as child processes with a
 // time limit, against this process's server and against the example
 // examples/http_hello. A missing curl or ab fails the test.
-#include "io/http_server.hpp"
+#include "io/http/http_server.hpp"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -34,7 +34,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
-#include "io/timer_binding.hpp"
+#include "io/timer/timer_binding.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"

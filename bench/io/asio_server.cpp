@@ -1,5 +1,5 @@
 // asio_io_server — the Boost.Asio peer of the I/O benchmarks: the same
-// HTTP hello server as examples/http_hello (same parser, io/http_parser.hpp,
+// HTTP hello server as examples/http_hello (same parser, io/http/http_parser.hpp,
 // same answers, keep-alive, pipelining, a request timeout) and a 64-byte
 // echo server, written as fast as we could in Asio's own style: completion
 // handlers (no coroutines), one connection object per socket, reads into a
@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/http_parser.hpp"
+#include "io/http/http_parser.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

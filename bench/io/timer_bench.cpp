@@ -59,8 +59,8 @@
 
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
-#include "io/timer_binding.hpp"
-#include "io/timer_wait.hpp"
+#include "io/timer/timer_binding.hpp"
+#include "io/timer/timer_wait.hpp"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/http_parser.hpp"
+#include "io/http/http_parser.hpp"
 
 namespace {
 

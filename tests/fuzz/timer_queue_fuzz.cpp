@@ -24,7 +24,7 @@
 #include <memory>
 #include <optional>
 
-#include "io/timer_queue.hpp"
+#include "io/timer/timer_queue.hpp"
 
 namespace {
 

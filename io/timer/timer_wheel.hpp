@@ -2,7 +2,7 @@
 // the earliest deadline in O(levels). Single-threaded: timer_queue puts a
 // lock around it and turns expiries into wakes.
 //
-// Time is in ticks (io/timer_queue.hpp uses microseconds since the queue's
+// Time is in ticks (io/timer/timer_queue.hpp uses microseconds since the queue's
 // epoch). The wheel has 11 levels of 64 slots; level L's slots span 64^L
 // ticks each, so the levels cover every 64-bit deadline and nothing is ever
 // clamped. A node's level follows from its distance (a 10 s timer in µs

@@ -34,7 +34,7 @@
 // The handler is called on the worker running the connection; it appends
 // exactly one complete response to `out` (append_response helps).
 //
-// The timeouts need a timer queue on the executor (io/timer_binding.hpp).
+// The timeouts need a timer queue on the executor (io/timer/timer_binding.hpp).
 #pragma once
 
 #include <chrono>
@@ -42,9 +42,9 @@
 #include <string>
 #include <string_view>
 
-#include "../coroutine/task.hpp"
+#include "../../coroutine/task.hpp"
 #include "http_parser.hpp"
-#include "tcp.hpp"
+#include "../tcp.hpp"
 
 namespace canopy::io::http {
 

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-#include "../executor/executor.hpp"
+#include "../../executor/executor.hpp"
 #include "timer_queue.hpp"
 
 namespace canopy::io {

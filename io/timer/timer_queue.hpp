@@ -2,7 +2,7 @@
 // whose expiries wake tasks through their wakers.
 //
 // Who calls what:
-//   * waits (io/timer_wait.hpp: sleep_for, with_timeout) arm() and disarm()
+//   * waits (io/timer/timer_wait.hpp: sleep_for, with_timeout) arm() and disarm()
 //     entries from any thread, usually the worker running the waiting task;
 //   * whoever drives the timers (the reactor's poller, or a timer_thread)
 //     sleeps until next_deadline() and calls expire(now) when it wakes, and
@@ -29,10 +29,10 @@
 #include <mutex>
 #include <optional>
 
-#include "../coroutine/waker.hpp"
-#include "../executor/executor_core.hpp"
-#include "../executor/idle_driver.hpp"
-#include "../sync/atomics.hpp"
+#include "../../coroutine/waker.hpp"
+#include "../../executor/executor_core.hpp"
+#include "../../executor/idle_driver.hpp"
+#include "../../sync/atomics.hpp"
 #include "timer_wheel.hpp"
 
 namespace canopy::io {

@@ -17,8 +17,8 @@
 // or already has a timer queue.
 #pragma once
 
-#include "../executor/executor.hpp"
-#include "reactor.hpp"
+#include "../../executor/executor.hpp"
+#include "../reactor.hpp"
 #include "timer_queue.hpp"
 
 namespace canopy::io {

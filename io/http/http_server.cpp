@@ -7,11 +7,11 @@
 #include <span>
 #include <vector>
 
-#include "../coroutine/custom_wait.hpp"
-#include "../coroutine/spawn.hpp"
-#include "../sync/atomics.hpp"
-#include "registration.hpp"
-#include "timer_wait.hpp"
+#include "../../coroutine/custom_wait.hpp"
+#include "../../coroutine/spawn.hpp"
+#include "../../sync/atomics.hpp"
+#include "../registration.hpp"
+#include "../timer/timer_wait.hpp"
 
 namespace canopy::io::http {
 

@@ -1,4 +1,4 @@
-// Timed waits for fibers: the blocking forms of io/timer_wait.hpp. Each
+// Timed waits for fibers: the blocking forms of io/timer/timer_wait.hpp. Each
 // suspends only the calling fiber (its worker runs other tasks meanwhile).
 //
 //   canopy::this_fiber::sleep_for(5ms);
@@ -12,8 +12,8 @@
 
 #include <chrono>
 
-#include "../coroutine/waker.hpp"
-#include "../fiber/this_fiber.hpp"
+#include "../../coroutine/waker.hpp"
+#include "../../fiber/this_fiber.hpp"
 #include "timer_wait.hpp"
 
 namespace canopy::this_fiber {

@@ -6,10 +6,10 @@
 //   if (!got) { /* got.error() == canopy::io::errc::timed_out */ } else use(*got);
 //
 // The executor running the task must have a timer queue attached (the
-// reactor attaches one; io/timer_thread.hpp is a stand-alone driver).
+// reactor attaches one; io/timer/timer_thread.hpp is a stand-alone driver).
 // Outside a task, or with no queue, these throw std::logic_error.
 //
-// A sleep is a wait source (io/timer_queue.hpp's entry inside the awaiting
+// A sleep is a wait source (io/timer/timer_queue.hpp's entry inside the awaiting
 // frame): arming links the entry into the executor's timing wheel, the
 // queue's driver wakes the task at the deadline, and a task cancelled or
 // destroyed while it sleeps takes its entry back (disarm) on the way out,
@@ -36,11 +36,11 @@
 #include <type_traits>
 #include <utility>
 
-#include "../coroutine/custom_wait.hpp"
-#include "../coroutine/spawn.hpp"
-#include "../coroutine/task.hpp"
-#include "../coroutine/task_handle.hpp"
-#include "../coroutine/waker.hpp"
+#include "../../coroutine/custom_wait.hpp"
+#include "../../coroutine/spawn.hpp"
+#include "../../coroutine/task.hpp"
+#include "../../coroutine/task_handle.hpp"
+#include "../../coroutine/waker.hpp"
 #include "timer_error.hpp"
 #include "timer_queue.hpp"
 
