@@ -317,16 +317,8 @@ spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
 }
 
 // The same without a join handle; an exception goes to the executor's
-// on_detached_exception handler.
-template <class T>
-void spawn_detached(executor& pool, task<T> work) {
-  if (const spawn_status status = detail::spawn_coroutine<T>(pool.core(), std::move(work), false,
-                                                             spawn_mode::block, nullptr);
-      status != spawn_status::spawned) {
-    throw spawn_error(status);
-  }
-}
-
+// on_detached_exception handler. (From outside a task:
+// pool.spawn_detached(task).)
 template <class T>
 void spawn_detached(task<T> work) {
   if (const spawn_status status =

@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
                  error.message().c_str());
     return 1;
   }
-  canopy::spawn_detached(pool, accept_loop(listener));
+  pool.spawn_detached(accept_loop(listener));
   std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
   std::fflush(stdout);
 

@@ -18,8 +18,8 @@ long fib(int n) {
   if (n < 2) {
     return n;
   }
-  auto left = canopy::spawn_fiber([n] { return fib(n - 1); }, stack_bytes);
-  auto right = canopy::spawn_fiber([n] { return fib(n - 2); }, stack_bytes);
+  auto left = canopy::spawn(canopy::fiber([n] { return fib(n - 1); }, stack_bytes));
+  auto right = canopy::spawn(canopy::fiber([n] { return fib(n - 2); }, stack_bytes));
   return canopy::this_fiber::await(left) + canopy::this_fiber::await(right);
 }
 
@@ -32,9 +32,7 @@ int main(int argc, char** argv) {
   }
   canopy::executor pool;
   const auto start = std::chrono::steady_clock::now();
-  const long value = canopy::spawn_fiber(
-                         pool, [n] { return fib(n); }, stack_bytes)
-                         .join();
+  const long value = pool.spawn(canopy::fiber([n] { return fib(n); }, stack_bytes)).join();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const canopy::stack_pool_stats stacks = canopy::stack_pool::stats();

@@ -35,9 +35,9 @@
 //   * At capacity (max_leaves full) spawn() blocks the calling thread until a
 //     slot frees (shutdown() releases it with errc::shut_down); on a worker
 //     thread, where blocking could deadlock the pool, it throws
-//     spawn_error(errc::at_capacity) instead. try_spawn() — for callables and
-//     for every other task kind (coroutines; fibers: try_spawn_fiber) — never
-//     blocks and returns the error code. capacity() and stats().live_tasks
+//     spawn_error(errc::at_capacity) instead. try_spawn() — for every task
+//     kind: callables, coroutines, fibers (canopy::fiber(fn)) — never blocks
+//     and returns the error code. capacity() and stats().live_tasks
 //     tell how full the executor is.
 //   * An invalid executor_config throws std::invalid_argument naming the field.
 //   * A task's exception travels to join(); for detached tasks — spawned with
@@ -67,7 +67,8 @@
 namespace canopy {
 
 // Extension point for task kinds that are not callables (a C++20
-// canopy::task<T>, see coroutine/spawn.hpp): specialise task_spawner<Task>
+// canopy::task<T>, see coroutine/spawn.hpp; a fiber description,
+// canopy::fiber(fn), see fiber/fiber_task.hpp): specialise task_spawner<Task>
 // with a `handle_type` and
 //   static std::error_code spawn(executor_core&, Task&&, spawn_mode, handle_type& out);
 //   static std::error_code spawn_detached(executor_core&, Task&&, spawn_mode);
@@ -88,9 +89,6 @@ struct spawn_attempt {
   std::error_code error;
   explicit operator bool() const noexcept { return !error; }
 };
-
-template <class T>
-using try_spawn_result = spawn_attempt<join_handle<T>>;
 
 class executor {
  public:
@@ -113,8 +111,9 @@ class executor {
     return std::move(outcome.handle);
   }
 
-  // Spawn a task of another kind (a canopy::task<T> coroutine); returns its
-  // handle (a task_handle<T>, which is a join_handle<T>).
+  // Spawn a task of another kind (a canopy::task<T> coroutine, or a fiber:
+  // canopy::fiber(fn, stack_size)); returns its handle (a task_handle<T>,
+  // which is a join_handle<T>).
   template <class Task>
   requires spawnable_task<Task>
   auto spawn(Task&& task) -> typename task_spawner<std::remove_cvref_t<Task>>::handle_type {
@@ -140,7 +139,7 @@ class executor {
 
   template <class Fn>
   requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
-      -> try_spawn_result<std::invoke_result_t<std::decay_t<Fn>&>> {
+      -> spawn_attempt<join_handle<std::invoke_result_t<std::decay_t<Fn>&>>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     return spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::fail);
   }
@@ -156,8 +155,8 @@ class executor {
     }
   }
 
-  // Spawn a task of another kind (a coroutine) without a handle; its
-  // exception, if any, goes to the handler, as for a callable.
+  // Spawn a task of another kind (a coroutine, a fiber) without a handle;
+  // its exception, if any, goes to the handler, as for a callable.
   template <class Task>
   requires spawnable_task<Task>
   void spawn_detached(Task&& task) {
@@ -236,7 +235,7 @@ class executor {
 
  private:
   template <class Result, class Fn>
-  try_spawn_result<Result> spawn_joined(Fn&& fn, spawn_mode mode) {
+  spawn_attempt<join_handle<Result>> spawn_joined(Fn&& fn, spawn_mode mode) {
     using body = detail::callable_body<std::decay_t<Fn>, Result>;
     // Two references (task + handle); owned here until the spawn succeeded,
     // so that a throwing copy of fn, or a failed spawn, frees it.

@@ -166,7 +166,7 @@ void fiber_main(boost::context::detail::transfer_t from) noexcept {
 fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
                               std::size_t callable_align) {
   if (stack_size == 0 || stack_size > max_fiber_stack) {
-    throw std::invalid_argument("canopy::spawn_fiber: a stack of " + std::to_string(stack_size) +
+    throw std::invalid_argument("canopy::fiber: a stack of " + std::to_string(stack_size) +
                                 " bytes was asked for; it must be between 1 byte and " +
                                 std::to_string(max_fiber_stack) + " bytes");
   }

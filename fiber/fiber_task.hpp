@@ -1,9 +1,9 @@
 // Stackful fibers on Boost.Context as executor tasks.
 //
-//   auto handle = canopy::spawn_fiber(pool, [] {
+//   auto handle = pool.spawn(canopy::fiber([] {
 //     canopy::this_fiber::yield();
-//     return canopy::this_fiber::await(canopy::spawn_fiber([] { return 41; })) + 1;
-//   });
+//     return canopy::this_fiber::await(canopy::spawn(canopy::fiber([] { return 41; }))) + 1;
+//   }));
 //   int value = handle.join();   // 42
 //
 // A fiber is a task whose body switches to a boost::context::fiber with its
@@ -220,63 +220,106 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
 
 }  // namespace detail
 
-// Spawn fn() as a fiber with at least `stack_size` bytes of stack (rounded
-// up to pages; taken when the fiber first runs) on `pool`. From any thread.
-// Returns its task_handle (a join_handle). fn is moved (or copied) into the
-// fiber's control block. Throws std::invalid_argument (stack_size 0 or
-// above 1 GiB), spawn_error (shut down), std::bad_alloc, or what fn's
-// constructor throws. If no stack can be had when the fiber first runs,
-// join() rethrows std::bad_alloc.
+// A fiber to spawn: fn() on a stack of its own of at least `stack_size`
+// bytes (rounded up to pages; taken when the fiber first runs). Made by
+// canopy::fiber(fn, stack_size) and handed to any spawn verb:
+//   pool.spawn / try_spawn / spawn_detached(canopy::fiber(fn))    from any thread
+//   canopy::spawn / try_spawn / spawn_detached(canopy::fiber(fn)) inside a running task
+// It only describes the fiber (the callable, stored by value, and the stack
+// size); the spawn creates it.
+template <class Fn>
+struct fiber_spec {
+  Fn fn;
+  std::size_t stack_size = stack_pool::default_stack_size;
+};
+
+// fn is moved (or copied) into the description, and from there into the
+// fiber's control block when it is spawned.
 template <class Fn>
 requires std::is_invocable_v < std::decay_t<Fn>
-& > auto spawn_fiber(executor& pool, Fn&& fn,
-                     std::size_t stack_size = stack_pool::default_stack_size)
-        -> task_handle<detail::fiber_result_t<Fn>> {
-  task_handle<detail::fiber_result_t<Fn>> handle;
-  if (const spawn_status status = detail::spawn_fiber_on(pool.core(), std::forward<Fn>(fn),
-                                                         stack_size, spawn_mode::block, handle);
-      status != spawn_status::spawned) {
-    throw spawn_error(status);
+& > fiber_spec<std::decay_t<Fn>> fiber(Fn&& fn,
+                                       std::size_t stack_size = stack_pool::default_stack_size) {
+  return fiber_spec<std::decay_t<Fn>>{std::forward<Fn>(fn), stack_size};
+}
+
+// Spawning a fiber (executor::spawn / try_spawn / spawn_detached; the free
+// forms below). Returns its task_handle (a join_handle). Throws
+// std::invalid_argument (stack_size 0 or above 1 GiB), std::bad_alloc, or
+// what fn's constructor throws; spawn errors as for every task kind. If no
+// stack can be had when the fiber first runs, join() rethrows
+// std::bad_alloc. A detached fiber's exception, if any, goes to the
+// executor's on_detached_exception handler (as for every task detached
+// before it ends).
+template <class Fn>
+struct task_spawner<fiber_spec<Fn>> {
+  using handle_type = task_handle<detail::fiber_result_t<Fn>>;
+  template <class Spec>
+  static std::error_code spawn(executor_core& core, Spec&& spec, spawn_mode mode,
+                               handle_type& out) {
+    return to_error_code(
+        detail::spawn_fiber_on(core, std::forward<Spec>(spec).fn, spec.stack_size, mode, out));
+  }
+  template <class Spec>
+  static std::error_code spawn_detached(executor_core& core, Spec&& spec, spawn_mode mode) {
+    handle_type handle;
+    const std::error_code error = spawn(core, std::forward<Spec>(spec), mode, handle);
+    if (!error) {
+      handle.detach();
+    }
+    return error;
+  }
+};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_fiber_spec = false;
+template <class Fn>
+inline constexpr bool is_fiber_spec<fiber_spec<Fn>> = true;
+
+template <class Spec>
+concept fiber_description = is_fiber_spec<std::remove_cvref_t<Spec>>;
+
+template <class Spec>
+using fiber_handle_t = typename task_spawner<std::remove_cvref_t<Spec>>::handle_type;
+
+}  // namespace detail
+
+// Inside a running task (coroutine, fiber or callable): spawn the fiber on
+// the same executor. At capacity this throws spawn_error(errc::at_capacity)
+// rather than block the worker; after shutdown began, errc::shut_down.
+// Outside a task it throws std::logic_error.
+template <detail::fiber_description Spec>
+auto spawn(Spec&& spec) -> detail::fiber_handle_t<Spec> {
+  detail::fiber_handle_t<Spec> handle;
+  if (const std::error_code error = task_spawner<std::remove_cvref_t<Spec>>::spawn(
+          detail::current_core("canopy::spawn(fiber)"), std::forward<Spec>(spec), spawn_mode::block,
+          handle)) {
+    throw spawn_error(static_cast<errc>(error.value()));
   }
   return handle;
 }
 
-// Like spawn_fiber(pool, ...), but never blocks: at capacity or after
-// shutdown the result carries errc::at_capacity / errc::shut_down.
-template <class Fn>
-requires std::is_invocable_v < std::decay_t<Fn>
-& > auto try_spawn_fiber(executor& pool, Fn&& fn,
-                         std::size_t stack_size = stack_pool::default_stack_size)
-        -> spawn_attempt<task_handle<detail::fiber_result_t<Fn>>> {
-  spawn_attempt<task_handle<detail::fiber_result_t<Fn>>> attempt;
-  attempt.error = to_error_code(detail::spawn_fiber_on(
-      pool.core(), std::forward<Fn>(fn), stack_size, spawn_mode::fail, attempt.handle));
+// The same without blocking: at capacity, or after shutdown began, the
+// result carries errc::at_capacity / errc::shut_down instead of a handle.
+template <detail::fiber_description Spec>
+auto try_spawn(Spec&& spec) -> spawn_attempt<detail::fiber_handle_t<Spec>> {
+  spawn_attempt<detail::fiber_handle_t<Spec>> attempt;
+  attempt.error = task_spawner<std::remove_cvref_t<Spec>>::spawn(
+      detail::current_core("canopy::try_spawn(fiber)"), std::forward<Spec>(spec), spawn_mode::fail,
+      attempt.handle);
   return attempt;
 }
 
-// A fiber without a handle: its exception, if any, goes to the executor's
-// on_detached_exception handler (as for every task detached before it ends).
-template <class Fn>
-requires std::is_invocable_v < std::decay_t<Fn>
-& > void spawn_fiber_detached(executor& pool, Fn&& fn,
-                              std::size_t stack_size = stack_pool::default_stack_size) {
-  spawn_fiber(pool, std::forward<Fn>(fn), stack_size).detach();
-}
-
-// Inside a running task: spawn on the same executor (at capacity:
-// spawn_error(errc::at_capacity) instead of blocking the worker).
-template <class Fn>
-requires std::is_invocable_v < std::decay_t<Fn>
-& > auto spawn_fiber(Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size)
-        -> task_handle<detail::fiber_result_t<Fn>> {
-  task_handle<detail::fiber_result_t<Fn>> handle;
-  if (const spawn_status status =
-          detail::spawn_fiber_on(detail::current_core("canopy::spawn_fiber(fn)"),
-                                 std::forward<Fn>(fn), stack_size, spawn_mode::block, handle);
-      status != spawn_status::spawned) {
-    throw spawn_error(status);
+// The same without a join handle; an exception goes to the executor's
+// on_detached_exception handler.
+template <detail::fiber_description Spec>
+void spawn_detached(Spec&& spec) {
+  if (const std::error_code error = task_spawner<std::remove_cvref_t<Spec>>::spawn_detached(
+          detail::current_core("canopy::spawn_detached(fiber)"), std::forward<Spec>(spec),
+          spawn_mode::block)) {
+    throw spawn_error(static_cast<errc>(error.value()));
   }
-  return handle;
 }
 
 }  // namespace canopy

@@ -100,7 +100,7 @@ callback_registration::callback_registration(executor& pool, int fd, interest wh
     return;
   }
   try {
-    canopy::spawn_detached(pool, callback_loop(shared));
+    pool.spawn_detached(callback_loop(shared));
   } catch (const spawn_error&) {
     owner.remove(shared->id);
     error = std::make_error_code(std::errc::operation_canceled);

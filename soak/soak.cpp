@@ -423,11 +423,12 @@ int fiber_job(round_state& round, ticket& mine, std::uint64_t shape) {
   if (shape % 3 == 0 && !round.config.small_capacity) {
     if (ledger_entry* entry = round.book.claim()) {
       entry->child = true;
-      auto child = spawn_fiber([&round, child_ticket = new_ticket(round, entry)]() mutable {
-        start(round, child_ticket);
-        this_fiber::yield();
-        return 2;
-      });
+      auto child =
+          canopy::spawn(canopy::fiber([&round, child_ticket = new_ticket(round, entry)]() mutable {
+            start(round, child_ticket);
+            this_fiber::yield();
+            return 2;
+          }));
       sum += this_fiber::await(child);
     }
   } else if (shape % 3 == 1) {
@@ -813,7 +814,7 @@ bool run_round_body(const options& opts, std::mt19937_64& random, run_totals& to
     round.listener = canopy::io::tcp_listener::bind(canopy::io::reactor::of(*round.pool),
                                                     canopy::io::endpoint::loopback_v4(0));
     round.echo_at = round.listener.local_endpoint();
-    spawn_detached(*round.pool, echo_acceptor(round));
+    round.pool->spawn_detached(echo_acceptor(round));
   }
   const double round_seconds = opts.round_seconds;
   std::thread watcher(monitor, std::ref(round), round_seconds, opts.timeout_scale);

@@ -248,10 +248,10 @@ TEST_CASE("timer: a fiber cancelled at its sleep's deadline takes its timer back
     std::vector<clock_type::time_point> cancel_at;
     for (std::size_t i = 0; i < batch; ++i) {
       const auto start = clock_type::now();
-      handles.push_back(canopy::spawn_fiber(pool, [counted = end_counter(destroyed)] {
+      handles.push_back(pool.spawn(canopy::fiber([counted = end_counter(destroyed)] {
         canopy::this_fiber::sleep_for(200us);
         return 7;
-      }));
+      })));
       cancel_at.push_back(start + 180us + std::chrono::microseconds((i * 7) % 80));
     }
     cancel_around(handles, cancel_at);
@@ -440,11 +440,11 @@ TEST_CASE("custom wait source: cancel against set(): one disarm for every arm") 
         [&](std::atomic<bool>& waiting) {
           source = std::make_unique<counted_source>();
           counted_source* const s = source.get();
-          return canopy::spawn_fiber(pool, [s, &waiting, &destroyed] {
+          return pool.spawn(canopy::fiber([s, &waiting, &destroyed] {
             const canopy::testing::destroy_flag flag(destroyed);
             waiting.store(true, std::memory_order_release);
             return canopy::this_fiber::wait_on(*s);
-          });
+          }));
         },
         fire, after);
   }
@@ -485,12 +485,12 @@ TEST_CASE("async_event: cancel against set()") {
         [&](std::atomic<bool>& waiting) {
           event = std::make_unique<canopy::async_event>();
           canopy::async_event* const e = event.get();
-          return canopy::spawn_fiber(pool, [e, &waiting, &destroyed] {
+          return pool.spawn(canopy::fiber([e, &waiting, &destroyed] {
             const canopy::testing::destroy_flag flag(destroyed);
             waiting.store(true, std::memory_order_release);
             canopy::this_fiber::await(*e);
             return 7;
-          });
+          }));
         },
         fire, after);
   }
@@ -548,11 +548,11 @@ TEST_CASE("readiness: cancel against the descriptor becoming readable") {
         [&](std::atomic<bool>& waiting) {
           open_pipe();
           const canopy::io::registration* const r = reg.get();
-          return canopy::spawn_fiber(pool, [r, &waiting, &destroyed] {
+          return pool.spawn(canopy::fiber([r, &waiting, &destroyed] {
             const canopy::testing::destroy_flag flag(destroyed);
             waiting.store(true, std::memory_order_release);
             return canopy::io::this_fiber::readable(*r) ? -1 : 7;
-          });
+          }));
         },
         fire, after);
   }
@@ -608,13 +608,13 @@ TEST_CASE("join: cancel a parent against its awaited child finishing") {
         [&](std::atomic<bool>& waiting) {
           next_gate();
           canopy::async_event* const g = gate;
-          return canopy::spawn_fiber(pool, [&child, g, &waiting, &destroyed, &children] {
+          return pool.spawn(canopy::fiber([&child, g, &waiting, &destroyed, &children] {
             const canopy::testing::destroy_flag flag(destroyed);
             auto handle = canopy::spawn(child(*g, end_counter(children)));
             static_cast<void>(handle.id());
             waiting.store(true, std::memory_order_release);
             return canopy::this_fiber::await(handle);
-          });
+          }));
         },
         fire, after);
   }
@@ -693,12 +693,12 @@ TEST_CASE("host hand-off: cancel against the host thread running the task") {
                           co_await canopy::resume_on_host();
                           co_return 7;
                         }(waiting, destroyed))
-                      : canopy::spawn_fiber(pool, [&waiting, &destroyed] {
+                      : pool.spawn(canopy::fiber([&waiting, &destroyed] {
                           const canopy::testing::destroy_flag flag(destroyed);
                           waiting.store(true, std::memory_order_release);
                           canopy::this_fiber::resume_on_host();
                           return 7;
-                        });
+                        }));
     REQUIRE(reached(waiting));
     handle.cancel();
     const int ended = outcome_of(handle, 7);

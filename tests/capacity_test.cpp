@@ -79,7 +79,7 @@ TEST_CASE("try_spawn never blocks, for every task kind: at_capacity, shut_down; 
   auto full_coroutine = pool.try_spawn(wait_on_event(release));
   CHECK(full_coroutine.error == canopy::errc::at_capacity);
   CHECK_FALSE(full_coroutine.handle.valid());
-  auto full_fiber = canopy::try_spawn_fiber(pool, [] { return 1; });
+  auto full_fiber = pool.try_spawn(canopy::fiber([] { return 1; }));
   CHECK(full_fiber.error == canopy::errc::at_capacity);
   auto full_callable = pool.try_spawn([] { return 1; });
   CHECK(full_callable.error == canopy::errc::at_capacity);
@@ -94,12 +94,12 @@ TEST_CASE("try_spawn never blocks, for every task kind: at_capacity, shut_down; 
     co_return attempt&& co_await std::move(attempt.handle) == 8;
   };
   CHECK(canopy::block_on(pool, inside()));
-  auto fiber = canopy::try_spawn_fiber(pool, [] { return 9; });
+  auto fiber = pool.try_spawn(canopy::fiber([] { return 9; }));
   REQUIRE(fiber);
   CHECK(fiber.handle.join() == 9);
   pool.shutdown();
   CHECK(pool.try_spawn(wait_on_event(release)).error == canopy::errc::shut_down);
-  CHECK(canopy::try_spawn_fiber(pool, [] { return 1; }).error == canopy::errc::shut_down);
+  CHECK(pool.try_spawn(canopy::fiber([] { return 1; })).error == canopy::errc::shut_down);
 }
 
 TEST_CASE("when_all at capacity awaits the tasks it spawned before it throws at_capacity") {

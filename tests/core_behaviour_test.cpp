@@ -87,10 +87,10 @@ TEST_CASE_TEMPLATE("spawn and join: callables, coroutines and their children, fi
   };
   CHECK_THROWS_WITH_AS(pool.spawn(failing()).join(), "coroutine failed", std::runtime_error);
 
-  auto fiber = canopy::spawn_fiber(pool, [] {
+  auto fiber = pool.spawn(canopy::fiber([] {
     canopy::this_fiber::yield();
     return 5;
-  });
+  }));
   CHECK(fiber.join() == 5);
 
   if (workers_t::value == 0) {
@@ -155,11 +155,11 @@ TEST_CASE_TEMPLATE("shutdown destroys suspended coroutines and fibers; handles s
     handles.push_back(pool.spawn(waiter()));
   }
   for (int index = 0; index < fibers; ++index) {
-    handles.push_back(canopy::spawn_fiber(pool, [&] {
+    handles.push_back(pool.spawn(canopy::fiber([&] {
       destroy_flag flag(destroyed);
       started.fetch_add(1);
       canopy::this_fiber::await(never);
-    }));
+    })));
   }
   REQUIRE(settles(pool, [&] { return started.load() == coroutines + fibers; }));
   CHECK(destroyed.load() == 0);
@@ -187,12 +187,12 @@ TEST_CASE_TEMPLATE("cancel destroys a suspended coroutine or fiber at once", wor
     co_return 1;
   };
   auto coroutine = pool.spawn(waiter());
-  auto fiber = canopy::spawn_fiber(pool, [&] {
+  auto fiber = pool.spawn(canopy::fiber([&] {
     destroy_flag flag(destroyed);
     started.fetch_add(1);
     canopy::this_fiber::await(never);
     return 2;
-  });
+  }));
   REQUIRE(settles(pool, [&] { return started.load() == 2; }));
   CHECK(coroutine.cancel());
   CHECK(fiber.cancel());

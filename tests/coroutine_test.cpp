@@ -746,7 +746,7 @@ TEST_CASE("dropping a handle detaches: the task still runs to its end") {
     finished.fetch_add(1);
   };
   { auto dropped = pool.spawn(body()); }
-  canopy::spawn_detached(pool, body());
+  pool.spawn_detached(body());
   go.set();
   CHECK(eventually([&] { return finished.load() == 2; }));
 }

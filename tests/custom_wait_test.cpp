@@ -94,10 +94,10 @@ TEST_CASE("a custom wait source works for tasks and fibers; one disarm per arm, 
   CHECK(for_task.disarms.load() == 1);
 
   flag_setter for_fiber;
-  auto fiber_handle = canopy::spawn_fiber(pool, [&] {
+  auto fiber_handle = pool.spawn(canopy::fiber([&] {
     flag_source source = for_fiber.source();
     return canopy::this_fiber::wait_on(source);
-  });
+  }));
   REQUIRE(eventually([&] { return for_fiber.armed(); }));
   for_fiber.set();
   CHECK(fiber_handle.join() == 99);
@@ -133,11 +133,11 @@ TEST_CASE("cancelling a task or fiber in a custom wait destroys it and disarms t
   CHECK_FALSE(for_task.armed());
 
   flag_setter for_fiber;
-  auto fiber_handle = canopy::spawn_fiber(pool, [&] {
+  auto fiber_handle = pool.spawn(canopy::fiber([&] {
     destroy_flag flag(destroyed);
     flag_source source = for_fiber.source();
     return canopy::this_fiber::wait_on(source);
-  });
+  }));
   REQUIRE(eventually([&] { return for_fiber.armed(); }));
   canopy::join_handle<int> as_base = std::move(fiber_handle);
   CHECK(as_base.cancel());

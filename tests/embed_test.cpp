@@ -354,12 +354,12 @@ TEST_CASE("owned workers: post() and resume_on_host() continue on the loop threa
     });
   }
   for (int index = 0; index < 10; ++index) {
-    canopy::spawn_fiber_detached(pool, [&] {
+    pool.spawn_detached(canopy::fiber([&] {
       canopy::this_fiber::resume_on_host();
       if (std::this_thread::get_id() == host) {
         fibers_back.fetch_add(1);
       }
-    });
+    }));
   }
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   while (

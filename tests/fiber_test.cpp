@@ -33,7 +33,6 @@
 using canopy::async_event;
 using canopy::executor;
 using canopy::executor_config;
-using canopy::spawn_fiber;
 using canopy::task;
 using canopy::testing::config_with;
 using canopy::testing::destroy_flag;
@@ -49,8 +48,8 @@ long fib(int n) {
   if (n < 2) {
     return n;
   }
-  auto left = spawn_fiber([n] { return fib(n - 1); }, small_stack);
-  auto right = spawn_fiber([n] { return fib(n - 2); }, small_stack);
+  auto left = canopy::spawn(canopy::fiber([n] { return fib(n - 1); }, small_stack));
+  auto right = canopy::spawn(canopy::fiber([n] { return fib(n - 2); }, small_stack));
   return this_fiber::await(left) + this_fiber::await(right);
 }
 
@@ -108,28 +107,28 @@ int death_signal(pid_t child, const char* name) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE_DEFINE("spawn_fiber returns the value; exceptions reach join", workers_t,
+TEST_CASE_TEMPLATE_DEFINE("a spawned fiber returns the value; exceptions reach join", workers_t,
                           fiber_sizes) {
   canopy::testing::watchdog guard("fiber spawn/join", 60);
   executor pool(config_with(workers_t::value));
   std::vector<canopy::task_handle<int>> handles;
   for (int index = 0; index < 500; ++index) {
-    handles.push_back(spawn_fiber(pool, [index] {
+    handles.push_back(pool.spawn(canopy::fiber([index] {
       this_fiber::yield();
       return index;
-    }));
+    })));
   }
   long sum = 0;
   for (auto& handle : handles) {
     sum += handle.join();
   }
   CHECK(sum == 499L * 500L / 2);
-  auto failing = spawn_fiber(pool, []() -> int {
+  auto failing = pool.spawn(canopy::fiber([]() -> int {
     this_fiber::yield();
     throw std::runtime_error("fiber failed");
-  });
+  }));
   CHECK_THROWS_WITH_AS(failing.join(), "fiber failed", std::runtime_error);
-  auto unit = spawn_fiber(pool, [] {});
+  auto unit = pool.spawn(canopy::fiber([] {}));
   unit.join();
 }
 TEST_CASE_TEMPLATE_INVOKE(fiber_sizes, std::integral_constant<std::size_t, 1>,
@@ -157,17 +156,17 @@ TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding 
   executor pool(config_with(1));
   async_event ready;
   std::atomic<bool> waiting{false};
-  auto fiber = spawn_fiber(pool, [&] {
+  auto fiber = pool.spawn(canopy::fiber([&] {
     CHECK(this_fiber::inside());
-    int total = this_fiber::await(pool.spawn([] { return 1; }));    // callable task
-    total += this_fiber::await(spawn_fiber([] { return 2; }));      // another fiber
-    total += this_fiber::await(coroutine_value(3));                 // a task<T>
-    total += this_fiber::await(canopy::spawn(coroutine_value(4)));  // its handle
+    int total = this_fiber::await(pool.spawn([] { return 1; }));                 // callable task
+    total += this_fiber::await(canopy::spawn(canopy::fiber([] { return 2; })));  // another fiber
+    total += this_fiber::await(coroutine_value(3));                              // a task<T>
+    total += this_fiber::await(canopy::spawn(coroutine_value(4)));               // its handle
     waiting.store(true);
     this_fiber::await(ready);                // an event
     this_fiber::await(canopy::yield_now());  // any awaitable
     return total;
-  });
+  }));
   REQUIRE(eventually([&] { return waiting.load(); }));
   // The only worker is free while the fiber waits.
   CHECK(pool.spawn([] { return 5; }).join() == 5);
@@ -175,7 +174,9 @@ TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding 
   CHECK(fiber.join() == 10);
 
   // A coroutine awaits a fiber's handle, too.
-  auto reader = [&]() -> task<int> { co_return co_await spawn_fiber([] { return 6; }); };
+  auto reader = [&]() -> task<int> {
+    co_return co_await canopy::spawn(canopy::fiber([] { return 6; }));
+  };
   CHECK(canopy::block_on(pool, reader()) == 6);
 }
 
@@ -197,8 +198,8 @@ TEST_CASE("a fiber awaiting a pending fiber of another executor waits for it the
   for (int index = 0; index < 9000; ++index) {  // push the child's slot past home's arena
     fillers.push_back(other.spawn([] {}));
   }
-  auto child = spawn_fiber(other, [&] { return opened.load(); });
-  auto parent = spawn_fiber(home, [&] { return this_fiber::await(child); });
+  auto child = other.spawn(canopy::fiber([&] { return opened.load(); }));
+  auto parent = home.spawn(canopy::fiber([&] { return this_fiber::await(child); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   opened.store(true);
   CHECK(parent.join());  // the child ran on `other`, after the blocker let go
@@ -211,13 +212,13 @@ TEST_CASE("a fiber awaiting a pending fiber of another executor waits for it the
 TEST_CASE("exceptions propagate through nested fiber awaits") {
   canopy::testing::watchdog guard("fiber exceptions", 30);
   executor pool(config_with(2));
-  auto outer = spawn_fiber(pool, [] {
-    auto inner = spawn_fiber([]() -> int {
+  auto outer = pool.spawn(canopy::fiber([] {
+    auto inner = canopy::spawn(canopy::fiber([]() -> int {
       this_fiber::yield();
       throw std::out_of_range("inner");
-    });
+    }));
     return this_fiber::await(inner) + 1;
-  });
+  }));
   CHECK_THROWS_WITH_AS(outer.join(), "inner", std::out_of_range);
 }
 
@@ -238,8 +239,8 @@ TEST_CASE("this_fiber::yield lets other ready tasks run on a single worker") {
       }
     };
   };
-  auto a = spawn_fiber(pool, writer('A'));
-  auto b = spawn_fiber(pool, writer('B'));
+  auto a = pool.spawn(canopy::fiber(writer('A')));
+  auto b = pool.spawn(canopy::fiber(writer('B')));
   busy.open();
   a.join();
   b.join();
@@ -253,9 +254,7 @@ TEST_CASE("fork-join fib(30) with fibers") {
   executor pool;
   const int n = canopy::testing::stress_divisor() > 1 ? 20 : 30;
   const auto start = std::chrono::steady_clock::now();
-  const long value = spawn_fiber(
-                         pool, [n] { return fib(n); }, small_stack)
-                         .join();
+  const long value = pool.spawn(canopy::fiber([n] { return fib(n); }, small_stack)).join();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(value == (n == 30 ? 832040 : 6765));
@@ -275,8 +274,7 @@ TEST_CASE("100,000 concurrent fibers with 16 KiB stacks") {
   std::vector<canopy::task_handle<long>> handles;
   handles.reserve(static_cast<std::size_t>(count));
   for (long index = 0; index < count; ++index) {
-    handles.push_back(spawn_fiber(
-        pool,
+    handles.push_back(pool.spawn(canopy::fiber(
         [&, index] {
           if (this_fiber::stack_guarded()) {
             guarded.fetch_add(1, std::memory_order_relaxed);
@@ -286,7 +284,7 @@ TEST_CASE("100,000 concurrent fibers with 16 KiB stacks") {
           this_fiber::await(release);
           return index;
         },
-        small_stack));
+        small_stack)));
   }
   REQUIRE(eventually([&] { return waiting.load() == count; }, 300));
   const auto stats = canopy::stack_pool::stats();
@@ -310,8 +308,7 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
     // more guards and use a size class of its own, so this stack is fresh.
     canopy::stack_pool::set_guard_limit(canopy::stack_pool::stats().guarded_stacks + 1024);
     executor pool(config_with(1));
-    auto overflow = spawn_fiber(
-        pool,
+    auto overflow = pool.spawn(canopy::fiber(
         []() -> int {
           if (!this_fiber::stack_guarded()) {
             std::_Exit(10);  // no guard page: the test would prove nothing
@@ -329,7 +326,7 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
           };
           return recurse::down(nullptr, 0);
         },
-        24 * 1024);
+        24 * 1024));
     static_cast<void>(overflow.join());
     std::_Exit(11);  // survived: no fault
   }
@@ -371,8 +368,8 @@ TEST_CASE(
           [] { return 2; });
       return first + second;
     };
-    auto a = spawn_fiber(pool, joiner);
-    auto b = spawn_fiber(pool, joiner);
+    auto a = pool.spawn(canopy::fiber(joiner));
+    auto b = pool.spawn(canopy::fiber(joiner));
     static_cast<void>(a.join());
     static_cast<void>(b.join());
     std::_Exit(11);  // no stop: both joins returned
@@ -437,19 +434,18 @@ TEST_CASE("no stack for a fiber at its first run: join() throws bad_alloc, fn ne
     if (::setrlimit(RLIMIT_AS, &cap) != 0) {
       std::_Exit(10);
     }
-    auto starved = spawn_fiber(
-        pool,
+    auto starved = pool.spawn(canopy::fiber(
         [&, callable = counted_callable(live, misaligned, false)] {
           ran.fetch_add(1);
           return callable();
         },
-        std::size_t{512} << 20);
+        std::size_t{512} << 20));
     try {
       static_cast<void>(starved.join());
       std::_Exit(11);  // got a stack after all: the test would prove nothing
     } catch (const std::bad_alloc&) {
       // fn never ran and its stored copy was destroyed; the worker lives on.
-      auto after = spawn_fiber(pool, [] { return 7; });
+      auto after = pool.spawn(canopy::fiber([] { return 7; }));
       const bool fine = ran.load() == 0 && live.load() == 0 && after.join() == 7;
       std::_Exit(fine ? 0 : 12);
     } catch (...) {
@@ -470,14 +466,14 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
   std::atomic<int> live{0};
   std::atomic<int> misaligned{0};
 
-  CHECK(spawn_fiber(pool, counted_callable(live, misaligned, false)).join() ==
+  CHECK(pool.spawn(canopy::fiber(counted_callable(live, misaligned, false))).join() ==
         counted_callable::answer);
   CHECK(live.load() == 0);
 
   // Spawned and cancelled inside a fiber on the only worker: the child
   // cannot have started, so its callable is destroyed without running.
-  auto parent = spawn_fiber(pool, [&] {
-    auto child = spawn_fiber(counted_callable(live, misaligned, false));
+  auto parent = pool.spawn(canopy::fiber([&] {
+    auto child = canopy::spawn(canopy::fiber(counted_callable(live, misaligned, false)));
     const int live_while_pending = live.load();
     const bool cancelled = child.cancel();
     bool threw = false;
@@ -487,14 +483,24 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
       threw = true;
     }
     return std::array<int, 4>{live_while_pending, cancelled ? 1 : 0, threw ? 1 : 0, live.load()};
-  });
+  }));
   const std::array<int, 4> seen = parent.join();
   CHECK(seen[0] == 1);  // the stored copy only
   CHECK(seen[1] == 1);
   CHECK(seen[2] == 1);
   CHECK(seen[3] == 0);
 
-  CHECK_THROWS_AS(spawn_fiber(pool, counted_callable(live, misaligned, true)), std::runtime_error);
+  CHECK_THROWS_AS(pool.spawn(canopy::fiber(counted_callable(live, misaligned, true))),
+                  std::runtime_error);
+  CHECK(live.load() == 0);
+  {
+    // The move into the fiber's control block throws: the spawn throws it
+    // and frees the block; the description keeps its copy.
+    auto spec = canopy::fiber(counted_callable(live, misaligned, false));
+    spec.fn.refuse_move = true;
+    CHECK_THROWS_AS(pool.spawn(std::move(spec)), std::runtime_error);
+    CHECK(live.load() == 1);
+  }
   CHECK(live.load() == 0);
 
   // The callable lives in the fiber's control block, not on its stack: one
@@ -503,18 +509,21 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
   std::array<char, 8192> big{};
   big.back() = 5;
   const auto big_callable = [big] { return static_cast<int>(big.back()); };
-  CHECK(spawn_fiber(pool, big_callable, small_stack).join() == 5);
-  CHECK(spawn_fiber(pool, big_callable).join() == 5);
+  CHECK(pool.spawn(canopy::fiber(big_callable, small_stack)).join() == 5);
+  CHECK(pool.spawn(canopy::fiber(big_callable)).join() == 5);
+  const auto reused = canopy::fiber(big_callable, small_stack);  // a description copies
+  CHECK(pool.spawn(reused).join() == 5);
+  CHECK(pool.try_spawn(reused).handle.join() == 5);
   for (const std::size_t bad_size : {std::size_t{0}, (std::size_t{1} << 30) + 1}) {
     try {
-      static_cast<void>(spawn_fiber(pool, big_callable, bad_size));
+      static_cast<void>(pool.spawn(canopy::fiber(big_callable, bad_size)));
       FAIL("a stack of " << bad_size << " bytes was accepted");
     } catch (const std::invalid_argument& error) {
       CHECK(std::string(error.what()).find("stack") != std::string::npos);
     }
   }
   CHECK(misaligned.load() == 0);
-  CHECK(spawn_fiber(pool, [] { return 7; }).join() == 7);  // the executor is unharmed
+  CHECK(pool.spawn(canopy::fiber([] { return 7; })).join() == 7);  // the executor is unharmed
 }
 
 TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part of it") {
@@ -524,17 +533,16 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
   // Seen from inside the child: the stack it runs on (this_fiber::stack_size)
   // and whether the executor ran it as a task of its own (stats).
   auto child_stack_size = [&](std::size_t parent_request, std::size_t child_request) {
-    return spawn_fiber(
-               pool,
-               [child_request] {
-                 return this_fiber::await(
-                     spawn_fiber([] { return this_fiber::stack_size(); }, child_request));
-               },
-               parent_request)
+    return pool
+        .spawn(canopy::fiber(
+            [child_request] {
+              return this_fiber::await(canopy::spawn(
+                  canopy::fiber([] { return this_fiber::stack_size(); }, child_request)));
+            },
+            parent_request))
         .join();
   };
-  auto alone = spawn_fiber(
-      pool, [] { return this_fiber::stack_size(); }, roomy);
+  auto alone = pool.spawn(canopy::fiber([] { return this_fiber::stack_size(); }, roomy));
   const std::size_t parent_physical = alone.join();
   CHECK(parent_physical >= roomy);
   // Fits: the child sees the parent's stack.
@@ -549,10 +557,9 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
   async_event gate;
   std::atomic<int> destroyed{0};
   std::atomic<bool> child_waiting{false};
-  auto parent = spawn_fiber(
-      pool,
+  auto parent = pool.spawn(canopy::fiber(
       [&] {
-        auto child = spawn_fiber(
+        auto child = canopy::spawn(canopy::fiber(
             [&] {
               destroy_flag flag(destroyed);
               child_waiting.store(true);
@@ -560,7 +567,7 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
               throw std::runtime_error("nested child failed");
               return 0;
             },
-            small_stack);
+            small_stack));
         try {
           return this_fiber::await(child);
         } catch (const std::runtime_error& error) {
@@ -568,10 +575,10 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
           return expected && destroyed.load() == 1 ? 1 : -1;
         }
       },
-      roomy);
+      roomy));
   REQUIRE(eventually([&] { return child_waiting.load(); }));
   // The worker is free while the nested child waits: other tasks run.
-  CHECK(spawn_fiber(pool, [] { return 3; }).join() == 3);
+  CHECK(pool.spawn(canopy::fiber([] { return 3; })).join() == 3);
   gate.set();
   CHECK(parent.join() == 1);
 
@@ -583,21 +590,20 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
   canopy::task_handle<int> outer;
   {
     executor doomed(config_with(1));
-    outer = spawn_fiber(
-        doomed,
+    outer = doomed.spawn(canopy::fiber(
         [&] {
           destroy_flag flag(unwound);
-          auto child = spawn_fiber(
+          auto child = canopy::spawn(canopy::fiber(
               [&] {
                 destroy_flag inner(unwound);
                 inner_waiting.store(true);
                 this_fiber::await(never);
                 return 1;
               },
-              small_stack);
+              small_stack));
           return this_fiber::await(child);
         },
-        roomy);
+        roomy));
     REQUIRE(eventually([&] { return inner_waiting.load(); }));
     doomed.shutdown();
   }
@@ -612,7 +618,7 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   std::atomic<int> destroyed{0};
   {
     worker_gate busy(pool, 1);
-    auto victim = spawn_fiber(pool, [&] { ran.fetch_add(1); });
+    auto victim = pool.spawn(canopy::fiber([&] { ran.fetch_add(1); }));
     CHECK(victim.cancel());
     busy.open();
     CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
@@ -620,12 +626,12 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   }
 
   async_event never;
-  auto waiting = spawn_fiber(pool, [&] {
+  auto waiting = pool.spawn(canopy::fiber([&] {
     destroy_flag flag(destroyed);
     ran.fetch_add(1);
     this_fiber::await(never);
     return 1;
-  });
+  }));
   REQUIRE(eventually([&] { return ran.load() == 1; }));
   CHECK(waiting.cancel());
   CHECK_THROWS_AS(waiting.join(), canopy::task_cancelled);
@@ -637,15 +643,15 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   // the child ended. Either way both stacks unwind.
   async_event child_gate;
   std::atomic<bool> child_started{false};
-  auto parent = spawn_fiber(pool, [&] {
+  auto parent = pool.spawn(canopy::fiber([&] {
     destroy_flag flag(destroyed);
-    auto child = spawn_fiber([&] {
+    auto child = canopy::spawn(canopy::fiber([&] {
       child_started.store(true);
       this_fiber::await(child_gate);
       return 2;
-    });
+    }));
     return this_fiber::await(child);
-  });
+  }));
   REQUIRE(eventually([&] { return child_started.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(parent.cancel());
@@ -660,7 +666,7 @@ TEST_CASE("a fiber that swallows fiber_unwind and suspends again ends as cancell
   async_event never;
   std::atomic<int> rethrows{0};
   std::atomic<bool> started{false};
-  auto handle = spawn_fiber(pool, [&] {
+  auto handle = pool.spawn(canopy::fiber([&] {
     started = true;
     for (int attempt = 0; attempt < 3; ++attempt) {
       try {
@@ -670,7 +676,7 @@ TEST_CASE("a fiber that swallows fiber_unwind and suspends again ends as cancell
       }
     }
     return 1;
-  });
+  }));
   // Cancel only once the fiber runs: a fiber cancelled before its first run
   // is dropped unrun and would never reach the loop (a fixed sleep here
   // failed on a loaded machine).
@@ -691,22 +697,22 @@ TEST_CASE("shutdown unwinds suspended fibers and frees their stacks") {
   {
     executor pool(config_with(2));
     for (int index = 0; index < 100; ++index) {
-      handles.push_back(spawn_fiber(pool, [&] {
+      handles.push_back(pool.spawn(canopy::fiber([&] {
         destroy_flag flag(destroyed);
         started.fetch_add(1);
         this_fiber::await(never);
         return 1;
-      }));
-      handles.push_back(spawn_fiber(pool, [&] {
+      })));
+      handles.push_back(pool.spawn(canopy::fiber([&] {
         destroy_flag flag(destroyed);
         started.fetch_add(1);
-        return this_fiber::await(spawn_fiber([&] {
+        return this_fiber::await(canopy::spawn(canopy::fiber([&] {
           destroy_flag inner(destroyed);
           started.fetch_add(1);
           this_fiber::await(never);
           return 1;
-        }));
-      }));
+        })));
+      })));
     }
     REQUIRE(eventually([&] { return started.load() == 300; }));
     pool.shutdown();
@@ -724,14 +730,14 @@ TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
   executor pool(config_with(4));
   const long rounds = 100'000 / canopy::testing::stress_divisor();
   std::vector<async_event> events(static_cast<std::size_t>(rounds));
-  auto fiber = spawn_fiber(pool, [&] {
+  auto fiber = pool.spawn(canopy::fiber([&] {
     long passed = 0;
     for (auto& event : events) {
       this_fiber::await(event);
       ++passed;
     }
     return passed;
-  });
+  }));
   std::thread setter([&] {
     for (auto& event : events) {
       event.set();
@@ -745,7 +751,7 @@ TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
   std::atomic<long> consumed{0};
   std::atomic<bool> ready{false};
   canopy::waker waker;
-  auto consumer = spawn_fiber(pool, [&] {
+  auto consumer = pool.spawn(canopy::fiber([&] {
     waker = canopy::current_waker();
     ready.store(true);
     long seen = 0;
@@ -759,7 +765,7 @@ TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
       this_fiber::wait_for_wake();
     }
     return seen;
-  });
+  }));
   while (!ready.load()) {
     std::this_thread::yield();
   }
@@ -787,13 +793,20 @@ TEST_CASE(
     CHECK(spawn_error_of([&] { static_cast<void>(pool.spawn(holding(flag()))); }) ==
           canopy::errc::shut_down);
     CHECK(destroyed.load() == 1);
-    CHECK(spawn_error_of([&] { canopy::spawn_detached(pool, holding(flag())); }) ==
-          canopy::errc::shut_down);
+    CHECK(spawn_error_of([&] { pool.spawn_detached(holding(flag())); }) == canopy::errc::shut_down);
     CHECK(destroyed.load() == 2);
     CHECK(spawn_error_of([&] {
-            static_cast<void>(spawn_fiber(pool, [held = flag()] { return held != nullptr; }));
+            static_cast<void>(
+                pool.spawn(canopy::fiber([held = flag()] { return held != nullptr; })));
           }) == canopy::errc::shut_down);
     CHECK(destroyed.load() == 3);
+    CHECK(spawn_error_of([&] {
+            pool.spawn_detached(canopy::fiber([held = flag()] { return held != nullptr; }));
+          }) == canopy::errc::shut_down);
+    CHECK(destroyed.load() == 4);
+    CHECK(pool.try_spawn(canopy::fiber([held = flag()] { return held != nullptr; })).error ==
+          canopy::errc::shut_down);
+    CHECK(destroyed.load() == 5);
   }
 
   SUBCASE("from a task, at capacity") {
@@ -805,6 +818,8 @@ TEST_CASE(
     std::optional<canopy::errc> coroutine_refusal;
     std::optional<canopy::errc> fiber_refusal;
     std::optional<canopy::errc> detached_refusal;
+    std::optional<canopy::errc> detached_fiber_refusal;
+    std::error_code tried_fiber;
     int destroyed_after_refusals = 0;
     pool.spawn([&] {
           // The only worker runs this task, so nothing it spawns can start.
@@ -817,9 +832,16 @@ TEST_CASE(
             }
             ++accepted;
           }
-          fiber_refusal = spawn_error_of(
-              [&] { static_cast<void>(spawn_fiber([held = flag()] { return held != nullptr; })); });
+          fiber_refusal = spawn_error_of([&] {
+            static_cast<void>(
+                canopy::spawn(canopy::fiber([held = flag()] { return held != nullptr; })));
+          });
           detached_refusal = spawn_error_of([&] { canopy::spawn_detached(holding(flag())); });
+          detached_fiber_refusal = spawn_error_of([&] {
+            canopy::spawn_detached(canopy::fiber([held = flag()] { return held != nullptr; }));
+          });
+          tried_fiber =
+              canopy::try_spawn(canopy::fiber([held = flag()] { return held != nullptr; })).error;
           destroyed_after_refusals = destroyed.load();
         })
         .join();
@@ -827,8 +849,10 @@ TEST_CASE(
     CHECK(coroutine_refusal == canopy::errc::at_capacity);
     CHECK(fiber_refusal == canopy::errc::at_capacity);
     CHECK(detached_refusal == canopy::errc::at_capacity);
-    CHECK(destroyed_after_refusals == 3);  // the three refused tasks, at once
+    CHECK(detached_fiber_refusal == canopy::errc::at_capacity);
+    CHECK(tried_fiber == canopy::errc::at_capacity);
+    CHECK(destroyed_after_refusals == 5);  // the five refused tasks, at once
     pool.shutdown();                       // the 63 detached children run, then end
-    CHECK(destroyed.load() == 3 + 63);
+    CHECK(destroyed.load() == 5 + 63);
   }
 }

@@ -159,10 +159,10 @@ TEST_CASE("readiness waits: one-shot and registered, in tasks and in fibers") {
     reg.reset();
 
     // Fibers: the same waits as blocking calls.
-    auto fiber = canopy::spawn_fiber(pool, [&pipe] {
+    auto fiber = pool.spawn(canopy::fiber([&pipe] {
       const std::error_code error = canopy::io::this_fiber::readable(pipe.read_end);
       return !error && pipe.drain() == 1;
-    });
+    }));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     pipe.put();
     CHECK(fiber.join());

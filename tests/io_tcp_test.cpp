@@ -108,7 +108,7 @@ TEST_CASE("tcp echo round trips over IPv4 and IPv6") {
       const endpoint server = listener.local_endpoint();
       CHECK(server.port() != 0);
       std::atomic<int> finished{0};
-      canopy::spawn_detached(pool, accept_loop(&listener, &finished));
+      pool.spawn_detached(accept_loop(&listener, &finished));
       std::vector<canopy::task_handle<std::string>> clients;
       for (int index = 0; index < 20; ++index) {
         clients.push_back(pool.spawn(round_trip(&owner, server, "hello " + std::to_string(index))));
@@ -219,7 +219,7 @@ TEST_CASE("10,000 connections reset abruptly while the server keeps serving") {
     reactor& owner = reactor::of(pool);
     tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0), 4096);
     const endpoint server = listener.local_endpoint();
-    canopy::spawn_detached(pool, accept_loop(&listener, &finished));
+    pool.spawn_detached(accept_loop(&listener, &finished));
     long opened = 0;
     std::vector<int> clients;
     while (opened < total) {
@@ -315,33 +315,30 @@ TEST_CASE(
     const endpoint server = listener->local_endpoint();
     std::atomic<int> waiting{0};
     // Server: accept, then each connection waits in read_some forever.
-    canopy::spawn_detached(
-        pool,
-        [](std::shared_ptr<tcp_listener> listener, std::atomic<int>* destroyed,
-           std::atomic<int>* waiting) -> task<void> {
+    pool.spawn_detached([](std::shared_ptr<tcp_listener> listener, std::atomic<int>* destroyed,
+                           std::atomic<int>* waiting) -> task<void> {
+      canopy::testing::destroy_flag flag(*destroyed);
+      for (;;) {
+        tcp_stream peer = co_await listener->accept();
+        canopy::spawn_detached([](tcp_stream peer, std::atomic<int>* destroyed,
+                                  std::atomic<int>* waiting) -> task<void> {
           canopy::testing::destroy_flag flag(*destroyed);
-          for (;;) {
-            tcp_stream peer = co_await listener->accept();
-            canopy::spawn_detached([](tcp_stream peer, std::atomic<int>* destroyed,
-                                      std::atomic<int>* waiting) -> task<void> {
-              canopy::testing::destroy_flag flag(*destroyed);
-              std::array<std::byte, 64> buffer{};
-              waiting->fetch_add(1);
-              co_await peer.read_some(buffer);  // never completes
-            }(std::move(peer), destroyed, waiting));
-          }
-        }(listener, &destroyed, &waiting));
+          std::array<std::byte, 64> buffer{};
+          waiting->fetch_add(1);
+          co_await peer.read_some(buffer);  // never completes
+        }(std::move(peer), destroyed, waiting));
+      }
+    }(listener, &destroyed, &waiting));
     // Clients: connect and also wait in read_some.
     for (int index = 0; index < connections; ++index) {
-      canopy::spawn_detached(pool,
-                             [](reactor* owner, endpoint server, std::atomic<int>* destroyed,
-                                std::atomic<int>* waiting) -> task<void> {
-                               canopy::testing::destroy_flag flag(*destroyed);
-                               tcp_stream stream = co_await tcp_stream::connect(*owner, server);
-                               std::array<std::byte, 64> buffer{};
-                               waiting->fetch_add(1);
-                               co_await stream.read_some(buffer);
-                             }(&owner, server, &destroyed, &waiting));
+      pool.spawn_detached([](reactor* owner, endpoint server, std::atomic<int>* destroyed,
+                             std::atomic<int>* waiting) -> task<void> {
+        canopy::testing::destroy_flag flag(*destroyed);
+        tcp_stream stream = co_await tcp_stream::connect(*owner, server);
+        std::array<std::byte, 64> buffer{};
+        waiting->fetch_add(1);
+        co_await stream.read_some(buffer);
+      }(&owner, server, &destroyed, &waiting));
     }
     REQUIRE(eventually([&] { return waiting.load() == 2 * connections; }));
     CHECK(open_fd_count() >= fds_before + 2 * connections);
@@ -359,7 +356,7 @@ TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
     reactor& owner = reactor::of(pool);
     tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
     const endpoint server = listener.local_endpoint();
-    auto served = canopy::spawn_fiber(pool, [&listener] {
+    auto served = pool.spawn(canopy::fiber([&listener] {
       tcp_stream peer = canopy::io::this_fiber::accept(listener);
       std::array<std::byte, 64> buffer{};
       std::size_t total = 0;
@@ -372,8 +369,8 @@ TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
         total += got;
       }
       return total;
-    });
-    auto client = canopy::spawn_fiber(pool, [&owner, server] {
+    }));
+    auto client = pool.spawn(canopy::fiber([&owner, server] {
       tcp_stream stream = canopy::io::this_fiber::connect(owner, server);
       canopy::io::this_fiber::write_all(stream, bytes_of("fiber"));
       std::array<std::byte, 64> buffer{};
@@ -387,7 +384,7 @@ TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
       }
       stream.shutdown(SHUT_WR);
       return answer;
-    });
+    }));
     CHECK(client.join() == "fiber");
     CHECK(served.join() == 5);
   }

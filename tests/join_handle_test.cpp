@@ -78,10 +78,10 @@ TEST_CASE("wait_for / wait_until on callables, coroutines and fibers; not on a w
     co_await event;
     co_return 2;
   }(go));
-  auto fiber = canopy::spawn_fiber(pool, [&] {
+  auto fiber = pool.spawn(canopy::fiber([&] {
     canopy::this_fiber::await(go);
     return 3;
-  });
+  }));
   CHECK_FALSE(callable.wait_for(10ms));
   CHECK_FALSE(coroutine.wait_until(std::chrono::steady_clock::now() + 10ms));
   CHECK_FALSE(fiber.wait_until(std::chrono::system_clock::now() + 10ms));
@@ -162,16 +162,17 @@ TEST_CASE("every detached task's exception reaches on_detached_exception, a join
       throw std::runtime_error(text);
     };
     pool.spawn_detached(thrower(go, "member spawn_detached"));  // silently dropped before
-    canopy::spawn_detached(pool, thrower(go, "free spawn_detached"));
+    pool.spawn_detached(thrower(go, "free spawn_detached"));
     pool.spawn(thrower(go, "handle dropped")).detach();
-    canopy::spawn_fiber(pool, [&] {
-      canopy::this_fiber::await(go);
-      throw std::runtime_error("fiber handle dropped");  // lost before
-    }).detach();
-    canopy::spawn_fiber_detached(pool, [&] {
+    pool.spawn(canopy::fiber([&] {
+          canopy::this_fiber::await(go);
+          throw std::runtime_error("fiber handle dropped");  // lost before
+        }))
+        .detach();
+    pool.spawn_detached(canopy::fiber([&] {
       canopy::this_fiber::await(go);
       throw std::runtime_error("fiber detached");
-    });
+    }));
     auto joined = pool.spawn(thrower(go, "joined"));
     go.set();
     CHECK_THROWS_WITH(joined.join(), "joined");

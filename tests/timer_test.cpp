@@ -611,14 +611,14 @@ TEST_CASE("this_fiber::sleep_for suspends only the fiber, and a cancel removes t
   canopy::testing::watchdog guard("fiber sleep", 30);
   executor pool(config_with(2));
   canopy::io::timer_thread timers(pool);
-  auto handle = canopy::spawn_fiber(pool, [] {
+  auto handle = pool.spawn(canopy::fiber([] {
     const auto start = clock_type::now();
     canopy::this_fiber::sleep_for(2ms);
     canopy::this_fiber::sleep_until(clock_type::now() + 1ms);
     return clock_type::now() - start >= 3ms;
-  });
+  }));
   CHECK(handle.join());
-  auto sleeper = canopy::spawn_fiber(pool, [] { canopy::this_fiber::sleep_for(1h); });
+  auto sleeper = pool.spawn(canopy::fiber([] { canopy::this_fiber::sleep_for(1h); }));
   REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 1; }));
   sleeper.cancel();
   CHECK_THROWS_AS(sleeper.join(), canopy::task_cancelled);

@@ -26,8 +26,8 @@ namespace canopy::bench {
 // - submit_coroutine() spawns a canopy::task<void> detached, from outside.
 //   Inside a coroutine task, workloads spawn with canopy::spawn(task) and
 //   join by co_await on the returned handle: the waiting task is suspended
-//   and holds no worker. Fibers spawn with canopy::spawn_fiber and join with
-//   this_fiber::await, which suspends only the fiber.
+//   and holds no worker. Fibers spawn with canopy::spawn(canopy::fiber(fn))
+//   and join with this_fiber::await, which suspends only the fiber.
 // - To yield, a coroutine task does co_await canopy::yield_now(): the worker
 //   puts it on its local FIFO yield queue and runs other ready tasks first.
 //   (The peers have no yield and re-enqueue a continuation instead.)
@@ -45,9 +45,7 @@ class canopy_executor {
     executor_.spawn_detached(std::forward<Task>(task));
   }
 
-  void submit_coroutine(canopy::task<void> work) {
-    canopy::spawn_detached(executor_, std::move(work));
-  }
+  void submit_coroutine(canopy::task<void> work) { executor_.spawn_detached(std::move(work)); }
 
   [[nodiscard]] canopy::executor& pool() { return executor_; }
 

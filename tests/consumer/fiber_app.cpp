@@ -9,10 +9,11 @@ int main() {
   canopy::executor_config config;
   config.worker_count = 2;
   canopy::executor pool(config);
-  const int fiber = canopy::spawn_fiber(pool, [] {
-                      canopy::this_fiber::yield();
-                      return 42;
-                    }).join();
+  const int fiber = pool.spawn(canopy::fiber([] {
+                          canopy::this_fiber::yield();
+                          return 42;
+                        }))
+                        .join();
   pool.shutdown();
   std::printf("canopy consumer: fiber 42 = %d\n", fiber);
   return fiber == 42 ? 0 : 1;

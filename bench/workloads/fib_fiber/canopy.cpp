@@ -23,7 +23,7 @@ long long fork_join_fib(int n) {
   if (n < 2) {
     return n;
   }
-  auto child = canopy::spawn_fiber([n] { return fork_join_fib(n - 1); });
+  auto child = canopy::spawn(canopy::fiber([n] { return fork_join_fib(n - 1); }));
   const long long second = fork_join_fib(n - 2);
   const long long first = canopy::this_fiber::await(child);
   return first + second;
@@ -39,10 +39,10 @@ class fib_fiber_on_canopy final : public workload_instance {
     const stopwatch clock;
     // The root fiber is detached: the measuring thread waits on the
     // completion signal like every peer.
-    canopy::spawn_fiber(executor_.pool(), [&value, &computed] {
+    executor_.pool().spawn_detached(canopy::fiber([&value, &computed] {
       value = fork_join_fib(fib::argument);
       computed.notify();
-    }).detach();
+    }));
     computed.wait();
     const auto elapsed = clock.elapsed();
     expect_equal("fib value", fib::expected_value, value);
