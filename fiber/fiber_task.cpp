@@ -163,29 +163,10 @@ void fiber_main(boost::context::detail::transfer_t from) noexcept {
 
 }  // namespace
 
-fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
-                              std::size_t callable_align) {
-  if (stack_size == 0 || stack_size > max_fiber_stack) {
-    throw std::invalid_argument("canopy::fiber: a stack of " + std::to_string(stack_size) +
-                                " bytes was asked for; it must be between 1 byte and " +
-                                std::to_string(max_fiber_stack) + " bytes");
-  }
-  // [frame][padding][callable]: the block pool aligns blocks to 16 bytes,
-  // so an over-aligned callable gets room to slide up to its alignment.
-  constexpr std::size_t block_alignment = 16;
-  const std::size_t header = (sizeof(fiber_frame) + block_alignment - 1) & ~(block_alignment - 1);
-  const std::size_t slack = callable_align > block_alignment ? callable_align : 0;
-  const std::size_t block_size = header + callable_size + slack;
-  auto* const block = static_cast<std::byte*>(allocate_block(block_size));
-  const auto callable_address =
-      (reinterpret_cast<std::uintptr_t>(block + header) + callable_align - 1) &
-      ~(std::uintptr_t{callable_align} - 1);
-  // Default-initialised (every member has an initialiser): no zero-fill first.
-  auto* const frame = ::new (block) fiber_frame;
-  frame->callable = block + (callable_address - reinterpret_cast<std::uintptr_t>(block));
-  frame->stack_request = stack_size;
-  frame->block_size = block_size;
-  return frame;
+void throw_bad_stack_size(std::size_t stack_size) {
+  throw std::invalid_argument("canopy::fiber: a stack of " + std::to_string(stack_size) +
+                              " bytes was asked for; it must be between 1 byte and " +
+                              std::to_string(max_fiber_stack) + " bytes");
 }
 
 void give_stack(fiber_frame& frame) {

@@ -44,8 +44,10 @@
 
 #include <boost/context/detail/fcontext.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <new>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -53,6 +55,7 @@
 #include "../coroutine/spawn.hpp"
 #include "../coroutine/task_handle.hpp"
 #include "../coroutine/wait_link.hpp"
+#include "../executor/block_pool.hpp"
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
 #include "../executor/executor_core.hpp"
@@ -105,9 +108,34 @@ inline constexpr std::size_t max_fiber_stack = std::size_t{1} << 30;
 // `callable_align`) at frame->callable; no stack yet. The caller constructs
 // the callable and sets body and state. Throws std::invalid_argument when
 // `stack_size` is 0 or above max_fiber_stack, std::bad_alloc when memory
-// runs out.
-fiber_frame* make_fiber_frame(std::size_t stack_size, std::size_t callable_size,
-                              std::size_t callable_align);
+// runs out. Inline, as is every spawn path: the stack size comes from a
+// fiber description in memory, not a constant argument, and out of line
+// the size arithmetic and the range check become a call on every fiber
+// spawn; the throw stays out of line.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_bad_stack_size(std::size_t stack_size);
+[[gnu::always_inline]] inline fiber_frame* make_fiber_frame(std::size_t stack_size,
+                                                            std::size_t callable_size,
+                                                            std::size_t callable_align) {
+  if (stack_size == 0 || stack_size > max_fiber_stack) [[unlikely]] {
+    throw_bad_stack_size(stack_size);
+  }
+  // [frame][padding][callable]: the block pool aligns blocks to 16 bytes,
+  // so an over-aligned callable gets room to slide up to its alignment.
+  constexpr std::size_t block_alignment = 16;
+  const std::size_t header = (sizeof(fiber_frame) + block_alignment - 1) & ~(block_alignment - 1);
+  const std::size_t slack = callable_align > block_alignment ? callable_align : 0;
+  const std::size_t block_size = header + callable_size + slack;
+  auto* const block = static_cast<std::byte*>(allocate_block(block_size));
+  const auto callable_address =
+      (reinterpret_cast<std::uintptr_t>(block + header) + callable_align - 1) &
+      ~(std::uintptr_t{callable_align} - 1);
+  // Default-initialised (every member has an initialiser): no zero-fill first.
+  auto* const frame = ::new (block) fiber_frame;
+  frame->callable = block + (callable_address - reinterpret_cast<std::uintptr_t>(block));
+  frame->stack_request = stack_size;
+  frame->block_size = block_size;
+  return frame;
+}
 // Frame gone, stack (if it had one) back to the pool. The fiber must have
 // ended, or never started with its callable already destroyed.
 void free_fiber_frame(fiber_frame* frame) noexcept;
