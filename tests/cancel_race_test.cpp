@@ -29,6 +29,7 @@
 #include "io/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/timer/timer_fiber.hpp"
+#include "tests/counted_source.hpp"
 #include "tests/test_support.hpp"
 
 using canopy::executor;
@@ -37,6 +38,8 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+using canopy::testing::counted_source;
 
 long scaled(long count) { return std::max(1L, count / canopy::testing::stress_divisor()); }
 
@@ -123,46 +126,6 @@ int outcome_of(Handle& handle, int expected) {
     return 0;
   }
 }
-
-// A wait source that becomes ready when set() is called, counting arms and
-// disarms (the contract: one disarm per arm that returned true).
-struct counted_source {
-  std::atomic<bool> flag{false};
-  std::mutex mutex;
-  canopy::waker target;  // guarded by mutex
-  bool armed = false;    // guarded by mutex
-  std::atomic<int> arms{0};
-  std::atomic<int> disarms{0};
-
-  bool ready() noexcept { return flag.load(std::memory_order_acquire); }
-  bool arm(const canopy::waker& waker) {
-    const std::lock_guard lock(mutex);
-    if (flag.load(std::memory_order_relaxed)) {
-      return false;
-    }
-    target = waker;
-    armed = true;
-    arms.fetch_add(1);
-    return true;
-  }
-  void disarm() noexcept {
-    const std::lock_guard lock(mutex);
-    armed = false;
-    disarms.fetch_add(1);
-  }
-  int result() const noexcept { return 7; }
-  void set() {
-    canopy::waker copy;
-    {
-      const std::lock_guard lock(mutex);
-      flag.store(true, std::memory_order_release);
-      if (armed) {
-        copy = target;
-      }
-    }
-    copy.wake();
-  }
-};
 
 canopy::executor_config reactor_config(std::size_t workers) {
   return canopy::io::with_reactor(canopy::testing::config_with(workers));

@@ -25,6 +25,7 @@
 #include "io/timer/timer_thread.hpp"
 #include "io/timer/timer_wait.hpp"
 #include "io/timer/timer_wheel.hpp"
+#include "tests/counted_source.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
@@ -34,6 +35,7 @@ using canopy::task;
 using canopy::io::timer_node;
 using canopy::io::timer_wheel;
 using namespace std::chrono_literals;
+using canopy::testing::counted_source;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -505,45 +507,6 @@ TEST_CASE("cancelling or shutting down a sleeping task removes its timer") {
 
 namespace {
 
-// A wait source that becomes ready when set() is called.
-struct flag_source {
-  std::atomic<bool> flag{false};
-  std::mutex mutex;
-  canopy::waker target;  // guarded by mutex
-  bool armed = false;    // guarded by mutex
-  std::atomic<int> arms{0};
-  std::atomic<int> disarms{0};
-
-  bool ready() noexcept { return flag.load(std::memory_order_acquire); }
-  bool arm(const canopy::waker& waker) {
-    const std::lock_guard lock(mutex);
-    if (flag.load(std::memory_order_relaxed)) {
-      return false;
-    }
-    target = waker;
-    armed = true;
-    arms.fetch_add(1);
-    return true;
-  }
-  void disarm() noexcept {
-    const std::lock_guard lock(mutex);
-    armed = false;
-    disarms.fetch_add(1);
-  }
-  int result() const noexcept { return 7; }
-  void set() {
-    canopy::waker copy;
-    {
-      const std::lock_guard lock(mutex);
-      flag.store(true, std::memory_order_release);
-      if (armed) {
-        copy = target;
-      }
-    }
-    copy.wake();
-  }
-};
-
 task<int> slow_value(std::chrono::milliseconds delay, int value) {
   co_await canopy::sleep_for(delay);
   co_return value;
@@ -557,8 +520,8 @@ TEST_CASE("with_timeout: the value, or errc::timed_out") {
   canopy::io::timer_thread timers(pool);
 
   SUBCASE("a wait source that never becomes ready times out and is disarmed") {
-    flag_source source;
-    auto result = canopy::block_on(pool, [](flag_source& s) -> task<bool> {
+    counted_source source;
+    auto result = canopy::block_on(pool, [](counted_source& s) -> task<bool> {
       const auto start = clock_type::now();
       auto got = co_await canopy::with_timeout(3ms, s);
       co_return !got && got.error() == canopy::io::errc::timed_out &&
@@ -569,8 +532,8 @@ TEST_CASE("with_timeout: the value, or errc::timed_out") {
     CHECK(timers.queue().pending() == 0);
   }
   SUBCASE("a wait source ready in time gives its value and the timer is removed") {
-    flag_source source;
-    auto handle = pool.spawn([](flag_source& s) -> task<int> {
+    counted_source source;
+    auto handle = pool.spawn([](counted_source& s) -> task<int> {
       auto got = co_await canopy::with_timeout(1h, s);
       co_return got ? *got : -1;
     }(source));
