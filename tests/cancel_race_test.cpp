@@ -30,6 +30,7 @@
 #include "io/io.hpp"
 #include "io/timer/timer_fiber.hpp"
 #include "tests/counted_source.hpp"
+#include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 
 using canopy::executor;
@@ -467,6 +468,7 @@ TEST_CASE("readiness: cancel against the descriptor becoming readable") {
   executor pool(reactor_config(2));
   canopy::io::reactor& owner = canopy::io::reactor::of(pool);
   racer other;
+  const std::size_t descriptors_before = canopy::testing::open_fd_count();
   const long total = rounds(3000);
   std::atomic<int> destroyed{0};
   int ends[2] = {-1, -1};
@@ -522,6 +524,7 @@ TEST_CASE("readiness: cancel against the descriptor becoming readable") {
   reg.reset();
   ::close(ends[0]);
   ::close(ends[1]);
+  CHECK(canopy::testing::open_fd_count() == descriptors_before);  // every round's pipe closed
   CHECK(counts.finished + counts.cancelled == total);
   MESSAGE("finished " << counts.finished << ", cancelled " << counts.cancelled);
   pool.shutdown();
