@@ -57,6 +57,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../embed/host_runner.hpp"
 #include "callable_task.hpp"
 #include "config.hpp"
 #include "errors.hpp"
@@ -192,15 +193,15 @@ class executor {
   std::size_t run_once() {
     host_budget budget;
     budget.max_tasks = 1;
-    return core_->run_host(budget);
+    return core_->host().run(budget);
   }
-  std::size_t run_until_idle() { return core_->run_host(host_budget{}); }
+  std::size_t run_until_idle() { return core_->host().run(host_budget{}); }
   template <class Rep, class Period>
   std::size_t run_for(std::chrono::duration<Rep, Period> duration) {
     host_budget budget;
     budget.wait_for_work = true;
     budget.deadline = steady_deadline_after(duration);
-    return core_->run_host(budget);
+    return core_->host().run(budget);
   }
   template <class Clock, class Duration>
   std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
@@ -212,13 +213,13 @@ class executor {
     host_budget budget;
     budget.wait_for_work = true;
     budget.until_shutdown = true;
-    return core_->run_host(budget);
+    return core_->host().run(budget);
   }
   // An eventfd, owned by the executor (do not read or close it): readable
   // while the host has work — a pinned task, or with worker_count = 0 any
   // ready task. Add it to your epoll/poll set and call run_until_idle()
   // (or run_once()) when it is readable.
-  [[nodiscard]] int notify_fd() const noexcept { return core_->notify_fd(); }
+  [[nodiscard]] int notify_fd() const noexcept { return core_->host().notify_fd(); }
 
   // Stop accepting tasks and finish per executor_config::on_shutdown.
   // Idempotent; blocks until every worker has exited.

@@ -11,6 +11,7 @@
 #include <exception>
 #include <system_error>
 
+#include "../embed/host_runner.hpp"
 #include "../summary_tree/partition.hpp"
 #include "cpu_pinning.hpp"
 #include "drain_check.hpp"
@@ -114,6 +115,7 @@ executor_core::executor_core(executor_config config)
     state->random = 0x9E3779B97F4A7C15ULL * (index + 1);
     workers_.push_back(std::move(state));
   }
+  host_ = std::make_unique<detail::host_runner>(*this, *workers_[workers]);
   // Tracing (executor/trace.hpp): on only if configured; then every worker
   // records into its own buffer and posters report the wakes they deliver.
   trace_ = trace_recorder::from_config(config_);
@@ -159,6 +161,12 @@ executor_core::~executor_core() {
 
 bool executor_core::is_worker_thread() const noexcept {
   return this_thread_worker != nullptr && this_thread_worker->core == this;
+}
+
+host_drive executor_core::run_host_until(bool (*ready)(const void* context) noexcept,
+                                         const void* context,
+                                         std::int64_t steady_deadline_ns) noexcept {
+  return host_->run_until(ready, context, steady_deadline_ns);
 }
 
 // ---------------------------------------------------------------- spawning
@@ -232,7 +240,7 @@ template <spawn_placement Placement>
   }
   count_spawn(self);
   if constexpr (Placement == spawn_placement::host) {
-    host_.push(slot);  // its lock publishes the body to the host, as a task bit would
+    host_->channel().push(slot);  // its lock publishes the body to the host, as a task bit would
   } else if (Placement == spawn_placement::offered && on_worker && !self->is_host &&
              self->trace == nullptr && self->offers.push(offer::of_task(slot))) {
     ++self->offered_tasks;
@@ -792,7 +800,8 @@ void executor_core::signal_task(std::uint32_t slot) noexcept {
     sleep_.new_jobs(1);
   }
   if (host_runs_everything_) {
-    host_.notify();  // after the bit's seq_cst RMW: the poster's half of the host handshake
+    // After the bit's seq_cst RMW: the poster's half of the host handshake.
+    host_->channel().notify();
   }
 }
 
@@ -1107,7 +1116,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       // then the host channel's queue holds the task (invariant S).
       target.state.fetch_or(task_slot::scheduled, sync::acq_rel);
       target.state.fetch_and(~task_slot::executing, sync::acq_rel);
-      host_.push(slot);
+      host_->channel().push(slot);
       break;
   }
   return outcome;
@@ -1178,7 +1187,7 @@ void executor_core::shutdown() {
       ++capacity_epoch_;
       capacity_cv_.notify_all();
     }
-    host_.notify();
+    host_->channel().notify();
     while (in_flight_.load(sync::acquire) != 0) {
       sync::yield_thread();
     }
@@ -1186,17 +1195,10 @@ void executor_core::shutdown() {
     //    Drain policy: run the host's pinned tasks here — and, with no owned
     //    workers, every task — until every worker is parked with nothing
     //    runnable and no pinned task waits.
-    for (auto holder = static_cast<std::uint8_t>(host_holder::none);
-         // acquire: pairs with the last holder's release in run_as_host.
-         !host_holder_.compare_exchange_weak(holder,
-                                             static_cast<std::uint8_t>(host_holder::shutdown),
-                                             sync::acquire, sync::relaxed);
-         holder = static_cast<std::uint8_t>(host_holder::none)) {
-      sync::yield_thread();
-    }
+    host_->hold_for_shutdown();
     if (config_.on_shutdown == shutdown_policy::drain) {
       draining_.store(true, sync::seq_cst);
-      drain_as_host();
+      host_->drain();
     }
     // 3. Stop: workers leave their loops after the current task.
     stopping_.store(true, sync::seq_cst);
@@ -1217,7 +1219,7 @@ void executor_core::shutdown() {
     // 5. Destroy every task still alive (suspended, or pending under
     //    cancel_pending, or pinned for a host that never ran it): its
     //    destructor runs, its join handle says cancelled.
-    host_.clear();
+    host_->channel().clear();
     destroy_leftovers();
   });
 }

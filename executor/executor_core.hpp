@@ -24,7 +24,6 @@
 #include "../sync/atomics.hpp"
 #include "config.hpp"
 #include "errors.hpp"
-#include "host_channel.hpp"
 #include "idle_driver.hpp"
 #include "lifo_slot.hpp"
 #include "offer_deque.hpp"
@@ -37,6 +36,9 @@
 namespace canopy {
 
 class executor_core;
+namespace detail {
+class host_runner;
+}
 
 // Per worker thread: who am I, and what am I running.
 struct worker_context {
@@ -49,7 +51,7 @@ struct worker_context {
 // The calling thread's worker context, or nullptr on a non-worker thread.
 worker_context* current_worker() noexcept;
 // The calling thread's worker-context pointer itself: the host role binds
-// it while a host thread runs tasks (executor/host_run.cpp).
+// it while a host thread runs tasks (embed/host_runner.cpp).
 worker_context*& current_worker_slot() noexcept;
 
 // How spawn_body() behaves when every slot is taken.
@@ -70,20 +72,7 @@ enum class spawn_placement {
   offered,
 };
 
-// How long one call of executor_core::run_host() keeps the calling thread.
 class join_state_base;
-
-struct host_budget {
-  std::size_t max_tasks = ~std::size_t{0};
-  bool wait_for_work = false;    // block (until the deadline) when nothing is ready
-  bool until_shutdown = false;   // run(): ignore the deadline, return when shutdown begins
-  bool stop_at_shutdown = true;  // false only for shutdown's own drain
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // When set: return as soon as ready(ready_context) holds (a join on a
-  // host-driven executor, run_host_until).
-  bool (*ready)(const void* ready_context) noexcept = nullptr;
-  const void* ready_context = nullptr;
-};
 
 // What executor_core::run_host_until did.
 enum class host_drive : std::uint8_t {
@@ -176,15 +165,9 @@ class executor_core final : private sleep_probe {
   // a task of this executor; true if a job ran.
   bool run_stolen_offer() noexcept;
 
-  // The calling thread takes the host role and runs tasks within `budget`
-  // (executor.hpp's run_once/run_for/run_until_idle/run document each);
-  // returns how many task runs it made. Throws std::system_error with
-  // errc::worker_thread from a task of this executor and errc::host_busy
-  // while another thread's run function holds the role; returns 0 once
-  // shutdown began. While a joiner holds it (run_host_until), run_once and
-  // run_until_idle return 0 (the joiner runs what is ready) and the waiting
-  // run functions wait, within their budget, for it to hand the role back.
-  std::size_t run_host(const host_budget& budget);
+  // The host role (embed/host_runner.hpp): executor::run_once/.../run and
+  // notify_fd go there.
+  [[nodiscard]] detail::host_runner& host() noexcept { return *host_; }
   // join()/wait_for() on a handle of this executor, or canopy::join, from a
   // thread that is not one of its workers: with no owned workers nobody
   // else would run the tasks, so the joiner takes the host role and runs
@@ -192,12 +175,11 @@ class executor_core final : private sleep_probe {
   // negative: none) or shutdown begins. Otherwise it runs nothing and says
   // why (host_drive); on held_by_joiner the caller waits a little
   // (host_role_retry) and calls again, since the other joiner hands the
-  // role back when its own wait ends, whatever is left to run.
+  // role back when its own wait ends, whatever is left to run. Forwards to
+  // host().run_until.
   host_drive run_host_until(bool (*ready)(const void* context) noexcept, const void* context,
                             std::int64_t steady_deadline_ns) noexcept;
   static constexpr std::chrono::microseconds host_role_retry{500};
-  // Readable while the host has work (host_channel.hpp). Any thread.
-  [[nodiscard]] int notify_fd() const noexcept { return host_.fd(); }
 
   // Stop accepting tasks, finish according to the policy, join the workers,
   // destroy what is left. Idempotent. Not from a worker thread
@@ -226,6 +208,10 @@ class executor_core final : private sleep_probe {
   task_arena& arena() noexcept { return arena_; }
 
  private:
+  // The host role runs tasks with the worker loop's own steps (find_task,
+  // run_task, the LIFO slot and yield queue of its worker_state).
+  friend class detail::host_runner;
+
   struct worker_state {
     explicit worker_state(std::size_t root_words) : own_mask(root_words, 0) {}
     worker_context context;
@@ -337,34 +323,10 @@ class executor_core final : private sleep_probe {
   bool is_quiescent() noexcept;
   void destroy_leftovers();
 
-  // The host role (executor/host_run.cpp).
-  worker_state& host_state() noexcept { return *workers_[config_.worker_count]; }
-  // A pinned task, else (unless pinned_only) what find_task finds.
-  bool find_host_task(worker_state& host, std::uint32_t& slot, bool pinned_only);
-  // Hand the host's LIFO task and yielded tasks to the tree (and wake a
-  // worker for them); release_host_work also returns its spawn slots:
-  // done whenever the host stops running.
-  void hand_over_local_work(worker_state& host) noexcept;
-  void release_host_work(worker_state& host) noexcept;
-  // Work the host must come back for: a pinned task, or with no owned
-  // workers any ready task (seq_cst reads: the re-check after arm()).
-  [[nodiscard]] bool host_has_work() const noexcept;
-  // Runs tasks as the host until the budget ends or nothing is ready.
-  std::size_t host_loop(worker_state& host, const host_budget& budget, bool pinned_only);
   // schedule()'s two halves: the wake itself, and the counted wake from a
   // thread that is not this executor's (foreign_wakes_).
   bool schedule_task(task_id id) noexcept;
   bool schedule_from_outside(task_id id) noexcept;
-  // Who holds the host role (host_holder_).
-  enum class host_holder : std::uint8_t { none, run_function, joiner, shutdown };
-  enum class host_role { taken, held_by_run_function, held_by_joiner, shut_down };
-  host_role take_host_role(host_holder as) noexcept;
-  // A run function that found the role held by a joiner: false if its budget
-  // does not wait (run_once, run_until_idle) or its deadline passed, else
-  // true after a short sleep (host_role_retry), to try again.
-  static bool wait_for_joiner_to_leave(const host_budget& budget);
-  std::size_t run_as_host(const host_budget& budget) noexcept;
-  void drain_as_host();
 
   // The poller role's driver calls (executor/idle_driver.hpp). After each
   // task: the test of the backend stays inline (one load and branch per
@@ -386,7 +348,7 @@ class executor_core final : private sleep_probe {
   // host's) when the executor has none.
   std::size_t partitions_;
   // No owned workers: the host runs every task, and each ready task
-  // notifies the host channel.
+  // notifies the host channel (signal_task).
   bool host_runs_everything_;
   summary_tree tree_;
   task_arena arena_;
@@ -397,13 +359,11 @@ class executor_core final : private sleep_probe {
   std::unique_ptr<park_backend> poller_backend_;
   // The owned workers, then the host role's state (index worker_count).
   std::vector<std::unique_ptr<worker_state>> workers_;
-  host_channel host_;
+  // The host role, with the last of workers_ as its worker_state. Declared
+  // after workers_, so destroyed before them.
+  std::unique_ptr<detail::host_runner> host_;
   // The CPU of each owned worker when config_.pin_workers (cpu_pinning.hpp).
   std::vector<int> worker_cpus_;
-  // Who holds the host role: a thread in run_host() or run_host_until(), or
-  // shutdown from step 2 on (a host_holder). acquire/release: hands the
-  // host's worker_state and channel from one holder to the next.
-  sync::atomic<std::uint8_t> host_holder_{0};
   // Wakes from threads that are not this executor's, now inside schedule()
   // (schedule_from_outside); the destructor waits for zero.
   sync::atomic<std::uint32_t> foreign_wakes_{0};
