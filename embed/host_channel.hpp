@@ -29,7 +29,7 @@
 //
 // Threads: push(), notify(), has_queued() and fd() from any thread; every
 // other member only by the thread holding the executor's host role (one at a
-// time; the role's hand-over is an acquire/release pair in executor_core).
+// time; the role's hand-over is an acquire/release pair in host_runner).
 #pragma once
 
 #include <chrono>

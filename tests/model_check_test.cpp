@@ -279,7 +279,7 @@ canopy::model::exploration_result check_case(
 // The host thread and its notify descriptor (embed/host_channel.hpp):
 // posters push pinned tasks; the host runs them and, finding none, arms the
 // channel, re-checks and blocks on the descriptor. Two ways to block, as in
-// executor_core: inside the run function (run_for: host_loop's wait), or in
+// host_runner: inside the run function (run_for: loop's wait), or in
 // the host's own loop (epoll on notify_fd(), then run_until_idle, whose
 // exit arms the channel and leaves it readable if work is left).
 enum class host_blocks { inside_run_for, in_own_loop };
@@ -296,7 +296,7 @@ class host_world {
 
   void host() {
     if (mode_ == host_blocks::inside_run_for) {
-      channel_.disarm();  // run_host's entry
+      channel_.disarm();  // run_as_host's entry
       while (ran_ < tasks_ && !stop_) {
         if (channel_.pop()) {
           ++ran_;
@@ -338,7 +338,7 @@ class host_world {
   }
 
  private:
-  // run_host's exit: armed with nothing left, or readable.
+  // run_as_host's exit: armed with nothing left, or readable.
   void leave_run() {
     if (!channel_.arm_and_recheck([this] { return channel_.has_queued(); })) {
       channel_.leave_readable();
