@@ -25,3 +25,6 @@
 
 #include "canopy.hpp"
 #include "detail/fiber/fiber.hpp"
+// The fiber forms of <canopy/channel.hpp> and <canopy/sync.hpp>:
+// this_fiber::await(ch.send(v)), await(ch.recv()), await(m.lock()), await(sem.acquire(n)).
+#include "detail/task_sync/fiber_forms.hpp"
