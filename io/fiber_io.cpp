@@ -4,10 +4,16 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "readiness.hpp"
 #include "socket_ops.hpp"
 
 namespace canopy::io {
+
+using detail::io_result;
+using detail::readiness_op;
+using detail::throw_if;
 
 namespace {
 
@@ -15,19 +21,15 @@ interest interest_of(direction which) noexcept {
   return which == direction::read ? interest::readable : interest::writable;
 }
 
-std::error_code fiber_wait_after_eagain(const registration& reg, direction which,
-                                        std::uint64_t tick) {
-  reg.clear_ready(which, tick);
-  readiness_wait wait{reg, which};
-  return canopy::this_fiber::wait_on(wait);
+// The fiber form of the readiness helper (io/readiness.hpp).
+template <class Attempt>
+io_result fiber_io(const registration& reg, direction which, Attempt attempt,
+                   std::size_t short_read_below = 0) {
+  readiness_op op(reg, which, std::move(attempt), short_read_below);
+  return canopy::this_fiber::wait_on(op);
 }
 
 }  // namespace
-
-using detail::open_socket;
-using detail::set_no_delay_on;
-using detail::start_connect;
-using detail::throw_if;
 
 namespace this_fiber {
 
@@ -44,93 +46,41 @@ std::error_code one_shot(int fd, direction which) {
 }  // namespace
 std::error_code readable(int fd) { return one_shot(fd, direction::read); }
 std::error_code writable(int fd) { return one_shot(fd, direction::write); }
-}  // namespace this_fiber
-
-namespace this_fiber {
 
 tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error) {
-  error.clear();
-  const int fd = open_socket(peer.family(), error);
-  if (fd < 0) {
-    return {};
-  }
-  // connect(2) before the registration, as in the coroutine form.
-  const bool finished = start_connect(fd, peer, error);
-  if (error) {
-    ::close(fd);
-    return {};
-  }
-  std::error_code registered;
-  tcp_stream stream(owner, fd, registered, finished);
-  if (registered) {
-    error = registered;
-    return {};
-  }
-  if (!finished) {
-    readiness_wait wait{stream.reg(), direction::write};
-    error = canopy::this_fiber::wait_on(wait);
-    if (!error) {
-      error = socket_error(fd);
+  bool pending = false;
+  tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
+  if (pending) {
+    error =
+        fiber_io(stream.reg(), direction::write, detail::connect_attempt(stream.native_handle()))
+            .error;
+    if (error) {
+      return {};
     }
+    detail::set_no_delay_on(stream.native_handle());
   }
-  if (error) {
-    return {};
-  }
-  set_no_delay_on(fd);
   return stream;
 }
 
 tcp_stream accept(tcp_listener& listener, std::error_code& error) {
-  for (;;) {
-    const std::uint64_t tick = listener.reg().tick(direction::read);
-    tcp_stream stream = listener.try_accept(error);
-    if (error != std::errc::resource_unavailable_try_again) {
-      return stream;
-    }
-    // try_accept cleared readiness against a tick of its own; waiting with
-    // ours is equally safe (a later edge leaves the direction ready).
-    if (std::error_code failed = fiber_wait_after_eagain(listener.reg(), direction::read, tick)) {
-      error = failed;
-      return {};
-    }
-  }
+  const io_result accepted =
+      fiber_io(listener.reg(), direction::read, detail::accept_attempt(listener.native_handle()));
+  return detail::adopt_accepted(listener.reg(), accepted, error);
 }
 
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
-  for (;;) {
-    std::uint64_t tick = 0;
-    if (stream.is_open() && !stream.reg().ready(direction::read, tick)) {
-      readiness_wait wait{stream.reg(), direction::read};
-      if (std::error_code failed = canopy::this_fiber::wait_on(wait)) {
-        error = failed;
-        return 0;
-      }
-      continue;
-    }
-    const std::size_t got = stream.try_read_some(buffer, error);  // clears readiness on EAGAIN
-    if (error != std::errc::resource_unavailable_try_again) {
-      return got;
-    }
-  }
+  const io_result done =
+      fiber_io(stream.reg(), direction::read,
+               detail::recv_attempt(stream.native_handle(), buffer), buffer.size());
+  error = done.error;
+  return done.count;
 }
 
 void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error) {
   std::size_t sent = 0;
-  while (sent < data.size()) {
-    const std::uint64_t tick = stream.reg().tick(direction::write);
-    sent += stream.try_write_some(data.subspan(sent), error);
-    if (error == std::errc::resource_unavailable_try_again) {
-      if (std::error_code failed = fiber_wait_after_eagain(stream.reg(), direction::write, tick)) {
-        error = failed;
-        return;
-      }
-      error.clear();
-      continue;
-    }
-    if (error) {
-      return;
-    }
-  }
+  error = fiber_io(stream.reg(), direction::write,
+                   detail::send_all_attempt(stream.native_handle(), data, sent))
+              .error;
 }
 
 tcp_stream connect(reactor& owner, const endpoint& peer) {

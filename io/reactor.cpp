@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <ctime>
 #include <stdexcept>
+#include <utility>
 
 namespace canopy::io {
 
@@ -21,28 +22,7 @@ std::uint64_t cookie_of(std::uint32_t slot, std::uint32_t generation) noexcept {
 
 }  // namespace
 
-// One registration. Everything but the generation check is guarded by `lock`.
-struct reactor::entry {
-  std::mutex lock;
-  std::uint32_t generation = 1;
-  bool live = false;
-  int fd = -1;
-  bool ready[2] = {false, false};
-  bool error = false;
-  // The peer closed its side (EPOLLRDHUP) or the socket failed (HUP, ERR):
-  // reads end at once from now on (EOF or the error), and no later edge will
-  // come, so read readiness is never cleared again (tokio keeps its
-  // read-closed readiness the same way). Without this, a short read of the
-  // last bytes, delivered in the same edge as the FIN, cleared readiness and
-  // the read that would return EOF waited forever.
-  bool read_closed = false;
-  std::uint64_t tick = 0;  // events delivered to this registration
-  waker waiters[2];        // one per direction; invalid when none
-  waker persistent;        // woken on every edge (callback registrations)
-  std::uint32_t pending_events = 0;
-};
-
-reactor::reactor() : chunks_(std::make_unique<sync::atomic<entry*>[]>(max_chunks)) {
+reactor::reactor() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) {
     throw std::system_error(errno, std::system_category(), "canopy::io::reactor: epoll_create1");
@@ -68,9 +48,6 @@ reactor::reactor() : chunks_(std::make_unique<sync::atomic<entry*>[]>(max_chunks
 }
 
 reactor::~reactor() {
-  for (std::size_t chunk = 0; chunk < max_chunks; ++chunk) {
-    delete[] chunks_[chunk].load(sync::relaxed);
-  }
   ::close(event_fd_);
   ::close(epoll_fd_);
 }
@@ -107,11 +84,7 @@ executor_config with_reactor(executor_config config) {
   return config;
 }
 
-reactor::entry* reactor::find(std::uint32_t slot) const noexcept {
-  // acquire: pairs with the release store that published the chunk in add().
-  entry* chunk = chunks_[slot >> chunk_bits].load(sync::acquire);
-  return chunk == nullptr ? nullptr : &chunk[slot & (chunk_size - 1)];
-}
+using detail::registration_entry;
 
 reactor::registration_id reactor::add(int fd, interest what, std::error_code& error,
                                       bool assume_ready) noexcept {
@@ -120,31 +93,11 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
     error = std::make_error_code(std::errc::bad_file_descriptor);
     return {};
   }
-  std::uint32_t slot = 0;
-  {
-    const std::lock_guard guard(slots_mutex_);
-    if (!free_slots_.empty()) {
-      slot = free_slots_.back();
-      free_slots_.pop_back();
-    } else {
-      if (slot_count_ == max_chunks * chunk_size) {
-        error = std::make_error_code(std::errc::too_many_files_open);
-        return {};
-      }
-      slot = slot_count_;
-      if ((slot & (chunk_size - 1)) == 0) {
-        auto* chunk = new (std::nothrow) entry[chunk_size];
-        if (chunk == nullptr) {
-          error = std::make_error_code(std::errc::not_enough_memory);
-          return {};
-        }
-        // release: pairs with find()'s acquire load on the poller thread.
-        chunks_[slot >> chunk_bits].store(chunk, sync::release);
-      }
-      ++slot_count_;
-    }
+  const std::uint32_t slot = slab_.allocate(error);
+  if (error) {
+    return {};
   }
-  entry& target = *find(slot);
+  registration_entry& target = *slab_.find(slot);
   std::unique_lock guard(target.lock);
   target.live = true;
   target.fd = fd;
@@ -170,41 +123,32 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
     target.fd = -1;
     ++target.generation;
     guard.unlock();
-    const std::lock_guard slots(slots_mutex_);
-    free_slots_.push_back(slot);
+    slab_.release(slot);
     return {};
   }
   return id;
 }
 
 void reactor::remove(registration_id id) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return;
-  }
   waker woken[3];
-  {
-    const std::lock_guard guard(target->lock);
-    if (!target->live || target->generation != id.generation) {
-      return;
-    }
+  const bool removed = slab_.with_live(id, false, [&](registration_entry& target) {
     // The descriptor may already be closed by its owner (EBADF): then the
     // kernel already dropped it from the set, which is what DEL wants.
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, target->fd, nullptr);
-    target->live = false;
-    target->fd = -1;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, target.fd, nullptr);
+    target.live = false;
+    target.fd = -1;
     // A new generation: events still queued with the old cookie, and a
     // dispatch that read one just before we took the lock, are dropped.
-    ++target->generation;
-    woken[0] = target->waiters[0];
-    woken[1] = target->waiters[1];
-    woken[2] = target->persistent;
-    target->waiters[0] = target->waiters[1] = target->persistent = waker{};
+    ++target.generation;
+    woken[0] = std::exchange(target.waiters[0], waker{});
+    woken[1] = std::exchange(target.waiters[1], waker{});
+    woken[2] = std::exchange(target.persistent, waker{});
+    return true;
+  });
+  if (!removed) {
+    return;
   }
-  {
-    const std::lock_guard slots(slots_mutex_);
-    free_slots_.push_back(id.slot);
-  }
+  slab_.release(id.slot);
   // Their tasks re-check and see wait_status::closed.
   for (const waker& each : woken) {
     each.wake();
@@ -213,21 +157,15 @@ void reactor::remove(registration_id id) noexcept {
 
 wait_status reactor::ready_or_arm(registration_id id, direction which, const waker& waiter,
                                   std::uint64_t& tick) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return wait_status::closed;
-  }
-  const std::lock_guard guard(target->lock);
-  if (!target->live || target->generation != id.generation) {
-    return wait_status::closed;
-  }
-  const auto index = static_cast<std::size_t>(which);
-  if (target->ready[index]) {
-    tick = target->tick;
-    return wait_status::ready;
-  }
-  target->waiters[index] = waiter;
-  return wait_status::armed;
+  return slab_.with_live(id, wait_status::closed, [&](registration_entry& target) {
+    const auto index = static_cast<std::size_t>(which);
+    if (target.ready[index]) {
+      tick = target.tick;
+      return wait_status::ready;
+    }
+    target.waiters[index] = waiter;
+    return wait_status::armed;
+  });
 }
 
 wait_status reactor::peek(registration_id id, direction which) noexcept {
@@ -236,118 +174,75 @@ wait_status reactor::peek(registration_id id, direction which) noexcept {
 }
 
 wait_status reactor::peek(registration_id id, direction which, std::uint64_t& tick) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return wait_status::closed;
-  }
-  const std::lock_guard guard(target->lock);
-  if (!target->live || target->generation != id.generation) {
-    return wait_status::closed;
-  }
-  tick = target->tick;
-  return target->ready[static_cast<std::size_t>(which)] ? wait_status::ready : wait_status::armed;
+  return slab_.with_live(id, wait_status::closed, [&](registration_entry& target) {
+    tick = target.tick;
+    return target.ready[static_cast<std::size_t>(which)] ? wait_status::ready : wait_status::armed;
+  });
 }
 
 std::uint64_t reactor::tick(registration_id id) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return 0;
-  }
-  const std::lock_guard guard(target->lock);
-  return target->generation == id.generation ? target->tick : 0;
+  return slab_.with_live(id, std::uint64_t{0},
+                         [](registration_entry& target) { return target.tick; });
 }
 
 void reactor::clear_ready(registration_id id, direction which, std::uint64_t tick) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return;
-  }
-  const std::lock_guard guard(target->lock);
-  if (target->live && target->generation == id.generation && target->tick == tick) {
-    // EAGAIN proves the socket has no EOF or error to report in this
-    // direction now (those return 0 or the error, never EAGAIN): a hang-up
-    // or error flag is stale — e.g. EPOLLHUP reported for a socket that
-    // epoll saw before its connect(2) — and must not keep the direction
-    // ready, or the operation would spin on EAGAIN.
-    target->ready[static_cast<std::size_t>(which)] = false;
-    target->error = false;
-    if (which == direction::read) {
-      target->read_closed = false;
+  slab_.with_live(id, false, [&](registration_entry& target) {
+    if (target.tick == tick) {
+      // EAGAIN proves the socket has no EOF or error to report in this
+      // direction now (those return 0 or the error, never EAGAIN): a hang-up
+      // or error flag is stale — e.g. EPOLLHUP reported for a socket that
+      // epoll saw before its connect(2) — and must not keep the direction
+      // ready, or the operation would spin on EAGAIN.
+      target.ready[static_cast<std::size_t>(which)] = false;
+      target.error = false;
+      if (which == direction::read) {
+        target.read_closed = false;
+      }
     }
-  }
+    return true;
+  });
 }
 
 void reactor::clear_after_short_read(registration_id id, std::uint64_t tick) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return;
-  }
-  const std::lock_guard guard(target->lock);
-  if (target->live && target->generation == id.generation && target->tick == tick) {
+  slab_.with_live(id, false, [&](registration_entry& target) {
     // After a hang-up or an error read readiness stays: the next read
     // returns at once (EOF or the error), and no edge would set it again.
-    if (!target->error && !target->read_closed) {
-      target->ready[static_cast<std::size_t>(direction::read)] = false;
+    if (target.tick == tick && !target.error && !target.read_closed) {
+      target.ready[static_cast<std::size_t>(direction::read)] = false;
     }
-  }
+    return true;
+  });
 }
 
 void reactor::disarm(registration_id id, direction which) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return;
-  }
-  const std::lock_guard guard(target->lock);
-  if (target->generation == id.generation) {
-    target->waiters[static_cast<std::size_t>(which)] = waker{};
-  }
+  slab_.with_live(id, false, [&](registration_entry& target) {
+    target.waiters[static_cast<std::size_t>(which)] = waker{};
+    return true;
+  });
 }
 
 bool reactor::has_error(registration_id id) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return false;
-  }
-  const std::lock_guard guard(target->lock);
-  return target->generation == id.generation && target->error;
+  return slab_.with_live(id, false, [](registration_entry& target) { return target.error; });
 }
 
 bool reactor::set_persistent_waker(registration_id id, const waker& waiter) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return false;
-  }
-  const std::lock_guard guard(target->lock);
-  if (!target->live || target->generation != id.generation) {
-    return false;
-  }
-  target->persistent = waiter;
-  return true;
+  return slab_.with_live(id, false, [&](registration_entry& target) {
+    target.persistent = waiter;
+    return true;
+  });
 }
 
 std::uint32_t reactor::take_events(registration_id id, bool& live) noexcept {
   live = false;
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return 0;
-  }
-  const std::lock_guard guard(target->lock);
-  if (!target->live || target->generation != id.generation) {
-    return 0;
-  }
-  live = true;
-  const std::uint32_t events = target->pending_events;
-  target->pending_events = 0;
-  return events;
+  return slab_.with_live(id, std::uint32_t{0}, [&](registration_entry& target) {
+    live = true;
+    return std::exchange(target.pending_events, 0U);
+  });
 }
 
 bool reactor::has_pending_events(registration_id id) noexcept {
-  entry* target = find(id.slot);
-  if (target == nullptr) {
-    return true;
-  }
-  const std::lock_guard guard(target->lock);
-  return !target->live || target->generation != id.generation || target->pending_events != 0;
+  return slab_.with_live(id, true,
+                         [](registration_entry& target) { return target.pending_events != 0; });
 }
 
 void reactor::set_deadline_source(deadline_source* source) noexcept {
@@ -361,37 +256,32 @@ void reactor::deliver(const epoll_event& event) noexcept {
     drain_eventfd();
     return;
   }
-  const auto slot = static_cast<std::uint32_t>(cookie >> 32);
-  const auto generation = static_cast<std::uint32_t>(cookie & 0xffffffffU);
-  entry* target = find(slot);
-  if (target == nullptr) {
-    return;
-  }
+  const registration_id id{static_cast<std::uint32_t>(cookie >> 32),
+                           static_cast<std::uint32_t>(cookie & 0xffffffffU)};
   waker woken[3];
-  {
-    const std::lock_guard guard(target->lock);
-    if (!target->live || target->generation != generation) {
-      return;  // stale: removed (and maybe re-registered) since the event was queued
-    }
-    ++target->tick;
-    target->pending_events |= event.events;
+  // Stale (false): removed, and maybe re-registered, since the event was queued.
+  const bool live = slab_.with_live(id, false, [&](registration_entry& target) {
+    ++target.tick;
+    target.pending_events |= event.events;
     if ((event.events & error_events) != 0) {
-      target->error = true;
+      target.error = true;
     }
     if ((event.events & (EPOLLRDHUP | error_events)) != 0) {
-      target->read_closed = true;
+      target.read_closed = true;
     }
     if ((event.events & read_events) != 0) {
-      target->ready[0] = true;
-      woken[0] = target->waiters[0];
-      target->waiters[0] = waker{};
+      target.ready[0] = true;
+      woken[0] = std::exchange(target.waiters[0], waker{});
     }
     if ((event.events & write_events) != 0) {
-      target->ready[1] = true;
-      woken[1] = target->waiters[1];
-      target->waiters[1] = waker{};
+      target.ready[1] = true;
+      woken[1] = std::exchange(target.waiters[1], waker{});
     }
-    woken[2] = target->persistent;
+    woken[2] = target.persistent;
+    return true;
+  });
+  if (!live) {
+    return;
   }
   events_.fetch_add(1, sync::relaxed);
   for (const waker& each : woken) {

@@ -2,7 +2,7 @@
 // executor's idle driver: the worker holding the poller role parks in
 // epoll_wait here instead of on its futex (executor/idle_driver.hpp).
 //
-// io/ sits above executor/, coroutine/ and fiber/; nothing below includes it.
+// io/ sits above executor/, wait/, coroutine/ and fiber/; nothing below includes it.
 // An executor gets a reactor through its config:
 //
 //   auto reactor = std::make_shared<canopy::io::reactor>();
@@ -11,10 +11,10 @@
 //   canopy::executor pool(config);
 //
 // Registrations. A descriptor is registered once (EPOLLET with the interest
-// set, plus EPOLLRDHUP); each registration lives in a slot with a generation,
-// and the epoll cookie carries (slot, generation), so an event for a
-// registration that was removed — its slot reused, its descriptor number
-// reused — is recognised as stale and dropped. Readiness is kept per
+// set, plus EPOLLRDHUP); each registration lives in a slot with a generation
+// (io/registration_slab.hpp), and the epoll cookie carries (slot,
+// generation), so an event for a registration that was removed — its slot
+// reused, its descriptor number reused — is recognised as stale and dropped. Readiness is kept per
 // direction (read, write) with a tick that counts events; an operation that
 // got EAGAIN clears its direction only if no event arrived since it looked
 // (clear_ready(tick)), so an edge that lands between the syscall and the
@@ -49,11 +49,12 @@
 #include <system_error>
 #include <vector>
 
-#include "../coroutine/waker.hpp"
 #include "../executor/config.hpp"
 #include "../executor/executor.hpp"
 #include "../executor/idle_driver.hpp"
 #include "../sync/atomics.hpp"
+#include "../coroutine/waker.hpp"
+#include "registration_slab.hpp"
 
 namespace canopy::io {
 
@@ -90,10 +91,7 @@ class reactor final : public idle_driver {
   static reactor* of(executor_core& core) noexcept;
 
   // ---- registrations (any thread) ----
-  struct registration_id {
-    std::uint32_t slot = 0;
-    std::uint32_t generation = 0;
-  };
+  using registration_id = detail::registration_id;
   // Register `fd` with `what`. Errors: errc::bad_file_descriptor (invalid or
   // closed fd), errc::file_exists (already registered with this reactor),
   // errc::operation_not_permitted (a regular file or other descriptor epoll
@@ -158,14 +156,9 @@ class reactor final : public idle_driver {
   [[nodiscard]] bool precise_timeouts() const noexcept { return have_pwait2_; }
 
  private:
-  struct entry;
-  static constexpr std::size_t chunk_bits = 8;
-  static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
-  static constexpr std::size_t max_chunks = 4096;  // 1 Mi registrations
   static constexpr std::uint64_t wake_cookie = ~std::uint64_t{0};
   static constexpr int max_events = 256;
 
-  entry* find(std::uint32_t slot) const noexcept;
   void deliver(const epoll_event& event) noexcept;
   void drain_eventfd() noexcept;
   int epoll_wait_until(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
@@ -174,10 +167,8 @@ class reactor final : public idle_driver {
   int event_fd_ = -1;
   bool have_pwait2_ = true;
 
-  std::mutex slots_mutex_;  // guards free_slots_, chunk creation, slot_count_
-  std::vector<std::uint32_t> free_slots_;
-  std::uint32_t slot_count_ = 0;
-  std::unique_ptr<sync::atomic<entry*>[]> chunks_;
+  // The registrations (io/registration_slab.hpp).
+  detail::registration_slab slab_;
 
   // Poller-only state (the poller role is handed over release/acquire).
   std::array<epoll_event, max_events> collected_{};

@@ -9,96 +9,20 @@
 #include <string>
 #include <utility>
 
+#include "readiness.hpp"
 #include "socket_ops.hpp"
 
 namespace canopy::io {
 
 namespace {
 
-// What one non-blocking attempt of an operation did.
-enum class attempt : std::uint8_t { done, would_block };
-
-bool is_would_block(int error) noexcept { return error == EAGAIN || error == EWOULDBLOCK; }
-
 std::error_code errno_code(int value) noexcept { return {value, std::system_category()}; }
 
 std::error_code not_open() noexcept { return std::make_error_code(std::errc::bad_file_descriptor); }
 
-// One recv: bytes, 0 at EOF, or would_block.
-attempt read_once(int fd, std::span<std::byte> buffer, std::size_t& got,
-                  std::error_code& error) noexcept {
-  for (;;) {
-    const ssize_t count = ::recv(fd, buffer.data(), buffer.size(), 0);
-    if (count >= 0) {
-      got = static_cast<std::size_t>(count);
-      return attempt::done;
-    }
-    if (errno == EINTR) {
-      continue;
-    }
-    if (is_would_block(errno)) {
-      return attempt::would_block;
-    }
-    error = errno_code(errno);
-    return attempt::done;
-  }
-}
-
-// As many sends as go through; advances `sent`.
-attempt write_once(int fd, std::span<const std::byte> data, std::size_t& sent,
-                   std::error_code& error) noexcept {
-  while (sent < data.size()) {
-    const ssize_t count = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (count >= 0) {
-      sent += static_cast<std::size_t>(count);
-      continue;
-    }
-    if (errno == EINTR) {
-      continue;
-    }
-    if (is_would_block(errno)) {
-      return attempt::would_block;
-    }
-    error = errno_code(errno);
-    return attempt::done;
-  }
-  return attempt::done;
-}
-
-attempt accept_once(int listen_fd, int& accepted, std::error_code& error) noexcept {
-  for (;;) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) {
-      accepted = fd;
-      return attempt::done;
-    }
-    // The connection died in the queue, or a signal: take the next one.
-    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) {
-      continue;
-    }
-    if (is_would_block(errno)) {
-      return attempt::would_block;
-    }
-    error = errno_code(errno);
-    return attempt::done;
-  }
-}
-
-// A read that returned fewer bytes than asked for (and more than 0: EOF
-// stays readable) emptied the socket's receive queue: clear read readiness,
-// so the next read waits for an edge instead of spending a recv on EAGAIN
-// (tokio does the same). Safe by the tick: an edge delivered since `tick`
-// keeps the direction ready.
-void drained_if_short(const registration& reg, std::uint64_t tick, std::size_t got,
-                      std::size_t asked) noexcept {
-  if (got > 0 && got < asked) {
-    reg.clear_after_short_read(tick);
-  }
-}
-
 }  // namespace
 
-// Shared with the fiber forms (io/fiber_io.cpp, through socket_ops.hpp).
+// Shared with the fiber forms and the other socket types (socket_ops.hpp).
 namespace detail {
 
 void set_no_delay_on(int fd) noexcept {
@@ -112,28 +36,16 @@ void throw_if(const std::error_code& error, const char* what) {
   }
 }
 
-// Wait until `which` may have become ready after an EAGAIN seen at `tick`.
-// Returns an error that ends the operation (cancelled, or the socket's
-// pending error), or {} to retry.
-task<std::error_code> wait_after_eagain(const registration& reg, direction which,
-                                        std::uint64_t tick) {
-  reg.clear_ready(which, tick);
-  co_return co_await canopy::wait_on(readiness_wait{reg, which});
-}
-
-int open_socket(int family, std::error_code& error) noexcept {
-  const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+int open_socket(int family, std::error_code& error, int type) noexcept {
+  const int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     error = errno_code(errno);
   }
   return fd;
 }
 
-// connect(2) on a fresh non-blocking socket registered with `reg` (not
-// assumed ready): true when finished (connected or failed), false when the
-// caller must wait for writability and then read SO_ERROR.
-bool start_connect(int fd, const endpoint& peer, std::error_code& error) noexcept {
-  if (::connect(fd, peer.data(), peer.size()) == 0) {
+bool start_connect(int fd, const sockaddr* peer, socklen_t length, std::error_code& error) noexcept {
+  if (::connect(fd, peer, length) == 0) {
     return true;
   }
   if (errno == EINPROGRESS || errno == EINTR) {
@@ -145,11 +57,10 @@ bool start_connect(int fd, const endpoint& peer, std::error_code& error) noexcep
 
 }  // namespace detail
 
-using detail::open_socket;
+using detail::io_result;
+using detail::readiness_op;
 using detail::set_no_delay_on;
-using detail::start_connect;
 using detail::throw_if;
-using detail::wait_after_eagain;
 
 // ------------------------------------------------------------------ stream
 
@@ -178,63 +89,25 @@ std::error_code tcp_stream::set_no_delay(bool on) noexcept {
 
 std::size_t tcp_stream::try_read_some(std::span<std::byte> buffer,
                                       std::error_code& error) noexcept {
-  error.clear();
-  if (socket_.fd() < 0) {
-    error = not_open();
-    return 0;
-  }
-  const std::uint64_t tick = socket_.reg().tick(direction::read);
-  std::size_t got = 0;
-  if (read_once(socket_.fd(), buffer, got, error) == attempt::would_block) {
-    socket_.reg().clear_ready(direction::read, tick);
-    error = std::make_error_code(std::errc::resource_unavailable_try_again);
-  } else {
-    drained_if_short(socket_.reg(), tick, got, buffer.size());
-  }
-  return got;
+  const io_result done = detail::try_io(socket_.reg(), direction::read,
+                                        detail::recv_attempt(socket_.fd(), buffer), buffer.size());
+  error = done.error;
+  return done.count;
 }
 
 std::size_t tcp_stream::try_write_some(std::span<const std::byte> data,
                                        std::error_code& error) noexcept {
-  error.clear();
-  if (socket_.fd() < 0) {
-    error = not_open();
-    return 0;
-  }
-  const std::uint64_t tick = socket_.reg().tick(direction::write);
-  std::size_t sent = 0;
-  if (write_once(socket_.fd(), data, sent, error) == attempt::would_block && sent == 0) {
-    socket_.reg().clear_ready(direction::write, tick);
-    error = std::make_error_code(std::errc::resource_unavailable_try_again);
-  }
-  return sent;
+  const io_result done = detail::try_io(socket_.reg(), direction::write,
+                                        detail::send_some_attempt(socket_.fd(), data));
+  error = done.error;
+  return done.count;
 }
 
 task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer, std::error_code& error) {
-  error.clear();
-  for (;;) {
-    if (socket_.fd() < 0) {
-      error = not_open();
-      co_return 0;
-    }
-    std::uint64_t tick = 0;
-    if (!socket_.reg().ready(direction::read, tick)) {
-      // Not ready (an EAGAIN or a short read cleared it): wait for the edge
-      // instead of spending a recv on EAGAIN.
-      if (std::error_code failed =
-              co_await canopy::wait_on(readiness_wait{socket_.reg(), direction::read})) {
-        error = failed;
-        co_return 0;
-      }
-      continue;
-    }
-    std::size_t got = 0;
-    if (read_once(socket_.fd(), buffer, got, error) == attempt::done) {
-      drained_if_short(socket_.reg(), tick, got, buffer.size());
-      co_return got;
-    }
-    socket_.reg().clear_ready(direction::read, tick);
-  }
+  const io_result done = co_await canopy::wait_on(readiness_op(
+      socket_.reg(), direction::read, detail::recv_attempt(socket_.fd(), buffer), buffer.size()));
+  error = done.error;
+  co_return done.count;
 }
 
 task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer) {
@@ -245,23 +118,10 @@ task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer) {
 }
 
 task<void> tcp_stream::write_all(std::span<const std::byte> data, std::error_code& error) {
-  error.clear();
   std::size_t sent = 0;
-  for (;;) {
-    if (socket_.fd() < 0) {
-      error = not_open();
-      co_return;
-    }
-    const std::uint64_t tick = socket_.reg().tick(direction::write);
-    if (write_once(socket_.fd(), data, sent, error) == attempt::done) {
-      co_return;
-    }
-    if (std::error_code failed =
-            co_await wait_after_eagain(socket_.reg(), direction::write, tick)) {
-      error = failed;
-      co_return;
-    }
-  }
+  error = (co_await canopy::wait_on(readiness_op(
+               socket_.reg(), direction::write, detail::send_all_attempt(socket_.fd(), data, sent))))
+              .error;
 }
 
 task<void> tcp_stream::write_all(std::span<const std::byte> data) {
@@ -270,45 +130,48 @@ task<void> tcp_stream::write_all(std::span<const std::byte> data) {
   throw_if(error, "canopy::io::tcp_stream::write_all");
 }
 
-task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_code& error) {
+// connect(2) first, then the registration: epoll reports EPOLLHUP for a TCP
+// socket that is not connecting yet, and that stale hang-up would mark the
+// stream closed. Connecting, it is not assumed ready: the connection's
+// completion is the first write edge (or the state epoll reports when it is
+// added, if the connection completed already). Returns the stream, and
+// whether the caller must still wait for that edge (connect_attempt).
+tcp_stream detail::start_tcp_connect(reactor& owner, const endpoint& peer, bool& pending,
+                                     std::error_code& error) noexcept {
   error.clear();
+  pending = false;
   const int fd = open_socket(peer.family(), error);
   if (fd < 0) {
-    co_return tcp_stream{};
+    return {};
   }
-  // connect(2) first, then the registration: epoll reports EPOLLHUP for a
-  // TCP socket that is not connecting yet, and that stale hang-up would
-  // mark the stream closed. Connecting, it is not assumed ready: the
-  // connection's completion is the first write edge (or the state epoll
-  // reports when it is added, if the connection completed already).
   const bool finished = start_connect(fd, peer, error);
   if (error) {
     ::close(fd);
-    co_return tcp_stream{};
+    return {};
   }
   tcp_stream stream(owner, fd, error, finished);  // closes fd if the registration fails
   if (error) {
-    co_return tcp_stream{};
+    return {};
   }
-  if (!finished) {
-    for (;;) {
-      const std::error_code waited =
-          co_await canopy::wait_on(readiness_wait{stream.reg(), direction::write});
-      if (waited) {
-        error = waited;
-        break;
-      }
-      // Writable: connected, or failed with the reason in SO_ERROR.
-      error = socket_error(fd);
-      break;
+  pending = !finished;
+  if (finished) {
+    set_no_delay_on(fd);
+  }
+  return stream;
+}
+
+task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_code& error) {
+  bool pending = false;
+  tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
+  if (pending) {
+    error = (co_await canopy::wait_on(readiness_op(stream.reg(), direction::write,
+                                                   detail::connect_attempt(stream.native_handle()))))
+                .error;
+    if (error) {
+      co_return tcp_stream{};  // `stream` closes the socket
     }
+    set_no_delay_on(stream.native_handle());
   }
-  if (error) {
-    co_return tcp_stream{};  // `stream` closes the socket
-  }
-  set_no_delay_on(fd);
-  // The write edge that ended the wait may have been the only one: the
-  // socket is writable now, and reads are tried optimistically.
   co_return stream;
 }
 
@@ -332,7 +195,7 @@ task<tcp_stream> tcp_stream::connect(endpoint peer) { return connect(reactor::cu
 tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, std::error_code& error,
                                 int backlog, bool reuse_port) noexcept {
   error.clear();
-  const int fd = open_socket(local.family(), error);
+  const int fd = detail::open_socket(local.family(), error);
   if (fd < 0) {
     return {};
   }
@@ -367,47 +230,28 @@ tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, int backl
   return listener;
 }
 
-tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
-  error.clear();
-  if (socket_.fd() < 0) {
-    error = not_open();
-    return {};
-  }
-  const std::uint64_t tick = socket_.reg().tick(direction::read);
-  int accepted = -1;
-  if (accept_once(socket_.fd(), accepted, error) == attempt::would_block) {
-    socket_.reg().clear_ready(direction::read, tick);
-    error = std::make_error_code(std::errc::resource_unavailable_try_again);
-    return {};
-  }
+// The stream of a descriptor accept4 returned (or the error it reported).
+tcp_stream detail::adopt_accepted(const registration& listener, const io_result& accepted,
+                                  std::error_code& error) noexcept {
+  error = accepted.error;
   if (error) {
     return {};
   }
-  set_no_delay_on(accepted);
-  return {*socket_.reg().owner(), accepted, error};
+  const int fd = static_cast<int>(accepted.count);
+  set_no_delay_on(fd);
+  return {*listener.owner(), fd, error};
+}
+
+tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
+  return detail::adopt_accepted(
+      socket_.reg(),
+      detail::try_io(socket_.reg(), direction::read, detail::accept_attempt(socket_.fd())), error);
 }
 
 task<tcp_stream> tcp_listener::accept(std::error_code& error) {
-  error.clear();
-  for (;;) {
-    if (socket_.fd() < 0) {
-      error = not_open();
-      co_return tcp_stream{};
-    }
-    const std::uint64_t tick = socket_.reg().tick(direction::read);
-    int accepted = -1;
-    if (accept_once(socket_.fd(), accepted, error) == attempt::done) {
-      if (error) {
-        co_return tcp_stream{};
-      }
-      set_no_delay_on(accepted);
-      co_return tcp_stream(*socket_.reg().owner(), accepted, error);
-    }
-    if (std::error_code failed = co_await wait_after_eagain(socket_.reg(), direction::read, tick)) {
-      error = failed;
-      co_return tcp_stream{};
-    }
-  }
+  const io_result accepted = co_await canopy::wait_on(
+      readiness_op(socket_.reg(), direction::read, detail::accept_attempt(socket_.fd())));
+  co_return detail::adopt_accepted(socket_.reg(), accepted, error);
 }
 
 task<tcp_stream> tcp_listener::accept() {

@@ -10,10 +10,15 @@
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/spawn.hpp"
 #include "../../sync/atomics.hpp"
+#include "../readiness.hpp"
 #include "../registration.hpp"
+#include "../socket_ops.hpp"
 #include "../timer/timer_wait.hpp"
 
 namespace canopy::io::http {
+
+using io::detail::io_result;
+using io::detail::readiness_op;
 
 namespace {
 
@@ -117,32 +122,26 @@ enum class flush_outcome : std::uint8_t { sent, failed, stalled };
 // while it takes nothing, for at most `stall_limit` each time. A client
 // that reads nothing for that long ends its connection (`stalled`); one
 // that reads slowly but keeps reading is served: the limit restarts after
-// every send that made progress. The first send needs no wait, and a wait
-// is a with_timeout on a readiness_wait (no task frame, no allocation).
+// every send that made progress. Each round is the readiness helper
+// (io/readiness.hpp): a writable socket costs no timer, and a wait is a
+// with_timeout on it (no task frame, no allocation).
 task<flush_outcome> flush(tcp_stream& stream, std::string& out,
                           std::chrono::milliseconds stall_limit) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
                                          out.size());
   std::size_t sent = 0;
   while (sent < bytes.size()) {
-    std::error_code error;
-    sent += stream.try_write_some(bytes.subspan(sent), error);
-    if (error == std::errc::resource_unavailable_try_again) {
-      // try_write_some cleared write readiness: wait for the next edge.
-      readiness_wait writable_now(stream.reg(), direction::write);
-      const timeout_result<std::error_code> waited =
-          co_await canopy::with_timeout(stall_limit, writable_now);
-      if (!waited) {
-        co_return flush_outcome::stalled;
-      }
-      if (*waited) {
-        co_return flush_outcome::failed;  // the registration went away or the socket is in error
-      }
-      continue;
+    // One round: what the socket takes now, or after the next edge.
+    readiness_op round(stream.reg(), direction::write,
+                       io::detail::send_some_attempt(stream.native_handle(), bytes.subspan(sent)));
+    if (!round.ready() && !co_await canopy::with_timeout(stall_limit, round)) {
+      co_return flush_outcome::stalled;
     }
-    if (error) {
-      co_return flush_outcome::failed;
+    const io_result done = round.result();
+    if (done.error) {
+      co_return flush_outcome::failed;  // closed meanwhile, or the socket is in error
     }
+    sent += done.count;
   }
   out.clear();
   co_return flush_outcome::sent;
@@ -158,21 +157,16 @@ task<void> linger_close(tcp_stream& stream) {
   std::byte sink[4096];
   std::size_t dropped = 0;
   while (dropped < 65536) {
-    std::error_code error;
-    const std::size_t got = stream.try_read_some(sink, error);
-    if (error == std::errc::resource_unavailable_try_again) {
-      readiness_wait readable_now(stream.reg(), direction::read);
-      const timeout_result<std::error_code> waited =
-          co_await canopy::with_deadline(deadline, readable_now);
-      if (!waited || *waited) {
-        break;
-      }
-      continue;
+    readiness_op drop(stream.reg(), direction::read,
+                      io::detail::recv_attempt(stream.native_handle(), sink), sizeof sink);
+    if (!drop.ready() && !co_await canopy::with_deadline(deadline, drop)) {
+      break;  // the deadline
     }
-    if (error || got == 0) {
-      break;
+    const io_result got = drop.result();
+    if (got.error || got.count == 0) {
+      break;  // an error, or EOF
     }
-    dropped += got;
+    dropped += got.count;
   }
 }
 
@@ -264,48 +258,35 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     // Read what comes next; wait for it (until the deadline) if nothing has.
     // A short read cleared read readiness (the receive queue was empty), so
     // while the registration says "not ready" the next request has not
-    // arrived: wait for its edge without spending a recv on EAGAIN (at 50
-    // connections that was 0.4 recv per request).
-    std::error_code error;
-    std::uint64_t tick = 0;
-    std::size_t got = 0;
-    if (stream.reg().ready(direction::read, tick)) {
-      got = stream.try_read_some(input.space(buffer_limit), error);
-    } else {
-      error = std::make_error_code(std::errc::resource_unavailable_try_again);
-    }
-    if (error == std::errc::resource_unavailable_try_again) {
-      readiness_wait readable_now(stream.reg(), direction::read);
-      const timeout_result<std::error_code> waited =
-          co_await canopy::with_deadline(deadline, readable_now);
-      if (!waited) {
-        if (input.pending().empty()) {
-          // Idle between requests (or since the accept): close quietly, as
-          // nginx does; a 408 nobody asked for would be read by the
-          // client as the answer to the next request it sends.
-          add(totals.idle_closes, 1);
-          break;
-        }
-        add(totals.timeouts, 1);  // part of a request came, the rest did not
-        append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
-        const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);
-        if (flushed == flush_outcome::sent) {
-          co_await linger_close(stream);
-        } else if (flushed == flush_outcome::stalled) {
-          add(totals.write_timeouts, 1);
-          reset = true;
-        }
+    // arrived: the helper waits for its edge without spending a recv on
+    // EAGAIN; a ready socket is read without arming the timer.
+    const std::span<std::byte> room = input.space(buffer_limit);
+    readiness_op next(stream.reg(), direction::read,
+                      io::detail::recv_attempt(stream.native_handle(), room), room.size());
+    if (!next.ready() && !co_await canopy::with_deadline(deadline, next)) {
+      if (input.pending().empty()) {
+        // Idle between requests (or since the accept): close quietly, as
+        // nginx does; a 408 nobody asked for would be read by the
+        // client as the answer to the next request it sends.
+        add(totals.idle_closes, 1);
         break;
       }
-      if (*waited) {
-        break;  // the registration went away or the socket is in error
+      add(totals.timeouts, 1);  // part of a request came, the rest did not
+      append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
+      const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);
+      if (flushed == flush_outcome::sent) {
+        co_await linger_close(stream);
+      } else if (flushed == flush_outcome::stalled) {
+        add(totals.write_timeouts, 1);
+        reset = true;
       }
-      continue;
+      break;
     }
-    if (error || got == 0) {
-      break;  // reset, or EOF
+    const io_result got = next.result();
+    if (got.error || got.count == 0) {
+      break;  // reset, closed meanwhile, or EOF
     }
-    input.filled(got);
+    input.filled(got.count);
   }
   if (reset) {
     // Drop the unsent answer now rather than leave it queued in the kernel

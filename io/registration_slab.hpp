@@ -1,0 +1,106 @@
+// registration_slab — the reactor's registrations: one entry a registered
+// descriptor (its readiness, its waiters), kept in a slab of chunks that is
+// never freed while the reactor lives. Internal (canopy::io::detail); the
+// reactor (io/reactor.hpp) is its only user.
+//
+// Identity. A slot is reused after its registration is removed; each reuse
+// bumps the entry's generation, and a registration_id (slot, generation) —
+// also the epoll cookie — names one registration only. An id whose
+// generation no longer matches is stale: every access through with_live()
+// treats it as "removed", so a late event or a late operation on a closed
+// socket touches nothing.
+//
+// Threads. Slot allocation is guarded by one mutex; each entry's state by
+// its own (entry::lock). Chunks are published with a release store and read
+// with an acquire load (find), so the poller may look an entry up without
+// the allocation mutex. Entries are never freed before the slab, so a
+// pointer from find() stays valid for the slab's life.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <vector>
+
+#include "../sync/atomics.hpp"
+#include "../coroutine/waker.hpp"
+
+namespace canopy::io::detail {
+
+struct registration_id {
+  std::uint32_t slot = 0;
+  std::uint32_t generation = 0;
+};
+
+// One registration. Everything but the generation check is guarded by `lock`.
+struct registration_entry {
+  std::mutex lock;
+  std::uint32_t generation = 1;
+  bool live = false;
+  int fd = -1;
+  bool ready[2] = {false, false};
+  bool error = false;
+  // The peer closed its side (EPOLLRDHUP) or the socket failed (HUP, ERR):
+  // reads end at once from now on (EOF or the error), and no later edge will
+  // come, so read readiness is never cleared again (tokio keeps its
+  // read-closed readiness the same way). Without this, a short read of the
+  // last bytes, delivered in the same edge as the FIN, cleared readiness and
+  // the read that would return EOF waited forever.
+  bool read_closed = false;
+  std::uint64_t tick = 0;  // events delivered to this registration
+  waker waiters[2];        // one per direction; invalid when none
+  waker persistent;        // woken on every edge (callback registrations)
+  std::uint32_t pending_events = 0;
+};
+
+class registration_slab {
+ public:
+  registration_slab();
+  ~registration_slab();
+  registration_slab(const registration_slab&) = delete;
+  registration_slab& operator=(const registration_slab&) = delete;
+
+  // A free slot (its entry not live). Errors: errc::too_many_files_open
+  // (every slot in use), errc::not_enough_memory (a new chunk failed).
+  std::uint32_t allocate(std::error_code& error) noexcept;
+  // Give back a slot whose entry was made not live (and its generation bumped).
+  void release(std::uint32_t slot) noexcept;
+
+  // The entry of `slot`, or null if its chunk was never created.
+  registration_entry* find(std::uint32_t slot) const noexcept {
+    // acquire: pairs with the release store that published the chunk in allocate().
+    registration_entry* chunk = chunks_[slot >> chunk_bits].load(sync::acquire);
+    return chunk == nullptr ? nullptr : &chunk[slot & (chunk_size - 1)];
+  }
+
+  // The one preamble of every per-registration operation: find the entry,
+  // lock it, check that `id` is still live. Returns body(entry) under the
+  // lock, or `stale` for a removed (or never issued) id.
+  template <class Result, class Body>
+  Result with_live(registration_id id, Result stale, Body&& body) const noexcept {
+    registration_entry* target = find(id.slot);
+    if (target == nullptr) {
+      return stale;
+    }
+    const std::lock_guard guard(target->lock);
+    if (!target->live || target->generation != id.generation) {
+      return stale;
+    }
+    return body(*target);
+  }
+
+ private:
+  static constexpr std::size_t chunk_bits = 8;
+  static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
+  static constexpr std::size_t max_chunks = 4096;  // 1 Mi registrations
+
+  std::mutex slots_mutex_;  // guards free_slots_, chunk creation, slot_count_
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t slot_count_ = 0;
+  std::unique_ptr<sync::atomic<registration_entry*>[]> chunks_;
+};
+
+}  // namespace canopy::io::detail
