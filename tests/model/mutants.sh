@@ -77,6 +77,9 @@ mutants=(
   "run-at-join: take_if_is loads and stores instead of the CAS%executor/lifo_slot.hpp%s/word_\.compare_exchange_strong\(expected, empty, sync::acquire, sync::relaxed\)/(static_cast<void>(expected), word_.store(empty, sync::relaxed), true)/%caught"
   "run-at-join: no re-read of the state after a tree claim%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(state\.load\(sync::relaxed\)\) != id\.generation\) \{\n    return pending_claim::took_next_task;/if (false) {\n    return pending_claim::took_next_task;/%caught"
   "run-at-join: claim_pending skips the generation and state check%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(seen\) != id\.generation \|\|\n      \(seen & task_slot::flag_mask\) != task_slot::scheduled\) \{/if (false) {/%caught"
+  "task_sync: a receiver arms without re-checking the ring under the lock%task_sync/channel_core.hpp%s/if \(size_ > reserved_\) \{\n      \+\+reserved_;\n      node\.finish\(waiter_done\);/if (false) {\n      ++reserved_;\n      node.finish(waiter_done);/%caught"
+  "task_sync: a sender arms without re-checking for room under the lock%task_sync/channel_core.hpp%s/if \(size_ < capacity_\) \{\n        push_locked/if (false) {\n        push_locked/%caught"
+  "task_sync: semaphore release adds permits without looking for waiters%task_sync/semaphore_core.hpp%s/while \(\(seen & 1\) == 0\) \{\n      if \(\(seen >> 1\) \+ n > max_\)/while (true) {\n      if ((seen >> 1) + n > max_)/%caught"
   "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(sync::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
 )
 
@@ -97,6 +100,7 @@ relacy_mutants=(
 # The translation units and flags of each checker (as tests/meson.build
 # builds model_check_test and relacy_wake_test).
 model_units=(tests/model_check_test.cpp tests/model_poller_test.cpp tests/model_executor_test.cpp
+  tests/model_task_sync_test.cpp
   tests/model/model_checker.cpp tests/test_main.cpp summary_tree/permit_semaphore.cpp
   summary_tree/summary_tree.cpp signal_waker/park_backend.cpp signal_waker/signal_waker.cpp
   signal_waker/sleep_module.cpp embed/host_channel.cpp embed/notify_descriptor.cpp)
@@ -113,9 +117,9 @@ relacy_libs=()
 # undone.
 copy_sources() {
   mkdir -p "$scratch/pristine/tests"
-  cp -r summary_tree signal_waker sync executor "$scratch/pristine/"
+  cp -r summary_tree signal_waker sync executor task_sync "$scratch/pristine/"
   cp -r tests/model tests/relacy tests/model_check_test.cpp tests/model_poller_test.cpp \
-    tests/model_executor_test.cpp tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
+    tests/model_executor_test.cpp tests/model_task_sync_test.cpp tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
   cp -r "$scratch/pristine" "$scratch/src"
 }
 
