@@ -1,7 +1,5 @@
 #include "executor_core.hpp"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -55,30 +53,6 @@ std::uint64_t next_random(std::uint64_t& state) noexcept {
 
 }  // namespace
 
-namespace {
-
-// A nested run (run-at-join, a stolen join callable) changes which task the
-// worker names as running; this puts the running task back when it ends.
-// Only those fields change: core and index are the worker's.
-class restore_running_on_exit {
- public:
-  explicit restore_running_on_exit(worker_context& context) noexcept
-      : context_(context), running_(context.running), has_running_(context.has_running) {}
-  restore_running_on_exit(const restore_running_on_exit&) = delete;
-  restore_running_on_exit& operator=(const restore_running_on_exit&) = delete;
-  ~restore_running_on_exit() {
-    context_.running = running_;
-    context_.has_running = has_running_;
-  }
-
- private:
-  worker_context& context_;
-  task_id running_;
-  bool has_running_;
-};
-
-}  // namespace
-
 worker_context* current_worker() noexcept { return this_thread_worker; }
 worker_context*& current_worker_slot() noexcept { return this_thread_worker; }
 
@@ -107,6 +81,7 @@ executor_core::executor_core(executor_config config)
     state->context.core = this;
     state->context.index = index;
     state->is_host = index == workers;
+    state->joins.attach(*this, index);
     for (std::size_t leaf = 0; leaf < config_.max_leaves; ++leaf) {
       if (partition_owner(leaf, partitions_) == index) {
         state->own_mask[leaf / 64] |= std::uint64_t{1} << (leaf % 64);
@@ -242,8 +217,7 @@ template <spawn_placement Placement>
   if constexpr (Placement == spawn_placement::host) {
     host_->channel().push(slot);  // its lock publishes the body to the host, as a task bit would
   } else if (Placement == spawn_placement::offered && on_worker && !self->is_host &&
-             self->trace == nullptr && self->offers.push(offer::of_task(slot))) {
-    ++self->offered_tasks;
+             self->trace == nullptr && self->joins.offer_task(slot)) {
     // A hint for sleepers, as for a join's callable (offer_job): the spawner
     // takes the child back at its await, or finds it when it next looks for
     // work, whoever else wakes.
@@ -528,171 +502,29 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   return pending_run::adopted;
 }
 
-bool executor_core::offer_job(const worker_context& self, offered_job& job) noexcept {
-  job.joiner_task = self.running;
-  job.joiner_has_task = self.has_running;
-  if (!workers_[self.index]->offers.push(offer::of_job(job))) {
-    return false;
-  }
-  // A wake for a sleeper only if nobody is awake to steal it: a hint (no
-  // RMW orders the push before this read), since the joiner runs the job
-  // itself at its join if nobody took it (offer_deque.hpp).
-  sleep_.new_jobs(1);
-  return true;
+void executor_core::requeue_offered_task(std::size_t worker, std::uint32_t slot) noexcept {
+  make_runnable_from(workers_[worker].get(), slot);
 }
 
-bool executor_core::take_back_job(const worker_context& self, const offered_job& job) noexcept {
-  // Joins nest on a thread, so the newest callable is this join's, unless a
-  // thief took it, and then every older entry too (thieves take the oldest
-  // first). Tasks spawned inside the join's callables and not awaited there
-  // may lie above it: they go to the LIFO slot and the tree, as any
-  // runnable task, so pop() then returns `job` or nothing.
-  worker_state& mine = *workers_[self.index];
-  const offer expected = offer::of_job(job);
-  offer taken = mine.offers.pop();
-  if (taken == expected) [[likely]] {
-    return true;
-  }
-  while (taken.is_task()) {
-    --mine.offered_tasks;
-    make_runnable_from(&mine, taken.task_slot());
-    taken = mine.offers.pop();
-  }
-  if (!taken.empty() && taken != expected) [[unlikely]] {
-    fail_join_nesting();
-  }
-  return taken == expected;
-}
-
-// Another join's callable on top of this join's: the joins on this thread
-// did not nest. Only a fiber suspended inside a join's first callable and
-// resumed on the same thread gets here (join.hpp catches the resume on
-// another thread); that callable would be lost, so stop with the reason.
-[[noreturn]] void executor_core::fail_join_nesting() noexcept {
-  std::fputs(
-      "canopy::join / parallel_invoke: a join found another join's callable above its own: the "
-      "calling fiber was suspended inside the first callable while another join ran on its "
-      "thread; the callables of a join must not suspend the fiber that joins "
-      "(this_fiber::await, yield, wait_on)\n",
-      stderr);
-  std::abort();
-}
-
-void executor_core::record_help_stack(worker_state& self) noexcept {
-  pthread_attr_t attributes;
-  if (pthread_getattr_np(pthread_self(), &attributes) != 0) {
-    return;  // unknown: this worker does not help while it waits
-  }
-  void* lowest = nullptr;
-  std::size_t size = 0;
-  if (pthread_attr_getstack(&attributes, &lowest, &size) == 0) {
-    self.help_stack_low = reinterpret_cast<std::uintptr_t>(lowest) + size / 2;
-    self.help_stack_high = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
-  }
-  pthread_attr_destroy(&attributes);
-}
-
-bool executor_core::run_stolen_offer() noexcept {
-  worker_state& self = *workers_[this_thread_worker->index];
-  // Only on the worker thread's own stack, with at least half of it left
-  // below this frame: a fiber's stack is small, and each helping level
-  // nests a stolen callable's recursion under this one.
-  const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
-  if (here < self.help_stack_low || here > self.help_stack_high) {
-    return false;
-  }
-  const offer taken = steal_offer(self);
-  if (taken.empty()) {
-    return false;
-  }
-  run_offer(self, taken, true);
-  return true;
-}
-
-offer executor_core::steal_offer(worker_state& self) noexcept {
-  const std::size_t count = workers_.size();
-  for (std::size_t step = 1; step < count; ++step) {
-    offer_deque& victim = workers_[(self.context.index + step) % count]->offers;
-    if (victim.looks_empty()) {
-      continue;
-    }
-    if (const offer taken = victim.steal(); !taken.empty()) {
-      worker_counters::bump(self.counters.steals);
-      if (self.trace != nullptr) [[unlikely]] {
-        self.trace->steal(trace_buffer::no_partition);
-      }
-      return taken;
-    }
-  }
-  return {};
-}
-
-void executor_core::run_offer(worker_state& self, offer taken, bool nested) {
-  if (!taken.is_task()) {
-    run_stolen(self, *taken.job());
-  } else if (nested) {
-    // A stolen task is SCHEDULED and not EXECUTING (invariant S): an
-    // ordinary run, on top of the joiner that helps.
-    run_claimed_nested(self, taken.task_slot());
+void executor_core::run_offered_task(std::size_t worker, std::uint32_t slot, bool nested) {
+  worker_state& self = *workers_[worker];
+  if (nested) {
+    run_claimed_nested(self, slot);
   } else {
-    run_task(self, taken.task_slot());
+    run_task(self, slot);
   }
 }
 
-// Awaited out of spawn order (spawn a, spawn b, co_await a): the children
-// spawned after the awaited one go to the LIFO slot and the tree, as every
-// spawned task went before the deque (they are run there, or claimed back
-// by their own awaits), and the awaited one is popped. Out of line: the
-// fork-join shape awaits the newest child, and never comes here.
-[[gnu::noinline]] bool executor_core::take_offered_from_below(worker_state& self,
-                                                              task_id id) noexcept {
-  const offer mine = offer::of_task(id.slot);
-  const int above = self.offers.depth_of(mine, max_offered_flush);
-  if (above <= 0 ||
-      task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) != id.generation) {
-    return false;
+void executor_core::count_offer_steal(std::size_t worker) noexcept {
+  worker_state& self = *workers_[worker];
+  worker_counters::bump(self.counters.steals);
+  if (self.trace != nullptr) [[unlikely]] {
+    self.trace->steal(trace_buffer::no_partition);
   }
-  for (int index = 0; index < above; ++index) {
-    const offer newer = self.offers.pop();
-    if (!newer.is_task()) {
-      return false;  // thieves emptied the deque up to here: they have the awaited one too
-    }
-    --self.offered_tasks;
-    make_runnable_from(&self, newer.task_slot());
-  }
-  --self.offered_tasks;
-  return self.offers.pop() == mine;
 }
 
-bool executor_core::take_own_offered_task(worker_state& self, std::uint32_t& slot) noexcept {
-  if (self.offered_tasks == 0) {
-    return false;
-  }
-  // A plain look first: only this thread pushes, so a newest entry that is
-  // not a task (or none) stays so while it looks. A task the look saw is
-  // this pop's, or a thief's (then the pop returns empty). No callable lies
-  // above a task here: a join's callable is in the deque only while its
-  // joiner is on this thread's stack, and find_task never runs above one.
-  if (!self.offers.newest().is_task()) {
-    self.offered_tasks = 0;  // thieves took the rest
-    return false;
-  }
-  --self.offered_tasks;
-  const offer taken = self.offers.pop();
-  if (!taken.is_task()) {
-    return false;
-  }
-  slot = taken.task_slot();
-  return true;
-}
+void executor_core::announce_offer() noexcept { sleep_.new_jobs(1); }
 
-void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
-  // Under the joiner's task, as if the joiner ran it (current_waker()).
-  const restore_running_on_exit saved(self.context);
-  self.context.running = job.joiner_task;
-  self.context.has_running = job.joiner_has_task;
-  job.execute(job);  // the job is gone after this: its joiner may have returned
-}
 
 [[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
                                                                task_id id) noexcept {
@@ -713,24 +545,17 @@ void executor_core::run_stolen(worker_state& self, offered_job& job) noexcept {
     return nullptr;
   }
   worker_state& self = *workers_[worker->index];
-  // The newest entry of this worker's offer deque (canopy::spawn's child,
-  // awaited by its spawner): only this thread pushes, so the look is
-  // stable; the generation check tells the awaited task from a later one in
-  // a reused slot (the awaited one ended elsewhere). The pop returns it, or
-  // nothing if a thief took it.
-  if (self.offered_tasks != 0) {
-    const offer mine = offer::of_task(id.slot);
-    if (self.offers.newest() == mine) {
-      if (task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) !=
-          id.generation) {
-        return nullptr;
-      }
-      --self.offered_tasks;
-      return self.offers.pop() == mine ? &self : nullptr;
-    }
-    if (take_offered_from_below(self, id)) {
+  // First this worker's offer deque (canopy::spawn's child, awaited by its
+  // spawner), then its LIFO slot and the tree.
+  switch (self.joins.take_offered_task(
+      id, arena_.slot(id.slot).state,
+      [this, &self](std::uint32_t newer) { make_runnable_from(&self, newer); })) {
+    case detail::join_worker::offered_claim::taken:
       return &self;
-    }
+    case detail::join_worker::offered_claim::gone:
+      return nullptr;
+    case detail::join_worker::offered_claim::not_offered:
+      break;
   }
   const auto position = [this](std::uint32_t slot) {
     return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};
@@ -820,7 +645,7 @@ void executor_core::worker_main(std::size_t index) {
                  worker_cpus_[index], std::strerror(errno));
   }
   this_thread_worker = &self.context;
-  record_help_stack(self);
+  self.joins.record_help_stack();
   trace_recorder::bind_this_thread(self.trace);
   idle_state idle;
   std::uint32_t slot = 0;
@@ -830,8 +655,8 @@ void executor_core::worker_main(std::size_t index) {
       poll_driver_if_due(self);
       continue;
     }
-    if (const offer taken = steal_offer(self); !taken.empty()) {
-      run_offer(self, taken, false);
+    if (const offer taken = self.joins.steal_from_others(); !taken.empty()) {
+      self.joins.run_offer(taken, false);
       continue;
     }
     // Out of work: return reserved spawn slots so that a spawner blocked at
@@ -845,7 +670,7 @@ void executor_core::worker_main(std::size_t index) {
     while (!stopping_.load(sync::acquire)) {
       offer stolen;
       const bool from_tree = find_task(self, slot);
-      if (from_tree || !(stolen = steal_offer(self)).empty()) {
+      if (from_tree || !(stolen = self.joins.steal_from_others()).empty()) {
         sleep_.work_found([this] { return tree_.any_active(); });
         found = true;
         if (self.trace != nullptr) {
@@ -854,7 +679,7 @@ void executor_core::worker_main(std::size_t index) {
         if (from_tree) {
           run_task(self, slot);
         } else {
-          run_offer(self, stolen, false);
+          self.joins.run_offer(stolen, false);
         }
         break;
       }
@@ -939,7 +764,7 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   //    its spawner did not take back: the same streak bounds both.
   if (self.lifo_streak < max_lifo_streak || self.yields.empty()) {
     std::uint32_t taken = self.lifo.take();
-    if (taken != no_task || take_own_offered_task(self, taken)) {
+    if (taken != no_task || self.joins.take_own_task(taken)) {
       slot = taken;
       if (self.lifo_streak < max_lifo_streak) {
         ++self.lifo_streak;
@@ -1142,7 +967,7 @@ bool executor_core::any_offer_waiting() const noexcept {
   // a parker misses an offered callable to the pusher's store reaching
   // memory, instead of the whole way from its last search to its park.
   for (const auto& worker : workers_) {
-    if (!worker->offers.looks_empty()) {
+    if (!worker->joins.looks_empty()) {
       return true;
     }
   }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "../fork_join/join_worker.hpp"
 #include "../signal_waker/sleep_module.hpp"
 #include "../summary_tree/summary_tree.hpp"
 #include "../sync/atomics.hpp"
@@ -26,7 +27,6 @@
 #include "errors.hpp"
 #include "idle_driver.hpp"
 #include "lifo_slot.hpp"
-#include "offer_deque.hpp"
 #include "stats.hpp"
 #include "task_arena.hpp"
 #include "task_slot.hpp"
@@ -46,6 +46,26 @@ struct worker_context {
   std::size_t index = 0;
   task_id running{};
   bool has_running = false;
+};
+
+// A nested run (run-at-join, a stolen join callable) changes which task the
+// worker names as running; this puts the running task back when it ends.
+// Only those fields change: core and index are the worker's.
+class restore_running_on_exit {
+ public:
+  explicit restore_running_on_exit(worker_context& context) noexcept
+      : context_(context), running_(context.running), has_running_(context.has_running) {}
+  restore_running_on_exit(const restore_running_on_exit&) = delete;
+  restore_running_on_exit& operator=(const restore_running_on_exit&) = delete;
+  ~restore_running_on_exit() {
+    context_.running = running_;
+    context_.has_running = has_running_;
+  }
+
+ private:
+  worker_context& context_;
+  task_id running_;
+  bool has_running_;
 };
 
 // The calling thread's worker context, or nullptr on a non-worker thread.
@@ -138,7 +158,7 @@ class executor_core final : private sleep_probe {
   pending_run run_or_adopt_pending(task_id id, const adoption& adopt);
   // The same, for a coroutine awaiting a join handle (coroutine/join_await.hpp).
   pending_run take_over_pending(task_id id, const adoption& adopt);
-  // canopy::join's take-back (executor/join.hpp): claims task `id` as
+  // canopy::join's take-back (fork_join/join.hpp): claims task `id` as
   // run_pending_inline does and, when this thread got it, retires its slot
   // as if the task had completed without running or destroying its body
   // (pending_run::adopted): the caller then does the task's work itself, so
@@ -147,23 +167,20 @@ class executor_core final : private sleep_probe {
   // shows the run. pending_run::none: another worker has it, or it ended.
   pending_run take_back_unrun(task_id id);
 
-  // canopy::join's offers (executor/join.hpp, offer_deque.hpp). From a
-  // thread running a task of this executor (a worker, or the host thread);
-  // `self` is that thread's current_worker(), whose core is this one:
-  // offer_job pushes `job` onto that thread's deque, where idle workers may
-  // steal it, and returns false (nothing offered) when the deque is full. The job must stay valid
-  // until it was taken back or it ended. take_back_job, from the same thread, takes the newest
-  // offered job back: true if it was `job` (the caller then runs it), false
-  // if a thief took it (it runs elsewhere; the caller waits for its end).
-  // A thief runs a stolen job under the joiner's task (`joiner_task`), so
-  // that current_waker() inside names the joining task either way.
-  bool offer_job(const worker_context& self, offered_job& job) noexcept;
-  bool take_back_job(const worker_context& self, const offered_job& job) noexcept;
-  [[noreturn]] static void fail_join_nesting() noexcept;
-  // A joiner whose callable another thread runs helps meanwhile: steals one
-  // job from another thread's deque and runs it here. From a thread running
-  // a task of this executor; true if a job ran.
-  bool run_stolen_offer() noexcept;
+  // Fork-join's services (fork_join/join_worker.cpp), for the worker
+  // `worker` (an index of worker_state: the owned workers, then the host).
+  // Its fork-join state:
+  detail::join_worker& joins_of(std::size_t worker) noexcept { return workers_[worker]->joins; }
+  [[nodiscard]] std::size_t thread_states() const noexcept { return workers_.size(); }
+  worker_context& context_of(std::size_t worker) noexcept { return workers_[worker]->context; }
+  // A task taken out of the worker's deque made runnable (its LIFO slot,
+  // the tree), or run there (nested: on top of a waiting joiner).
+  void requeue_offered_task(std::size_t worker, std::uint32_t slot) noexcept;
+  void run_offered_task(std::size_t worker, std::uint32_t slot, bool nested);
+  // A steal from another thread's deque, for stats and the trace.
+  void count_offer_steal(std::size_t worker) noexcept;
+  // A hint for sleepers that an offer waits in a deque.
+  void announce_offer() noexcept;
 
   // The host role (embed/host_runner.hpp): executor::run_once/.../run and
   // notify_fd go there.
@@ -230,17 +247,7 @@ class executor_core final : private sleep_probe {
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
     alignas(sync::cache_line) lifo_slot lifo;
-    offer_deque offers;  // canopy::join's callables (offer_job), canopy::spawn's children
-    // At least the number of tasks in `offers` (pushes less this worker's
-    // own pops; a thief's steal does not lower it): 0 lets find_task and the
-    // await's claim skip the deque without touching it. Reset when the
-    // deque shows no task on top. Only this worker reads or writes it.
-    std::uint32_t offered_tasks = 0;
-    // Where a waiting joiner may help (run_stolen_offer): frames between
-    // these addresses lie on the worker thread's own stack (not a fiber's)
-    // with at least half of it free below. Both 0 for the host role: no help.
-    std::uintptr_t help_stack_low = 0;
-    std::uintptr_t help_stack_high = 0;
+    detail::join_worker joins;  // its offer deque (canopy::join, canopy::spawn)
     worker_counters counters;
     std::thread thread;
   };
@@ -276,23 +283,8 @@ class executor_core final : private sleep_probe {
   // The same, for a caller that already knows its worker (null: not one).
   void make_runnable_from(worker_state* self, std::uint32_t slot) noexcept;
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
-  // An idle worker's last resort: an offer (a join's callable or a spawned
-  // task) stolen from another thread's deque (empty: none), then run here
-  // with run_offer (nested: on top of a waiting joiner).
-  offer steal_offer(worker_state& self) noexcept;
-  void run_offer(worker_state& self, offer taken, bool nested);
-  // The newest offer in self's own deque, if it is a task (find_task).
-  static bool take_own_offered_task(worker_state& self, std::uint32_t& slot) noexcept;
-  // claim_pending for task `id` lying below newer task entries in self's
-  // deque (at most max_offered_flush of them): those go to the LIFO slot
-  // and the tree, and `id` is popped. True if this thread got it.
-  bool take_offered_from_below(worker_state& self, task_id id) noexcept;
-  static constexpr int max_offered_flush = 64;
   // Whether some thread's deque holds an offered callable (a parker's probe).
   [[nodiscard]] bool any_offer_waiting() const noexcept;
-  // Records where on this worker thread's stack run_stolen_offer may help.
-  static void record_help_stack(worker_state& self) noexcept;
-  void run_stolen(worker_state& self, offered_job& job) noexcept;
   static constexpr std::uint32_t no_task = lifo_slot::empty;
   static constexpr std::size_t no_leaf = ~std::size_t{0};
   static constexpr std::uint32_t max_lifo_streak = 16;

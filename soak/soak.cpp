@@ -48,7 +48,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "executor/executor.hpp"
-#include "executor/join.hpp"
+#include "fork_join/join.hpp"
 #include "fiber/fiber.hpp"
 #include "io/io.hpp"
 #include "ledger.hpp"

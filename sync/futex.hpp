@@ -2,7 +2,7 @@
 //
 // Every sleeper that waits for a word to change goes through these calls:
 // a parked worker on its latch (signal_waker/park_backend.cpp), a fork-join
-// joiner on its countdown (executor/join.hpp) and a thread blocked on a join
+// joiner on its countdown (fork_join/join.hpp) and a thread blocked on a join
 // state (executor/join_state.cpp). As with atomics.hpp, a checking build
 // swaps the kernel's futex for the checker's, so the protocol code that
 // parks is the same code the checkers run.

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
-#include "executor/join.hpp"
+#include "fork_join/join.hpp"
 #include "fiber/fiber.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -336,7 +336,7 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
 
 TEST_CASE(
     "joins whose fibers yield inside their first callables stop with the reason (death test)") {
-  // Forbidden (executor/join.hpp): a join's first callable suspends the
+  // Forbidden (fork_join/join.hpp): a join's first callable suspends the
   // fiber that joins. On one worker, fiber A joins and yields inside until
   // fiber B joined and yields inside too; A, resumed on the same thread,
   // then finds B's callable above its own: without the check both joins

@@ -1,5 +1,5 @@
 // Fork-join: canopy::join and canopy::parallel_invoke for plain callables
-// (executor/join.hpp), and co_await canopy::join_all over many children
+// (fork_join/join.hpp), and co_await canopy::join_all over many children
 // (coroutine/join_all.hpp).
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -19,7 +19,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "coroutine/join_all.hpp"
-#include "executor/join.hpp"
+#include "fork_join/join.hpp"
 #include "tests/allocation_counter.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -206,7 +206,7 @@ TEST_CASE("nested joins compute fib(20) on a worker, from outside, and on one wo
 
 TEST_CASE("a join's callables are not tasks; one taken back is part of the joining task") {
   // On one worker nobody steals: every offered callable goes into the
-  // worker's deque and is taken back (executor/offer_deque.hpp), so a join
+  // worker's deque and is taken back (fork_join/offer_deque.hpp), so a join
   // spawns no task, and current_waker() inside names the joiner's task.
   // Tracing changes neither.
   canopy::testing::watchdog guard("join accounting", 60);

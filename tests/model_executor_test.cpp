@@ -14,7 +14,7 @@
 // transitions (run_and_retire), the drain thread's wait (drain_as_host
 // waits on a condition variable that about_to_block notifies; here a model
 // futex word), canopy::join's countdown and its take-back's all_ended test
-// (executor/join.hpp), and a spawn's slot allocation (a case names the slot;
+// (fork_join/join.hpp), and a spawn's slot allocation (a case names the slot;
 // a spawn into a freed slot looks at the slot's state word, where the arena
 // looks at its occupancy word). The LIFO streak limit is left out (it only
 // reorders the owner's own choices).

@@ -12,8 +12,8 @@
 // until all ended. Results come back in argument order (std::monostate for
 // void); the first exception (in argument order) is rethrown after every
 // callable ended. The full contract is at the top of
-// detail/executor/join.hpp; docs/fork_join.md explains the design.
+// detail/fork_join/join.hpp; docs/fork_join.md explains the design.
 #pragma once
 
-#include "detail/executor/join.hpp"
+#include "detail/fork_join/join.hpp"
 #include "executor.hpp"

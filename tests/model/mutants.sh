@@ -92,9 +92,9 @@ mutants=(
 relacy_mutants=(
   "activate_root's root RMW (fetch_or) seq_cst -> acq_rel%summary_tree/summary_tree.cpp%s/root_words_\[leaf \/ bits_per_word\]\.value\.fetch_or\(mask, sync::seq_cst\)/root_words_[leaf \/ bits_per_word].value.fetch_or(mask, sync::acq_rel)/%caught"
   "the final probe's root load (any_active) seq_cst -> acquire%summary_tree/summary_tree.cpp%s/if \(root_words_\[index\]\.value\.load\(sync::seq_cst\) != 0\)/if (root_words_[index].value.load(sync::acquire) != 0)/%caught"
-  "offer_deque: pop's exchange on bottom -> relaxed store%executor/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, sync::seq_cst\)\);/bottom_.store(bottom, sync::relaxed);/%caught"
-  "offer_deque: pop's load of top seq_cst -> acquire%executor/offer_deque.hpp%s/std::int64_t top = top_\.load\(sync::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(sync::acquire);\n    if (top > bottom)/%caught"
-  "offer_deque: push publishes bottom relaxed, not release%executor/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, sync::release\);/bottom_.store(bottom + 1, sync::relaxed);/%caught"
+  "offer_deque: pop's exchange on bottom -> relaxed store%fork_join/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, sync::seq_cst\)\);/bottom_.store(bottom, sync::relaxed);/%caught"
+  "offer_deque: pop's load of top seq_cst -> acquire%fork_join/offer_deque.hpp%s/std::int64_t top = top_\.load\(sync::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(sync::acquire);\n    if (top > bottom)/%caught"
+  "offer_deque: push publishes bottom relaxed, not release%fork_join/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, sync::release\);/bottom_.store(bottom + 1, sync::relaxed);/%caught"
 )
 
 # The translation units and flags of each checker (as tests/meson.build

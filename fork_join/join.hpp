@@ -9,7 +9,7 @@
 // What runs where:
 //   * canopy::join(f, g) inside a task (a callable, a coroutine, a fiber, or
 //     a task the host thread runs) of an executor: g is offered on the
-//     calling thread's deque (executor/offer_deque.hpp), f runs at once on
+//     calling thread's deque (fork_join/offer_deque.hpp), f runs at once on
 //     the calling thread, then g is taken back and run here if no idle
 //     worker stole it meanwhile. parallel_invoke(f1, ..., fn) runs f1 here
 //     and offers f2..fn, taking them back in that order. A thief runs a
@@ -101,210 +101,16 @@
 #include <utility>
 #include <variant>
 
-#include "../sync/atomics.hpp"
-#include "../sync/futex.hpp"
-#include "errors.hpp"
-#include "executor.hpp"
-#include "executor_core.hpp"
-#include "task_slot.hpp"
+#include "../executor/errors.hpp"
+#include "../executor/executor.hpp"
+#include "../executor/executor_core.hpp"
+#include "../executor/task_slot.hpp"
+#include "join_branch.hpp"
+#include "join_worker.hpp"
 
 namespace canopy {
 
-// What a callable returning R contributes to a join's result.
-template <class R>
-using joined_value_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-
 namespace detail {
-
-// The joiner's countdown of callables still running, on its stack. Bits
-// 0..29 count; bit 30: the joiner sleeps on the futex; bit 31: the last
-// count_down() is done with the word (after its FUTEX_WAKE), so the joiner
-// may let the stack frame go.
-class join_countdown {
- public:
-  explicit join_countdown(std::uint32_t count) noexcept : word_(count) {}
-  join_countdown(const join_countdown&) = delete;
-  join_countdown& operator=(const join_countdown&) = delete;
-
-  [[nodiscard]] bool done() const noexcept { return remaining() == 0; }
-
-  [[nodiscard]] std::uint32_t remaining() const noexcept {
-    // acquire: pairs with count_down()'s release; the results the finished
-    // callables wrote are visible once their decrements are seen.
-    return word_.load(sync::acquire) & count_mask;
-  }
-
-  // The joiner takes `finished` off the count: callables it ran itself,
-  // which end without a count_down() (branch_body::run_entry). Before
-  // wait() only, so that the count then names the callables still running
-  // elsewhere and the last count_down() knows to wake a sleeper.
-  void forgive(std::uint32_t finished) noexcept {
-    if (finished != 0) {
-      // acq_rel: one more RMW in the chain of count_down()s (their releases
-      // still reach the joiner's acquire in wait()).
-      word_.fetch_sub(finished, sync::acq_rel);
-    }
-  }
-
-  // One callable ended (its result is written). After this returns for the
-  // last one the joiner may return, so the caller touches nothing of the
-  // join afterwards.
-  void count_down() noexcept {
-    // release: publishes this callable's result to the joiner's acquire
-    // load (every count_down is an RMW, so the joiner that reads zero
-    // synchronises with all of them).
-    const std::uint32_t previous = word_.fetch_sub(1, sync::release);
-    if ((previous & count_mask) == 1 && (previous & sleeper_bit) != 0) {
-      sync::futex_wake_one(word_);
-      // release: the joiner's acquire spin on this bit; after it the word
-      // is no longer ours.
-      word_.fetch_or(released_bit, sync::release);
-    }
-  }
-
-  // Block until the count is zero: spin, yield, then sleep on the futex.
-  // `help()` runs some other work, if there is any, and says whether it
-  // did: a joiner on a worker runs callables other joins offered while it
-  // waits (rayon's join does the same), and starts its spinning again after
-  // each. Once a spin and a yield phase found nothing, it sleeps.
-  template <class Help>
-  void wait(Help&& help) noexcept {
-    for (int round = 0; round < spin_rounds; ++round) {
-      if (done()) {
-        return;
-      }
-      if (help()) {
-        round = 0;
-        continue;
-      }
-      sync::spin_pause();
-    }
-    for (int round = 0; round < yield_rounds; ++round) {
-      if (done()) {
-        return;
-      }
-      if (!help()) {
-        sync::yield_thread();
-      }
-    }
-    // acquire (all loads below): as in done().
-    std::uint32_t word = word_.load(sync::acquire);
-    while ((word & count_mask) != 0) {
-      if ((word & sleeper_bit) == 0) {
-        // Set only while the count is non-zero (the CAS compares it), so
-        // the count_down that reaches zero sees the bit and wakes us.
-        if (!word_.compare_exchange_weak(word, word | sleeper_bit, sync::acquire, sync::acquire)) {
-          continue;
-        }
-        word |= sleeper_bit;
-      }
-      sync::futex_wait(word_, word);
-      word = word_.load(sync::acquire);
-    }
-    if ((word & sleeper_bit) != 0) {
-      // The last count_down saw us asleep: wait until its FUTEX_WAKE
-      // returned, so it never touches a word whose stack frame is gone.
-      while ((word_.load(sync::acquire) & released_bit) == 0) {
-        sync::spin_pause();
-      }
-    }
-  }
-
- private:
-  static constexpr std::uint32_t count_mask = (1U << 30U) - 1;
-  static constexpr std::uint32_t sleeper_bit = 1U << 30U;
-  static constexpr std::uint32_t released_bit = 1U << 31U;
-  static constexpr int spin_rounds = 2048;
-  static constexpr int yield_rounds = 16;
-
-  sync::atomic<std::uint32_t> word_;
-};
-
-// One callable's outcome, on the joiner's stack: written by whoever runs
-// it, read by the joiner after the countdown reached zero.
-template <class R>
-struct branch_outcome {
-  std::optional<joined_value_t<R>> value;
-  std::exception_ptr error;
-  bool dropped = false;  // destroyed unrun (shutdown): task_cancelled
-  // Run by the joiner's own thread (taken back, or
-  // never offered): no count_down() was made for it. Written and read by
-  // that thread only.
-  bool finished_here = false;
-
-  template <class Fn>
-  void run(Fn& fn) noexcept {
-    try {
-      if constexpr (std::is_void_v<R>) {
-        std::invoke(fn);
-        value.emplace();
-      } else {
-        value.emplace(std::invoke(fn));
-      }
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-
-  void rethrow_if_failed() {
-    if (error) {
-      std::rethrow_exception(std::exchange(error, nullptr));
-    }
-    if (dropped) {
-      throw task_cancelled();
-    }
-  }
-};
-
-// The task body of an offered callable: 32 bytes in the slot, trivially
-// copyable. It touches nothing of the join after its count_down().
-template <class Fn, class R>
-struct branch_body {
-  Fn* fn;
-  branch_outcome<R>* outcome;
-  join_countdown* countdown;
-  const worker_context* joiner;  // the joining thread's; null when joined from outside
-
-  static run_outcome run_entry(void* storage) {
-    const branch_body body = *std::launder(static_cast<branch_body*>(storage));
-    body.outcome->run(*body.fn);
-    if (body.joiner != nullptr && current_worker() == body.joiner) {
-      // The joiner runs it, nested in its join: it learns of the end from
-      // this flag, and the locked decrement is saved (most forks).
-      body.outcome->finished_here = true;
-    } else {
-      body.countdown->count_down();
-    }
-    return run_outcome::completed;
-  }
-  static void destroy_entry(void* storage, task_end end) noexcept {
-    if (end == task_end::dropped) {  // never ran (shutdown): the joiner must still wake
-      const branch_body body = *std::launder(static_cast<branch_body*>(storage));
-      body.outcome->dropped = true;
-      body.countdown->count_down();
-    }
-  }
-  static void construct(void* storage, void* context) noexcept {
-    ::new (storage) branch_body(*static_cast<const branch_body*>(context));
-  }
-  static constexpr task_vtable table{&run_entry, &destroy_entry};
-};
-
-// An offered callable in its joiner's deque (executor/offer_deque.hpp):
-// what a thief runs. It lives in the fork_join on the joiner's stack and
-// touches nothing of the join after its count_down().
-template <class Fn, class R>
-struct branch_job : offered_job {
-  Fn* fn = nullptr;
-  branch_outcome<R>* outcome = nullptr;
-  join_countdown* countdown = nullptr;
-
-  static void run_stolen(offered_job& base) noexcept {
-    auto& job = static_cast<branch_job&>(base);
-    job.outcome->run(*job.fn);
-    job.countdown->count_down();
-  }
-};
 
 template <class... Fns>
 class fork_join {
@@ -343,7 +149,7 @@ class fork_join {
       countdown.forgive(finished_here(std::make_index_sequence<count>{}));
       // Waits follow the join tree downwards, so running a callable another
       // join offered cannot wait for this one: no cycle (docs/fork_join.md).
-      countdown.wait([&core] { return core.run_stolen_offer(); });
+      countdown.wait([&core, self] { return core.joins_of(self->index).help(); });
     }
     return collect(std::make_index_sequence<count>{});
   }
@@ -400,7 +206,7 @@ class fork_join {
       job.fn = &std::get<I>(fns_);
       job.outcome = &std::get<I>(outcomes_);
       job.countdown = &countdown;
-      if (core.offer_job(*self, job)) {
+      if (core.joins_of(self->index).offer_job(*self, job)) {
         in_deque_[I] = true;
         first_offered = I;
         return;
@@ -438,9 +244,10 @@ class fork_join {
         if (I < first_offered || all_ended()) {
           return;
         }
-        const bool taken_back = in_deque_[I] ? core.take_back_job(self, std::get<I>(jobs_))
-                                             : core.take_back_unrun(offered[count - 1 - I]) ==
-                                                   executor_core::pending_run::adopted;
+        const bool taken_back = in_deque_[I]
+                                    ? core.joins_of(self.index).take_back_job(std::get<I>(jobs_))
+                                    : core.take_back_unrun(offered[count - 1 - I]) ==
+                                          executor_core::pending_run::adopted;
         if (taken_back) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
           std::get<I>(outcomes_).finished_here = true;

@@ -1,5 +1,5 @@
 // offer_deque — a worker's deque of offers: callables offered by
-// canopy::join (executor/join.hpp) and coroutine tasks spawned with a
+// canopy::join (fork_join/join.hpp) and coroutine tasks spawned with a
 // handle inside a task (canopy::spawn), after Chase and Lev (2005) in the
 // C11 form of Lê, Pop, Cohen and Zappa Nardelli (2013), with seq_cst RMWs
 // where they use fences.
@@ -7,7 +7,7 @@
 // Who calls what:
 //   * push(), pop() and newest(): the owning worker only. Joins nest on a
 //     worker, so the newest callable is always the innermost join's offer;
-//     a spawned task may lie above it (executor_core::take_back_job).
+//     a spawned task may lie above it (join_worker::take_back_job).
 //   * steal(): any other thread (an idle worker), concurrently with the
 //     owner and with other thieves. It takes the oldest entry.
 // Each pushed offer is returned exactly once, by pop() or by one steal().
@@ -28,8 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../executor/task_slot.hpp"
 #include "../sync/atomics.hpp"
-#include "task_slot.hpp"
 
 namespace canopy {
 

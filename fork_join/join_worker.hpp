@@ -1,0 +1,190 @@
+// join_worker — one worker thread's side of fork-join, and the one hook
+// through which the executor reaches fork-join (as rayon's join/ sits on its
+// WorkerThread): the worker's offer deque (offer_deque.hpp), the count of
+// spawned tasks in it, and where on the thread's stack a waiting joiner may
+// help. The executor's worker_state holds one; this header is the only
+// fork_join/ header the executor includes.
+//
+// Who calls what:
+//   * The executor, on the owning thread: offer_task (canopy::spawn's
+//     child), take_own_task (the worker loop's search), take_offered_task
+//     (run-at-join's claim), record_help_stack (at the thread's start), and,
+//     when the worker finds nothing else, steal_from_others then run_offer.
+//     looks_empty from any thread (a parker's probe).
+//   * canopy::join (join.hpp), on the joining thread: offer_job,
+//     take_back_job, help while it waits.
+// The take-back, helping and stealing code lives in join_worker.cpp, built
+// on executor_core's few fork-join services (requeue_offered_task,
+// run_offered_task, count_offer_steal, announce_offer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../executor/task_slot.hpp"
+#include "../sync/atomics.hpp"
+#include "offer_deque.hpp"
+
+namespace canopy {
+
+class executor_core;
+struct worker_context;
+
+namespace detail {
+
+class join_worker {
+ public:
+  // The executor this state belongs to and its worker index; set once,
+  // before the worker's thread starts.
+  void attach(executor_core& core, std::size_t index) noexcept {
+    core_ = &core;
+    index_ = index;
+  }
+
+  // ---------------------------------------------- the executor's side
+
+  // canopy::spawn's child, offered on this worker's deque (the spawner
+  // takes it back at its await; idle workers steal it). False when full.
+  [[nodiscard]] bool offer_task(std::uint32_t slot) noexcept {
+    if (!offers_.push(offer::of_task(slot))) {
+      return false;
+    }
+    ++offered_tasks_;
+    return true;
+  }
+
+  // The newest offer in this worker's deque, if it is a task (find_task).
+  [[nodiscard]] bool take_own_task(std::uint32_t& slot) noexcept {
+    if (offered_tasks_ == 0) {
+      return false;
+    }
+    // A plain look first: only this thread pushes, so a newest entry that is
+    // not a task (or none) stays so while it looks. A task the look saw is
+    // this pop's, or a thief's (then the pop returns empty). No callable lies
+    // above a task here: a join's callable is in the deque only while its
+    // joiner is on this thread's stack, and find_task never runs above one.
+    if (!offers_.newest().is_task()) {
+      offered_tasks_ = 0;  // thieves took the rest
+      return false;
+    }
+    --offered_tasks_;
+    const offer taken = offers_.pop();
+    if (!taken.is_task()) {
+      return false;
+    }
+    slot = taken.task_slot();
+    return true;
+  }
+
+  // Run-at-join's first place to look for task `id` (canopy::spawn's child,
+  // awaited by its spawner): this worker's deque. `state` is the task's
+  // slot state; `requeue(slot)` makes a newer task that lies above it
+  // runnable elsewhere (the LIFO slot and the tree).
+  enum class offered_claim : std::uint8_t {
+    not_offered,  // not in the deque: look in the LIFO slot and the tree
+    taken,        // popped: this thread runs it
+    gone,         // it ended, or a thief took it
+  };
+  template <class Requeue>
+  [[gnu::always_inline]] offered_claim take_offered_task(task_id id,
+                                                         const sync::atomic<std::uint64_t>& state,
+                                                         Requeue requeue) noexcept {
+    if (offered_tasks_ == 0) {
+      return offered_claim::not_offered;
+    }
+    // The newest entry: only this thread pushes, so the look is stable; the
+    // generation check tells the awaited task from a later one in a reused
+    // slot (the awaited one ended elsewhere). The pop returns it, or nothing
+    // if a thief took it.
+    const offer mine = offer::of_task(id.slot);
+    if (offers_.newest() == mine) {
+      if (task_slot::generation_of(state.load(sync::relaxed)) != id.generation) {
+        return offered_claim::gone;
+      }
+      --offered_tasks_;
+      return offers_.pop() == mine ? offered_claim::taken : offered_claim::gone;
+    }
+    return take_offered_from_below(id, state, requeue) ? offered_claim::taken
+                                                       : offered_claim::not_offered;
+  }
+
+  // Whether the deque looked non-empty (a hint; any thread).
+  [[nodiscard]] bool looks_empty() const noexcept { return offers_.looks_empty(); }
+
+  // An idle worker's last resort: an offer (a join's callable or a spawned
+  // task) stolen from another thread's deque (empty: none).
+  [[nodiscard]] offer steal_from_others() noexcept;
+  // Runs a stolen offer on this worker; nested: on top of a waiting joiner.
+  void run_offer(offer taken, bool nested);
+  // Records where on this worker thread's stack help() may run stolen
+  // offers. On the worker thread, at its start.
+  void record_help_stack() noexcept;
+
+  // ------------------------------------------- canopy::join's side
+
+  // Pushes `job` onto this thread's deque, where idle workers may steal it;
+  // false (nothing offered) when the deque is full. `self` is the calling
+  // thread's current_worker(). The job must stay valid until it was taken
+  // back or it ended. A thief runs it under the joiner's task, so that
+  // current_waker() inside names the joining task either way.
+  bool offer_job(const worker_context& self, offered_job& job) noexcept;
+  // Takes the newest offered job back: true if it was `job` (the caller then
+  // runs it), false if a thief took it (the caller waits for its end).
+  bool take_back_job(const offered_job& job) noexcept;
+  // A joiner whose callable another thread runs helps meanwhile: steals one
+  // offer from another thread's deque and runs it here. True if one ran.
+  bool help() noexcept;
+  [[noreturn]] static void fail_join_nesting() noexcept;
+
+ private:
+  // Claim of task `id` lying below newer task entries (at most
+  // max_offered_flush of them): those are requeued, and `id` is popped.
+  // Out of line: the fork-join shape awaits the newest child, and never
+  // comes here.
+  template <class Requeue>
+  [[gnu::noinline]] bool take_offered_from_below(task_id id,
+                                                 const sync::atomic<std::uint64_t>& state,
+                                                 Requeue requeue) noexcept;
+  static constexpr int max_offered_flush = 64;
+
+  executor_core* core_ = nullptr;
+  std::size_t index_ = 0;
+  offer_deque offers_;  // canopy::join's callables (offer_job), canopy::spawn's children
+  // At least the number of tasks in `offers_` (pushes less this worker's
+  // own pops; a thief's steal does not lower it): 0 lets find_task and the
+  // await's claim skip the deque without touching it. Reset when the deque
+  // shows no task on top. Only this worker reads or writes it.
+  std::uint32_t offered_tasks_ = 0;
+  // Where a waiting joiner may help (help()): frames between these
+  // addresses lie on the worker thread's own stack (not a fiber's) with at
+  // least half of it free below. Both 0 for the host role: no help.
+  std::uintptr_t help_stack_low_ = 0;
+  std::uintptr_t help_stack_high_ = 0;
+};
+
+// Awaited out of spawn order (spawn a, spawn b, co_await a): the children
+// spawned after the awaited one go to the LIFO slot and the tree, as every
+// spawned task went before the deque (they are run there, or claimed back
+// by their own awaits), and the awaited one is popped.
+template <class Requeue>
+bool join_worker::take_offered_from_below(task_id id, const sync::atomic<std::uint64_t>& state,
+                                          Requeue requeue) noexcept {
+  const offer mine = offer::of_task(id.slot);
+  const int above = offers_.depth_of(mine, max_offered_flush);
+  if (above <= 0 || task_slot::generation_of(state.load(sync::relaxed)) != id.generation) {
+    return false;
+  }
+  for (int index = 0; index < above; ++index) {
+    const offer newer = offers_.pop();
+    if (!newer.is_task()) {
+      return false;  // thieves emptied the deque up to here: they have the awaited one too
+    }
+    --offered_tasks_;
+    requeue(newer.task_slot());
+  }
+  --offered_tasks_;
+  return offers_.pop() == mine;
+}
+
+}  // namespace detail
+}  // namespace canopy
