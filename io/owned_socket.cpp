@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 namespace {
 
@@ -56,4 +56,4 @@ endpoint owned_socket::local_endpoint() const noexcept { return socket_name(fd_,
 
 endpoint owned_socket::remote_endpoint() const noexcept { return socket_name(fd_, true); }
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail

@@ -1,5 +1,6 @@
 // owned_socket — a socket descriptor an object owns, together with its
-// registration with a reactor: what tcp_stream and tcp_listener share.
+// registration with a reactor: what every socket type (and signal_set)
+// shares. Internal (canopy::io::detail).
 //
 // Closing removes the registration first (waiters wake with
 // errc::operation_canceled and no event is delivered after), then closes
@@ -12,7 +13,7 @@
 #include "reactor.hpp"
 #include "registration.hpp"
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 class owned_socket {
  public:
@@ -42,4 +43,4 @@ class owned_socket {
   registration reg_;
 };
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail

@@ -44,7 +44,8 @@ int open_socket(int family, std::error_code& error, int type) noexcept {
   return fd;
 }
 
-bool start_connect(int fd, const sockaddr* peer, socklen_t length, std::error_code& error) noexcept {
+bool start_connect(int fd, const sockaddr* peer, socklen_t length,
+                   std::error_code& error) noexcept {
   if (::connect(fd, peer, length) == 0) {
     return true;
   }
@@ -119,9 +120,10 @@ task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer) {
 
 task<void> tcp_stream::write_all(std::span<const std::byte> data, std::error_code& error) {
   std::size_t sent = 0;
-  error = (co_await canopy::wait_on(readiness_op(
-               socket_.reg(), direction::write, detail::send_all_attempt(socket_.fd(), data, sent))))
-              .error;
+  error =
+      (co_await canopy::wait_on(readiness_op(socket_.reg(), direction::write,
+                                             detail::send_all_attempt(socket_.fd(), data, sent))))
+          .error;
 }
 
 task<void> tcp_stream::write_all(std::span<const std::byte> data) {
@@ -164,8 +166,8 @@ task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_c
   bool pending = false;
   tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
   if (pending) {
-    error = (co_await canopy::wait_on(readiness_op(stream.reg(), direction::write,
-                                                   detail::connect_attempt(stream.native_handle()))))
+    error = (co_await canopy::wait_on(readiness_op(
+                 stream.reg(), direction::write, detail::connect_attempt(stream.native_handle()))))
                 .error;
     if (error) {
       co_return tcp_stream{};  // `stream` closes the socket
@@ -213,7 +215,8 @@ tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, std::erro
     return {};
   }
   tcp_listener listener;
-  listener.socket_ = owned_socket(owner, fd, interest::readable, error);  // closes fd on failure
+  listener.socket_ =
+      detail::owned_socket(owner, fd, interest::readable, error);  // closes fd on failure
   if (error) {
     return {};
   }

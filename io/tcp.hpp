@@ -81,7 +81,7 @@ class tcp_stream {
   [[nodiscard]] const registration& reg() const noexcept { return socket_.reg(); }
 
  private:
-  owned_socket socket_;
+  detail::owned_socket socket_;
 };
 
 class tcp_listener {
@@ -113,7 +113,7 @@ class tcp_listener {
   [[nodiscard]] const registration& reg() const noexcept { return socket_.reg(); }
 
  private:
-  owned_socket socket_;
+  detail::owned_socket socket_;
 };
 
 }  // namespace canopy::io
