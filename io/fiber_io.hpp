@@ -1,13 +1,15 @@
 // fiber_io — the I/O and timer waits of canopy::io for fibers: the same
 // operations as the task forms (io/registration.hpp, io/tcp.hpp,
-// io/timer/timer_wait.hpp), blocking only the calling fiber (its worker runs other
-// tasks meanwhile). Separate from the task forms so that a program without
-// fibers does not need Boost.Context: link canopy_io_fiber (pkg-config
-// canopy-fiber) for these.
+// io/udp.hpp, io/unix.hpp, io/signal.hpp, io/timer/timer_wait.hpp), on the
+// same readiness helper (io/readiness.hpp), blocking only the calling fiber
+// (its worker runs other tasks meanwhile). Separate from the task forms so
+// that a program without fibers does not need Boost.Context: link
+// canopy_io_fiber (pkg-config canopy-fiber) for these.
 //
 //   std::error_code error = canopy::io::this_fiber::readable(reg);
 //   canopy::io::tcp_stream peer = canopy::io::this_fiber::accept(listener);
 //   std::size_t got = canopy::io::this_fiber::read_some(peer, buffer);
+//   int which = canopy::io::this_fiber::wait(signals);   // also UDP, Unix-domain streams
 //   canopy::this_fiber::sleep_for(5ms);
 //
 // Only inside a fiber (elsewhere std::logic_error, this_fiber's rule). The
@@ -21,8 +23,11 @@
 
 #include "../fiber/this_fiber.hpp"
 #include "registration.hpp"
+#include "signal.hpp"
 #include "tcp.hpp"
 #include "timer/timer_fiber.hpp"
+#include "udp.hpp"
+#include "unix.hpp"
 
 namespace canopy::io {
 
@@ -52,6 +57,37 @@ tcp_stream connect(reactor& owner, const endpoint& peer);
 tcp_stream accept(tcp_listener& listener);
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer);
 void write_all(tcp_stream& stream, std::span<const std::byte> data);
+}  // namespace this_fiber
+
+// UDP (io/udp.hpp): the same operations as udp_socket's.
+namespace this_fiber {
+std::size_t send_to(udp_socket& socket, std::span<const std::byte> data, const endpoint& peer,
+                    std::error_code& error);
+datagram receive_from(udp_socket& socket, std::span<std::byte> buffer, std::error_code& error);
+std::size_t send(udp_socket& socket, std::span<const std::byte> data, std::error_code& error);
+std::size_t receive(udp_socket& socket, std::span<std::byte> buffer, std::error_code& error);
+std::size_t send_to(udp_socket& socket, std::span<const std::byte> data, const endpoint& peer);
+datagram receive_from(udp_socket& socket, std::span<std::byte> buffer);
+std::size_t send(udp_socket& socket, std::span<const std::byte> data);
+std::size_t receive(udp_socket& socket, std::span<std::byte> buffer);
+}  // namespace this_fiber
+
+// Unix-domain streams (io/unix.hpp): the same operations as TCP's.
+namespace this_fiber {
+unix_stream connect(reactor& owner, const unix_endpoint& peer, std::error_code& error);
+unix_stream accept(unix_listener& listener, std::error_code& error);
+std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer, std::error_code& error);
+void write_all(unix_stream& stream, std::span<const std::byte> data, std::error_code& error);
+unix_stream connect(reactor& owner, const unix_endpoint& peer);
+unix_stream accept(unix_listener& listener);
+std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer);
+void write_all(unix_stream& stream, std::span<const std::byte> data);
+}  // namespace this_fiber
+
+// Signals (io/signal.hpp): the next signal of `set`.
+namespace this_fiber {
+int wait(signal_set& set, std::error_code& error);
+int wait(signal_set& set);
 }  // namespace this_fiber
 
 }  // namespace canopy::io

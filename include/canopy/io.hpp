@@ -15,8 +15,14 @@
 // a time on a stream; close() from any thread. The full contracts are at the
 // top of each header under detail/io/. The fibers' forms are in
 // <canopy/io/fiber.hpp>, the HTTP/1.1 server the examples use in
-// <canopy/io/http.hpp>. Link canopy.
+// <canopy/io/http.hpp>. UDP, Unix-domain streams and signals have public
+// headers of their own, included here: <canopy/io/udp.hpp>,
+// <canopy/io/unix.hpp>, <canopy/io/signal.hpp> (signals have a rule about
+// blocking them in every thread: read its contract). Link canopy.
 #pragma once
 
 #include "canopy.hpp"
 #include "detail/io/io.hpp"
+#include "io/signal.hpp"
+#include "io/udp.hpp"
+#include "io/unix.hpp"

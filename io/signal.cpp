@@ -1,0 +1,146 @@
+#include "signal.hpp"
+
+#include <pthread.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <utility>
+
+#include "../coroutine/spawn.hpp"
+#include "readiness.hpp"
+#include "socket_ops.hpp"
+
+namespace canopy::io {
+
+namespace {
+
+// The set of `signals`, or errc::invalid_argument with `what` naming the
+// first bad one.
+bool build_set(std::initializer_list<int> signals, sigset_t& set, std::error_code& error,
+               std::string* what) noexcept {
+  error.clear();
+  sigemptyset(&set);
+  if (signals.size() == 0) {
+    error = std::make_error_code(std::errc::invalid_argument);
+    if (what != nullptr) {
+      *what = "canopy::io::signal_set: no signal given";
+    }
+    return false;
+  }
+  for (const int number : signals) {
+    const bool uncatchable = number == SIGKILL || number == SIGSTOP;
+    if (number < 1 || number > SIGRTMAX || uncatchable) {
+      error = std::make_error_code(std::errc::invalid_argument);
+      if (what != nullptr) {
+        *what = "canopy::io::signal_set: signal " + std::to_string(number) +
+                (uncatchable ? " (SIGKILL or SIGSTOP) cannot be caught"
+                             : " is out of range (1.." + std::to_string(SIGRTMAX) + ")");
+      }
+      return false;
+    }
+    sigaddset(&set, number);
+  }
+  return true;
+}
+
+void throw_bad_input(std::initializer_list<int> signals) {
+  sigset_t set;
+  std::error_code error;
+  std::string what;
+  if (!build_set(signals, set, error, &what)) {
+    throw std::system_error(error, what);
+  }
+}
+
+auto signal_attempt(int fd) noexcept {
+  return [fd]() noexcept { return detail::read_signal(fd); };
+}
+
+task<void> wait_then_call(signal_set& set, std::function<void(int, std::error_code)> on_signal) {
+  std::error_code error;
+  const int number = co_await set.wait(error);
+  on_signal(number, error);
+}
+
+}  // namespace
+
+ssize_t detail::read_signal(int fd) noexcept {
+  signalfd_siginfo info{};
+  const ssize_t got = ::read(fd, &info, sizeof info);
+  return got < 0 ? -1 : static_cast<ssize_t>(info.ssi_signo);
+}
+
+void block_signals(std::initializer_list<int> signals, std::error_code& error) noexcept {
+  sigset_t set;
+  if (!build_set(signals, set, error, nullptr)) {
+    return;
+  }
+  if (const int failed = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); failed != 0) {
+    error = std::error_code(failed, std::system_category());
+  }
+}
+
+void block_signals(std::initializer_list<int> signals) {
+  throw_bad_input(signals);
+  std::error_code error;
+  block_signals(signals, error);
+  detail::throw_if(error, "canopy::io::block_signals");
+}
+
+signal_set::signal_set(reactor& owner, std::initializer_list<int> signals,
+                       std::error_code& error) noexcept {
+  sigset_t set;
+  if (!build_set(signals, set, error, nullptr)) {
+    return;
+  }
+  if (const int failed = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); failed != 0) {
+    error = std::error_code(failed, std::system_category());
+    return;
+  }
+  const int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) {
+    error = std::error_code(errno, std::system_category());
+    return;
+  }
+  // Assumed ready: a signal pending from before is read by the first wait.
+  fd_ = detail::owned_socket(owner, fd, interest::readable, error);  // closes fd on failure
+}
+
+signal_set::signal_set(reactor& owner, std::initializer_list<int> signals) {
+  throw_bad_input(signals);
+  std::error_code error;
+  *this = signal_set(owner, signals, error);
+  detail::throw_if(error, "canopy::io::signal_set");
+}
+
+signal_set::signal_set(std::initializer_list<int> signals)
+    : signal_set(reactor::current(), signals) {}
+
+task<int> signal_set::wait(std::error_code& error) {
+  const detail::io_result got = co_await canopy::wait_on(
+      detail::readiness_op(fd_.reg(), direction::read, signal_attempt(fd_.fd())));
+  error = got.error;
+  co_return error ? 0 : static_cast<int>(got.count);
+}
+
+task<int> signal_set::wait() {
+  std::error_code error;
+  const int number = co_await wait(error);
+  detail::throw_if(error, "canopy::io::signal_set::wait");
+  co_return number;
+}
+
+int signal_set::try_wait(std::error_code& error) noexcept {
+  const detail::io_result got =
+      detail::try_io(fd_.reg(), direction::read, signal_attempt(fd_.fd()));
+  error = got.error;
+  return error ? 0 : static_cast<int>(got.count);
+}
+
+void signal_set::async_wait(executor& pool, std::function<void(int, std::error_code)> on_signal) {
+  pool.spawn_detached(wait_then_call(*this, std::move(on_signal)));
+}
+
+}  // namespace canopy::io

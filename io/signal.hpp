@@ -1,0 +1,95 @@
+// signal_set — waiting for POSIX signals on the reactor, through signalfd.
+//
+//   canopy::io::block_signals({SIGINT, SIGTERM});     // in main, before the executor
+//   canopy::executor pool(canopy::io::with_reactor());
+//   ... inside a task:
+//   canopy::io::signal_set stop{SIGINT, SIGTERM};
+//   int which = co_await stop.wait();                  // SIGINT or SIGTERM
+//   int which = canopy::io::this_fiber::wait(stop);    // a fiber (io/fiber_io.hpp)
+//   stop.async_wait(pool, [](int which, std::error_code error) { ... });  // a callback
+//
+// The blocking rule. A signal reaches a signalfd only while it is blocked
+// in every thread of the process; a thread that has it unblocked takes it
+// with the signal's disposition instead (for SIGINT and SIGTERM the default
+// ends the process). A thread inherits its creator's mask, so: call
+// block_signals() (or construct the signal_set) in main before creating the
+// executor and any other thread. signal_set's constructor blocks its
+// signals in the calling thread only; it cannot reach threads that already
+// exist. The signals stay blocked after the set is destroyed (restoring a
+// mask in one thread of many would be a lie about the others).
+//
+// Several sets may watch the same signal: each pending signal is read by
+// one of them (whichever reads first). A signal that arrives while nobody
+// waits stays pending in the kernel and ends the next wait at once; the
+// kernel keeps one pending instance of each standard signal.
+//
+// Errors. Bad input throws std::system_error with errc::invalid_argument,
+// or reports it through the std::error_code& forms: a signal number out of
+// range (not 1..SIGRTMAX), SIGKILL or SIGSTOP (cannot be caught), an empty
+// set. wait() ends with errc::operation_canceled when the set is closed
+// meanwhile. EAGAIN and EINTR never surface.
+//
+// Threads: one wait at a time on a set (from a task, a fiber, or the
+// callback form); close() from any thread, not while another thread still
+// uses the object. async_wait's set must outlive the callback's run.
+#pragma once
+
+#include <sys/types.h>
+
+#include <csignal>
+#include <functional>
+#include <initializer_list>
+#include <system_error>
+
+#include "../coroutine/task.hpp"
+#include "../executor/executor.hpp"
+#include "owned_socket.hpp"
+#include "reactor.hpp"
+
+namespace canopy::io {
+
+// Block `signals` in the calling thread (pthread_sigmask); threads created
+// afterwards inherit the mask. Errors: as signal_set's bad input.
+void block_signals(std::initializer_list<int> signals, std::error_code& error) noexcept;
+void block_signals(std::initializer_list<int> signals);
+
+class signal_set {
+ public:
+  signal_set() noexcept = default;
+  // On the current task's reactor (std::logic_error outside a task).
+  signal_set(std::initializer_list<int> signals);
+  signal_set(reactor& owner, std::initializer_list<int> signals);
+  signal_set(reactor& owner, std::initializer_list<int> signals, std::error_code& error) noexcept;
+  signal_set(signal_set&&) noexcept = default;
+  signal_set& operator=(signal_set&&) noexcept = default;
+  signal_set(const signal_set&) = delete;
+  signal_set& operator=(const signal_set&) = delete;
+  ~signal_set() = default;
+
+  // The next signal of the set (its number); 0 with the error_code form on error.
+  task<int> wait(std::error_code& error);
+  task<int> wait();
+  // Without waiting: a pending signal, or errc::resource_unavailable_try_again.
+  int try_wait(std::error_code& error) noexcept;
+  // The callback form: runs `on_signal(number, error)` once, as a task on
+  // `pool`, when a signal of the set arrives (or with operation_canceled
+  // after close()). Throws spawn_error if `pool` is shutting down.
+  void async_wait(executor& pool, std::function<void(int, std::error_code)> on_signal);
+
+  // Stop watching (idempotent): a waiting wait() ends with operation_canceled.
+  void close() noexcept { fd_.close(); }
+  [[nodiscard]] bool is_open() const noexcept { return fd_.is_open(); }
+  [[nodiscard]] int native_handle() const noexcept { return fd_.fd(); }
+  [[nodiscard]] const registration& reg() const noexcept { return fd_.reg(); }
+
+ private:
+  detail::owned_socket fd_;  // the signalfd
+};
+
+namespace detail {
+// One read of a signalfd: the signal's number, or -1 with errno (the
+// attempt the task, fiber and callback forms share).
+ssize_t read_signal(int fd) noexcept;
+}  // namespace detail
+
+}  // namespace canopy::io

@@ -1,0 +1,191 @@
+// canopy::io::signal_set: signals delivered through signalfd to a task, a
+// fiber and a callback; a signal pending before the wait; try_wait; close
+// during a wait; bad input (out of range, SIGKILL/SIGSTOP, empty). The
+// signals are blocked in the main thread before any executor exists, so
+// every worker inherits the mask (io/signal.hpp's rule). SIGUSR1/SIGUSR2
+// only; no descriptor leaks.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "coroutine/coroutine.hpp"
+#include "io/fiber_io.hpp"
+#include "io/io.hpp"
+#include "tests/io_test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::task;
+using canopy::io::reactor;
+using canopy::io::signal_set;
+using canopy::testing::io_config;
+using canopy::testing::open_fd_count;
+
+namespace {
+
+// Blocks SIGUSR1/SIGUSR2 in the calling (main) thread before the first
+// executor of a case starts its workers.
+void block_test_signals() { canopy::io::block_signals({SIGUSR1, SIGUSR2}); }
+
+// Wait until `flag` or about 5 s.
+bool wait_for(const std::atomic<bool>& flag) {
+  for (int spin = 0; spin < 5000 && !flag.load(); ++spin) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return flag.load();
+}
+
+}  // namespace
+
+TEST_CASE("signal_set: co_await wait() returns the signal, also one sent before the wait") {
+  block_test_signals();  // before any thread: the watchdog's too
+  const canopy::testing::watchdog guard("signal task", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    std::atomic<bool> listening{false};
+    auto waiter = pool.spawn([](std::atomic<bool>* ready) -> task<int> {
+      signal_set set{SIGUSR1, SIGUSR2};  // on this task's reactor
+      ready->store(true);
+      const int first = co_await set.wait();
+      const int second = co_await set.wait();
+      co_return first * 100 + second;
+    }(&listening));
+    REQUIRE(wait_for(listening));
+    REQUIRE(::kill(::getpid(), SIGUSR2) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(::kill(::getpid(), SIGUSR1) == 0);
+    CHECK(waiter.get() == SIGUSR2 * 100 + SIGUSR1);
+
+    // A signal that arrives while nobody waits stays pending and ends the next wait.
+    REQUIRE(::kill(::getpid(), SIGUSR1) == 0);
+    auto late = pool.spawn([]() -> task<int> {
+      signal_set set{SIGUSR1};
+      co_return co_await set.wait();
+    }());
+    CHECK(late.get() == SIGUSR1);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("signal_set: the fiber form, try_wait, and close during a wait") {
+  block_test_signals();  // before any thread: the watchdog's too
+  const canopy::testing::watchdog guard("signal fiber", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    signal_set set(owner, {SIGUSR1});
+    std::error_code error;
+    CHECK(set.try_wait(error) == 0);
+    CHECK(error == std::errc::resource_unavailable_try_again);
+
+    auto fibered = pool.spawn(canopy::fiber([&set] { return canopy::io::this_fiber::wait(set); }));
+    REQUIRE(::kill(::getpid(), SIGUSR1) == 0);
+    CHECK(fibered.get() == SIGUSR1);
+
+    REQUIRE(::kill(::getpid(), SIGUSR1) == 0);
+    int polled = 0;
+    for (int spin = 0; spin < 5000 && polled == 0; ++spin) {
+      polled = set.try_wait(error);
+      if (polled == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    CHECK(polled == SIGUSR1);
+
+    // close() from another thread ends a waiting wait with operation_canceled.
+    signal_set closing(owner, {SIGUSR2});
+    std::atomic<bool> started{false};
+    auto waiter =
+        pool.spawn([](signal_set* watched, std::atomic<bool>* began) -> task<std::error_code> {
+          std::error_code failed;
+          began->store(true);
+          (void)co_await watched->wait(failed);
+          co_return failed;
+        }(&closing, &started));
+    REQUIRE(wait_for(started));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    closing.close();
+    CHECK(waiter.get() == std::errc::operation_canceled);
+    CHECK_FALSE(closing.is_open());
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("signal_set: the callback form") {
+  block_test_signals();  // before any thread: the watchdog's too
+  const canopy::testing::watchdog guard("signal callback", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(1));
+    signal_set set(reactor::of(pool), {SIGUSR2});
+    std::atomic<int> got{0};
+    std::atomic<bool> called{false};
+    set.async_wait(pool, [&](int number, std::error_code error) {
+      CHECK_FALSE(error);
+      got.store(number);
+      called.store(true);
+    });
+    REQUIRE(::kill(::getpid(), SIGUSR2) == 0);
+    REQUIRE(wait_for(called));
+    CHECK(got.load() == SIGUSR2);
+
+    // After close() the callback runs with operation_canceled.
+    std::atomic<bool> cancelled{false};
+    set.async_wait(pool, [&](int number, std::error_code error) {
+      CHECK(number == 0);
+      cancelled.store(error == std::errc::operation_canceled);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    set.close();
+    CHECK(wait_for(cancelled));
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("signal_set bad input: out of range, SIGKILL, SIGSTOP, empty") {
+  const canopy::testing::watchdog guard("signal bad input", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(1));
+    reactor& owner = reactor::of(pool);
+    for (const int bad : {0, -3, SIGRTMAX + 1, 1000}) {
+      std::error_code error;
+      signal_set set(owner, {SIGUSR1, bad}, error);
+      CHECK(error == std::errc::invalid_argument);
+      CHECK_FALSE(set.is_open());
+      try {
+        signal_set thrown(owner, {bad});
+        FAIL("no exception for signal " << bad);
+      } catch (const std::system_error& failure) {
+        CHECK(failure.code() == std::errc::invalid_argument);
+        CHECK(std::string(failure.what()).find("out of range") != std::string::npos);
+      }
+    }
+    for (const int uncatchable : {SIGKILL, SIGSTOP}) {
+      try {
+        signal_set thrown(owner, {uncatchable});
+        FAIL("no exception for signal " << uncatchable);
+      } catch (const std::system_error& failure) {
+        CHECK(failure.code() == std::errc::invalid_argument);
+        CHECK(std::string(failure.what()).find("cannot be caught") != std::string::npos);
+      }
+      CHECK_THROWS_AS(canopy::io::block_signals({uncatchable}), std::system_error);
+    }
+    std::error_code error;
+    signal_set empty(owner, {}, error);
+    CHECK(error == std::errc::invalid_argument);
+    canopy::io::block_signals({}, error);
+    CHECK(error == std::errc::invalid_argument);
+    // Outside a task there is no current reactor.
+    CHECK_THROWS_AS(signal_set({SIGUSR1}), std::logic_error);
+  }
+  CHECK(open_fd_count() == fds_before);
+}
