@@ -8,8 +8,6 @@
 #include <system_error>
 #include <thread>
 
-#include "../executor/join_state.hpp"
-
 namespace canopy::detail {
 
 namespace {
@@ -151,24 +149,27 @@ std::size_t host_runner::run_as_host(const host_budget& budget) noexcept {
 }
 
 std::size_t host_runner::loop(const host_budget& budget, bool pinned_only) {
+  // Locals: the compiler would reload a reference member after each call.
+  executor_core& core = core_;
+  worker_state& state = state_;
   std::size_t ran = 0;
   std::uint32_t slot = 0;
   while (ran < budget.max_tasks) {
     // relaxed: a hint to stop early; run() re-reads it seq_cst on entry,
     // and the blocking path below re-checks after arming.
-    if (budget.stop_at_shutdown && !core_.accepting_.load(sync::relaxed)) {
+    if (budget.stop_at_shutdown && !core.accepting_.load(sync::relaxed)) {
       break;
     }
     if (budget.ready != nullptr && budget.ready(budget.ready_context)) {
       break;
     }
     if (find_task(slot, pinned_only)) {
-      core_.run_task(state_, slot);
+      core.run_task(state, slot);
       ++ran;
       if (pinned_only) {
         hand_over_local_work();  // what the task spawned or yielded is the pool's
       }
-      core_.poll_driver_if_due(state_);
+      core.poll_driver_if_due(state);
       continue;
     }
     if (!budget.wait_for_work) {
@@ -181,7 +182,7 @@ std::size_t host_runner::loop(const host_budget& budget, bool pinned_only) {
     // Nothing ready: sleep on the notify descriptor until work for the
     // host arrives (the handshake in host_channel.hpp), shutdown begins,
     // or the deadline passes.
-    core_.give_back_worker_slots(state_);
+    core.give_back_worker_slots(state);
     // seq_cst reads after arming: see the pinned queue, the tree (no owned
     // workers) and shutdown's accepting_ store, or their posters see the
     // channel armed and write the descriptor.
@@ -206,15 +207,18 @@ bool host_runner::find_task(std::uint32_t& slot, bool pinned_only) {
 }
 
 void host_runner::hand_over_local_work() noexcept {
-  if (const std::uint32_t lifo = state_.lifo.take(); lifo != executor_core::no_task) {
-    core_.signal_task(lifo);
+  // Locals: the compiler would reload a reference member after each call.
+  executor_core& core = core_;
+  worker_state& state = state_;
+  if (const std::uint32_t lifo = state.lifo.take(); lifo != executor_core::no_task) {
+    core.signal_task(lifo);
   }
-  while (const auto yielded = state_.yields.pop()) {
-    core_.signal_task(
-        *yielded);  // SCHEDULED already: from the yield queue to the tree (invariant S)
+  // SCHEDULED already: from the yield queue to the tree (invariant S).
+  while (const auto yielded = state.yields.pop()) {
+    core.signal_task(*yielded);
   }
-  state_.last_from_yield = false;
-  state_.lifo_streak = 0;
+  state.last_from_yield = false;
+  state.lifo_streak = 0;
 }
 
 void host_runner::release_work() noexcept {
