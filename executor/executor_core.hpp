@@ -7,6 +7,15 @@
 //   schedule()    make a task runnable (what a waker's wake() calls)
 //   current_task()  the task running on this thread, if any
 // Users normally see only executor.hpp.
+//
+// The class is written in four files by concern: executor_core.cpp
+// (construction, shutdown, statistics), spawn_path.cpp (spawning, slot
+// allocation, scheduling), worker_loop.cpp (the worker loop, work search,
+// task runs, the sleep probe) and run_at_join.cpp (a pending task taken
+// back at its join; fork-join's services); core_inline.hpp holds the steps
+// more than one of them inlines. Fork-join (fork_join/) sits above: each
+// worker_state holds a detail::join_worker, the one fork_join/ header
+// included here. The host role is embed/host_runner.
 #pragma once
 
 #include <chrono>

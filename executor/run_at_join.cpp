@@ -1,0 +1,155 @@
+// executor_core at a join: a task about to wait for a pending task takes it
+// back (claim_pending: its worker's offer deque, LIFO slot or tree bit) and
+// runs it nested, adopts its body (fibers, coroutines), or retires it unrun
+// (canopy::join's take-back past its deque); and the services fork-join's
+// join_worker (fork_join/join_worker.cpp) runs on: requeue or run an
+// offered task, count a steal, announce an offer.
+#include <cstdint>
+#include <cstring>
+
+#include "core_inline.hpp"
+#include "executor_core.hpp"
+#include "pending_claim.hpp"
+
+#if defined(__clang__)
+#define CANOPY_NO_ICF
+#else
+#define CANOPY_NO_ICF [[gnu::no_icf]]
+#endif
+
+namespace canopy {
+
+// Out of line: LTO inlines it into the awaiting coroutine's body, which it
+// makes larger and slower on the path where the child already ran.
+[[gnu::noinline]] bool executor_core::run_pending_inline(task_id id) {
+  worker_state* const self = claim_pending(id);
+  if (self == nullptr) {
+    return false;
+  }
+  run_claimed_nested(*self, id.slot);
+  return true;
+}
+
+// Two entry points with one caller each (fibers, coroutines), so that LTO
+// may inline each where it is used: with two callers it keeps one shared
+// copy out of line, a call on every fork.
+// no_icf (GCC's): identical code folding would make them one function again.
+CANOPY_NO_ICF executor_core::pending_run executor_core::run_or_adopt_pending(
+    task_id id, const adoption& adopt) {
+  return run_or_adopt(id, adopt);
+}
+
+CANOPY_NO_ICF executor_core::pending_run executor_core::take_over_pending(task_id id,
+                                                                          const adoption& adopt) {
+  return run_or_adopt(id, adopt);
+}
+
+[[gnu::always_inline]] inline executor_core::pending_run executor_core::run_or_adopt(
+    task_id id, const adoption& adopt) {
+  worker_state* const self = claim_pending(id);
+  if (self == nullptr) {
+    return pending_run::none;
+  }
+  task_slot& target = arena_.slot(id.slot);
+  if (target.vtable != adopt.kind || !adopt.accept(target.storage) || self->trace != nullptr) {
+    run_claimed_nested(*self, id.slot);  // traced: a run of its own, so the trace shows it
+    return pending_run::ran;
+  }
+  if (adopt.body != nullptr) {
+    std::memcpy(adopt.body, target.storage, adopt.body_size);
+  }
+  retire_unrun(*self, id);
+  return pending_run::adopted;
+}
+
+executor_core::pending_run executor_core::take_back_unrun(task_id id) {
+  worker_state* const self = claim_pending(id);
+  if (self == nullptr) {
+    return pending_run::none;
+  }
+  if (self->trace != nullptr) [[unlikely]] {
+    run_claimed_nested(*self, id.slot);  // a traced run, so the trace shows it
+    return pending_run::ran;
+  }
+  retire_unrun(*self, id);
+  return pending_run::adopted;
+}
+
+[[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(
+    task_id id) {
+  worker_context* worker = detail::this_thread_worker;
+  if (worker == nullptr || worker->core != this) {
+    return nullptr;
+  }
+  worker_state& self = *workers_[worker->index];
+  // First this worker's offer deque (canopy::spawn's child, awaited by its
+  // spawner), then its LIFO slot and the tree.
+  switch (self.joins.take_offered_task(
+      id, arena_.slot(id.slot).state,
+      [this, &self](std::uint32_t newer) { make_runnable_from(&self, newer); })) {
+    case detail::join_worker::offered_claim::taken:
+      return &self;
+    case detail::join_worker::offered_claim::gone:
+      return nullptr;
+    case detail::join_worker::offered_claim::not_offered:
+      break;
+  }
+  const auto position = [this](std::uint32_t slot) {
+    return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};
+  };
+  const pending_claim claim =
+      claim_pending_task(arena_.slot(id.slot).state, id, self.lifo, tree_, position,
+                         [this](std::uint32_t permits) { owe_wakes(permits); });
+  if (claim == pending_claim::took_next_task) [[unlikely]] {
+    signal_task(id.slot);  // not the awaited task: back into the tree, with its wakes
+    return nullptr;
+  }
+  // We own a runnable task (invariant S: a set bit or a LIFO entry means
+  // SCHEDULED, not EXECUTING).
+  return claim == pending_claim::from_lifo || claim == pending_claim::from_tree ? &self : nullptr;
+}
+
+[[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
+                                                               task_id id) noexcept {
+  task_slot& target = arena_.slot(id.slot);
+  target.vtable = nullptr;  // as after a completed run: the caller does the task's work
+  // release: as at run_task's completion, a stale waker that reads the new
+  // generation fails its CAS; SCHEDULED is dropped, nobody else holds the task.
+  target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
+  worker_counters::bump(self.counters.tasks_run);
+  worker_counters::bump(self.counters.finished);
+  release_slot(self, id.slot);
+}
+
+[[gnu::always_inline]] inline void executor_core::run_claimed_nested(worker_state& self,
+                                                                     std::uint32_t slot) {
+  // Run it here, then restore what this worker was running: the waiting
+  // task is still mid-run.
+  const restore_running_on_exit saved(self.context);
+  run_task(self, slot);
+}
+
+void executor_core::requeue_offered_task(std::size_t worker, std::uint32_t slot) noexcept {
+  make_runnable_from(workers_[worker].get(), slot);
+}
+
+void executor_core::run_offered_task(std::size_t worker, std::uint32_t slot, bool nested) {
+  worker_state& self = *workers_[worker];
+  if (nested) {
+    run_claimed_nested(self, slot);
+  } else {
+    run_task(self, slot);
+  }
+}
+
+void executor_core::count_offer_steal(std::size_t worker) noexcept {
+  worker_state& self = *workers_[worker];
+  worker_counters::bump(self.counters.steals);
+  if (self.trace != nullptr) [[unlikely]] {
+    self.trace->steal(trace_buffer::no_partition);
+  }
+}
+
+void executor_core::announce_offer() noexcept { sleep_.new_jobs(1); }
+
+}  // namespace canopy
