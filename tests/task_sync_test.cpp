@@ -195,8 +195,11 @@ TEST_CASE("semaphore: at most N holders; acquire n is FIFO; fiber form") {
   permits.release(1);
   CHECK_FALSE(small.wait_for(30ms));  // two permits are held for the head
   CHECK_FALSE(permits.try_acquire(1));
-  permits.release(2);
+  permits.release(1);  // the head has all three now; the one behind waits
   big.get();
+  CHECK(permits.waiting() == 1);
+  CHECK_FALSE(small.wait_for(10ms));
+  permits.release(1);
   small.get();
   CHECK(order == std::vector<int>{3, 1});
   CHECK(permits.available() == 0);
