@@ -28,3 +28,5 @@
 // The fiber forms of <canopy/channel.hpp> and <canopy/sync.hpp>:
 // this_fiber::await(ch.send(v)), await(ch.recv()), await(m.lock()), await(sem.acquire(n)).
 #include "detail/task_sync/fiber_forms.hpp"
+// The fiber form of <canopy/blocking.hpp>: this_fiber::run_blocking(fn).
+#include "detail/blocking/blocking_fiber.hpp"

@@ -1,0 +1,27 @@
+// canopy::this_fiber::run_blocking(fn) — the fiber form of run_blocking
+// (blocking/run_blocking.hpp has the rules): the fiber switches out while fn
+// runs on a blocking-pool thread, and its worker runs other tasks.
+#pragma once
+
+#include <canopy/fiber.hpp>
+#include <type_traits>
+#include <utility>
+
+#include "run_blocking.hpp"
+
+namespace canopy::this_fiber {
+
+// Returns fn's value or rethrows its exception. Only inside a fiber
+// (std::logic_error otherwise); the pool's refusals as run_blocking. A
+// cancelled fiber unwinds from here (fiber_unwind), and fn's stop_token is
+// requested.
+template <class F>
+requires canopy::detail::blocking_callable<std::decay_t<F>>
+    canopy::detail::blocking_result_t<std::decay_t<F>> run_blocking(F&& fn) {
+  canopy::detail::checked_current_fiber("this_fiber::run_blocking(fn)");
+  auto wait = canopy::detail::submit_blocking(std::decay_t<F>(std::forward<F>(fn)),
+                                              "canopy::this_fiber::run_blocking");
+  return this_fiber::wait_on(wait);
+}
+
+}  // namespace canopy::this_fiber

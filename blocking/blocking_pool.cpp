@@ -1,0 +1,201 @@
+// The blocking pool's threads, queue and registry (blocking/blocking_pool.hpp
+// has the contract). One mutex guards everything: a blocking call is
+// thousands of times longer than the lock, so nothing here is lock-free.
+#include "blocking/blocking_pool.hpp"
+
+#include <algorithm>
+#include <canopy/executor.hpp>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+namespace canopy {
+
+namespace {
+
+// Which blocking_pool an executor's run_blocking uses. Read once per call
+// (a lookup among a few entries), written when a pool attaches or detaches.
+struct registry {
+  std::mutex mutex;
+  std::vector<std::pair<executor_core*, blocking_pool*>> entries;
+};
+registry& the_registry() {
+  static registry instance;
+  return instance;
+}
+
+// The pool whose thread this is (to refuse shutdown from inside it).
+thread_local const blocking_pool* current_pool = nullptr;
+
+}  // namespace
+
+void blocking_pool_config::validate() const {
+  if (max_threads < 1 || max_threads > 65536) {
+    throw std::invalid_argument("blocking_pool_config::max_threads must be in 1..65536, got " +
+                                std::to_string(max_threads));
+  }
+  if (idle_timeout < std::chrono::milliseconds(1) || idle_timeout > std::chrono::hours(24)) {
+    throw std::invalid_argument("blocking_pool_config::idle_timeout must be in 1 ms..24 h, got " +
+                                std::to_string(idle_timeout.count()) + " ms");
+  }
+}
+
+blocking_pool::blocking_pool(blocking_pool_config config) : config_(config) { config_.validate(); }
+
+blocking_pool::blocking_pool(executor& pool, blocking_pool_config config) : config_(config) {
+  config_.validate();
+  registry& reg = the_registry();
+  const std::lock_guard lock(reg.mutex);
+  executor_core* const core = &pool.core();
+  for (const auto& [attached_core, attached_pool] : reg.entries) {
+    if (attached_core == core) {
+      throw std::logic_error("canopy::blocking_pool: this executor already has a blocking pool");
+    }
+  }
+  reg.entries.emplace_back(core, this);
+  attached_ = core;
+}
+
+blocking_pool::~blocking_pool() { shutdown(); }
+
+blocking_pool& blocking_pool::process_default() {
+  static blocking_pool instance{blocking_pool_config{}};
+  return instance;
+}
+
+blocking_pool& blocking_pool::for_executor(executor_core& core) {
+  {
+    registry& reg = the_registry();
+    const std::lock_guard lock(reg.mutex);
+    for (const auto& [attached_core, attached_pool] : reg.entries) {
+      if (attached_core == &core) {
+        return *attached_pool;
+      }
+    }
+  }
+  return process_default();
+}
+
+void blocking_pool::submit(std::shared_ptr<detail::blocking_job> job) {
+  std::vector<std::thread> finished;
+  {
+    const std::lock_guard lock(mutex_);
+    if (shut_down_) {
+      throw std::system_error(make_error_code(errc::shut_down),
+                              "canopy::run_blocking: the blocking pool has shut down");
+    }
+    const bool thread_free = stats_.idle > queue_.size();
+    if (!thread_free && threads_.size() >= config_.max_threads && config_.max_queued != 0 &&
+        queue_.size() >= config_.max_queued) {
+      throw std::system_error(make_error_code(errc::at_capacity),
+                              "canopy::run_blocking: every blocking thread is busy and " +
+                                  std::to_string(queue_.size()) +
+                                  " calls already wait (blocking_pool_config::max_queued)");
+    }
+    queue_.push_back(std::move(job));
+    if (thread_free) {
+      work_.notify_one();
+    } else if (threads_.size() < config_.max_threads) {
+      // The new thread locks the mutex before it reads its iterator, so it
+      // sees the std::thread stored here.
+      auto self = threads_.emplace(threads_.end());
+      try {
+        *self = std::thread([this, self] { thread_main(self); });
+      } catch (...) {
+        threads_.erase(self);
+        queue_.pop_back();
+        throw;
+      }
+      ++stats_.started;
+    }
+    finished.swap(exited_);
+  }
+  reap(finished);
+}
+
+void blocking_pool::thread_main(std::list<std::thread>::iterator self) {
+  current_pool = this;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (queue_.empty() && !shut_down_) {
+      ++stats_.idle;
+      const bool woken = work_.wait_for(lock, config_.idle_timeout,
+                                        [this] { return !queue_.empty() || shut_down_; });
+      --stats_.idle;
+      if (!woken) {
+        break;  // idle for idle_timeout
+      }
+    }
+    if (queue_.empty()) {
+      break;  // shut down, nothing left
+    }
+    std::shared_ptr<detail::blocking_job> job = std::move(queue_.front());
+    queue_.pop_front();
+    if (job->abandoned()) {
+      ++stats_.dropped;
+      lock.unlock();
+      job.reset();  // the last reference may free the job: outside the lock
+      lock.lock();
+      continue;
+    }
+    ++stats_.running;
+    lock.unlock();
+    job->run();
+    job.reset();
+    lock.lock();
+    --stats_.running;
+    ++stats_.completed;
+  }
+  exited_.push_back(std::move(*self));
+  threads_.erase(self);
+  ++stats_.exited;
+  if (threads_.empty()) {
+    all_exited_.notify_all();
+  }
+}
+
+void blocking_pool::reap(std::vector<std::thread>& finished) {
+  for (std::thread& thread : finished) {
+    thread.join();  // it has left thread_main (or is about to): quick
+  }
+}
+
+void blocking_pool::shutdown() {
+  if (current_pool == this) {
+    throw std::logic_error("canopy::blocking_pool::shutdown() called on one of its own threads");
+  }
+  if (attached_ != nullptr) {
+    attached_->shutdown();  // destroys the tasks that wait on our calls
+    registry& reg = the_registry();
+    const std::lock_guard lock(reg.mutex);
+    std::erase_if(reg.entries, [this](const auto& entry) { return entry.second == this; });
+    attached_ = nullptr;
+  }
+  std::deque<std::shared_ptr<detail::blocking_job>> queued;
+  std::vector<std::thread> finished;
+  {
+    std::unique_lock lock(mutex_);
+    shut_down_ = true;
+    queued.swap(queue_);
+    stats_.dropped += queued.size();
+    work_.notify_all();
+    all_exited_.wait(lock, [this] { return threads_.empty(); });
+    finished.swap(exited_);
+  }
+  for (const auto& job : queued) {
+    job->fail_shut_down();
+  }
+  queued.clear();
+  reap(finished);
+}
+
+blocking_pool_stats blocking_pool::stats() const {
+  const std::lock_guard lock(mutex_);
+  blocking_pool_stats copy = stats_;
+  copy.threads = threads_.size();
+  copy.queued = queue_.size();
+  return copy;
+}
+
+}  // namespace canopy

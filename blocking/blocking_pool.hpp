@@ -1,0 +1,138 @@
+// blocking_pool — a growable, bounded pool of threads for calls that block
+// (a blocking library function, a file read, getaddrinfo), so that they never
+// block a worker of an executor. run_blocking (blocking/run_blocking.hpp)
+// submits to it; a task then waits without holding its worker.
+//
+// Threads: started on demand, one per call while fewer than
+// config.max_threads exist and none is idle; a thread idle for
+// config.idle_timeout exits. At the maximum, calls queue (FIFO); with
+// config.max_queued set, a call that finds that many already queued is
+// refused with std::system_error(errc::at_capacity).
+//
+// Which pool: a blocking_pool built with an executor attaches itself to it
+// (at most one per executor; a second throws std::logic_error), and
+// run_blocking in that executor's tasks uses it; other executors use the
+// process-wide default pool, made on first use with a default config and
+// shut down at process exit (process_default()).
+//
+// Shutdown (shutdown(), the destructor; the default pool at exit), in order:
+//   1. new calls are refused (std::system_error, errc::shut_down);
+//   2. calls still queued are failed: their waiting tasks resume with that
+//      same error (or, if the task is gone, they are dropped);
+//   3. running calls are waited for (a thread cannot be interrupted; their
+//      std::stop_token is requested), then every thread is joined.
+// An attached pool shuts its executor down first (executor::shutdown is
+// idempotent): the tasks waiting on its calls are destroyed as any
+// suspended task at shutdown (their handles report task_cancelled), which
+// drops their queued calls and requests stop on their running ones; then
+// steps 1-3. Declared after the executor, as reactor_timers is, its
+// destructor does all of this. Destroy or shut it down from a thread that is
+// not a worker of its executor.
+//
+// Thread safety: every member may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+namespace canopy {
+
+class executor;
+class executor_core;
+
+struct blocking_pool_config {
+  // Threads at most (tokio: 512). 1..65536.
+  std::size_t max_threads = 512;
+  // Calls waiting for a thread at most; 0: unbounded.
+  std::size_t max_queued = 0;
+  // How long an idle thread waits for a call before it exits (tokio: 10 s).
+  // 1 ms..1 day.
+  std::chrono::milliseconds idle_timeout{10'000};
+
+  // Throws std::invalid_argument naming the first invalid field.
+  void validate() const;
+};
+
+struct blocking_pool_stats {
+  std::size_t threads = 0;      // alive now
+  std::size_t idle = 0;         // alive and waiting for a call
+  std::size_t running = 0;      // calls running now
+  std::size_t queued = 0;       // calls waiting for a thread
+  std::uint64_t started = 0;    // threads started since construction
+  std::uint64_t exited = 0;     // threads that exited (idle timeout or shutdown)
+  std::uint64_t completed = 0;  // calls that ran (value or exception)
+  std::uint64_t dropped = 0;    // calls never run: their task was gone, or the pool shut down
+};
+
+namespace detail {
+
+// One submitted call, shared by the pool (until it ran or was dropped) and
+// the waiting task (until its wait ended): whichever lets go last frees it.
+class blocking_job {
+ public:
+  virtual ~blocking_job() = default;
+  // Runs the call on a pool thread; the job finishes by itself (stores the
+  // outcome, wakes the task if it still waits).
+  virtual void run() noexcept = 0;
+  // Never run: the pool shut down first. Fails the waiting task.
+  virtual void fail_shut_down() noexcept = 0;
+  // The waiting task is gone: run() would only waste a thread.
+  [[nodiscard]] virtual bool abandoned() const noexcept = 0;
+};
+
+}  // namespace detail
+
+class blocking_pool {
+ public:
+  // Attached to `pool`: run_blocking in its tasks uses this pool.
+  explicit blocking_pool(executor& pool, blocking_pool_config config = {});
+  ~blocking_pool();
+  blocking_pool(const blocking_pool&) = delete;
+  blocking_pool& operator=(const blocking_pool&) = delete;
+
+  // Steps 1-3 above (and the executor's shutdown first when attached).
+  // Idempotent. Not from one of this pool's own threads (std::logic_error).
+  void shutdown();
+
+  [[nodiscard]] blocking_pool_stats stats() const;
+  [[nodiscard]] const blocking_pool_config& config() const noexcept { return config_; }
+
+  // The pool run_blocking uses in `core`'s tasks: the attached one, or the
+  // process default.
+  static blocking_pool& for_executor(executor_core& core);
+  // The process-wide pool, made on first use (default config).
+  static blocking_pool& process_default();
+
+  // Queue a call (run_blocking's step). Throws std::system_error:
+  // errc::shut_down after shutdown began, errc::at_capacity when
+  // max_queued calls already wait.
+  void submit(std::shared_ptr<detail::blocking_job> job);
+
+ private:
+  explicit blocking_pool(blocking_pool_config config);  // the process default
+  void thread_main(std::list<std::thread>::iterator self);
+  void reap(std::vector<std::thread>& finished);
+
+  blocking_pool_config config_;
+  executor_core* attached_ = nullptr;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;  // a call queued, or shutdown
+  std::condition_variable all_exited_;
+  std::deque<std::shared_ptr<detail::blocking_job>> queue_;
+  std::list<std::thread> threads_;   // alive (each erases itself as it exits)
+  std::vector<std::thread> exited_;  // exited, not joined yet
+  bool shut_down_ = false;
+  blocking_pool_stats stats_;
+};
+
+}  // namespace canopy

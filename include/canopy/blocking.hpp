@@ -1,0 +1,42 @@
+// <canopy/blocking.hpp> — run blocking calls without blocking a worker.
+//
+//   canopy::task<std::string> read_config() {
+//     co_return co_await canopy::run_blocking([] { return slurp("/etc/app.conf"); });
+//   }
+//   // in a fiber (declared by <canopy/fiber.hpp>): canopy::this_fiber::run_blocking(fn)
+//
+// What is here: canopy::run_blocking(fn) (co_await it in a canopy::task);
+// canopy::blocking_pool, blocking_pool_config, blocking_pool_stats. fn
+// runs on a separate, growable pool of threads (at most
+// config.max_threads; a thread idle for config.idle_timeout exits; at the
+// maximum calls queue, up to config.max_queued if set) and the task resumes
+// on its executor with fn's value or its exception. fn may take a
+// std::stop_token: it is requested when the waiting task is cancelled or
+// destroyed, or the pool shuts down.
+// Which pool: `canopy::blocking_pool blocking(pool, config);`, declared
+// after the executor, attaches a pool to it; otherwise the process-wide
+// default pool (default config) serves every executor.
+// Who may call: run_blocking only inside a running task of an executor (a
+// coroutine task; a fiber uses this_fiber::run_blocking), from its worker.
+// blocking_pool's members from any thread; its shutdown and destructor not
+// from one of its own threads nor a worker of its attached executor.
+// Errors: outside a task std::logic_error; std::system_error with
+// errc::at_capacity when max_queued calls already wait, errc::shut_down
+// after the pool shut down (thrown by run_blocking itself, or at the
+// co_await for a queued call the shutdown dropped); fn's exception is
+// rethrown at the co_await. blocking_pool_config errors:
+// std::invalid_argument naming the field; a second pool attached to one
+// executor: std::logic_error.
+// Shutdown: the executor's shutdown destroys the tasks waiting on blocking
+// calls (their handles report task_cancelled); their queued calls never run,
+// their running calls run to the end on the pool thread, stop requested,
+// and their results are dropped. The pool's shutdown (an attached pool's
+// destructor, which shuts its executor down first; the default pool at
+// process exit) waits for the running calls and joins its threads
+// (detail/blocking/blocking_pool.hpp has the steps). Link canopy (the
+// canopy_blocking library is part of the package).
+#pragma once
+
+#include "detail/blocking/blocking_pool.hpp"
+#include "detail/blocking/run_blocking.hpp"
+#include "task.hpp"

@@ -1,0 +1,45 @@
+// <canopy/task_group.hpp> — own a set of child tasks (tokio's JoinSet).
+//
+//   canopy::task<int> sum_all() {
+//     canopy::task_group<int> group({.cancel_on_failure = true});
+//     for (int i = 0; i < 8; ++i) group.spawn(work(i));
+//     int sum = 0;
+//     while (auto value = co_await group.next()) sum += *value;   // as they finish
+//     co_await group.close();   // always, before leaving the scope
+//     co_return sum;
+//   }
+//
+// What is here: canopy::task_group<T> and task_group_options. Children are
+// canopy::task<T>, fibers (canopy::fiber(fn), <canopy/fiber.hpp>) or a
+// callable making one, called with the group's std::stop_token if it takes
+// one; each runs as a task of the current executor.
+//   spawn(x)     start a child;
+//   next()       co_await: the next child to finish, its value or its
+//                exception; std::nullopt (false for void) when none is left;
+//   wait_all()   co_await: wait for every child; the values not taken yet;
+//                the first failure rethrown, the others in failures();
+//   cancel()     cancel the running children, without waiting;
+//   close()      co_await: cancel the running children and wait until all
+//                ended; rethrow the first failure not taken yet (the others
+//                in failures()). Destructors cannot await: co_await close()
+//                before the group leaves its scope. The destructor is the
+//                safety net: it cancels the children still running and does
+//                not wait; their outcomes are discarded (as when the owning
+//                task is itself cancelled while it waits);
+//   stop_token() requested by cancel(), close(), the destructor and, with
+//                cancel_on_failure, the first child that throws.
+// Cancellation: a child suspended in any await is destroyed at once (its
+// destructors run), one running code is destroyed at its next suspension; a
+// plain loop or a blocking call sees it only by reading stop_token() (or a
+// token passed to it). Cancelled children are counted by cancelled(), never
+// reported as failures; every exception a child throws is reported once:
+// by next(), or rethrown by wait_all()/close(), or kept in failures().
+// Who may call: spawn, next, wait_all and close only from the task that owns
+// the group (a coroutine task: co_await; a fiber: this_fiber::await(...)),
+// one call at a time; cancel, stop_token, running, cancelled from any thread.
+// Errors: outside a task std::logic_error (spawn); spawn errors as
+// canopy::spawn; after close() spawn/next/wait_all throw std::logic_error.
+#pragma once
+
+#include "detail/task_group/task_group.hpp"
+#include "task.hpp"

@@ -1,0 +1,435 @@
+// task_group<T> — a set of child tasks owned by one task (tokio's JoinSet):
+// spawn children, take them as they finish, and never leave one running
+// behind (include/canopy/task_group.hpp has the user's contract).
+//
+// Each child runs inside a small wrapper coroutine (group_child), spawned
+// on the current executor. The wrapper's `child_end` parameter is the one
+// place a child's end is reported: a parameter (not a local) so that its
+// destructor runs whether the child returned, threw, or was destroyed
+// unfinished — cancelled, dropped at shutdown, even before its first run,
+// when no local of the body exists yet — and records the outcome in the group's shared state
+// (group_state, held by the group and by every wrapper, so a wrapper that
+// ends after the group object went away still writes into live memory).
+// The group's waits (next, wait_all, close) are wait sources
+// (coroutine/custom_wait.hpp) over that state; a guard wakes the waiting
+// task under the state's mutex, and disarm takes the same mutex, so no wake
+// reaches a task that stopped waiting.
+#pragma once
+
+#include <canopy/task.hpp>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace canopy {
+
+struct task_group_options {
+  // The first child that fails (throws) cancels the others, as cancel().
+  bool cancel_on_failure = false;
+};
+
+namespace detail {
+
+template <class T>
+using group_value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+template <class T>
+struct group_state {
+  struct outcome {
+    std::optional<group_value_t<T>> value;
+    std::exception_ptr error;
+  };
+
+  explicit group_state(task_group_options opts) : options(opts) {}
+
+  // Everything below under `mutex`.
+  std::mutex mutex;
+  task_group_options options;
+  std::stop_source stop;
+  // One per child, reused: the wrapper's handle, stored by launch() once
+  // the spawn returned (the child may end before that: `ended`).
+  struct slot {
+    join_handle<void> handle;
+    bool ended = false;
+  };
+  std::vector<slot> slots;
+  std::vector<std::size_t> free_slots;
+  std::size_t running = 0;
+  std::size_t cancelled = 0;
+  std::deque<outcome> finished;  // ended with a value or an exception, not taken yet
+  waker waiter;                  // the task in next / wait_all / close, if any
+
+  // Ask every running child to stop: request the token, cancel the tasks
+  // (each is destroyed at its next suspension, or at once if suspended).
+  void cancel_locked() noexcept {
+    stop.request_stop();
+    for (slot& each : slots) {
+      if (each.handle.valid()) {
+        each.handle.cancel();
+      }
+    }
+  }
+};
+
+// Reports the child's end to the group (see the top of the file).
+template <class T>
+class child_end {
+ public:
+  child_end(std::shared_ptr<group_state<T>> state, std::size_t slot) noexcept
+      : state_(std::move(state)), slot_(slot) {}
+  // Moved into the wrapper's frame; the moved-from one reports nothing.
+  child_end(child_end&& other) noexcept = default;
+  child_end& operator=(child_end&&) = delete;
+
+  template <class... V>
+  void succeed(V&&... value) {
+    outcome_.value.emplace(std::forward<V>(value)...);
+  }
+  void fail(std::exception_ptr error) noexcept { outcome_.error = std::move(error); }
+
+  ~child_end() {
+    if (state_ == nullptr) {
+      return;
+    }
+    group_state<T>& state = *state_;
+    const std::lock_guard lock(state.mutex);
+    // This task is ending: its handle only needs letting go (detaching a
+    // task that ends with no exception discards nothing). If launch() has
+    // not stored it yet, launch() lets go of it and frees the slot.
+    auto& slot = state.slots[slot_];
+    if (slot.handle.valid()) {
+      slot.handle.detach();
+      state.free_slots.push_back(slot_);
+    } else {
+      slot.ended = true;
+    }
+    --state.running;
+    if (outcome_.error || outcome_.value) {
+      const bool failed = outcome_.error != nullptr;
+      state.finished.push_back(std::move(outcome_));
+      if (failed && state.options.cancel_on_failure && !state.stop.stop_requested()) {
+        state.cancel_locked();
+      }
+    } else {
+      ++state.cancelled;
+    }
+    state.waiter.wake();
+  }
+
+ private:
+  std::shared_ptr<group_state<T>> state_;
+  std::size_t slot_;
+  typename group_state<T>::outcome outcome_;
+};
+
+template <class T>
+struct is_task : std::false_type {};
+template <class T>
+struct is_task<task<T>> : std::true_type {};
+
+// A task is awaited inline (in the wrapper's frame); anything else
+// canopy::spawn takes (a fiber) is spawned beside the wrapper and its handle
+// awaited (cancelling the wrapper cancels it too).
+template <class Made>
+auto start_made(Made&& made) {
+  if constexpr (is_task<std::decay_t<Made>>::value) {
+    return std::forward<Made>(made);
+  } else {
+    using canopy::spawn;
+    return spawn(std::forward<Made>(made));  // ADL: the fiber overloads
+  }
+}
+
+// Child is a task<T>, a fiber description, or a callable making one (called
+// here, so that a lambda's captures live in this frame as long as the child
+// runs: a coroutine lambda reads them through its closure).
+template <class T, class Child>
+task<void> group_child(Child child, child_end<T> end, std::stop_token token) {
+  try {
+    auto awaited = [&] {
+      if constexpr (std::is_invocable_v<Child&, std::stop_token>) {
+        return start_made(child(token));
+      } else if constexpr (std::is_invocable_v<Child&>) {
+        return start_made(child());
+      } else {
+        return start_made(std::move(child));
+      }
+    }();
+    static_assert(std::is_same_v<std::decay_t<decltype(co_await awaited)>, std::decay_t<T>> ||
+                      std::is_void_v<T>,
+                  "task_group<T>::spawn: the child must produce a T");
+    if constexpr (std::is_void_v<T>) {
+      co_await awaited;
+      end.succeed();
+    } else {
+      end.succeed(co_await awaited);
+    }
+  } catch (...) {
+    end.fail(std::current_exception());
+  }
+}
+
+// What next(), wait_all() and close() wait on: a finished child (next) or no
+// child running.
+template <class T>
+class group_wait {
+ public:
+  group_wait(group_state<T>& state, bool any_finished) noexcept
+      : state_(&state), any_finished_(any_finished) {}
+
+  bool ready() const noexcept {
+    const std::lock_guard lock(state_->mutex);
+    return ready_locked();
+  }
+  bool arm(const waker& wake) {
+    const std::lock_guard lock(state_->mutex);
+    if (ready_locked()) {
+      return false;
+    }
+    state_->waiter = wake;
+    return true;
+  }
+  void disarm() noexcept {
+    const std::lock_guard lock(state_->mutex);
+    state_->waiter = waker();
+  }
+  void result() const noexcept {}
+
+ private:
+  bool ready_locked() const noexcept {
+    return state_->running == 0 || (any_finished_ && !state_->finished.empty());
+  }
+  group_state<T>* state_;
+  bool any_finished_;
+};
+
+}  // namespace detail
+
+template <class T = void>
+class task_group {
+ public:
+  using value_type = detail::group_value_t<T>;
+
+  explicit task_group(task_group_options options = {})
+      : state_(std::make_shared<detail::group_state<T>>(options)) {}
+  task_group(const task_group&) = delete;
+  task_group& operator=(const task_group&) = delete;
+  // Cancels the children still running; cannot wait for them (co_await
+  // close() first to wait). Their outcomes are discarded.
+  ~task_group() {
+    const std::lock_guard lock(state_->mutex);
+    if (state_->running != 0) {
+      state_->cancel_locked();
+    }
+  }
+
+  // Spawn a child on the current executor: a canopy::task<T>, a fiber
+  // (canopy::fiber(fn), <canopy/fiber.hpp>) whose fn returns T, or a callable
+  // taking a std::stop_token (the group's) or nothing and returning one of
+  // those. Inside a running task only (std::logic_error otherwise); spawn
+  // errors as canopy::spawn; std::logic_error after close();
+  // std::invalid_argument for an empty task.
+  template <class X>
+  void spawn(X&& child) {
+    using C = std::decay_t<X>;
+    check_open("spawn");
+    if constexpr (detail::is_task<C>::value) {
+      static_assert(std::is_same_v<C, task<T>>,
+                    "task_group<T>::spawn: the child must be a task<T>");
+      if (!child.valid()) {
+        throw std::invalid_argument("canopy::task_group::spawn: an empty task");
+      }
+    }
+    launch(C(std::forward<X>(child)));
+  }
+
+  // co_await group.next(): the next child to finish — its value (bool true
+  // for task_group<void>), or its exception rethrown; std::nullopt (false)
+  // once no child runs and every outcome was taken. Children cancelled by
+  // the group are not reported (cancelled() counts them).
+  auto next() -> task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
+    check_open("next");
+    co_await wait_on(detail::group_wait<T>(*state_, true));
+    std::optional<typename detail::group_state<T>::outcome> taken;
+    {
+      const std::lock_guard lock(state_->mutex);
+      if (!state_->finished.empty()) {
+        taken.emplace(std::move(state_->finished.front()));
+        state_->finished.pop_front();
+      }
+    }
+    if constexpr (std::is_void_v<T>) {
+      if (!taken) {
+        co_return false;
+      }
+      if (taken->error) {
+        std::rethrow_exception(taken->error);
+      }
+      co_return true;
+    } else {
+      if (!taken) {
+        co_return std::nullopt;
+      }
+      if (taken->error) {
+        std::rethrow_exception(taken->error);
+      }
+      co_return std::move(*taken->value);
+    }
+  }
+
+  // co_await group.wait_all(): wait until no child runs; the values not
+  // taken by next() in the order the children finished (nothing for
+  // task_group<void>). If some of them failed, the first failure is
+  // rethrown after all ended and the others go to failures().
+  auto wait_all() -> task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> {
+    check_open("wait_all");
+    co_await wait_on(detail::group_wait<T>(*state_, false));
+    std::vector<value_type> values = collect();
+    if constexpr (!std::is_void_v<T>) {
+      co_return values;
+    }
+  }
+
+  // co_await group.close(): cancel the children still running, wait until
+  // every one has ended, then rethrow the first failure not taken yet (the
+  // others go to failures()). After it, spawn, next and wait_all throw
+  // std::logic_error; a second close() returns at once.
+  task<void> close() {
+    if (closed_) {
+      co_return;
+    }
+    closed_ = true;
+    {
+      const std::lock_guard lock(state_->mutex);
+      state_->cancel_locked();
+    }
+    co_await wait_on(detail::group_wait<T>(*state_, false));
+    collect();
+  }
+
+  // Cancel the running children without waiting (close() waits). Any thread.
+  void cancel() noexcept {
+    const std::lock_guard lock(state_->mutex);
+    state_->cancel_locked();
+  }
+
+  // Requested by cancel(), close(), the destructor, and the first failure
+  // under cancel_on_failure. Nothing polls it for you: a child suspended in
+  // an await is destroyed by the cancel itself; code between awaits (a loop,
+  // a run_blocking fn it was handed to) reads it.
+  [[nodiscard]] std::stop_token stop_token() const noexcept { return state_->stop.get_token(); }
+
+  // Children spawned and not ended yet.
+  [[nodiscard]] std::size_t running() const {
+    const std::lock_guard lock(state_->mutex);
+    return state_->running;
+  }
+  // Children destroyed unfinished (cancelled by the group, or by shutdown).
+  [[nodiscard]] std::size_t cancelled() const {
+    const std::lock_guard lock(state_->mutex);
+    return state_->cancelled;
+  }
+  // The failures wait_all() and close() did not rethrow (in finishing order).
+  [[nodiscard]] const std::vector<std::exception_ptr>& failures() const noexcept {
+    return failures_;
+  }
+
+ private:
+  void check_open(const char* what) const {
+    if (closed_) {
+      throw std::logic_error(std::string("canopy::task_group::") + what + " after close()");
+    }
+  }
+
+  std::size_t reserve_slot() {
+    const std::lock_guard lock(state_->mutex);
+    if (!state_->free_slots.empty()) {
+      const std::size_t slot = state_->free_slots.back();
+      state_->free_slots.pop_back();
+      return slot;
+    }
+    state_->slots.emplace_back();
+    return state_->slots.size() - 1;
+  }
+
+  // Spawn the wrapper and record its handle. The wrapper may run (and end)
+  // on another worker before the handle is stored: it marks its slot ended
+  // then, and `running` was counted before the spawn.
+  template <class Child>
+  void launch(Child child) {
+    const std::size_t slot = reserve_slot();
+    {
+      const std::lock_guard lock(state_->mutex);
+      state_->slots[slot].ended = false;
+      ++state_->running;
+    }
+    task_handle<void> handle;
+    try {
+      handle = canopy::spawn(detail::group_child<T>(
+          std::move(child), detail::child_end<T>(state_, slot), state_->stop.get_token()));
+    } catch (...) {
+      // The wrapper's frame (or the argument) was destroyed here, and its
+      // child_end reported a cancelled child: a child that never was.
+      const std::lock_guard lock(state_->mutex);
+      if (state_->slots[slot].ended) {
+        --state_->cancelled;
+      } else {
+        --state_->running;
+      }
+      state_->free_slots.push_back(slot);
+      throw;
+    }
+    const std::lock_guard lock(state_->mutex);
+    auto& stored = state_->slots[slot];
+    if (stored.ended) {
+      handle.detach();  // ended already
+      state_->free_slots.push_back(slot);
+      return;
+    }
+    stored.handle = std::move(handle);
+    if (state_->stop.stop_requested()) {
+      stored.handle.cancel();  // spawned into a cancelled group
+    }
+  }
+
+  std::vector<value_type> collect() {
+    std::deque<typename detail::group_state<T>::outcome> taken;
+    {
+      const std::lock_guard lock(state_->mutex);
+      taken.swap(state_->finished);
+    }
+    std::vector<value_type> values;
+    std::exception_ptr first;
+    for (auto& each : taken) {
+      if (each.error) {
+        if (first) {
+          failures_.push_back(std::move(each.error));
+        } else {
+          first = std::move(each.error);
+        }
+      } else {
+        values.push_back(std::move(*each.value));
+      }
+    }
+    if (first) {
+      std::rethrow_exception(first);
+    }
+    return values;
+  }
+
+  std::shared_ptr<detail::group_state<T>> state_;
+  std::vector<std::exception_ptr> failures_;
+  bool closed_ = false;
+};
+
+}  // namespace canopy

@@ -1,0 +1,313 @@
+// run_blocking and the blocking pool (include/canopy/blocking.hpp): values and
+// exceptions in the coroutine and fiber forms, the worker stays free, the
+// pool's maximum (queueing) and queue bound (at_capacity), calls outside a
+// task, cancellation while fn runs (the shared call outlives the task),
+// shutdown with calls running and queued, idle threads exiting; over
+// executors of 1 and 2 workers.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <canopy/blocking.hpp>
+#include <canopy/fiber.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::blocking_pool;
+using canopy::blocking_pool_config;
+using canopy::executor;
+using canopy::task;
+using canopy::testing::config_with;
+using canopy::testing::destroy_flag;
+using canopy::testing::eventually;
+using canopy::testing::watchdog;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::size_t thread_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    ++count;
+  }
+  return count;
+}
+
+// Blocks its caller until opened (bounded: a test that never opens it fails
+// by its own checks, not by a hang).
+struct gate {
+  std::atomic<bool> open{false};
+  bool wait() const {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!open.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    return open.load();
+  }
+};
+
+blocking_pool_config small_pool(std::size_t threads, std::size_t queued = 0) {
+  blocking_pool_config config;
+  config.max_threads = threads;
+  config.max_queued = queued;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("run_blocking returns fn's value off the workers, in tasks and fibers") {
+  watchdog dog("run_blocking value", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    blocking_pool blocking(pool);
+    auto coroutine = [&]() -> task<int> {
+      const bool on_worker =
+          co_await canopy::run_blocking([] { return canopy::current_worker() != nullptr; });
+      CHECK_FALSE(on_worker);
+      co_return co_await canopy::run_blocking(
+          [](std::stop_token token) { return token.stop_requested() ? -1 : 42; });
+    };
+    CHECK(pool.spawn(coroutine()).get() == 42);
+    auto fiber = pool.spawn(canopy::fiber([] {
+      return canopy::this_fiber::run_blocking([] { return std::string("from a fiber"); });
+    }));
+    CHECK(fiber.get() == "from a fiber");
+    auto nothing = [&]() -> task<void> { co_await canopy::run_blocking([] {}); };
+    pool.spawn(nothing()).get();
+    CHECK(blocking.stats().completed == 4);
+  }
+}
+
+TEST_CASE("an exception from fn is rethrown at the await (task and fiber)") {
+  watchdog dog("run_blocking exception", 30);
+  executor pool(config_with(2));
+  blocking_pool blocking(pool);
+  auto coroutine = []() -> task<int> {
+    co_return co_await canopy::run_blocking([]() -> int { throw std::runtime_error("boom"); });
+  };
+  CHECK_THROWS_WITH_AS(pool.spawn(coroutine()).get(), "boom", std::runtime_error);
+  auto fiber = pool.spawn(canopy::fiber([] {
+    return canopy::this_fiber::run_blocking([]() -> int { throw std::out_of_range("fiber boom"); });
+  }));
+  CHECK_THROWS_AS(fiber.get(), std::out_of_range);
+}
+
+TEST_CASE("bad input: outside a task, an empty callable, an invalid config, a second pool") {
+  watchdog dog("run_blocking bad input", 30);
+  CHECK_THROWS_AS((void)canopy::run_blocking([] { return 1; }), std::logic_error);
+  CHECK_THROWS_AS(canopy::this_fiber::run_blocking([] { return 1; }), std::logic_error);
+  executor pool(config_with(1));
+  blocking_pool blocking(pool);
+  auto empty = []() -> task<int> {
+    co_return co_await canopy::run_blocking(std::function<int()>{});
+  };
+  CHECK_THROWS_AS(pool.spawn(empty()).get(), std::invalid_argument);
+  // A coroutine task calling the fiber form.
+  auto wrong_form = []() -> task<int> {
+    co_return canopy::this_fiber::run_blocking([] { return 1; });
+  };
+  CHECK_THROWS_AS(pool.spawn(wrong_form()).get(), std::logic_error);
+  CHECK_THROWS_AS(blocking_pool{pool}, std::logic_error);
+  executor other(config_with(1));
+  CHECK_THROWS_AS((blocking_pool{other, small_pool(0)}), std::invalid_argument);
+  blocking_pool_config zero_timeout;
+  zero_timeout.idle_timeout = 0ms;
+  CHECK_THROWS_AS((blocking_pool{other, zero_timeout}), std::invalid_argument);
+}
+
+TEST_CASE("the worker stays free while fn blocks (1 worker)") {
+  watchdog dog("run_blocking worker free", 30);
+  executor pool(config_with(1));
+  blocking_pool blocking(pool);
+  gate opened;
+  auto waiter = [&]() -> task<bool> {
+    co_return co_await canopy::run_blocking([&] { return opened.wait(); });
+  };
+  auto handle = pool.spawn(waiter());
+  // Runs on the only worker while fn blocks on a pool thread; it opens fn's gate.
+  auto opener = pool.spawn([&] { opened.open = true; });
+  opener.get();
+  CHECK(handle.get());
+}
+
+TEST_CASE("at the maximum calls queue in order; past max_queued: at_capacity") {
+  watchdog dog("run_blocking maximum", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    blocking_pool blocking(pool, small_pool(1, 2));
+    gate opened;
+    std::mutex order_mutex;
+    std::vector<int> order;
+    auto call = [&](int index) -> task<int> {
+      co_return co_await canopy::run_blocking([&, index] {
+        opened.wait();
+        const std::lock_guard lock(order_mutex);
+        order.push_back(index);
+        return index;
+      });
+    };
+    auto first = pool.spawn(call(0));
+    REQUIRE(eventually([&] { return blocking.stats().running == 1; }));
+    auto second = pool.spawn(call(1));
+    REQUIRE(eventually([&] { return blocking.stats().queued == 1; }));
+    auto third = pool.spawn(call(2));
+    REQUIRE(eventually([&] { return blocking.stats().queued == 2; }));
+    auto refused = pool.spawn(call(3));
+    try {
+      refused.get();
+      FAIL("a call past max_queued was accepted");
+    } catch (const std::system_error& error) {
+      CHECK(error.code() == canopy::errc::at_capacity);
+    }
+    CHECK(blocking.stats().threads == 1);
+    opened.open = true;
+    CHECK(first.get() == 0);
+    CHECK(second.get() == 1);
+    CHECK(third.get() == 2);
+    CHECK(order == std::vector<int>{0, 1, 2});
+  }
+}
+
+TEST_CASE("cancelling a task while fn runs: stop requested, late result dropped safely") {
+  watchdog dog("run_blocking cancel", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    blocking_pool blocking(pool, small_pool(1));
+    std::atomic<bool> started{false};
+    std::atomic<bool> saw_stop{false};
+    std::atomic<int> frames_destroyed{0};
+    gate release;
+    auto call = [&]() -> task<std::vector<int>> {
+      destroy_flag flag(frames_destroyed);
+      co_return co_await canopy::run_blocking([&](std::stop_token token) {
+        started = true;
+        while (!token.stop_requested() && !release.open.load()) {
+          std::this_thread::sleep_for(1ms);
+        }
+        saw_stop = token.stop_requested();
+        release.wait();
+        return std::vector<int>(1000, 7);  // written after its task is gone
+      });
+    };
+    auto handle = pool.spawn(call());
+    REQUIRE(eventually([&] { return started.load(); }));
+    // A second call queued behind it, whose task is cancelled too: never runs.
+    std::atomic<bool> queued_ran{false};
+    auto queued = [&]() -> task<int> {
+      co_return co_await canopy::run_blocking([&] {
+        queued_ran = true;
+        return 1;
+      });
+    };
+    auto queued_handle = pool.spawn(queued());
+    REQUIRE(eventually([&] { return blocking.stats().queued == 1; }));
+    CHECK(handle.cancel());
+    CHECK(queued_handle.cancel());
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    CHECK_THROWS_AS(queued_handle.get(), canopy::task_cancelled);
+    CHECK(frames_destroyed == 1);
+    REQUIRE(eventually([&] { return saw_stop.load(); }));
+    release.open = true;
+    REQUIRE(eventually([&] {
+      const auto stats = blocking.stats();
+      return stats.completed == 1 && stats.dropped == 1 && stats.running == 0;
+    }));
+    CHECK_FALSE(queued_ran);
+  }
+}
+
+TEST_CASE("shutdown: tasks cancelled, running calls waited for, queued calls dropped") {
+  watchdog dog("run_blocking shutdown", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    auto blocking = std::make_unique<blocking_pool>(pool, small_pool(1));
+    std::atomic<bool> running_ended{false};
+    std::atomic<bool> queued_ran{false};
+    std::atomic<bool> started{false};
+    auto running = [&]() -> task<int> {
+      co_return co_await canopy::run_blocking([&](std::stop_token token) {
+        started = true;
+        while (!token.stop_requested()) {
+          std::this_thread::sleep_for(1ms);
+        }
+        std::this_thread::sleep_for(20ms);  // still running when shutdown waits
+        running_ended = true;
+        return 1;
+      });
+    };
+    auto queued = [&]() -> task<int> {
+      co_return co_await canopy::run_blocking([&] {
+        queued_ran = true;
+        return 2;
+      });
+    };
+    auto first = pool.spawn(running());
+    REQUIRE(eventually([&] { return started.load(); }));
+    auto second = pool.spawn(queued());
+    REQUIRE(eventually([&] { return blocking->stats().queued == 1; }));
+    blocking->shutdown();  // the executor's shutdown first, then the pool's
+    CHECK(running_ended);  // waited for
+    CHECK_FALSE(queued_ran);
+    CHECK_THROWS_AS(first.get(), canopy::task_cancelled);
+    CHECK_THROWS_AS(second.get(), canopy::task_cancelled);
+    const auto stats = blocking->stats();
+    CHECK(stats.threads == 0);
+    CHECK(stats.completed == 1);
+    CHECK(stats.dropped == 1);
+    CHECK_THROWS_AS(pool.spawn([] {}), canopy::spawn_error);
+    blocking.reset();  // idempotent
+  }
+}
+
+TEST_CASE("idle threads exit after idle_timeout") {
+  watchdog dog("run_blocking idle exit", 30);
+  executor pool(config_with(2));
+  blocking_pool_config config = small_pool(8);
+  config.idle_timeout = 50ms;
+  blocking_pool blocking(pool, config);
+  const std::size_t before = thread_count();
+  std::atomic<int> arrived{0};
+  auto call = [&]() -> task<int> {
+    co_return co_await canopy::run_blocking([&] {
+      arrived.fetch_add(1);
+      // All four at once: four threads.
+      eventually([&] { return arrived.load() >= 4; });
+      return 1;
+    });
+  };
+  std::vector<canopy::task_handle<int>> handles;
+  for (int i = 0; i < 4; ++i) {
+    handles.push_back(pool.spawn(call()));
+  }
+  int sum = 0;
+  for (auto& handle : handles) {
+    sum += handle.get();
+  }
+  CHECK(sum == 4);
+  CHECK(blocking.stats().started == 4);
+  CHECK(eventually([&] { return blocking.stats().threads == 0; }));
+  CHECK(blocking.stats().exited == 4);
+  CHECK(eventually([&] { return thread_count() <= before; }));
+}
+
+TEST_CASE("an executor with no attached pool uses the process default") {
+  watchdog dog("run_blocking default pool", 30);
+  executor pool(config_with(1));
+  auto call = []() -> task<int> { co_return co_await canopy::run_blocking([] { return 5; }); };
+  CHECK(pool.spawn(call()).get() == 5);
+  CHECK(&blocking_pool::for_executor(pool.core()) == &blocking_pool::process_default());
+  CHECK(blocking_pool::process_default().stats().completed >= 1);
+}

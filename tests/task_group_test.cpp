@@ -1,0 +1,307 @@
+// task_group (include/canopy/task_group.hpp): children taken as they finish
+// (next) or all at once (wait_all), fiber children and a fiber owner,
+// every child's exception reported once, cancel-on-first-failure, close()
+// cancelling and waiting, the destructor's safety net, the stop token seen
+// by a blocking call, use after close and an empty task; over executors of
+// 1 and 2 workers.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <canopy/blocking.hpp>
+#include <canopy/fiber.hpp>
+#include <canopy/task_group.hpp>
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::task;
+using canopy::task_group;
+using canopy::testing::config_with;
+using canopy::testing::destroy_flag;
+using canopy::testing::eventually;
+using canopy::testing::watchdog;
+using namespace std::chrono_literals;
+
+namespace {
+
+task<int> value_after_yields(int value, int yields) {
+  for (int i = 0; i < yields; ++i) {
+    co_await canopy::yield_now();
+  }
+  co_return value;
+}
+
+task<int> fail_with(std::string message) {
+  co_await canopy::yield_now();
+  throw std::runtime_error(message);
+}
+
+// Suspended until cancelled (nobody sets the event); counts its start and
+// its destruction (a child cancelled before it started has neither).
+std::atomic<int> forever_started{0};
+task<int> wait_forever(canopy::async_event& never, std::atomic<int>& destroyed) {
+  forever_started.fetch_add(1);
+  destroy_flag flag(destroyed);
+  co_await never;
+  co_return -1;
+}
+
+// A child whose blocking call polls the group's stop token.
+task<int> poll_token_blocking(std::stop_token token, std::atomic<bool>& started,
+                              std::atomic<bool>& saw_stop) {
+  // A named callable, not a temporary inside the co_await expression: GCC 12
+  // destroys such a temporary's captures twice.
+  auto poll = [token, &started, &saw_stop] {
+    started = true;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!token.stop_requested() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    saw_stop = token.stop_requested();
+    return 0;
+  };
+  co_return co_await canopy::run_blocking(std::move(poll));
+}
+
+}  // namespace
+
+TEST_CASE("next() yields every child's value, then nullopt; wait_all the rest") {
+  watchdog dog("task_group next", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    auto owner = []() -> task<int> {
+      task_group<int> group;
+      for (int i = 1; i <= 10; ++i) {
+        group.spawn(value_after_yields(i, i % 3));
+      }
+      int sum = 0;
+      for (int taken = 0; taken < 4; ++taken) {
+        auto value = co_await group.next();
+        REQUIRE(value.has_value());
+        sum += *value;
+      }
+      const std::vector<int> rest = co_await group.wait_all();
+      CHECK(rest.size() == 6);
+      for (int value : rest) {
+        sum += value;
+      }
+      CHECK_FALSE((co_await group.next()).has_value());
+      co_await group.close();
+      co_return sum;
+    };
+    CHECK(pool.spawn(owner()).get() == 55);
+  }
+}
+
+TEST_CASE("fiber children, callables, and a fiber owning a group") {
+  watchdog dog("task_group fibers", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    auto owner = []() -> task<int> {
+      task_group<int> group;
+      group.spawn(canopy::fiber([] {
+        canopy::this_fiber::yield();
+        return 40;
+      }));
+      group.spawn([] { return value_after_yields(2, 1); });
+      const std::vector<int> values = co_await group.wait_all();
+      co_await group.close();
+      co_return values.size() == 2 ? values[0] + values[1] : -1;
+    };
+    CHECK(pool.spawn(owner()).get() == 42);
+    auto fiber_owner = pool.spawn(canopy::fiber([] {
+      task_group<void> group;
+      std::atomic<int> ran{0};
+      for (int i = 0; i < 5; ++i) {
+        group.spawn([&ran]() -> task<void> {
+          ran.fetch_add(1);
+          co_return;
+        });
+      }
+      int finished = 0;
+      while (canopy::this_fiber::await(group.next())) {
+        ++finished;
+      }
+      canopy::this_fiber::await(group.close());
+      return finished * 10 + ran.load();
+    }));
+    CHECK(fiber_owner.get() == 55);
+  }
+}
+
+TEST_CASE("no child's exception is lost: one rethrown, the others in failures()") {
+  watchdog dog("task_group failures", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    auto owner = []() -> task<std::set<std::string>> {
+      task_group<int> group;
+      for (int i = 0; i < 3; ++i) {
+        group.spawn(fail_with("failure " + std::to_string(i)));
+        group.spawn(value_after_yields(i, 2));
+      }
+      std::set<std::string> seen;
+      try {
+        (void)co_await group.wait_all();
+        FAIL("wait_all did not rethrow");
+      } catch (const std::runtime_error& error) {
+        seen.insert(error.what());
+      }
+      for (const std::exception_ptr& other : group.failures()) {
+        try {
+          std::rethrow_exception(other);
+        } catch (const std::runtime_error& error) {
+          seen.insert(error.what());
+        }
+      }
+      CHECK(group.running() == 0);
+      CHECK(group.cancelled() == 0);
+      co_await group.close();  // nothing left to rethrow
+      co_return seen;
+    };
+    const auto seen = pool.spawn(owner()).get();
+    CHECK(seen == std::set<std::string>{"failure 0", "failure 1", "failure 2"});
+  }
+}
+
+TEST_CASE("cancel_on_failure: the first failure cancels the others, and the token") {
+  watchdog dog("task_group first failure", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    canopy::async_event never;
+    std::atomic<int> destroyed{0};
+    forever_started = 0;
+    auto owner = [&]() -> task<bool> {
+      task_group<int> group({.cancel_on_failure = true});
+      for (int i = 0; i < 4; ++i) {
+        group.spawn(wait_forever(never, destroyed));
+      }
+      group.spawn(fail_with("first"));
+      bool rethrown = false;
+      try {
+        (void)co_await group.wait_all();
+      } catch (const std::runtime_error& error) {
+        rethrown = std::string(error.what()) == "first";
+      }
+      CHECK(group.cancelled() == 4);
+      CHECK(group.stop_token().stop_requested());
+      CHECK(group.failures().empty());
+      co_await group.close();
+      co_return rethrown;
+    };
+    CHECK(pool.spawn(owner()).get());
+    CHECK(destroyed == forever_started);
+  }
+}
+
+TEST_CASE("close() cancels the running children and waits for them") {
+  watchdog dog("task_group close", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    canopy::async_event never;
+    std::atomic<int> destroyed{0};
+    forever_started = 0;
+    auto owner = [&]() -> task<int> {
+      task_group<int> group;
+      for (int i = 0; i < 6; ++i) {
+        group.spawn(wait_forever(never, destroyed));
+      }
+      group.spawn(value_after_yields(1, 0));
+      CHECK(co_await group.next() == 1);
+      co_await group.close();
+      CHECK(destroyed == forever_started);  // all gone before close() returned
+      CHECK(group.running() == 0);
+      co_return static_cast<int>(group.cancelled());
+    };
+    CHECK(pool.spawn(owner()).get() == 6);
+  }
+}
+
+TEST_CASE("the destructor cancels children it cannot wait for") {
+  watchdog dog("task_group destructor", 30);
+  executor pool(config_with(2));
+  canopy::async_event never;
+  std::atomic<int> destroyed{0};
+  forever_started = 0;
+  auto owner = [&]() -> task<void> {
+    task_group<int> group;
+    for (int i = 0; i < 5; ++i) {
+      group.spawn(wait_forever(never, destroyed));
+    }
+    co_await canopy::yield_now();
+  };
+  pool.spawn(owner()).get();
+  // Those that started are destroyed; the others never run.
+  CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));
+  CHECK(destroyed == forever_started);
+}
+
+TEST_CASE("a child's stop token reaches its blocking call when the group cancels") {
+  watchdog dog("task_group stop token", 30);
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    canopy::blocking_pool blocking(pool);
+    std::atomic<bool> started{false};
+    std::atomic<bool> saw_group_stop{false};
+    auto owner = [&]() -> task<std::size_t> {
+      task_group<int> group;
+      group.spawn([&](std::stop_token token) {
+        return poll_token_blocking(std::move(token), started, saw_group_stop);
+      });
+      co_await canopy::run_blocking([&] { eventually([&] { return started.load(); }); });
+      co_await group.close();
+      co_return group.cancelled();
+    };
+    CHECK(pool.spawn(owner()).get() == 1);
+    CHECK(eventually([&] { return saw_group_stop.load(); }));
+  }
+}
+
+TEST_CASE("bad input: used after close, an empty task, spawn outside a task") {
+  watchdog dog("task_group bad input", 30);
+  executor pool(config_with(1));
+  auto owner = []() -> task<int> {
+    task_group<int> group;
+    int errors = 0;
+    try {
+      group.spawn(task<int>{});
+    } catch (const std::invalid_argument&) {
+      ++errors;
+    }
+    co_await group.close();
+    try {
+      group.spawn(value_after_yields(1, 0));
+    } catch (const std::logic_error&) {
+      ++errors;
+    }
+    try {
+      (void)co_await group.next();
+    } catch (const std::logic_error&) {
+      ++errors;
+    }
+    try {
+      (void)co_await group.wait_all();
+    } catch (const std::logic_error&) {
+      ++errors;
+    }
+    co_await group.close();  // a second close returns at once
+    co_return errors;
+  };
+  CHECK(pool.spawn(owner()).get() == 4);
+  task_group<int> outside;
+  CHECK_THROWS_AS(outside.spawn(value_after_yields(1, 0)), std::logic_error);
+  CHECK(outside.running() == 0);
+}
