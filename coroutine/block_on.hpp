@@ -25,7 +25,7 @@ T block_on(executor& pool, task<T> work) {
                             "canopy::block_on() on a worker thread would block it; "
                             "co_await the task instead");
   }
-  return pool.spawn(std::move(work)).join();
+  return pool.spawn(std::move(work)).get();
 }
 
 }  // namespace canopy

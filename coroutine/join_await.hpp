@@ -3,12 +3,12 @@
 // (task_cancelled if it was destroyed without completing).
 //
 //   auto child = canopy::spawn(work());
-//   int value = co_await child;             // consumes the handle, like join()
+//   int value = co_await child;             // consumes the handle, like get()
 //   int other = co_await canopy::spawn(more());
 //
 // Mechanism: a coroutine registers its task id (set_waiting_task) and the
 // child's completion schedules it; a fiber registers wait_link::fire
-// (join_wait below). If the child is already done, registration says so and
+// (wait/join_wait.hpp). If the child is already done, registration says so and
 // nothing suspends.
 // A handle may be awaited once.
 #pragma once
@@ -55,7 +55,7 @@ struct join_wait {
   // suspended child is destroyed now and its end fires the link (the
   // caller destroys the awaiting task, so it holds the handle whose fields
   // cancel_and_wake reads); another executor's child is only asked, as
-  // join_all does: nothing here may reach into that executor.
+  // await_all does: nothing here may reach into that executor.
   static bool disarm(wait_link& link) noexcept {
     auto* const state = static_cast<join_state<T>*>(link.source);
     if (state->has_task_on(link.core)) {
@@ -100,7 +100,7 @@ template <class T>
 //
 // Handle is join_handle<T>& (co_await on an lvalue handle: borrowed) or
 // join_handle<T> (on an rvalue: moved into the awaiter); either way the
-// handle is consumed, like join(). The awaiter keeps the state pointer (read
+// handle is consumed, like get(). The awaiter keeps the state pointer (read
 // at every step), a taken-over child's frame until it ends, and, for a
 // handle of another executor only, the link.
 template <class T, class Handle = join_handle<T>&>

@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   for (auto& handle : handles) {
-    handle.join();
+    handle.get();
   }
   pool.shutdown();
 

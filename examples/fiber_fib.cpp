@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   }
   canopy::executor pool;
   const auto start = std::chrono::steady_clock::now();
-  const long value = pool.spawn(canopy::fiber([n] { return fib(n); }, stack_bytes)).join();
+  const long value = pool.spawn(canopy::fiber([n] { return fib(n); }, stack_bytes)).get();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const canopy::stack_pool_stats stacks = canopy::stack_pool::stats();

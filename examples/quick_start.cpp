@@ -14,7 +14,7 @@ int main() {
   long value = canopy::block_on(pool, fib(30));   // 832040; from a non-worker thread
 
   auto handle = pool.spawn([] { return 6 * 7; }); // plain callables are tasks too
-  int answer = handle.join();                      // 42, or rethrows
+  int answer = handle.get();                      // 42, or rethrows
 
   pool.shutdown();                            // drain, join the workers (also in ~executor)
   return value == 832040 && answer == 42 ? 0 : 1;

@@ -47,7 +47,7 @@ class spawn_error : public std::system_error {
   explicit spawn_error(spawn_status status) : spawn_error(static_cast<errc>(status)) {}
 };
 
-// Thrown by join() when the task was destroyed without completing.
+// Thrown by get() when the task was destroyed without completing.
 class task_cancelled : public std::system_error {
  public:
   task_cancelled() : std::system_error(make_error_code(errc::cancelled)) {}

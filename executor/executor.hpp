@@ -2,7 +2,7 @@
 //
 //   canopy::executor pool;                       // one worker per hardware thread
 //   auto answer = pool.spawn([] { return 42; }); // from any thread
-//   int value = answer.join();                   // 42, or rethrows
+//   int value = answer.get();                   // 42, or rethrows
 //
 // Thread-safety: every member may be called from any thread, including from
 // inside tasks, except shutdown() and the destructor, which must not run on
@@ -24,7 +24,7 @@
 // the pool's tasks as one more worker. One host thread at a time (another
 // caller gets errc::host_busy); all run functions return 0 once shutdown()
 // began, and shutdown() then runs the pinned tasks itself (drain policy).
-// With worker_count = 0, join()/wait_for() on a handle (and canopy::join)
+// With worker_count = 0, get()/wait_for() on a handle (and canopy::join)
 // from another thread drive the executor themselves while they wait: they
 // borrow the host role when it is free. Meanwhile run_once and
 // run_until_idle return 0 (the joiner runs what is ready), and run_for,
@@ -40,7 +40,7 @@
 //     and returns the error code. capacity() and stats().live_tasks
 //     tell how full the executor is.
 //   * An invalid executor_config throws std::invalid_argument naming the field.
-//   * A task's exception travels to join(); for detached tasks — spawned with
+//   * A task's exception travels to get(); for detached tasks — spawned with
 //     spawn_detached, or whose handle was dropped or detach()ed before the
 //     task ended, whatever its kind — it goes to
 //     executor_config::on_detached_exception.

@@ -194,7 +194,7 @@ class executor_core final : private sleep_probe {
   // The host role (embed/host_runner.hpp): executor::run_once/.../run and
   // notify_fd go there.
   [[nodiscard]] detail::host_runner& host() noexcept { return *host_; }
-  // join()/wait_for() on a handle of this executor, or canopy::join, from a
+  // get()/wait_for() on a handle of this executor, or canopy::join, from a
   // thread that is not one of its workers: with no owned workers nobody
   // else would run the tasks, so the joiner takes the host role and runs
   // tasks until ready(context) holds, the deadline passes (steady-clock ns,

@@ -2,16 +2,16 @@
 // coroutine or a fiber: every kind's handle is, or converts to, this type).
 //
 // Contract:
-//   * join() blocks the calling thread until the task ends, then returns its
+//   * get() blocks the calling thread until the task ends, then returns its
 //     value, rethrows its exception, or throws canopy::task_cancelled if it
 //     was destroyed without completing. Call it from a thread that is not a
 //     worker of any canopy executor: on a worker thread it throws
 //     std::system_error with errc::worker_thread instead of blocking that
 //     worker (inside a task, co_await the handle or this_fiber::await it).
-//   * wait_for(duration) / wait_until(time_point) block like join() but at
+//   * wait_for(duration) / wait_until(time_point) block like get() but at
 //     most until the deadline, and return whether the task has ended (then
-//     join() returns at once). Same thread rule as join().
-//   * On an executor with no owned workers (worker_count = 0), join() and
+//     get() returns at once). Same thread rule as get().
+//   * On an executor with no owned workers (worker_count = 0), get() and
 //     wait_*() run the executor's tasks on the calling thread while they
 //     wait, as run_for() would (unless another thread is running it then:
 //     they just wait for that one).
@@ -21,7 +21,7 @@
 //     suspended coroutine's frame is destroyed (its destructors run), a
 //     suspended fiber's stack is unwound; a running task is destroyed at its
 //     next suspension point (a plain callable that already started runs to
-//     its end). join() then throws task_cancelled. Returns true if the request
+//     its end). get() then throws task_cancelled. Returns true if the request
 //     came before the task completed.
 //   * Dropping (destroying) a handle, or detach(), detaches the task: it still
 //     runs; its result is discarded. If it then ends with an exception, the
@@ -30,7 +30,7 @@
 //     up). (A handle dropped after the task ended discards what it holds,
 //     exception included.)
 // A handle is move-only and used by one thread at a time. It may outlive its
-// executor: after the executor's shutdown every task has ended, so join()
+// executor: after the executor's shutdown every task has ended, so get()
 // returns or throws at once.
 #pragma once
 
@@ -71,8 +71,8 @@ class join_handle {
   [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
   [[nodiscard]] bool ready() const noexcept { return state_ != nullptr && state_->ready(); }
 
-  T join() {
-    check_blocking_allowed("join()");
+  T get() {
+    check_blocking_allowed("get()");
     state_->wait_blocking();
     join_state<T>* state = std::exchange(state_, nullptr);
     struct release_on_exit {

@@ -4,7 +4,7 @@
 //     canopy::this_fiber::yield();
 //     return canopy::this_fiber::await(canopy::spawn(canopy::fiber([] { return 41; }))) + 1;
 //   }));
-//   int value = handle.join();   // 42
+//   int value = handle.get();   // 42
 //
 // A fiber is a task whose body switches to a boost::context::fiber with its
 // own stack (fiber/stack_pool.hpp: pooled, guard page below while the
@@ -274,7 +274,7 @@ requires std::is_invocable_v < std::decay_t<Fn>
 // forms below). Returns its task_handle (a join_handle). Throws
 // std::invalid_argument (stack_size 0 or above 1 GiB), std::bad_alloc, or
 // what fn's constructor throws; spawn errors as for every task kind. If no
-// stack can be had when the fiber first runs, join() rethrows
+// stack can be had when the fiber first runs, get() rethrows
 // std::bad_alloc. A detached fiber's exception, if any, goes to the
 // executor's on_detached_exception handler (as for every task detached
 // before it ends).

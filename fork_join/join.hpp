@@ -206,7 +206,7 @@ class fork_join {
       job.fn = &std::get<I>(fns_);
       job.outcome = &std::get<I>(outcomes_);
       job.countdown = &countdown;
-      if (core.joins_of(self->index).offer_job(*self, job)) {
+      if (core.joins_of(self->index).offer_job(core, *self, job)) {
         in_deque_[I] = true;
         first_offered = I;
         return;

@@ -482,7 +482,7 @@ struct held_handle {
   task_handle<int> task;   // coroutines and fibers
   join_handle<int> plain;  // callables
 
-  int join() { return task.valid() ? task.join() : plain.join(); }
+  int join() { return task.valid() ? task.get() : plain.get(); }
   void cancel() { static_cast<void>(task.valid() ? task.cancel() : plain.cancel()); }
   void detach() { task.valid() ? task.detach() : plain.detach(); }
 };

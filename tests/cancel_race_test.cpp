@@ -120,7 +120,7 @@ class end_counter {
 template <class Handle>
 int outcome_of(Handle& handle, int expected) {
   try {
-    const int value = handle.join();
+    const int value = handle.get();
     CHECK(value == expected);
     return 1;
   } catch (const canopy::task_cancelled&) {
@@ -322,7 +322,7 @@ TEST_CASE("with_timeout: on timeout the child is destroyed before the result, it
     REQUIRE(reached(waiting));
     REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 2; }));
     parent.cancel();
-    CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(parent.get(), canopy::task_cancelled);
     CHECK(canopy::testing::eventually([&] { return destroyed.load() == 1; }));
     CHECK(canopy::testing::eventually([&] { return timers.queue().pending() == 0; }));
   }
@@ -615,7 +615,7 @@ TEST_CASE("a cancelled task awaiting when_all cancels every child not joined yet
     REQUIRE(reached(waiting));
     std::this_thread::sleep_for(2ms);  // let the children reach their waits (not required)
     parent.cancel();
-    CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(parent.get(), canopy::task_cancelled);
   }
   SUBCASE("vector form") {
     auto parent = pool.spawn([](auto make, canopy::async_event& gate, std::atomic<int>& count,
@@ -631,7 +631,7 @@ TEST_CASE("a cancelled task awaiting when_all cancels every child not joined yet
     REQUIRE(reached(waiting));
     std::this_thread::sleep_for(2ms);
     parent.cancel();
-    CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(parent.get(), canopy::task_cancelled);
   }
   CHECK(canopy::testing::eventually([&] { return children.load() == 3; }));
   pool.shutdown();

@@ -85,7 +85,7 @@ TEST_CASE("try_spawn never blocks, for every task kind: at_capacity, shut_down; 
   CHECK(full_callable.error == canopy::errc::at_capacity);
   release.set();
   for (auto& handle : waiting) {
-    handle.join();
+    handle.get();
   }
   CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));
 
@@ -96,7 +96,7 @@ TEST_CASE("try_spawn never blocks, for every task kind: at_capacity, shut_down; 
   CHECK(canopy::block_on(pool, inside()));
   auto fiber = pool.try_spawn(canopy::fiber([] { return 9; }));
   REQUIRE(fiber);
-  CHECK(fiber.handle.join() == 9);
+  CHECK(fiber.handle.get() == 9);
   pool.shutdown();
   CHECK(pool.try_spawn(wait_on_event(release)).error == canopy::errc::shut_down);
   CHECK(pool.try_spawn(canopy::fiber([] { return 1; })).error == canopy::errc::shut_down);

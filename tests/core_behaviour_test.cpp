@@ -72,31 +72,31 @@ TEST_CASE_TEMPLATE("spawn and join: callables, coroutines and their children, fi
   }
   long sum = 0;
   for (auto& handle : callables) {
-    sum += handle.join();
+    sum += handle.get();
   }
   CHECK(sum == 199L * 200L / 2);
   CHECK_THROWS_WITH_AS(
-      pool.spawn([]() -> int { throw std::runtime_error("callable failed"); }).join(),
+      pool.spawn([]() -> int { throw std::runtime_error("callable failed"); }).get(),
       "callable failed", std::runtime_error);
 
   // A coroutine that spawns children and awaits them.
-  CHECK(pool.spawn(fib(12)).join() == 144);
+  CHECK(pool.spawn(fib(12)).get() == 144);
   auto failing = [&]() -> task<int> {
     co_await canopy::yield_now();
     throw std::runtime_error("coroutine failed");
   };
-  CHECK_THROWS_WITH_AS(pool.spawn(failing()).join(), "coroutine failed", std::runtime_error);
+  CHECK_THROWS_WITH_AS(pool.spawn(failing()).get(), "coroutine failed", std::runtime_error);
 
   auto fiber = pool.spawn(canopy::fiber([] {
     canopy::this_fiber::yield();
     return 5;
   }));
-  CHECK(fiber.join() == 5);
+  CHECK(fiber.get() == 5);
 
   if (workers_t::value == 0) {
     // Host-driven: the joiner ran them, on this thread.
     const auto here = std::this_thread::get_id();
-    CHECK(pool.spawn([] { return std::this_thread::get_id(); }).join() == here);
+    CHECK(pool.spawn([] { return std::this_thread::get_id(); }).get() == here);
     CHECK(pool.stats().host.tasks_run > 0);
   }
   CHECK(settles(pool, [&] { return pool.stats().live_tasks == 0; }));
@@ -121,14 +121,14 @@ TEST_CASE_TEMPLATE("a coroutine woken through current_waker() from another threa
   };
   auto handle = pool.spawn(parker());
   std::atomic<bool> woke{false};
-  // With 0 workers the task first runs inside join() below: the waker's
+  // With 0 workers the task first runs inside get() below: the waker's
   // thread waits for it (bounded) and wakes it while the joiner waits.
   std::thread waker_thread([&] {
     const bool seen = eventually([&] { return published.load(); });
     flag.store(true);
     woke.store(seen && stored.wake());
   });
-  CHECK(handle.join() >= 1);
+  CHECK(handle.get() >= 1);
   waker_thread.join();
   CHECK(woke.load());
   // The task is over: its waker goes stale (at once, or once the worker has
@@ -166,7 +166,7 @@ TEST_CASE_TEMPLATE("shutdown destroys suspended coroutines and fibers; handles s
   pool.shutdown();
   CHECK(destroyed.load() == coroutines + fibers);
   for (auto& handle : handles) {
-    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
   }
   CHECK(pool.stats().dropped_tasks == coroutines + fibers);
   CHECK(pool.stats().live_tasks == 0);
@@ -196,11 +196,11 @@ TEST_CASE_TEMPLATE("cancel destroys a suspended coroutine or fiber at once", wor
   REQUIRE(settles(pool, [&] { return started.load() == 2; }));
   CHECK(coroutine.cancel());
   CHECK(fiber.cancel());
-  CHECK_THROWS_AS(coroutine.join(), canopy::task_cancelled);
-  CHECK_THROWS_AS(fiber.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(coroutine.get(), canopy::task_cancelled);
+  CHECK_THROWS_AS(fiber.get(), canopy::task_cancelled);
   CHECK(settles(pool, [&] { return destroyed.load() == 2; }));
   CHECK(settles(pool, [&] { return pool.stats().live_tasks == 0; }));
   CHECK_FALSE(never.is_set());  // nothing but the cancel ended them
   // The executor goes on: a new task runs and joins.
-  CHECK(pool.spawn([] { return 3; }).join() == 3);
+  CHECK(pool.spawn([] { return 3; }).get() == 3);
 }

@@ -42,7 +42,7 @@ TEST_CASE("cancel() through the join_handle base wakes a suspended coroutine, wh
   CHECK(as_base.cancel());
   // Before issue 19: only a flag, the task stayed suspended until shutdown.
   CHECK(eventually([&] { return destroyed.load() == 1; }));
-  CHECK_THROWS_AS(as_base.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(as_base.get(), canopy::task_cancelled);
 }
 
 TEST_CASE("cancelling a parent cancels the child it awaits, even one waiting on an event") {
@@ -64,7 +64,7 @@ TEST_CASE("cancelling a parent cancels the child it awaits, even one waiting on 
   REQUIRE(eventually([&] { return child_waiting.load(); }));
   std::this_thread::sleep_for(10ms);
   CHECK(handle.cancel());
-  CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
   // Before issue 19: the child stayed suspended, holding its slot, until shutdown.
   CHECK(eventually([&] { return destroyed.load() == 2; }));
   CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));

@@ -63,11 +63,11 @@ TEST_CASE_TEMPLATE_DEFINE("spawn a task and join its value on every pool size", 
   }
   long sum = 0;
   for (auto& handle : handles) {
-    sum += handle.join();
+    sum += handle.get();
   }
   CHECK(sum == 999L * 1000L / 2);
   canopy::join_handle<void> plain = pool.spawn(nothing());  // converts to a plain join_handle
-  plain.join();
+  plain.get();
   CHECK_FALSE(plain.valid());
   CHECK(canopy::block_on(pool, fib(15)) == 610);
 }
@@ -131,7 +131,7 @@ TEST_CASE("exceptions propagate through spawned and inline awaits to join") {
     co_return value;
   };
   auto handle = pool.spawn(top());
-  CHECK_THROWS_WITH_AS(handle.join(), "deep failure", std::runtime_error);
+  CHECK_THROWS_WITH_AS(handle.get(), "deep failure", std::runtime_error);
 
   // Caught inside a task, the exception is an ordinary value again.
   auto catcher = [&]() -> task<std::string> {
@@ -208,7 +208,7 @@ TEST_CASE("an inline-awaited task frees its own frame: result, exception, cancel
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(destroyed.load() == 0);
   CHECK(handle.cancel());
-  CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
   // The child's parameter, and in the outer frame the argument temporary
   // and the flag.
   CHECK(destroyed.load() == 3);
@@ -219,7 +219,7 @@ TEST_CASE("co_await on a join handle of a callable task, moved or borrowed") {
   executor pool(config_with(2));
   auto body = [&]() -> task<int> {
     auto first = pool.spawn([] { return 40; });
-    const int a = co_await first;  // borrowed: consumed like join()
+    const int a = co_await first;  // borrowed: consumed like get()
     CHECK_FALSE(first.valid());
     const int b = co_await pool.spawn([] { return 2; });  // a temporary
     auto third = pool.spawn([] { return 0; });
@@ -238,7 +238,7 @@ TEST_CASE("awaiting a callable task that has not started runs it at the join") {
     co_return co_await child;
   };
   const std::uint64_t before = runs();
-  CHECK(pool.spawn(parent()).join() == 7);
+  CHECK(pool.spawn(parent()).get() == 7);
   REQUIRE(eventually([&] { return pool.stats().sleeping_workers == 1; }));
   // The parent's one run and the child's, nested in it. Had the parent
   // suspended on the child, it would have run a second time.
@@ -267,9 +267,9 @@ TEST_CASE("awaiting a pending task of another executor waits for it there") {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   opened.store(true);
   closed.open();
-  CHECK(parent.join());  // the child ran on `other`, after its gate opened
+  CHECK(parent.get());  // the child ran on `other`, after its gate opened
   for (auto& filler : fillers) {
-    filler.join();
+    filler.get();
   }
 }
 
@@ -298,8 +298,8 @@ TEST_CASE("yield_now ends the run as yielded and lets other ready tasks run") {
     a = pool.spawn(writer('A'));
     b = pool.spawn(writer('B'));
   }
-  a.join();
-  b.join();
+  a.get();
+  b.get();
   std::uint64_t yields_after = 0;
   for (const auto& worker : pool.stats().workers) {
     yields_after += worker.yields;
@@ -365,7 +365,7 @@ TEST_CASE("block_on on a worker thread is an error, not a deadlock; spawn outsid
       return error.code() == canopy::errc::worker_thread ? -1 : -2;
     }
   });
-  CHECK(result.join() == -1);
+  CHECK(result.get() == -1);
   CHECK_THROWS_AS(canopy::spawn(constant(1)), std::logic_error);
   CHECK_THROWS_AS(canopy::current_waker(), std::logic_error);
 }
@@ -385,12 +385,12 @@ TEST_CASE("async_event: waiters suspend without a worker and all resume on set")
     handles.push_back(pool.spawn(waiter()));
   }
   // One worker, 100 waiting tasks: a callable still runs, so none holds it.
-  CHECK(pool.spawn([] { return 7; }).join() == 7);
+  CHECK(pool.spawn([] { return 7; }).get() == 7);
   CHECK(resumed.load() == 0);
   ready.set();
   int total = 0;
   for (auto& handle : handles) {
-    total += handle.join();
+    total += handle.get();
   }
   CHECK(total == 100);
   CHECK(resumed.load() == 100);
@@ -457,7 +457,7 @@ TEST_CASE("one million pending coroutine tasks fit; bytes per pending task") {
   release.set();
   long sum = 0;
   for (auto& handle : handles) {
-    sum += handle.join();
+    sum += handle.get();
   }
   CHECK(sum == count * (count - 1) / 2);
 }
@@ -491,10 +491,10 @@ TEST_CASE("wakers: wake from a foreign thread; stale after the task ends") {
     CHECK(stored.wake());
   });
   foreign.join();
-  CHECK(handle.join() >= 1);
+  CHECK(handle.get() >= 1);
 
   // The waker outlives its task: waking is a no-op, and a new task in the
-  // same slot (newer generation) is not woken by it. join() can return a
+  // same slot (newer generation) is not woken by it. get() can return a
   // moment before the worker retires the slot (waker.hpp), so the wake turns
   // stale eventually, not necessarily at once; until then it is absorbed.
   CHECK(eventually([&] { return !stored.wake(); }));
@@ -539,7 +539,7 @@ TEST_CASE("wakers: wake from a foreign thread; stale after the task ends") {
     }
   }
   for (auto& sleeper : sleepers) {
-    CHECK(sleeper.join() == 0);
+    CHECK(sleeper.get() == 0);
   }
 }
 
@@ -570,7 +570,7 @@ TEST_CASE("a wake while the task runs reschedules it exactly once after the run"
   REQUIRE(published.load());
   finish.store(true);
   CHECK(self.wake());
-  handle.join();
+  handle.get();
   CHECK(resumes.load() == 2);
 }
 
@@ -628,7 +628,7 @@ TEST_CASE("race: wake vs. suspend, join completion vs. await, event set vs. wait
     producer.join();
   }
   for (auto& handle : consumers) {
-    CHECK(handle.join() > 0);
+    CHECK(handle.get() > 0);
   }
 
   // 2. Child completion vs. the parent's await: 300,000 spawn + co_await.
@@ -642,7 +642,7 @@ TEST_CASE("race: wake vs. suspend, join completion vs. await, event set vs. wait
   };
   auto join_a = pool.spawn(joiner(joins / 2));
   auto join_b = pool.spawn(joiner(joins - joins / 2));
-  CHECK(join_a.join() + join_b.join() == joins);
+  CHECK(join_a.get() + join_b.get() == joins);
 
   // 3. Event set (foreign thread) vs. a task arming its wait: 200,000 events.
   const long event_count = 200'000 / divisor;
@@ -662,7 +662,7 @@ TEST_CASE("race: wake vs. suspend, join completion vs. await, event set vs. wait
     }
   });
   setter.join();
-  CHECK(event_task.join() == event_count);
+  CHECK(event_task.get() == event_count);
 }
 
 TEST_CASE("cancel: before start it never runs; while suspended its frame is destroyed") {
@@ -681,7 +681,7 @@ TEST_CASE("cancel: before start it never runs; while suspended its frame is dest
     auto victim = pool.spawn(body());
     CHECK(victim.cancel());
     busy.open();
-    CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(victim.get(), canopy::task_cancelled);
     CHECK(ran.load() == 0);
   }
 
@@ -696,7 +696,7 @@ TEST_CASE("cancel: before start it never runs; while suspended its frame is dest
   auto suspended = pool.spawn(on_event());
   REQUIRE(eventually([&] { return ran.load() == 1; }));
   CHECK(suspended.cancel());
-  CHECK_THROWS_AS(suspended.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(suspended.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 1);
 
   // Suspended on a child's join handle: the child is asked to cancel and
@@ -723,17 +723,17 @@ TEST_CASE("cancel: before start it never runs; while suspended its frame is dest
   REQUIRE(eventually([&] { return child_waiting.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(waiting.cancel());
-  CHECK_THROWS_AS(waiting.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(waiting.get(), canopy::task_cancelled);
   child_gate.set();  // the child wakes, sees the cancel request, is destroyed
   CHECK(eventually([&] { return destroyed.load() == 2 && child_destroyed.load() == 1; }));
 
   // Cancel after completion: nothing to do.
   auto done = pool.spawn(constant(3));
-  CHECK(done.join() == 3);
+  CHECK(done.get() == 3);
   auto done_again = pool.spawn(constant(4));
   REQUIRE(eventually([&] { return done_again.ready(); }));
   CHECK_FALSE(done_again.cancel());
-  CHECK(done_again.join() == 4);
+  CHECK(done_again.get() == 4);
 }
 
 TEST_CASE("dropping a handle detaches: the task still runs to its end") {
@@ -804,7 +804,7 @@ TEST_CASE("shutdown destroys suspended coroutine tasks, running their destructor
   CHECK(stolen_leaves <= 200);
   CHECK(dropped == 300 + static_cast<std::uint64_t>(stolen_leaves));
   for (auto& handle : handles) {
-    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
   }
 }
 
@@ -902,7 +902,7 @@ TEST_CASE("composing Canopy's awaitables in a user awaiter (marker) and in a cor
   REQUIRE(canopy::testing::eventually([&] { return waiting.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(2));  // most likely suspended by now
   source.set();
-  const int result = handle.join();
+  const int result = handle.get();
   // The yield always suspends; the wait suspends unless set() came first.
   CHECK((result == 207 || result == 107));
   latch_source second;

@@ -89,7 +89,7 @@ TEST_CASE("a custom wait source works for tasks and fibers; one disarm per arm, 
   REQUIRE(eventually([&] { return for_task.armed(); }));
   CHECK_FALSE(task_handle.wait_for(20ms));
   for_task.set();
-  CHECK(task_handle.join() == 99);
+  CHECK(task_handle.get() == 99);
   CHECK(for_task.arms.load() == 1);
   CHECK(for_task.disarms.load() == 1);
 
@@ -100,7 +100,7 @@ TEST_CASE("a custom wait source works for tasks and fibers; one disarm per arm, 
   }));
   REQUIRE(eventually([&] { return for_fiber.armed(); }));
   for_fiber.set();
-  CHECK(fiber_handle.join() == 99);
+  CHECK(fiber_handle.get() == 99);
   CHECK(for_fiber.disarms.load() == for_fiber.arms.load());
 
   flag_setter already;
@@ -109,7 +109,7 @@ TEST_CASE("a custom wait source works for tasks and fibers; one disarm per arm, 
     flag_source source = already.source();
     co_return co_await canopy::wait_on(source);
   };
-  CHECK(pool.spawn(ready_task()).join() == 99);
+  CHECK(pool.spawn(ready_task()).get() == 99);
   CHECK(already.arms.load() == 0);
   CHECK(already.disarms.load() == 0);
 }
@@ -127,7 +127,7 @@ TEST_CASE("cancelling a task or fiber in a custom wait destroys it and disarms t
   auto task_handle = pool.spawn(waiting_task());
   REQUIRE(eventually([&] { return for_task.armed(); }));
   CHECK(task_handle.cancel());
-  CHECK_THROWS_AS(task_handle.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(task_handle.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 1);
   CHECK(for_task.disarms.load() == 1);
   CHECK_FALSE(for_task.armed());
@@ -141,7 +141,7 @@ TEST_CASE("cancelling a task or fiber in a custom wait destroys it and disarms t
   REQUIRE(eventually([&] { return for_fiber.armed(); }));
   canopy::join_handle<int> as_base = std::move(fiber_handle);
   CHECK(as_base.cancel());
-  CHECK_THROWS_AS(as_base.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(as_base.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 2);
   CHECK(for_fiber.disarms.load() == 1);
 }

@@ -128,7 +128,7 @@ TEST_CASE("zero workers: a task spawned by a task, and a coroutine's wake, all r
   CHECK(readable(pool.notify_fd()));
   CHECK(pool.run_until_idle() >= 1);  // the child runs at the join, nested in its parent
   REQUIRE(handle.ready());
-  CHECK(handle.join() == 21);
+  CHECK(handle.get() == 21);
 }
 
 TEST_CASE("zero workers: run_for sleeps on the descriptor until another thread spawns") {
@@ -172,13 +172,13 @@ TEST_CASE("zero workers: join() and wait_for() run the executor on the joining t
   watchdog guard("zero workers join", 30);
   executor pool(pool_of(0));
   const long host = thread_id();
-  // A task that spawns and awaits a child: join() must run both here.
+  // A task that spawns and awaits a child: get() must run both here.
   auto parent = [&]() -> task<long> {
     auto child = canopy::spawn([]() -> task<long> { co_return thread_id(); }());
     co_return co_await child;
   };
   auto handle = pool.spawn(parent());
-  CHECK(handle.join() == host);
+  CHECK(handle.get() == host);
   CHECK(pool.stats().host.tasks_run >= 2);
 
   // wait_for on a task that waits for an event nobody sets: runs what is
@@ -197,11 +197,11 @@ TEST_CASE("zero workers: join() and wait_for() run the executor on the joining t
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     never.set();
   });
-  sleeper.join();
+  sleeper.get();
   setter.join();
 
   // Another thread drives the executor at the same time: whichever holds
-  // the host role runs the task, and join() returns either way.
+  // the host role runs the task, and get() returns either way.
   auto plain = pool.spawn([] { return 7; });
   std::atomic<bool> host_done{false};
   std::thread other_host([&] {
@@ -209,7 +209,7 @@ TEST_CASE("zero workers: join() and wait_for() run the executor on the joining t
       pool.run_for(std::chrono::milliseconds(1));
     }
   });
-  CHECK(plain.join() == 7);
+  CHECK(plain.get() == 7);
   host_done.store(true);
   other_host.join();
 }
@@ -248,7 +248,7 @@ TEST_CASE("zero workers: a run function waits while join() on another thread dri
     }
     go.set();
   });
-  CHECK(handle.join() == 5);
+  CHECK(handle.get() == 5);
   loop.join();
   CHECK_FALSE(threw);
   CHECK(once == 0);
@@ -281,12 +281,12 @@ TEST_CASE("zero workers: a joiner whose task is left when another joiner stops d
   auto b = pool.spawn(waiter(b_go, 2));
   std::atomic<bool> a_joined{false};
   std::thread joiner_a([&] {
-    CHECK(a.join() == 1);
+    CHECK(a.get() == 1);
     a_joined.store(true);
   });
   REQUIRE(eventually([&] { return started.load() == 2; }));  // A drives: it ran both
   std::atomic<int> b_value{0};
-  std::thread joiner_b([&] { b_value.store(b.join()); });
+  std::thread joiner_b([&] { b_value.store(b.get()); });
   std::this_thread::sleep_for(5ms);  // B is in join() (it waits with the role held by A)
   a_go.set();
   REQUIRE(eventually([&] { return a_joined.load(); }));
@@ -397,7 +397,7 @@ TEST_CASE("run functions: errors name the problem") {
       }
       return std::error_code();
     });
-    CHECK(code.join() == canopy::errc::worker_thread);
+    CHECK(code.get() == canopy::errc::worker_thread);
   }
   SUBCASE("while another thread is the host") {
     executor pool(pool_of(0));

@@ -67,7 +67,7 @@ TEST_CASE_TEMPLATE_DEFINE("spawn and join return values on every pool size", wor
   }
   long sum = 0;
   for (auto& handle : handles) {
-    sum += handle.join();
+    sum += handle.get();
   }
   CHECK(sum == 999L * 1000L);
 }
@@ -79,7 +79,7 @@ TEST_CASE("join rethrows the task's exception") {
   canopy::testing::watchdog guard("join rethrows", 30);
   executor pool(small_config(2));
   auto handle = pool.spawn([]() -> int { throw std::runtime_error("task failed on purpose"); });
-  CHECK_THROWS_WITH_AS(handle.join(), "task failed on purpose", std::runtime_error);
+  CHECK_THROWS_WITH_AS(handle.get(), "task failed on purpose", std::runtime_error);
 }
 
 TEST_CASE("void tasks and detached tasks run") {
@@ -87,7 +87,7 @@ TEST_CASE("void tasks and detached tasks run") {
   executor pool(small_config(2));
   std::atomic<int> ran{0};
   auto handle = pool.spawn([&] { ran.fetch_add(1); });
-  handle.join();
+  handle.get();
   countdown done(100);
   for (int index = 0; index < 100; ++index) {
     pool.spawn_detached([&] {
@@ -215,7 +215,7 @@ TEST_CASE("try_spawn at capacity returns at_capacity; spawn blocks until a slot 
   // A blocking spawn waits; it completes once the gate opens and slots free.
   std::atomic<bool> spawned{false};
   std::thread spawner([&] {
-    pool.spawn([&] { ran.fetch_add(1); }).join();
+    pool.spawn([&] { ran.fetch_add(1); }).get();
     spawned.store(true);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -227,7 +227,7 @@ TEST_CASE("try_spawn at capacity returns at_capacity; spawn blocks until a slot 
   gate_cv.notify_all();
   spawner.join();
   for (auto& handle : handles) {
-    handle.join();
+    handle.get();
   }
   CHECK(spawned.load());
   CHECK(ran.load() == 65);
@@ -241,7 +241,7 @@ TEST_CASE("cancel before start: the task never runs and join reports cancelled")
   auto victim = pool.spawn([&] { ran.store(true); });
   CHECK(victim.cancel());
   busy.open();
-  CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(victim.get(), canopy::task_cancelled);
   CHECK_FALSE(ran.load());
 }
 
@@ -312,7 +312,7 @@ TEST_CASE("shutdown(cancel_pending) destroys unstarted tasks and runs their dest
   int cancelled = 0;
   for (auto& handle : handles) {
     try {
-      handle.join();
+      handle.get();
     } catch (const canopy::task_cancelled&) {
       ++cancelled;
     }
@@ -329,13 +329,13 @@ TEST_CASE("join from a worker thread is an error, not a deadlock") {
   auto inner_error = pool.spawn([&]() -> std::string {
     auto inner = pool.spawn([] { return 1; });
     try {
-      inner.join();
+      inner.get();
       return "no error";
     } catch (const std::system_error& error) {
       return error.code() == canopy::errc::worker_thread ? "worker_thread" : "other";
     }
   });
-  CHECK(inner_error.join() == "worker_thread");
+  CHECK(inner_error.get() == "worker_thread");
 }
 
 TEST_CASE("shutdown from a worker thread is an error") {
@@ -349,7 +349,7 @@ TEST_CASE("shutdown from a worker thread is an error") {
       return error.code() == canopy::errc::worker_thread;
     }
   });
-  CHECK(result.join());
+  CHECK(result.get());
 }
 
 TEST_CASE("work spreads over all workers and they are asleep afterwards") {
@@ -417,7 +417,7 @@ TEST_CASE("slots recycled into a worker's reservation all come back to the arena
   CHECK_FALSE(pool.try_spawn([] {}));
   busy.open();
   for (auto& handle : handles) {
-    handle.join();
+    handle.get();
   }
 }
 
@@ -561,7 +561,7 @@ TEST_CASE("the arena grows by whole leaves up to max_leaves") {
   }
   gate_cv.notify_all();
   for (auto& handle : handles) {
-    handle.join();
+    handle.get();
   }
   CHECK(ran.load() == 300);
 }
@@ -633,7 +633,7 @@ TEST_CASE("pin_workers: an explicit CPU list, and the errors") {
   {
     executor pool(config);
     auto where = pool.spawn([] { return sched_getcpu(); });
-    CHECK(where.join() == first);
+    CHECK(where.get() == first);
   }
   config.worker_cpus = {CPU_SETSIZE + 5};
   CHECK_THROWS_WITH_AS(executor{config}, doctest::Contains("worker_cpus contains CPU"),

@@ -120,16 +120,16 @@ TEST_CASE_TEMPLATE_DEFINE("a spawned fiber returns the value; exceptions reach j
   }
   long sum = 0;
   for (auto& handle : handles) {
-    sum += handle.join();
+    sum += handle.get();
   }
   CHECK(sum == 499L * 500L / 2);
   auto failing = pool.spawn(canopy::fiber([]() -> int {
     this_fiber::yield();
     throw std::runtime_error("fiber failed");
   }));
-  CHECK_THROWS_WITH_AS(failing.join(), "fiber failed", std::runtime_error);
+  CHECK_THROWS_WITH_AS(failing.get(), "fiber failed", std::runtime_error);
   auto unit = pool.spawn(canopy::fiber([] {}));
-  unit.join();
+  unit.get();
 }
 TEST_CASE_TEMPLATE_INVOKE(fiber_sizes, std::integral_constant<std::size_t, 1>,
                           std::integral_constant<std::size_t, 2>,
@@ -169,9 +169,9 @@ TEST_CASE("a fiber awaits handles, events, tasks and awaitables without holding 
   }));
   REQUIRE(eventually([&] { return waiting.load(); }));
   // The only worker is free while the fiber waits.
-  CHECK(pool.spawn([] { return 5; }).join() == 5);
+  CHECK(pool.spawn([] { return 5; }).get() == 5);
   ready.set();
-  CHECK(fiber.join() == 10);
+  CHECK(fiber.get() == 10);
 
   // A coroutine awaits a fiber's handle, too.
   auto reader = [&]() -> task<int> {
@@ -202,10 +202,10 @@ TEST_CASE("a fiber awaiting a pending fiber of another executor waits for it the
   auto parent = home.spawn(canopy::fiber([&] { return this_fiber::await(child); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   opened.store(true);
-  CHECK(parent.join());  // the child ran on `other`, after the blocker let go
-  blocker.join();
+  CHECK(parent.get());  // the child ran on `other`, after the blocker let go
+  blocker.get();
   for (auto& filler : fillers) {
-    filler.join();
+    filler.get();
   }
 }
 
@@ -219,7 +219,7 @@ TEST_CASE("exceptions propagate through nested fiber awaits") {
     }));
     return this_fiber::await(inner) + 1;
   }));
-  CHECK_THROWS_WITH_AS(outer.join(), "inner", std::out_of_range);
+  CHECK_THROWS_WITH_AS(outer.get(), "inner", std::out_of_range);
 }
 
 TEST_CASE("this_fiber::yield lets other ready tasks run on a single worker") {
@@ -242,8 +242,8 @@ TEST_CASE("this_fiber::yield lets other ready tasks run on a single worker") {
   auto a = pool.spawn(canopy::fiber(writer('A')));
   auto b = pool.spawn(canopy::fiber(writer('B')));
   busy.open();
-  a.join();
-  b.join();
+  a.get();
+  b.get();
   REQUIRE(log.size() == 100);
   CHECK(log.find('B') < log.rfind('A'));
   CHECK(log.find('A') < log.rfind('B'));
@@ -254,7 +254,7 @@ TEST_CASE("fork-join fib(30) with fibers") {
   executor pool;
   const int n = canopy::testing::stress_divisor() > 1 ? 20 : 30;
   const auto start = std::chrono::steady_clock::now();
-  const long value = pool.spawn(canopy::fiber([n] { return fib(n); }, small_stack)).join();
+  const long value = pool.spawn(canopy::fiber([n] { return fib(n); }, small_stack)).get();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(value == (n == 30 ? 832040 : 6765));
@@ -296,7 +296,7 @@ TEST_CASE("100,000 concurrent fibers with 16 KiB stacks") {
   release.set();
   long sum = 0;
   for (auto& handle : handles) {
-    sum += handle.join();
+    sum += handle.get();
   }
   CHECK(sum == count * (count - 1) / 2);
 }
@@ -327,7 +327,7 @@ TEST_CASE("a fiber stack overflow faults at once on the guard page (death test)"
           return recurse::down(nullptr, 0);
         },
         24 * 1024));
-    static_cast<void>(overflow.join());
+    static_cast<void>(overflow.get());
     std::_Exit(11);  // survived: no fault
   }
   const int signal = death_signal(child, "stack overflow");
@@ -370,8 +370,8 @@ TEST_CASE(
     };
     auto a = pool.spawn(canopy::fiber(joiner));
     auto b = pool.spawn(canopy::fiber(joiner));
-    static_cast<void>(a.join());
-    static_cast<void>(b.join());
+    static_cast<void>(a.get());
+    static_cast<void>(b.get());
     std::_Exit(11);  // no stop: both joins returned
   }
   CHECK(death_signal(child, "join nesting") == SIGABRT);
@@ -441,12 +441,12 @@ TEST_CASE("no stack for a fiber at its first run: join() throws bad_alloc, fn ne
         },
         std::size_t{512} << 20));
     try {
-      static_cast<void>(starved.join());
+      static_cast<void>(starved.get());
       std::_Exit(11);  // got a stack after all: the test would prove nothing
     } catch (const std::bad_alloc&) {
       // fn never ran and its stored copy was destroyed; the worker lives on.
       auto after = pool.spawn(canopy::fiber([] { return 7; }));
-      const bool fine = ran.load() == 0 && live.load() == 0 && after.join() == 7;
+      const bool fine = ran.load() == 0 && live.load() == 0 && after.get() == 7;
       std::_Exit(fine ? 0 : 12);
     } catch (...) {
       std::_Exit(13);
@@ -466,7 +466,7 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
   std::atomic<int> live{0};
   std::atomic<int> misaligned{0};
 
-  CHECK(pool.spawn(canopy::fiber(counted_callable(live, misaligned, false))).join() ==
+  CHECK(pool.spawn(canopy::fiber(counted_callable(live, misaligned, false))).get() ==
         counted_callable::answer);
   CHECK(live.load() == 0);
 
@@ -484,7 +484,7 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
     }
     return std::array<int, 4>{live_while_pending, cancelled ? 1 : 0, threw ? 1 : 0, live.load()};
   }));
-  const std::array<int, 4> seen = parent.join();
+  const std::array<int, 4> seen = parent.get();
   CHECK(seen[0] == 1);  // the stored copy only
   CHECK(seen[1] == 1);
   CHECK(seen[2] == 1);
@@ -509,11 +509,11 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
   std::array<char, 8192> big{};
   big.back() = 5;
   const auto big_callable = [big] { return static_cast<int>(big.back()); };
-  CHECK(pool.spawn(canopy::fiber(big_callable, small_stack)).join() == 5);
-  CHECK(pool.spawn(canopy::fiber(big_callable)).join() == 5);
+  CHECK(pool.spawn(canopy::fiber(big_callable, small_stack)).get() == 5);
+  CHECK(pool.spawn(canopy::fiber(big_callable)).get() == 5);
   const auto reused = canopy::fiber(big_callable, small_stack);  // a description copies
-  CHECK(pool.spawn(reused).join() == 5);
-  CHECK(pool.try_spawn(reused).handle.join() == 5);
+  CHECK(pool.spawn(reused).get() == 5);
+  CHECK(pool.try_spawn(reused).handle.get() == 5);
   for (const std::size_t bad_size : {std::size_t{0}, (std::size_t{1} << 30) + 1}) {
     try {
       static_cast<void>(pool.spawn(canopy::fiber(big_callable, bad_size)));
@@ -523,7 +523,7 @@ TEST_CASE("a fiber's stored callable: large, over-aligned, cancelled, throwing; 
     }
   }
   CHECK(misaligned.load() == 0);
-  CHECK(pool.spawn(canopy::fiber([] { return 7; })).join() == 7);  // the executor is unharmed
+  CHECK(pool.spawn(canopy::fiber([] { return 7; })).get() == 7);  // the executor is unharmed
 }
 
 TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part of it") {
@@ -540,10 +540,10 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
                   canopy::fiber([] { return this_fiber::stack_size(); }, child_request)));
             },
             parent_request))
-        .join();
+        .get();
   };
   auto alone = pool.spawn(canopy::fiber([] { return this_fiber::stack_size(); }, roomy));
-  const std::size_t parent_physical = alone.join();
+  const std::size_t parent_physical = alone.get();
   CHECK(parent_physical >= roomy);
   // Fits: the child sees the parent's stack.
   CHECK(child_stack_size(roomy, small_stack) == parent_physical);
@@ -578,9 +578,9 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
       roomy));
   REQUIRE(eventually([&] { return child_waiting.load(); }));
   // The worker is free while the nested child waits: other tasks run.
-  CHECK(pool.spawn(canopy::fiber([] { return 3; })).join() == 3);
+  CHECK(pool.spawn(canopy::fiber([] { return 3; })).get() == 3);
   gate.set();
-  CHECK(parent.join() == 1);
+  CHECK(parent.get() == 1);
 
   // Shutdown while a nested child waits: the parent's stack unwinds through
   // the child's frames; both destructors run and both joins report it.
@@ -608,7 +608,7 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
     doomed.shutdown();
   }
   CHECK(unwound.load() == 2);
-  CHECK_THROWS_AS(outer.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(outer.get(), canopy::task_cancelled);
 }
 
 TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack unwinds)") {
@@ -621,7 +621,7 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
     auto victim = pool.spawn(canopy::fiber([&] { ran.fetch_add(1); }));
     CHECK(victim.cancel());
     busy.open();
-    CHECK_THROWS_AS(victim.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(victim.get(), canopy::task_cancelled);
     CHECK(ran.load() == 0);
   }
 
@@ -634,7 +634,7 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   }));
   REQUIRE(eventually([&] { return ran.load() == 1; }));
   CHECK(waiting.cancel());
-  CHECK_THROWS_AS(waiting.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(waiting.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 1);
 
   // Suspended on a child's handle. The child (default stack) fits on the
@@ -655,7 +655,7 @@ TEST_CASE("cancel a fiber before it starts, and while it is suspended (its stack
   REQUIRE(eventually([&] { return child_started.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(parent.cancel());
-  CHECK_THROWS_AS(parent.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(parent.get(), canopy::task_cancelled);
   child_gate.set();
   CHECK(eventually([&] { return destroyed.load() == 2; }));
 }
@@ -683,7 +683,7 @@ TEST_CASE("a fiber that swallows fiber_unwind and suspends again ends as cancell
   REQUIRE(eventually([&] { return started.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(handle.cancel());
-  CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);  // aborted the process before
+  CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);  // aborted the process before
   CHECK(rethrows.load() == 3);
 }
 
@@ -719,7 +719,7 @@ TEST_CASE("shutdown unwinds suspended fibers and frees their stacks") {
   }
   CHECK(destroyed.load() == 300);
   for (auto& handle : handles) {
-    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
   }
   // Stacks went back to the pool (thread caches of exited workers included).
   CHECK(canopy::stack_pool::stats().in_use <= in_use_before + 64);
@@ -744,7 +744,7 @@ TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
     }
   });
   setter.join();
-  CHECK(fiber.join() == rounds);
+  CHECK(fiber.get() == rounds);
 
   // wait_for_wake ping-pong with a foreign thread.
   std::atomic<long> produced{0};
@@ -778,7 +778,7 @@ TEST_CASE("race: fiber waits vs. wakes from foreign threads") {
       }
     }
   }
-  CHECK(consumer.join() == rounds);
+  CHECK(consumer.get() == rounds);
 }
 
 TEST_CASE(
@@ -844,7 +844,7 @@ TEST_CASE(
               canopy::try_spawn(canopy::fiber([held = flag()] { return held != nullptr; })).error;
           destroyed_after_refusals = destroyed.load();
         })
-        .join();
+        .get();
     CHECK(accepted == 63);
     CHECK(coroutine_refusal == canopy::errc::at_capacity);
     CHECK(fiber_refusal == canopy::errc::at_capacity);

@@ -77,7 +77,7 @@ TEST_CASE("foreign awaitables resume the task on its executor, however they resu
   };
   auto handle = pool.spawn(body());
   REQUIRE(handle.wait_for(10s));  // hung before issue 19: the task finished off the executor
-  CHECK(handle.join() == 22);
+  CHECK(handle.get() == 22);
   resumer.join();
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("a task cancelled while a foreign awaitable holds it is freed when tha
   auto handle = pool.spawn(body());
   REQUIRE(eventually([&] { return suspended.load(); }));
   CHECK(handle.cancel());
-  CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 0);  // the awaitable still holds the resumer
   parked.resume();               // the foreign side finishes: the frame goes now
   CHECK(eventually([&] { return destroyed.load() == 1; }));

@@ -1,6 +1,6 @@
 // Fork-join: canopy::join and canopy::parallel_invoke for plain callables
-// (fork_join/join.hpp), and co_await canopy::join_all over many children
-// (coroutine/join_all.hpp).
+// (fork_join/join.hpp), and co_await canopy::await_all over many children
+// (coroutine/await_all.hpp).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
-#include "coroutine/join_all.hpp"
+#include "coroutine/await_all.hpp"
 #include "fork_join/join.hpp"
 #include "tests/allocation_counter.hpp"
 #include "tests/test_support.hpp"
@@ -50,7 +50,7 @@ long plain_fib(int n) { return n < 2 ? n : plain_fib(n - 1) + plain_fib(n - 2); 
 // Runs fn() as a task of `pool` and returns its result on this thread.
 template <class Fn>
 auto on_worker(executor& pool, Fn fn) {
-  return pool.spawn(std::move(fn)).join();
+  return pool.spawn(std::move(fn)).get();
 }
 
 }  // namespace
@@ -487,10 +487,10 @@ task<std::uint64_t> fan_out_sum(std::size_t count, int rounds) {
     for (std::size_t index = 0; index < count; ++index) {
       children.push_back(canopy::spawn(child_value(index)));
     }
-    co_await canopy::join_all(children);
+    co_await canopy::await_all(children);
     for (auto& child : children) {
       if (!child.ready()) {
-        throw std::logic_error("join_all returned before a child ended");
+        throw std::logic_error("await_all returned before a child ended");
       }
       sum += co_await child;
     }
@@ -511,19 +511,19 @@ task<int> failing_value(int value) {
 
 }  // namespace
 
-TEST_CASE("join_all waits for N spawned children in one co_await") {
-  canopy::testing::watchdog guard("join_all", 60);
+TEST_CASE("await_all waits for N spawned children in one co_await") {
+  canopy::testing::watchdog guard("await_all", 60);
   for (const std::size_t workers : {1U, 2U, 4U}) {
     CAPTURE(workers);
     executor pool(config_with(workers));
     const std::size_t count = 1000;
     const std::uint64_t expected = (count - 1) * count * (2 * count - 1) / 6;
-    CHECK(pool.spawn(fan_out_sum(count, 5)).join() == 5 * expected);
+    CHECK(pool.spawn(fan_out_sum(count, 5)).get() == 5 * expected);
   }
 }
 
-TEST_CASE("join_all with an output iterator writes values in order or rethrows the first failure") {
-  canopy::testing::watchdog guard("join_all values", 60);
+TEST_CASE("await_all with an output iterator writes values in order or rethrows the first failure") {
+  canopy::testing::watchdog guard("await_all values", 60);
   executor pool(config_with(2));
   const auto values = pool.spawn([]() -> task<std::vector<int>> {
                             std::vector<canopy::task_handle<int>> children;
@@ -532,15 +532,15 @@ TEST_CASE("join_all with an output iterator writes values in order or rethrows t
                               children.push_back(canopy::spawn(slow_value(index)));
                             }
                             std::vector<int> out(children.size());
-                            co_await canopy::join_all(children, out.begin());
+                            co_await canopy::await_all(children, out.begin());
                             for (const auto& child : children) {
                               if (child.valid()) {
-                                throw std::logic_error("join_all(handles, out) left a handle");
+                                throw std::logic_error("await_all(handles, out) left a handle");
                               }
                             }
                             co_return out;
                           }())
-                          .join();
+                          .get();
   CHECK(values == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
   CHECK(pool.spawn([]() -> task<std::string> {
               std::vector<canopy::task_handle<int>> children;
@@ -550,7 +550,7 @@ TEST_CASE("join_all with an output iterator writes values in order or rethrows t
               children.push_back(canopy::spawn(slow_value(4)));
               std::vector<int> out;
               try {
-                co_await canopy::join_all(children, std::back_inserter(out));
+                co_await canopy::await_all(children, std::back_inserter(out));
               } catch (const std::runtime_error& error) {
                 for (const auto& child : children) {
                   if (child.valid()) {
@@ -561,38 +561,38 @@ TEST_CASE("join_all with an output iterator writes values in order or rethrows t
               }
               co_return "none";
             }())
-            .join() == "child 2 after 1");
+            .get() == "child 2 after 1");
   // Empty ranges and ranges of finished children do not suspend.
   const int finished = pool.spawn([]() -> task<int> {
                              std::vector<canopy::task_handle<int>> none;
-                             co_await canopy::join_all(none);
+                             co_await canopy::await_all(none);
                              std::array<canopy::task_handle<int>, 3> done{
                                  canopy::spawn(slow_value(1)), canopy::spawn(slow_value(2)),
                                  canopy::spawn(slow_value(3))};
-                             co_await canopy::join_all(done);
-                             co_await canopy::join_all(done);  // all ready now
+                             co_await canopy::await_all(done);
+                             co_await canopy::await_all(done);  // all ready now
                              int sum = 0;
                              for (auto& child : done) {
                                sum += co_await child;
                              }
                              co_return sum;
                            }())
-                           .join();
+                           .get();
   CHECK(finished == 6);
   CHECK(pool.spawn([]() -> task<std::string> {
               std::vector<canopy::task_handle<int>> holes(2);
               try {
-                co_await canopy::join_all(holes);
+                co_await canopy::await_all(holes);
               } catch (const std::logic_error& error) {
                 co_return error.what();
               }
               co_return "none";
             }())
-            .join() == "canopy::join_all: the range holds an empty join handle");
+            .get() == "canopy::await_all: the range holds an empty join handle");
 }
 
-TEST_CASE("a task cancelled inside join_all cancels its children and its frame goes after them") {
-  canopy::testing::watchdog guard("join_all cancel", 60);
+TEST_CASE("a task cancelled inside await_all cancels its children and its frame goes after them") {
+  canopy::testing::watchdog guard("await_all cancel", 60);
   std::atomic<int> frames_destroyed{0};
   std::atomic<int> children_destroyed{0};
   {
@@ -610,14 +610,14 @@ TEST_CASE("a task cancelled inside join_all cancels its children and its frame g
       for (int index = 0; index < 16; ++index) {
         children.push_back(canopy::spawn(child(event)));
       }
-      co_await canopy::join_all(children);
+      co_await canopy::await_all(children);
       co_return 0;
     };
     auto handle = pool.spawn(parent(never));
     REQUIRE(canopy::testing::eventually([&] { return pool.stats().live_tasks == 17; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     CHECK(handle.cancel());
-    CHECK_THROWS_AS(handle.join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
     REQUIRE(canopy::testing::eventually([&] { return frames_destroyed.load() == 1; }));
     CHECK(children_destroyed.load() == 16);
   }
@@ -648,7 +648,7 @@ TEST_CASE("stress: many concurrent joins from outside threads and workers") {
       }
     });
   }
-  // Meanwhile coroutine tasks fan out and join_all, and callables join deep.
+  // Meanwhile coroutine tasks fan out and await_all, and callables join deep.
   const long fan_rounds = scaled(40);
   auto fan = pool.spawn(fan_out_sum(500, static_cast<int>(fan_rounds)));
   const long deep = on_worker(pool, [] { return join_fib(22); });
@@ -657,5 +657,5 @@ TEST_CASE("stress: many concurrent joins from outside threads and workers") {
   }
   CHECK(wrong.load() == 0);
   CHECK(deep == 17711);
-  CHECK(fan.join() == static_cast<std::uint64_t>(fan_rounds) * (499ULL * 500 * 999 / 6));
+  CHECK(fan.get() == static_cast<std::uint64_t>(fan_rounds) * (499ULL * 500 * 999 / 6));
 }

@@ -132,7 +132,7 @@ TEST_CASE("readiness waits: one-shot and registered, in tasks and in fibers") {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     CHECK_FALSE(one_shot.ready());
     pipe.put();
-    CHECK_FALSE(one_shot.join());
+    CHECK_FALSE(one_shot.get());
     CHECK(pipe.drain() == 1);
 
     // A registered descriptor: the wait source on a registration.
@@ -155,7 +155,7 @@ TEST_CASE("readiness waits: one-shot and registered, in tasks and in fibers") {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       pipe.put();
     }
-    CHECK(registered.join() == 3);
+    CHECK(registered.get() == 3);
     reg.reset();
 
     // Fibers: the same waits as blocking calls.
@@ -165,14 +165,14 @@ TEST_CASE("readiness waits: one-shot and registered, in tasks and in fibers") {
     }));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     pipe.put();
-    CHECK(fiber.join());
+    CHECK(fiber.get());
 
     // One-shot on a descriptor that is already registered: a clear error.
     registration again(reactor::of(pool), pipe.read_end, interest::readable);
     auto twice = pool.spawn([](int fd) -> task<std::error_code> {
       co_return co_await canopy::io::readable(fd);
     }(pipe.read_end));
-    CHECK(twice.join() == std::errc::file_exists);
+    CHECK(twice.get() == std::errc::file_exists);
   }
   CHECK(open_fd_count() == fds_before);
 }
@@ -194,7 +194,7 @@ TEST_CASE("removing a registration while a task waits ends the wait with operati
     REQUIRE(eventually([&] { return waiting.load(); }));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     reg.reset();
-    CHECK(waiter.join() == std::errc::operation_canceled);
+    CHECK(waiter.get() == std::errc::operation_canceled);
 
     // The slot is reused with a new generation: the old id is stale.
     reactor& owner = reactor::of(pool);
@@ -293,8 +293,8 @@ TEST_CASE("readiness is delivered while every worker is busy (polled every 61 ta
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     const std::uint64_t polls_before = owner.stats().polls;
     pipe.put();
-    CHECK_FALSE(reader.join());
-    CHECK(spinner.join() > 0);
+    CHECK_FALSE(reader.get());
+    CHECK(spinner.get() > 0);
     CHECK(owner.stats().polls > polls_before);
   }
   CHECK(open_fd_count() == fds_before);
@@ -324,7 +324,7 @@ TEST_CASE("an idle executor with a reactor parks its poller in epoll_wait and bu
     CHECK(eventually([&] { return pool.core().sleep().counters().sleeping() == 1; }));
     const auto notifies_before = owner.stats().notifies;
     for (int round = 0; round < 20; ++round) {
-      CHECK(pool.spawn([round] { return round; }).join() == round);
+      CHECK(pool.spawn([round] { return round; }).get() == round);
     }
     CHECK(owner.stats().notifies > notifies_before);
   }

@@ -114,7 +114,7 @@ TEST_CASE("tcp echo round trips over IPv4 and IPv6") {
         clients.push_back(pool.spawn(round_trip(&owner, server, "hello " + std::to_string(index))));
       }
       for (int index = 0; index < 20; ++index) {
-        CHECK(clients[static_cast<std::size_t>(index)].join() == "hello " + std::to_string(index));
+        CHECK(clients[static_cast<std::size_t>(index)].get() == "hello " + std::to_string(index));
       }
       CHECK(eventually([&] { return finished.load() == 20; }));
       listener.close();  // the accept loop ends with operation_canceled
@@ -150,7 +150,7 @@ TEST_CASE("reading after the peer closed gives EOF; connecting to a closed port 
           CHECK(co_await accepted.read_some(buffer) == 0);
           co_return total;
         }(&owner, &listener, server));
-    CHECK(outcome.join() == 3);
+    CHECK(outcome.get() == 3);
 
     listener.close();  // nothing listens on `server` any more
     auto refused = pool.spawn([](reactor* owner, endpoint server) -> task<std::error_code> {
@@ -159,7 +159,7 @@ TEST_CASE("reading after the peer closed gives EOF; connecting to a closed port 
       CHECK_FALSE(stream.is_open());
       co_return error;
     }(&owner, server));
-    CHECK(refused.join() == std::errc::connection_refused);
+    CHECK(refused.get() == std::errc::connection_refused);
 
     // The throwing form says the same with an exception.
     auto thrown = pool.spawn([](reactor* owner, endpoint server) -> task<bool> {
@@ -170,7 +170,7 @@ TEST_CASE("reading after the peer closed gives EOF; connecting to a closed port 
       }
       co_return false;
     }(&owner, server));
-    CHECK(thrown.join());
+    CHECK(thrown.get());
   }
   CHECK(open_fd_count() == fds_before);
 }
@@ -198,7 +198,7 @@ TEST_CASE("a write to a reset peer gives EPIPE or ECONNRESET, not SIGPIPE") {
           }
           co_return error;
         }(&owner, &listener, server));
-    const std::error_code error = outcome.join();
+    const std::error_code error = outcome.get();
     CHECK((error == std::errc::broken_pipe || error == std::errc::connection_reset));
   }
   CHECK(open_fd_count() == fds_before);
@@ -243,7 +243,7 @@ TEST_CASE("10,000 connections reset abruptly while the server keeps serving") {
       REQUIRE(eventually([&] { return finished.load() == opened; }, 60));
     }
     // Still serving.
-    CHECK(pool.spawn(round_trip(&owner, server, "still here")).join() == "still here");
+    CHECK(pool.spawn(round_trip(&owner, server, "still here")).get() == "still here");
     CHECK(eventually([&] { return finished.load() == total + 1; }));
     listener.close();
   }
@@ -294,7 +294,7 @@ TEST_CASE("a client that never reads: the server's writes wait, memory stays bou
     const linger abort_on_close{1, 0};
     ::setsockopt(client, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
     ::close(client);
-    const std::error_code error = writer.join();
+    const std::error_code error = writer.get();
     CHECK((error == std::errc::broken_pipe || error == std::errc::connection_reset));
   }
   CHECK(open_fd_count() == fds_before);
@@ -385,8 +385,8 @@ TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
       stream.shutdown(SHUT_WR);
       return answer;
     }));
-    CHECK(client.join() == "fiber");
-    CHECK(served.join() == 5);
+    CHECK(client.get() == "fiber");
+    CHECK(served.get() == 5);
   }
   CHECK(open_fd_count() == fds_before);
 }
@@ -416,7 +416,7 @@ TEST_CASE("the last bytes and the peer's FIN in one edge: a short read, then EOF
       co_return first * 100 + second;
     }(&stream));
     REQUIRE(reads.wait_for(std::chrono::seconds(10)));
-    CHECK(reads.join() == 300);
+    CHECK(reads.get() == 300);
     stream.close();
     ::close(ends[1]);
   }

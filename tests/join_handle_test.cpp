@@ -92,7 +92,7 @@ TEST_CASE("wait_for / wait_until on callables, coroutines and fibers; not on a w
   CHECK(callable.wait_for(10s));
   CHECK(coroutine.wait_for(10s));
   CHECK(fiber.wait_until(std::chrono::steady_clock::now() + 10s));
-  CHECK(callable.join() + coroutine.join() + fiber.join() == 6);
+  CHECK(callable.get() + coroutine.get() + fiber.get() == 6);
 
   // A handle of another executor, waited for on a worker thread: the same
   // worker_thread error as for the worker's own executor, and the message
@@ -107,10 +107,10 @@ TEST_CASE("wait_for / wait_until on callables, coroutines and fibers; not on a w
     }
     return std::string("no error");
   });
-  const std::string message = tries_to_block.join();
+  const std::string message = tries_to_block.get();
   CHECK(message.find("worker thread of a canopy executor") != std::string::npos);
   CHECK(message.find("same executor") == std::string::npos);
-  CHECK(foreign_handle.join() == 1);
+  CHECK(foreign_handle.get() == 1);
 }
 
 TEST_CASE("a coroutine awaits another executor's task and resumes on its own executor") {
@@ -148,7 +148,7 @@ TEST_CASE("a task awaiting another executor's task leaves nothing behind when it
   // crashed, or ASan reported a use-after-free, before issue 19's fix); the
   // waiter's frame, handed to the child's completion, is freed there.
   CHECK(eventually([&] { return frames_destroyed.load() == 1; }));
-  CHECK(other.spawn([] { return 5; }).join() == 5);
+  CHECK(other.spawn([] { return 5; }).get() == 5);
 }
 
 TEST_CASE("every detached task's exception reaches on_detached_exception, a joined one does not") {
@@ -175,7 +175,7 @@ TEST_CASE("every detached task's exception reaches on_detached_exception, a join
     }));
     auto joined = pool.spawn(thrower(go, "joined"));
     go.set();
-    CHECK_THROWS_WITH(joined.join(), "joined");
+    CHECK_THROWS_WITH(joined.get(), "joined");
     REQUIRE(eventually([&] { return errors.count() == 5; }));
   }
   CHECK(errors.saw("member spawn_detached"));

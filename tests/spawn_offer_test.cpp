@@ -133,7 +133,7 @@ TEST_CASE("a taken-over child that suspends resumes its awaiter; destroyed with 
   auto handle = pool.spawn(parent());
   REQUIRE(eventually([&] { return waiting.load(); }));
   ready.set();
-  CHECK(handle.join() == 6);
+  CHECK(handle.get() == 6);
 
   // The awaiting task is cancelled while the child is suspended inside it:
   // both frames go, and their destructors run (ASan checks the blocks).
@@ -153,7 +153,7 @@ TEST_CASE("a taken-over child that suspends resumes its awaiter; destroyed with 
   auto cancelled = pool.spawn(outer());
   REQUIRE(eventually([&] { return child_waiting.load(); }));
   CHECK(cancelled.cancel());
-  CHECK_THROWS_AS(cancelled.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(cancelled.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 2);
 }
 

@@ -463,7 +463,7 @@ TEST_CASE("sleep_for in coroutine tasks: wakes after the duration, never before"
     }(i, early)));
   }
   for (auto& handle : handles) {
-    handle.join();
+    handle.get();
   }
   CHECK(early.load() == 0);
   CHECK(timers.queue().pending() == 0);
@@ -473,7 +473,7 @@ TEST_CASE("sleep_for in coroutine tasks: wakes after the duration, never before"
 TEST_CASE("sleep_for outside a task or without a timer queue throws logic_error") {
   executor pool(config_with(1));
   auto handle = pool.spawn([]() -> task<void> { co_await canopy::sleep_for(1ms); }());
-  CHECK_THROWS_AS(handle.join(), std::logic_error);
+  CHECK_THROWS_AS(handle.get(), std::logic_error);
   CHECK_THROWS_AS(canopy::io::timer_queue::current(), std::logic_error);
   pool.shutdown();
 }
@@ -495,13 +495,13 @@ TEST_CASE("cancelling or shutting down a sleeping task removes its timer") {
     handles[i].cancel();
   }
   for (std::size_t i = 0; i < 25; ++i) {
-    CHECK_THROWS_AS(handles[i].join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handles[i].get(), canopy::task_cancelled);
   }
   CHECK(timers.queue().pending() == 25);
   pool.shutdown();  // destroys the 25 still sleeping
   CHECK(timers.queue().pending() == 0);
   for (std::size_t i = 25; i < handles.size(); ++i) {
-    CHECK_THROWS_AS(handles[i].join(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handles[i].get(), canopy::task_cancelled);
   }
 }
 
@@ -539,7 +539,7 @@ TEST_CASE("with_timeout: the value, or errc::timed_out") {
     }(source));
     REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 1; }));
     source.set();
-    CHECK(handle.join() == 7);
+    CHECK(handle.get() == 7);
     CHECK(timers.queue().pending() == 0);
     CHECK(source.arms.load() == source.disarms.load());
   }
@@ -565,7 +565,7 @@ TEST_CASE("with_timeout: the value, or errc::timed_out") {
       }());
       (void)got;
     }());
-    CHECK_THROWS_AS(handle.join(), std::runtime_error);
+    CHECK_THROWS_AS(handle.get(), std::runtime_error);
   }
   pool.shutdown();
 }
@@ -580,11 +580,11 @@ TEST_CASE("this_fiber::sleep_for suspends only the fiber, and a cancel removes t
     canopy::this_fiber::sleep_until(clock_type::now() + 1ms);
     return clock_type::now() - start >= 3ms;
   }));
-  CHECK(handle.join());
+  CHECK(handle.get());
   auto sleeper = pool.spawn(canopy::fiber([] { canopy::this_fiber::sleep_for(1h); }));
   REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 1; }));
   sleeper.cancel();
-  CHECK_THROWS_AS(sleeper.join(), canopy::task_cancelled);
+  CHECK_THROWS_AS(sleeper.get(), canopy::task_cancelled);
   CHECK(timers.queue().pending() == 0);
   pool.shutdown();
 }
@@ -609,7 +609,7 @@ TEST_CASE("timers driven by the reactor's poller: sleeps end on time, with_timeo
     }(i, early)));
   }
   for (auto& handle : handles) {
-    handle.join();
+    handle.get();
   }
   CHECK(early.load() == 0);
   CHECK(timers.queue().pending() == 0);
@@ -677,8 +677,8 @@ TEST_CASE("a due timer fires while every worker is busy, long before driver_poll
     done.store(true);
     co_return on_time;
   }(slept));
-  CHECK(sleeper.join());
-  const long rounds = spinner.join();
+  CHECK(sleeper.get());
+  const long rounds = spinner.get();
   MESSAGE("spinner rounds until the 2 ms sleep ended: " << rounds);
   CHECK(rounds > 0);
   CHECK(rounds < static_cast<long>(config.driver_poll_interval) / 2);

@@ -324,7 +324,7 @@ canopy::executor_stats run_traced_workload(canopy::executor_config config) {
       }
       return static_cast<int>(children.size());
     });
-    CHECK(parent.join() == 64);
+    CHECK(parent.get() == 64);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   canopy::executor_stats stats;
@@ -400,7 +400,7 @@ TEST_CASE("CANOPY_TRACE turns tracing on; the path without .json gets .svg appen
     canopy::executor_config config;
     config.worker_count = 1;
     canopy::executor pool(config);
-    CHECK(pool.spawn([] { return 5; }).join() == 5);
+    CHECK(pool.spawn([] { return 5; }).get() == 5);
   }
   REQUIRE(::unsetenv("CANOPY_TRACE") == 0);
   const trace_summary summary = check_trace(json_reader(read_file(path)).document(), 1);
@@ -420,7 +420,7 @@ TEST_CASE("tracing problems are reported, not fatal") {
   config.trace_events_per_worker = canopy::executor_config::min_trace_events;
   config.trace_path = "/nonexistent-directory/for/canopy/trace.json";
   canopy::executor pool(config);
-  CHECK(pool.spawn([] { return 1; }).join() == 1);
+  CHECK(pool.spawn([] { return 1; }).get() == 1);
   pool.shutdown();
   std::ifstream missing(config.trace_path);
   CHECK_FALSE(missing.good());

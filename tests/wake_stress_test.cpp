@@ -135,7 +135,7 @@ TEST_CASE("park -> wake with progressive-sleep rounds and several outside thread
       for (long index = 0; index < per_thread; ++index) {
         auto handle = pool.spawn([&] { ran.fetch_add(1); });
         if (index % 64 == 0) {
-          handle.join();  // sometimes wait, so the pool goes idle in between
+          handle.get();  // sometimes wait, so the pool goes idle in between
         }
       }
     });

@@ -38,7 +38,7 @@ class worker_gate {
     }
     cv_.notify_all();
     for (auto& handle : handles_) {
-      handle.join();
+      handle.get();
     }
     handles_.clear();
   }

@@ -248,7 +248,7 @@ std::vector<double> canopy_lateness(const settings& run, bool loaded) {
       }(run.samples));
   stop.store(true);
   for (auto& handle : background) {
-    handle.join();
+    handle.get();
   }
   pool.shutdown();
   return lateness;

@@ -6,7 +6,7 @@
 //     canopy::this_fiber::yield();
 //     return child + 1;
 //   }));
-//   int value = handle.join();   // 42
+//   int value = handle.get();   // 42
 //
 // What is here: canopy::fiber(fn, stack_size = default), a description of a
 // fiber that every spawn verb takes — pool.spawn / try_spawn /

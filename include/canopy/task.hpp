@@ -11,7 +11,7 @@
 // What is here: canopy::task<T>; spawning one (pool.spawn(task) from any
 // thread, canopy::spawn / try_spawn / spawn_detached inside a task);
 // co_await on a task (inline) or on a join handle (waits without holding a
-// worker); when_all (spawn several, await all) and join_all (await many
+// worker); when_all (spawn several, await all) and await_all (await many
 // handles in one suspension); yield_now; current_waker() and canopy::waker;
 // wait_on(source) for your own waits (the wait-source contract is in
 // detail/coroutine/custom_wait.hpp); async_event; block_on; resume_on_host.
@@ -26,5 +26,5 @@
 #pragma once
 
 #include "detail/coroutine/coroutine.hpp"
-#include "detail/coroutine/join_all.hpp"
+#include "detail/coroutine/await_all.hpp"
 #include "executor.hpp"

@@ -25,7 +25,7 @@ int main() {
   config.worker_count = 2;
   canopy::executor pool(config);
   const long coroutine = canopy::block_on(pool, fib(20));
-  const int callable = pool.spawn([] { return 7; }).join();
+  const int callable = pool.spawn([] { return 7; }).get();
   const auto [left, right] = canopy::join(
       pool, [] { return 1; }, [] { return 2; });
   pool.shutdown();

@@ -13,7 +13,7 @@ int main() {
                           canopy::this_fiber::yield();
                           return 42;
                         }))
-                        .join();
+                        .get();
   pool.shutdown();
   std::printf("canopy consumer: fiber 42 = %d\n", fiber);
   return fiber == 42 ? 0 : 1;

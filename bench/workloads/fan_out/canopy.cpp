@@ -2,7 +2,7 @@
 #include <memory>
 #include <vector>
 
-#include "coroutine/join_all.hpp"
+#include "coroutine/await_all.hpp"
 #include "coroutine/spawn.hpp"
 #include "coroutine/task.hpp"
 #include "harness/completion_signal.hpp"
@@ -19,7 +19,7 @@ canopy::task<std::uint64_t> child(std::uint64_t index) { co_return fan_out::chil
 
 // The root: each round spawns its children with canopy::spawn (a slot and
 // a pooled frame each), then awaits all of them with one co_await
-// canopy::join_all, which first runs the children no other worker has
+// canopy::await_all, which first runs the children no other worker has
 // started, nested here, and suspends at most once for the rest. The
 // handles and values vectors are reused across rounds.
 canopy::task<void> fan_out_root(std::uint64_t& sum, completion_signal& computed) {
@@ -33,7 +33,7 @@ canopy::task<void> fan_out_root(std::uint64_t& sum, completion_signal& computed)
     for (std::size_t index = 0; index < fan_out::children_per_round; ++index) {
       children.push_back(canopy::spawn(child(first + index)));
     }
-    co_await canopy::join_all(children, values.begin());
+    co_await canopy::await_all(children, values.begin());
     for (const std::uint64_t value : values) {
       total += value;
     }

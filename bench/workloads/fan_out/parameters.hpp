@@ -17,7 +17,7 @@
 //
 // How each peer joins the round: Canopy spawns canopy::task<uint64_t>
 // children and awaits them in one suspension with co_await
-// canopy::join_all(handles); oneTBB runs them in a tbb::task_group and
+// canopy::await_all(handles); oneTBB runs them in a tbb::task_group and
 // wait()s; Asio posts them and the last child to finish (an atomic
 // countdown) posts the next round.
 namespace canopy::bench::fan_out {

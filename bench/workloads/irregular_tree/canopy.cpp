@@ -3,7 +3,7 @@
 #include <memory>
 #include <span>
 
-#include "coroutine/join_all.hpp"
+#include "coroutine/await_all.hpp"
 #include "coroutine/spawn.hpp"
 #include "coroutine/task.hpp"
 #include "harness/completion_signal.hpp"
@@ -23,7 +23,7 @@ struct subtree {
 
 // A node spawns children 1..c-1 as coroutine tasks, does its own busy
 // loop, runs child 0 inline (co_await on a task<T>: no spawn), then awaits
-// the spawned ones with one co_await canopy::join_all.
+// the spawned ones with one co_await canopy::await_all.
 canopy::task<subtree> visit(std::uint64_t seed, unsigned depth) {
   const unsigned children = irregular_tree::child_count(seed, depth);
   std::array<canopy::task_handle<subtree>, irregular_tree::max_children> spawned;
@@ -37,7 +37,7 @@ canopy::task<subtree> visit(std::uint64_t seed, unsigned depth) {
     result.nodes += first.nodes;
     std::span<canopy::task_handle<subtree>> others(spawned.data(), children - 1);
     std::array<subtree, irregular_tree::max_children> values;
-    co_await canopy::join_all(others, values.begin());
+    co_await canopy::await_all(others, values.begin());
     for (unsigned index = 0; index + 1 < children; ++index) {
       result.total += values[index].total;
       result.nodes += values[index].nodes;

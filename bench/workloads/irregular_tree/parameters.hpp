@@ -19,7 +19,7 @@
 //     and counts itself.
 // Every peer processes a node's children in parallel: it forks all but one
 // child, runs that one on its own thread, then joins the others (Canopy:
-// canopy::task children, co_await canopy::join_all; oneTBB: task_group;
+// canopy::task children, co_await canopy::await_all; oneTBB: task_group;
 // Asio: continuation passing with an atomic countdown per node). The total
 // and the node count are checked against expected_total / expected_nodes.
 // Result: wall time in ms.

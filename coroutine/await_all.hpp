@@ -1,23 +1,23 @@
-// co_await canopy::join_all(handles): wait for many spawned children at once.
+// co_await canopy::await_all(handles): wait for many spawned children at once.
 //
 //   std::vector<canopy::task_handle<long>> children;
 //   for (...) children.push_back(canopy::spawn(work(i)));
-//   co_await canopy::join_all(children);            // every child has ended
+//   co_await canopy::await_all(children);            // every child has ended
 //   for (auto& child : children) sum += co_await child;  // ready: no suspension
 //
 //   std::vector<long> values(children.size());
-//   co_await canopy::join_all(children, values.begin());  // values, or rethrow
+//   co_await canopy::await_all(children, values.begin());  // values, or rethrow
 //
 // Contract:
 //   * Only inside a canopy::task (a coroutine task of an executor). `handles`
 //     is a range (vector, array, span...) of join handles (task_handle<T> or
 //     join_handle<T>) of children spawned on any executor; it must stay
 //     alive and unchanged until the co_await returns. Every handle must be
-//     valid (std::logic_error otherwise, thrown by join_all() itself).
-//   * join_all(handles) returns once every child has ended, and leaves the
+//     valid (std::logic_error otherwise, thrown by await_all() itself).
+//   * await_all(handles) returns once every child has ended, and leaves the
 //     handles valid: read each with co_await (it does not suspend then) or
 //     ready(). It never throws a child's exception.
-//   * join_all(handles, out) (non-void T) then consumes every handle in
+//   * await_all(handles, out) (non-void T) then consumes every handle in
 //     order: it writes the values to *out++ until the first child that
 //     failed (threw, or was cancelled), discards the rest, and rethrows that
 //     first failure (task_cancelled for a cancelled child); handles are
@@ -71,25 +71,25 @@ concept join_handle_range = std::ranges::forward_range<Range> && requires {
 } && std::is_lvalue_reference_v<std::ranges::range_reference_t<Range>>;
 
 template <class Range, class Out = void>
-class join_all_awaiter {
+class await_all_awaiter {
  public:
   using canopy_awaiter = void;
   using value_type = joined_result_t<Range>;
   struct no_output {};
   using output_type = std::conditional_t<std::is_void_v<Out>, no_output, Out>;
 
-  explicit join_all_awaiter(Range& handles) : handles_(&handles) {
+  explicit await_all_awaiter(Range& handles) : handles_(&handles) {
     check_valid();
   }
-  join_all_awaiter(Range& handles, output_type out)
+  await_all_awaiter(Range& handles, output_type out)
       : handles_(&handles), out_(std::move(out)) {
     check_valid();
   }
   // g++ may move an awaiter before it suspends; nothing in it is live yet.
-  join_all_awaiter(join_all_awaiter&& other) noexcept
+  await_all_awaiter(await_all_awaiter&& other) noexcept
       : handles_(other.handles_), out_(std::move(other.out_)) {}
-  join_all_awaiter& operator=(join_all_awaiter&&) = delete;
-  ~join_all_awaiter() = default;
+  await_all_awaiter& operator=(await_all_awaiter&&) = delete;
+  ~await_all_awaiter() = default;
 
   [[nodiscard]] bool await_ready() const noexcept { return std::ranges::empty(*handles_); }
 
@@ -171,7 +171,7 @@ class join_all_awaiter {
   void check_valid() const {
     for (auto& handle : *handles_) {
       if (!handle.valid()) {
-        throw std::logic_error("canopy::join_all: the range holds an empty join handle");
+        throw std::logic_error("canopy::await_all: the range holds an empty join handle");
       }
     }
   }
@@ -194,7 +194,7 @@ class join_all_awaiter {
 
   // A child's completion (join_state::complete runs it once).
   static void child_done(void* context) noexcept {
-    auto* const self = static_cast<join_all_awaiter*>(context);
+    auto* const self = static_cast<await_all_awaiter*>(context);
     // acq_rel: see await_suspend. Only the last one touches the awaiter
     // afterwards (the task cannot resume, or be freed, before it fires).
     if (self->remaining_.fetch_sub(1, sync::acq_rel) == 1) {
@@ -206,7 +206,7 @@ class join_all_awaiter {
   // back, so ask every child still running to stop early; the last one's
   // fire() then frees the frame (wait_link::abandon).
   static bool cancel_children(wait_link& link) noexcept {
-    auto* const self = static_cast<join_all_awaiter*>(link.source);
+    auto* const self = static_cast<await_all_awaiter*>(link.source);
     for (auto& handle : *self->handles_) {
       join_state<value_type>* const state = handle.state();
       if (state->has_task_on(link.core)) {
@@ -230,15 +230,15 @@ class join_all_awaiter {
 // this file.
 template <class Range>
 requires detail::join_handle_range<Range>
-[[nodiscard]] detail::join_all_awaiter<Range> join_all(Range& handles) {
-  return detail::join_all_awaiter<Range>(handles);
+[[nodiscard]] detail::await_all_awaiter<Range> await_all(Range& handles) {
+  return detail::await_all_awaiter<Range>(handles);
 }
 
 // The same, then write the values to `out` (or rethrow the first failure).
 template <class Range, std::output_iterator<detail::joined_result_t<Range>> Out>
 requires detail::join_handle_range<Range> &&(!std::is_void_v<detail::joined_result_t<Range>>)
-    [[nodiscard]] detail::join_all_awaiter<Range, Out> join_all(Range& handles, Out out) {
-  return detail::join_all_awaiter<Range, Out>(handles, std::move(out));
+    [[nodiscard]] detail::await_all_awaiter<Range, Out> await_all(Range& handles, Out out) {
+  return detail::await_all_awaiter<Range, Out>(handles, std::move(out));
 }
 
 }  // namespace canopy
