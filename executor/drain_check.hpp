@@ -10,7 +10,7 @@
 // shutdown, and its task is destroyed as a suspended one would be.
 //
 // Compiled against sync/atomics.hpp only, so the model check
-// (tests/model_executor_test.cpp) runs this code, not a copy.
+// (tests/model/model_executor_test.cpp) runs this code, not a copy.
 #pragma once
 
 #include <cstddef>

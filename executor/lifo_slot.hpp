@@ -14,7 +14,7 @@
 // CAS, or it is evicted by the owner's next put (invariant S).
 //
 // Compiled against sync/atomics.hpp only, so the model check
-// (tests/model_executor_test.cpp) runs this code, not a copy.
+// (tests/model/model_executor_test.cpp) runs this code, not a copy.
 #pragma once
 
 #include <cstdint>

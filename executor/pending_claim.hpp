@@ -12,13 +12,13 @@
 // whose bit must not be taken for the awaited one. The check and the tree
 // claim are two steps, so a thief can claim the task, run it to completion
 // and the slot be reused by a new task whose bit is set again in between
-// (found by tests/model_executor_test.cpp): after a tree claim the state is
+// (found by tests/model/model_executor_test.cpp): after a tree claim the state is
 // read again, and a task of another generation is reported as
 // took_next_task, for the caller to hand back to the tree. (The LIFO path
 // is safe: only the caller puts tasks into its own LIFO slot.)
 //
 // Compiled against sync/atomics.hpp only, so the model check
-// (tests/model_executor_test.cpp) runs this code, not a copy.
+// (tests/model/model_executor_test.cpp) runs this code, not a copy.
 #pragma once
 
 #include <cstddef>

@@ -99,8 +99,8 @@ relacy_mutants=(
 
 # The translation units and flags of each checker (as tests/meson.build
 # builds model_check_test and relacy_wake_test).
-model_units=(tests/model_check_test.cpp tests/model_poller_test.cpp tests/model_executor_test.cpp
-  tests/model_task_sync_test.cpp
+model_units=(tests/model/model_check_test.cpp tests/model/model_poller_test.cpp tests/model/model_executor_test.cpp
+  tests/model/model_task_sync_test.cpp
   tests/model/model_checker.cpp tests/test_main.cpp summary_tree/permit_semaphore.cpp
   summary_tree/summary_tree.cpp signal_waker/park_backend.cpp signal_waker/signal_waker.cpp
   signal_waker/sleep_module.cpp embed/host_channel.cpp embed/notify_descriptor.cpp)
@@ -117,9 +117,8 @@ relacy_libs=()
 # undone.
 copy_sources() {
   mkdir -p "$scratch/pristine/tests"
-  cp -r summary_tree signal_waker sync executor task_sync "$scratch/pristine/"
-  cp -r tests/model tests/relacy tests/model_check_test.cpp tests/model_poller_test.cpp \
-    tests/model_executor_test.cpp tests/model_task_sync_test.cpp tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
+  cp -r summary_tree signal_waker sync executor task_sync embed fork_join "$scratch/pristine/"
+  cp -r tests/model tests/relacy tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
   cp -r "$scratch/pristine" "$scratch/src"
 }
 
