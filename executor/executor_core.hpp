@@ -294,6 +294,11 @@ class executor_core final : private sleep_probe {
   bool steal_lifo(worker_state& self, std::uint32_t& slot) noexcept;
   // Whether some thread's deque holds an offered callable (a parker's probe).
   [[nodiscard]] bool any_offer_waiting() const noexcept;
+  // claim_pending for task `id` lying below newer task entries in self's
+  // deque (at most max_offered_flush of them): those go to the LIFO slot
+  // and the tree, and `id` is popped. True if this thread got it.
+  bool take_offered_from_below(worker_state& self, task_id id) noexcept;
+  static constexpr int max_offered_flush = 64;
   static constexpr std::uint32_t no_task = lifo_slot::empty;
   static constexpr std::size_t no_leaf = ~std::size_t{0};
   static constexpr std::uint32_t max_lifo_streak = 16;

@@ -75,6 +75,29 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   return pending_run::adopted;
 }
 
+// Awaited out of spawn order (spawn a, spawn b, co_await a): the children
+// spawned after the awaited one go to the LIFO slot and the tree, as every
+// spawned task went before the deque (they are run there, or claimed back
+// by their own awaits), and the awaited one is popped. Out of line: the
+// fork-join shape awaits the newest child, and never comes here.
+[[gnu::noinline]] bool executor_core::take_offered_from_below(worker_state& self,
+                                                              task_id id) noexcept {
+  const offer mine = offer::of_task(id.slot);
+  const int above = self.joins.depth_of(mine, max_offered_flush);
+  if (above <= 0 ||
+      task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) != id.generation) {
+    return false;
+  }
+  for (int index = 0; index < above; ++index) {
+    const offer newer = self.joins.pop_task();
+    if (!newer.is_task()) {
+      return false;  // thieves emptied the deque up to here: they have the awaited one too
+    }
+    make_runnable_from(&self, newer.task_slot());
+  }
+  return self.joins.pop_offered_task(mine);
+}
+
 [[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(
     task_id id) {
   worker_context* worker = detail::this_thread_worker;
@@ -83,16 +106,22 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   }
   worker_state& self = *workers_[worker->index];
   // First this worker's offer deque (canopy::spawn's child, awaited by its
-  // spawner), then its LIFO slot and the tree.
-  switch (self.joins.take_offered_task(
-      id, arena_.slot(id.slot).state,
-      [this, &self](std::uint32_t newer) { make_runnable_from(&self, newer); })) {
-    case detail::join_worker::offered_claim::taken:
+  // spawner): the newest entry, whose pop returns it or nothing if a thief
+  // took it; the generation check tells the awaited task from a later one
+  // in a reused slot (the awaited one ended elsewhere). Then its LIFO slot
+  // and the tree.
+  if (self.joins.has_offered_tasks()) {
+    const offer mine = offer::of_task(id.slot);
+    if (self.joins.newest_is(mine)) {
+      if (task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) !=
+          id.generation) {
+        return nullptr;
+      }
+      return self.joins.pop_offered_task(mine) ? &self : nullptr;
+    }
+    if (take_offered_from_below(self, id)) {
       return &self;
-    case detail::join_worker::offered_claim::gone:
-      return nullptr;
-    case detail::join_worker::offered_claim::not_offered:
-      break;
+    }
   }
   const auto position = [this](std::uint32_t slot) {
     return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};

@@ -12,7 +12,8 @@
 
 namespace canopy::detail {
 
-bool join_worker::offer_job(const worker_context& self, offered_job& job) noexcept {
+bool join_worker::offer_job(executor_core& core, const worker_context& self,
+                            offered_job& job) noexcept {
   job.joiner_task = self.running;
   job.joiner_has_task = self.has_running;
   if (!offers_.push(offer::of_job(job))) {
@@ -21,7 +22,7 @@ bool join_worker::offer_job(const worker_context& self, offered_job& job) noexce
   // A wake for a sleeper only if nobody is awake to steal it: a hint (no
   // RMW orders the push before this read), since the joiner runs the job
   // itself at its join if nobody took it (offer_deque.hpp).
-  core_->announce_offer();
+  core.announce_offer();
   return true;
 }
 

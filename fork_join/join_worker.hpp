@@ -7,10 +7,11 @@
 //
 // Who calls what:
 //   * The executor, on the owning thread: offer_task (canopy::spawn's
-//     child), take_own_task (the worker loop's search), take_offered_task
-//     (run-at-join's claim), record_help_stack (at the thread's start), and,
-//     when the worker finds nothing else, steal_from_others then run_offer.
-//     looks_empty from any thread (a parker's probe).
+//     child), take_own_task (the worker loop's search), newest_is,
+//     pop_offered_task, depth_of and pop_task (run-at-join's claim),
+//     record_help_stack (at the thread's start), and, when the worker finds
+//     nothing else, steal_from_others then run_offer. looks_empty from any
+//     thread (a parker's probe).
 //   * canopy::join (join.hpp), on the joining thread: offer_job,
 //     take_back_job, help while it waits.
 // The take-back, helping and stealing code lives in join_worker.cpp, built
@@ -77,35 +78,32 @@ class join_worker {
   }
 
   // Run-at-join's first place to look for task `id` (canopy::spawn's child,
-  // awaited by its spawner): this worker's deque. `state` is the task's
-  // slot state; `requeue(slot)` makes a newer task that lies above it
-  // runnable elsewhere (the LIFO slot and the tree).
-  enum class offered_claim : std::uint8_t {
-    not_offered,  // not in the deque: look in the LIFO slot and the tree
-    taken,        // popped: this thread runs it
-    gone,         // it ended, or a thief took it
-  };
-  template <class Requeue>
-  [[gnu::always_inline]] offered_claim take_offered_task(task_id id,
-                                                         const sync::atomic<std::uint64_t>& state,
-                                                         Requeue requeue) noexcept {
-    if (offered_tasks_ == 0) {
-      return offered_claim::not_offered;
-    }
-    // The newest entry: only this thread pushes, so the look is stable; the
-    // generation check tells the awaited task from a later one in a reused
-    // slot (the awaited one ended elsewhere). The pop returns it, or nothing
-    // if a thief took it.
-    const offer mine = offer::of_task(id.slot);
-    if (offers_.newest() == mine) {
-      if (task_slot::generation_of(state.load(sync::relaxed)) != id.generation) {
-        return offered_claim::gone;
-      }
+  // awaited by its spawner): this worker's deque (executor_core's
+  // claim_pending). Only this thread pushes, so a look at the newest entry
+  // is stable; the caller checks the task's generation between the look and
+  // the pop (the awaited task may have ended elsewhere and its slot been
+  // reused), so these are three inline steps rather than one call: the
+  // slot's address costs loads that most awaits do not need.
+  [[nodiscard]] bool has_offered_tasks() const noexcept { return offered_tasks_ != 0; }
+  [[nodiscard]] bool newest_is(offer entry) const noexcept { return offers_.newest() == entry; }
+  // Pops the newest entry: true if it was `entry`, false if a thief took it.
+  [[nodiscard]] bool pop_offered_task(offer entry) noexcept {
+    --offered_tasks_;
+    return offers_.pop() == entry;
+  }
+  // For a task awaited out of spawn order (executor_core's
+  // take_offered_from_below): how many task entries lie above `entry` (at
+  // most max_above; -1: not found that way), and a pop of the newest entry
+  // that counts it when it is a task.
+  [[nodiscard]] int depth_of(offer entry, int max_above) const noexcept {
+    return offers_.depth_of(entry, max_above);
+  }
+  [[nodiscard]] offer pop_task() noexcept {
+    const offer taken = offers_.pop();
+    if (taken.is_task()) {
       --offered_tasks_;
-      return offers_.pop() == mine ? offered_claim::taken : offered_claim::gone;
     }
-    return take_offered_from_below(id, state, requeue) ? offered_claim::taken
-                                                       : offered_claim::not_offered;
+    return taken;
   }
 
   // Whether the deque looked non-empty (a hint; any thread).
@@ -124,10 +122,11 @@ class join_worker {
 
   // Pushes `job` onto this thread's deque, where idle workers may steal it;
   // false (nothing offered) when the deque is full. `self` is the calling
-  // thread's current_worker(). The job must stay valid until it was taken
+  // thread's current_worker(), `core` its executor (the joiner has it at
+  // hand, so the wake hint needs no load of core_). The job must stay valid until it was taken
   // back or it ended. A thief runs it under the joiner's task, so that
   // current_waker() inside names the joining task either way.
-  bool offer_job(const worker_context& self, offered_job& job) noexcept;
+  bool offer_job(executor_core& core, const worker_context& self, offered_job& job) noexcept;
   // Takes the newest offered job back: true if it was `job` (the caller then
   // runs it), false if a thief took it (the caller waits for its end).
   bool take_back_job(const offered_job& job) noexcept;
@@ -137,16 +136,6 @@ class join_worker {
   [[noreturn]] static void fail_join_nesting() noexcept;
 
  private:
-  // Claim of task `id` lying below newer task entries (at most
-  // max_offered_flush of them): those are requeued, and `id` is popped.
-  // Out of line: the fork-join shape awaits the newest child, and never
-  // comes here.
-  template <class Requeue>
-  [[gnu::noinline]] bool take_offered_from_below(task_id id,
-                                                 const sync::atomic<std::uint64_t>& state,
-                                                 Requeue requeue) noexcept;
-  static constexpr int max_offered_flush = 64;
-
   executor_core* core_ = nullptr;
   std::size_t index_ = 0;
   offer_deque offers_;  // canopy::join's callables (offer_job), canopy::spawn's children
@@ -161,30 +150,6 @@ class join_worker {
   std::uintptr_t help_stack_low_ = 0;
   std::uintptr_t help_stack_high_ = 0;
 };
-
-// Awaited out of spawn order (spawn a, spawn b, co_await a): the children
-// spawned after the awaited one go to the LIFO slot and the tree, as every
-// spawned task went before the deque (they are run there, or claimed back
-// by their own awaits), and the awaited one is popped.
-template <class Requeue>
-bool join_worker::take_offered_from_below(task_id id, const sync::atomic<std::uint64_t>& state,
-                                          Requeue requeue) noexcept {
-  const offer mine = offer::of_task(id.slot);
-  const int above = offers_.depth_of(mine, max_offered_flush);
-  if (above <= 0 || task_slot::generation_of(state.load(sync::relaxed)) != id.generation) {
-    return false;
-  }
-  for (int index = 0; index < above; ++index) {
-    const offer newer = offers_.pop();
-    if (!newer.is_task()) {
-      return false;  // thieves emptied the deque up to here: they have the awaited one too
-    }
-    --offered_tasks_;
-    requeue(newer.task_slot());
-  }
-  --offered_tasks_;
-  return offers_.pop() == mine;
-}
 
 }  // namespace detail
 }  // namespace canopy
