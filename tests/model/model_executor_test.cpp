@@ -11,7 +11,7 @@
 // its search (executor_core::worker_main and find_task: LIFO slot, yield
 // queue unless the last task came from it, own partition, yield queue,
 // other partitions, other workers' LIFO slots), a task run's state
-// transitions (run_and_retire), the drain thread's wait (drain_as_host
+// transitions (run_and_retire), the drain thread's wait (host_runner::drain
 // waits on a condition variable that about_to_block notifies; here a model
 // futex word), canopy::join's countdown and its take-back's all_ended test
 // (fork_join/join.hpp), and a spawn's slot allocation (a case names the slot;
