@@ -294,7 +294,7 @@ TEST_CASE("a callable another worker steals runs under the joiner's task, and th
 TEST_CASE("a joiner whose callable was stolen runs another join's offered callable meanwhile") {
   // Worker A joins (f, g); f waits until a thief (B) started g. g joins
   // (h1, h2) on B, and h1 waits until h2 started: only A, waiting for g,
-  // can start h2, by helping (executor_core::run_stolen_offer). Bounded
+  // can start h2, by helping (join_worker::help). Bounded
   // waits, retried as above: at least one attempt must see A run h2.
   canopy::testing::watchdog guard("join helping", 120);
   executor pool(config_with(2));
