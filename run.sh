@@ -426,6 +426,10 @@ run_bench() {
       CANOPY_STORM_RUST_PEERS="$newest_target/release/canopy_rust_peers"
     fi
   fi
+  # The toolkit table (channels, the async mutex: bench/toolkit_bench.py)
+  # runs the same tokio as the storm.
+  export CANOPY_TOOLKIT_RUSTC="$CANOPY_STORM_RUSTC"
+  export CANOPY_TOOLKIT_RUST_PEERS="$CANOPY_STORM_RUST_PEERS"
   bash bench/run_bench.sh "$dir/bench/canopy_bench" \
     --rust-peers "$rust_peers_target/release/canopy_rust_peers" "${results[@]}" "${driver_options[@]}"
 }

@@ -5,7 +5,9 @@ usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
                     [--timeout S] [--scaling] [--instructions] [--no-comparison]
                     [--rust-peers PATH] [--results DIR]
 
-For each workload the peers run interleaved (canopy, tbb, asio, rayon, tokio,
+The toolkit workloads (channels, the async mutex) run after the table, in
+toolkit_bench.py's table beside tokio alone. For each other workload the
+peers run interleaved (canopy, tbb, asio, rayon, tokio,
 then the next workload), K rounds over; rayon and tokio run in the Rust
 program bench/peers/rust (canopy_rust_peers: the same command line,
 parameters and JSON line as canopy_bench), found at --rust-peers or else at
@@ -64,6 +66,10 @@ NOT_IMPLEMENTED = "–"
 # Workloads that also run with no executor at all ("baseline"): the floor of
 # the measurement itself, printed under the table, not compared.
 BASELINE_WORKLOADS = ("idle_cpu",)
+# The task toolkit (channels, the async mutex): tokio is their only peer, so
+# they have a table of their own, at --threads and at 1 worker
+# (toolkit_bench.py), not a row here.
+TOOLKIT_WORKLOADS = ("channel_ping_pong", "channel_throughput", "mutex_contention")
 SCALING_WORKLOADS = ("spawn_remote", "fib", "yield_many")
 INSTRUCTION_WORKLOADS = ("spawn_remote", "spawn_local", "yield_many", "chained_spawn", "fib", "fib_fiber")
 REGRESSION_THRESHOLD_PERCENT = 10.0
@@ -518,9 +524,20 @@ def main():
     if not os.access(arguments.binary, os.X_OK):
         sys.exit(f"run_bench.py: {arguments.binary} is not an executable canopy_bench")
     arguments.results.mkdir(parents=True, exist_ok=True)
-    workloads = list_workloads(arguments.binary)
+    workloads = [workload for workload in list_workloads(arguments.binary)
+                 if workload not in TOOLKIT_WORKLOADS]
     if not arguments.no_comparison:
         run_and_print_comparison(arguments, workloads)
+        # Channels and the async mutex beside tokio's, with the tokio that
+        # ./run.sh bench built with the newest rustc when it names one.
+        toolkit = [sys.executable, str(Path(__file__).resolve().parent / "toolkit_bench.py"),
+                   str(arguments.binary), "--rounds", str(arguments.rounds),
+                   "--threads", str(arguments.threads), "--timeout", str(arguments.timeout),
+                   "--results", str(arguments.results), "--rust-peers",
+                   os.environ.get("CANOPY_TOOLKIT_RUST_PEERS") or str(arguments.rust_peers)]
+        if arguments.reps is not None:
+            toolkit += ["--reps", str(arguments.reps)]
+        subprocess.run(toolkit, check=False)
         # The I/O workloads (HTTP, echo, timers): their own driver, the same
         # build directory (bench/io_bench.py builds its servers there).
         io_driver = Path(__file__).resolve().parent / "io_bench.py"

@@ -18,7 +18,7 @@ struct workload_descriptor {
 
 // constexpr, so registrations running during static initialization can check
 // names against it without depending on initialization order.
-inline constexpr std::array<workload_descriptor, 12> workload_catalog{{
+inline constexpr std::array<workload_descriptor, 15> workload_catalog{{
     {"spawn_remote", "ns/task"},
     {"spawn_local", "ns/task"},
     {"yield_many", "ns/yield"},
@@ -40,6 +40,12 @@ inline constexpr std::array<workload_descriptor, 12> workload_catalog{{
     // in per-thread pools), so a later burst in the same process shows
     // (close to) no growth. Hence no warm-up and a single repetition.
     {"spawn_burst_memory", "bytes/task", 1, false},
+    // The task toolkit beside tokio's (issue 31): channels and the async
+    // mutex. Throughputs are given as time per operation, so that lower is
+    // better here too; their peer is tokio only (run_bench.py's toolkit table).
+    {"channel_ping_pong", "ns/round trip"},
+    {"channel_throughput", "ns/message"},
+    {"mutex_contention", "ns/acquisition"},
 }};
 
 [[nodiscard]] constexpr const workload_descriptor* find_workload(std::string_view name) {

@@ -45,6 +45,10 @@ pub const WORKLOAD_CATALOG: &[WorkloadDescriptor] = &[
         max_reps: 1,
         warm_up: false,
     },
+    // The task toolkit beside tokio's (issue 31), as time per operation.
+    workload("channel_ping_pong", "ns/round trip"),
+    workload("channel_throughput", "ns/message"),
+    workload("mutex_contention", "ns/acquisition"),
 ];
 
 pub fn find_workload(name: &str) -> Option<&'static WorkloadDescriptor> {

@@ -16,6 +16,7 @@ mod probes;
 mod rayon_peer;
 mod timer_storm;
 mod tokio_peer;
+mod tokio_toolkit;
 
 use std::process::ExitCode;
 

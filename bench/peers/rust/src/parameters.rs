@@ -150,3 +150,25 @@ pub mod irregular_tree {
         }
     }
 }
+
+/// bench/workloads/channel_ping_pong/parameters.hpp
+pub mod channel_ping_pong {
+    pub const ROUND_TRIPS: usize = 100_000;
+    pub const EXPECTED_SUM: u64 = (ROUND_TRIPS as u64) * (ROUND_TRIPS as u64 - 1) / 2;
+}
+
+/// bench/workloads/channel_throughput/parameters.hpp
+pub mod channel_throughput {
+    pub const PRODUCER_COUNT: usize = 4;
+    pub const CAPACITY: usize = 1_024;
+    pub const MESSAGES_PER_PRODUCER: usize = 250_000;
+    pub const MESSAGE_COUNT: usize = PRODUCER_COUNT * MESSAGES_PER_PRODUCER;
+    pub const EXPECTED_SUM: u64 = (MESSAGE_COUNT as u64) * (MESSAGE_COUNT as u64 - 1) / 2;
+}
+
+/// bench/workloads/mutex_contention/parameters.hpp
+pub mod mutex_contention {
+    pub const TASK_COUNT: usize = 64;
+    pub const LOCKS_PER_TASK: usize = 10_000;
+    pub const ACQUISITIONS: usize = TASK_COUNT * LOCKS_PER_TASK;
+}

@@ -64,7 +64,8 @@ pub fn make_instance(workload: &str, worker_count: usize) -> Option<Box<dyn Work
         "wake_latency" => |runtime, _| Ok(sample_wake_latency(runtime)),
         "idle_cpu" => |runtime, _| Ok(measure_idle_cpu(runtime)),
         "spawn_burst_memory" => measure_burst_memory,
-        _ => return None,
+        // Channels and the async mutex (tokio::sync): tokio_toolkit.rs.
+        other => crate::tokio_toolkit::repetition(other)?,
     };
     let executor = Builder::new_multi_thread()
         .worker_threads(worker_count)
