@@ -49,9 +49,9 @@
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
 #include "../sync/atomics.hpp"
+#include "../wait/wait_link.hpp"
 #include "join_await.hpp"
 #include "task.hpp"
-#include "wait_link.hpp"
 
 namespace canopy {
 

@@ -4,9 +4,10 @@
 // std::coroutine_handle<> in await_suspend and later calls resume() on it,
 // often from its own thread. Resuming a task's coroutine there would run
 // the task off its executor. So every co_await in a canopy::task goes
-// through task_promise::await_transform: Canopy's own awaiters (those that
-// declare `using canopy_awaiter = void;`) pass through untouched; any other
-// awaitable is wrapped in a foreign_awaiter, which gives the awaitable a
+// through promise_base::await_transform (coroutine/promise_base.hpp):
+// Canopy's own awaiters (those that declare `using canopy_awaiter = void;`)
+// pass through untouched; any other awaitable is wrapped in a
+// foreign_awaiter, which gives the awaitable a
 // handle of its own — a tiny "resumer" coroutine — instead of the task's.
 // Resuming the resumer, from any thread, fires a wait_link that wakes the
 // task; the task's next run on a worker resumes the coroutine and calls the
@@ -22,7 +23,7 @@
 //
 // If the task is cancelled or destroyed while a foreign awaitable still holds
 // the resumer, the task's frame is kept until the awaitable resumes it (the
-// wait_link is abandoned, coroutine/wait_link.hpp) and freed then, on the
+// wait_link is abandoned, wait/wait_link.hpp) and freed then, on the
 // resuming thread; an awaitable that never resumes its handle keeps the
 // frame (and whatever it holds) forever. The resumer frame frees itself
 // after firing, so nothing on the task's side touches it after the wake.
@@ -36,8 +37,9 @@
 #include <utility>
 
 #include "../executor/block_pool.hpp"
-#include "task.hpp"
-#include "wait_link.hpp"
+#include "../wait/wait_link.hpp"
+#include "promise_base.hpp"
+#include "task_context.hpp"
 
 namespace canopy::detail {
 

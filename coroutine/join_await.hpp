@@ -20,64 +20,14 @@
 #include "../executor/block_pool.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
+#include "../wait/join_wait.hpp"
+#include "../wait/wait_link.hpp"
 #include "spawn.hpp"
 #include "task.hpp"
-#include "wait_link.hpp"
 
 namespace canopy {
 
 namespace detail {
-
-// The wait on one join state, shared by coroutines and fibers.
-template <class T>
-struct join_wait {
-  join_state<T>* state;
-  wait_link link_;
-
-  explicit join_wait(join_state<T>* awaited) noexcept : state(awaited) {
-    link_.disarm = &disarm;
-    link_.source = awaited;
-  }
-
-  [[nodiscard]] bool ready() const noexcept { return state->ready(); }
-  [[nodiscard]] wait_link& link() noexcept { return link_; }
-
-  // Register the running task; false if the child completed first (then
-  // nothing is registered and the caller must not suspend).
-  [[nodiscard]] bool arm() noexcept {
-    link_.arm_for_current_task();
-    return state->set_continuation(continuation{&wait_link::fire, &link_});
-  }
-
-  // A registered continuation cannot be taken back; cancel the child
-  // instead, as a coroutine's cancel does with the child it awaits, and
-  // let fire() come. A child of the awaiter's executor is woken, so that a
-  // suspended child is destroyed now and its end fires the link (the
-  // caller destroys the awaiting task, so it holds the handle whose fields
-  // cancel_and_wake reads); another executor's child is only asked, as
-  // await_all does: nothing here may reach into that executor.
-  static bool disarm(wait_link& link) noexcept {
-    auto* const state = static_cast<join_state<T>*>(link.source);
-    if (state->has_task_on(link.core)) {
-      state->cancel_and_wake();
-    } else {
-      state->request_cancel();
-    }
-    return false;
-  }
-};
-
-// Inline in every awaiter (a coroutine's join, this_fiber::await): out of
-// line, GCC keeps it a call of its own on every join.
-template <class T>
-[[gnu::always_inline]] inline T take_and_detach(join_handle<T>& handle) {
-  join_state<T>* state = handle.state();
-  struct detach_on_exit {
-    join_handle<T>& handle;
-    ~detach_on_exit() { handle.detach(); }
-  } guard{handle};
-  return state->take();
-}
 
 // A coroutine awaiting a join handle of its own executor registers its task
 // id with the join state (join_state_base::set_waiting_task): no wait_link,
@@ -89,7 +39,7 @@ template <class T>
 // a small pooled block): the completing task then never keeps a pointer to
 // this task's executor, which may be destroyed first. If this task is
 // destroyed while waiting, the link is abandoned and the child's
-// completion frees the frame (coroutine/wait_link.hpp) without touching
+// completion frees the frame (wait/wait_link.hpp) without touching
 // this executor; the child is asked to cancel.
 // A coroutine child that has not started yet is taken over by its awaiter
 // instead (executor_core::take_over_pending): its slot is retired unrun

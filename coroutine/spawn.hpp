@@ -36,9 +36,10 @@
 #include "../executor/executor_core.hpp"
 #include "../executor/join_state.hpp"
 #include "../executor/task_slot.hpp"
+#include "../wait/current_task.hpp"
+#include "../wait/task_handle.hpp"
+#include "../wait/wait_link.hpp"
 #include "task.hpp"
-#include "task_handle.hpp"
-#include "wait_link.hpp"
 
 namespace canopy {
 
@@ -249,21 +250,6 @@ spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode, 
   state->set_task(&core, id);
   out = task_handle<T>(state, &core, id);
   return spawn_status::spawned;
-}
-
-[[noreturn, gnu::cold, gnu::noinline]] inline void throw_outside_task(const char* what) {
-  throw std::logic_error(std::string(what) +
-                         " outside a running task: use executor::spawn from other threads");
-}
-
-// The throw is out of line so that this inlines into every spawn (out of
-// line the whole check is a call on every fork).
-inline executor_core& current_core(const char* what) {
-  worker_context* worker = current_worker();
-  if (worker == nullptr) [[unlikely]] {
-    throw_outside_task(what);
-  }
-  return *worker->core;
 }
 
 }  // namespace detail

@@ -39,6 +39,9 @@
 #include "../executor/block_pool.hpp"
 #include "../executor/join_state.hpp"
 #include "../executor/task_slot.hpp"
+#include "foreign_await.hpp"
+#include "promise_base.hpp"
+#include "task_context.hpp"
 
 namespace canopy {
 
@@ -47,71 +50,8 @@ class task;
 
 namespace detail {
 
-struct wait_link;
-
 template <class T>
 class task_promise;
-
-// What a suspended task waits for, as recorded in its task_context. The
-// body's run() checks it before resuming (a wake that finds the wait not
-// over is spurious and leaves the task suspended), and destroying the task
-// releases it (coroutine/spawn.hpp).
-enum class wait_kind : std::uint8_t {
-  none,    // any wake resumes (wait_for_wake, yield_now)
-  link,    // a wait_link that must have fired (async_event, foreign awaitables)
-  join,    // a join state of this executor that must be ready()
-  custom,  // a wait source (coroutine/custom_wait.hpp): custom_ops->ready()
-};
-
-// How the body tests and releases a custom wait that lives in the frame.
-struct custom_wait_ops {
-  bool (*ready)(void* wait) noexcept;
-  void (*disarm)(void* wait) noexcept;
-};
-
-// Per spawned task, in its slot: what the next run resumes and what the
-// current one ended with. Touched only by the thread running the task (or
-// by the thread destroying it, which then owns it).
-struct task_context {
-  // Spawning writes only what a first run reads: waiting_on and custom_ops
-  // are written by suspend_on before any kind that reads them.
-  explicit task_context(std::coroutine_handle<> start) noexcept : resume_point(start) {}
-
-  std::coroutine_handle<> resume_point;  // innermost suspended coroutine
-  void* waiting_on;                      // the wait_link, join state or custom wait
-  const custom_wait_ops* custom_ops;     // when kind == custom
-  wait_kind kind = wait_kind::none;
-  run_outcome signal = run_outcome::suspended;
-  // Set by an inline-awaited task that ran to its end (its frame freed
-  // itself), with resume_point naming its awaiter: the body resumes that
-  // next (coroutine/spawn.hpp), in place of a symmetric transfer.
-  bool resume_awaiter = false;
-  // Set by the body's first run. A joiner may take over a task that never
-  // ran (coroutine/join_await.hpp), never one that did: its coroutines
-  // point at this context.
-  bool started = false;
-
-  // An awaiter about to suspend `self` records what the wait is; every
-  // suspension comes through here (it sets `signal`, which the body does
-  // not reset before resuming). waiting_on and custom_ops are read only
-  // under the kind that wrote them, so a wait that does not use them leaves
-  // them as they are (the stores would cost every yield and every join).
-  void suspend_on(std::coroutine_handle<> self, wait_kind what, void* on,
-                  const custom_wait_ops* ops = nullptr) noexcept {
-    resume_point = self;
-    if (what != wait_kind::none) {
-      waiting_on = on;
-    }
-    if (what == wait_kind::custom) {
-      custom_ops = ops;
-    }
-    kind = what;
-    signal = run_outcome::suspended;
-  }
-  // The wait ended (it was over when the task ran, or the source was ready
-  // before the task suspended).
-  void clear_wait() noexcept { kind = wait_kind::none; }
-};
 
 // The block every task frame lives in: [frame_record<T>][coroutine frame].
 //
@@ -215,75 +155,6 @@ class frame_record final : public join_state<T> {
   std::size_t block_size_;
 };
 
-// The awaiter a co_await expression on `awaitable` uses: its member
-// operator co_await, else a free operator co_await found by lookup, else
-// the awaitable itself (then a reference to it).
-template <class A>
-decltype(auto) get_awaiter(A&& awaitable) {
-  if constexpr (requires { std::forward<A>(awaitable).operator co_await(); }) {
-    return std::forward<A>(awaitable).operator co_await();
-  } else if constexpr (requires { operator co_await(std::forward<A>(awaitable)); }) {
-    return operator co_await(std::forward<A>(awaitable));
-  } else {
-    return std::forward<A>(awaitable);
-  }
-}
-
-template <class A>
-using awaiter_of_t = decltype(get_awaiter(std::declval<A>()));
-
-// Canopy's own awaiters declare `using canopy_awaiter = void;`: they know the
-// task context and suspend through it (never resuming the coroutine from
-// another thread). A user's awaiter that only forwards to Canopy's awaiters
-// declares it too (docs/coroutines.md, "Composing awaitables"). Everything
-// else is foreign (coroutine/foreign_await.hpp).
-template <class A>
-concept canopy_native_awaitable = requires {
-  typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_awaiter;
-};
-
-template <class A>
-concept erased_handle_awaitable = requires(std::remove_reference_t<awaiter_of_t<A>>& awaiter,
-                                           std::coroutine_handle<> handle) {
-  awaiter.await_ready();
-  awaiter.await_suspend(handle);
-  awaiter.await_resume();
-};
-
-template <class A>
-class foreign_awaiter;
-
-class promise_base {
- public:
-  // Every co_await in a task: Canopy's awaiters as they are, any other
-  // awaitable through a foreign_awaiter, whose resumption wakes the task
-  // so that it continues on its executor.
-  template <class A>
-  decltype(auto) await_transform(A&& awaitable) {
-    if constexpr (canopy_native_awaitable<A>) {
-      return std::forward<A>(awaitable);
-    } else {
-      static_assert(erased_handle_awaitable<A>,
-                    "canopy::task can co_await this awaitable only if its await_suspend accepts a "
-                    "std::coroutine_handle<> (Canopy resumes the task through a wake on its "
-                    "executor); this one requires a particular promise type or is not an "
-                    "awaitable. Wrap the operation in a canopy::wait_on source "
-                    "(coroutine/custom_wait.hpp) instead.");
-      return foreign_awaiter<A>(std::forward<A>(awaitable));
-    }
-  }
-
-  std::suspend_always initial_suspend() noexcept { return {}; }
-
-  [[nodiscard]] task_context* context() const noexcept { return context_; }
-  void set_context(task_context* context) noexcept { context_ = context; }
-  void set_continuation(std::coroutine_handle<> next) noexcept { continuation_ = next; }
-
- protected:
-  std::coroutine_handle<> continuation_;
-  task_context* context_ = nullptr;
-};
-
 // The parts of a promise that know T: the block layout and the record.
 template <class T>
 class promise_of : public promise_base {
@@ -346,29 +217,6 @@ class task_promise<void> final : public promise_of<void> {
   task<void> get_return_object() noexcept;
   void return_void() noexcept {}
 };
-
-// The task context of the coroutine `self` runs in. A canopy awaitable used
-// outside a spawned task (no context) is a programming error: terminate.
-template <class Promise>
-task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
-  static_assert(std::is_base_of_v<promise_base, Promise>,
-                "canopy awaitables can only be co_awaited inside a canopy::task, with the "
-                "task's own coroutine handle. If your own awaiter type wraps a Canopy "
-                "awaitable and passes its handle on, declare `using canopy_awaiter = void;` "
-                "in your awaiter, so that canopy::task gives it the task's handle instead of "
-                "treating it as a foreign awaitable (docs/coroutines.md, 'Composing "
-                "awaitables')");
-  task_context* context = self.promise().context();
-  if (context == nullptr) {
-    std::fputs("canopy: a canopy::task was resumed outside the executor\n", stderr);
-    std::terminate();
-  }
-  return *context;
-}
-
-}  // namespace detail
-
-namespace detail {
 
 // After an inline-awaited task ran to its end (its frame is gone, its block
 // kept): the value, or rethrow; the block is freed either way.
@@ -469,5 +317,3 @@ inline task<void> task_promise<void>::get_return_object() noexcept {
 }  // namespace detail
 
 }  // namespace canopy
-
-#include "foreign_await.hpp"  // NOLINT(misc-header-include-cycle): defines foreign_awaiter

@@ -24,7 +24,7 @@
 // boost::context::fiber adds a round trip at creation to hand its record
 // over. A fiber destroyed while a wait_link
 // can still fire leaves its frame and stack to that fire() (see
-// coroutine/wait_link.hpp).
+// wait/wait_link.hpp).
 //
 // A never-started child awaited with this_fiber::await runs on the awaiting
 // fiber's stack as a plain call when its stack request fits in what is
@@ -52,15 +52,15 @@
 #include <type_traits>
 #include <utility>
 
-#include "../coroutine/spawn.hpp"
-#include "../coroutine/task_handle.hpp"
-#include "../coroutine/wait_link.hpp"
 #include "../executor/block_pool.hpp"
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
 #include "../executor/executor_core.hpp"
 #include "../executor/join_state.hpp"
 #include "../executor/task_slot.hpp"
+#include "../wait/current_task.hpp"
+#include "../wait/task_handle.hpp"
+#include "../wait/wait_link.hpp"
 #include "sanitizer.hpp"
 #include "stack_pool.hpp"
 

@@ -9,20 +9,33 @@
 //   T v = this_fiber::await(some_task());   // a canopy::task<T>: spawned, then awaited
 //   T v = this_fiber::await(awaitable);     // anything a canopy::task can co_await
 //   this_fiber::wait_for_wake();            // until any wake (current_waker())
-//   R r = this_fiber::wait_on(source);      // a custom wait (coroutine/custom_wait.hpp)
+//   R r = this_fiber::wait_on(source);      // a custom wait (wait/wait_source.hpp)
 // When the fiber is being cancelled or dropped, these throw fiber_unwind.
+//
+// Fibers include nothing of the coroutine tasks (both build on wait/). Awaiting a
+// canopy::task or another awaitable from a fiber spawns a coroutine task,
+// so those two forms name canopy::task<T> and canopy::spawn(task) only
+// where they are used: a program that uses them includes the coroutine
+// headers too (include/canopy/fiber.hpp does).
 #pragma once
 
 #include <type_traits>
 #include <utility>
 
-#include "../coroutine/async_event.hpp"
-#include "../coroutine/custom_wait.hpp"
-#include "../coroutine/join_await.hpp"
-#include "../coroutine/spawn.hpp"
-#include "../coroutine/task.hpp"
 #include "../executor/join_handle.hpp"
+#include "../wait/async_event.hpp"
+#include "../wait/join_wait.hpp"
+#include "../wait/wait_source.hpp"
+#include "../wait/waker.hpp"
 #include "fiber_task.hpp"
+
+namespace canopy {
+
+// The coroutine task type (task.hpp beside the coroutine tasks; see above).
+template <class T>
+class task;
+
+}  // namespace canopy
 
 namespace canopy::this_fiber {
 
@@ -88,7 +101,7 @@ inline void yield() {
   canopy::detail::switch_out(frame);
 }
 
-// Continue this fiber on its executor's host thread (coroutine/host.hpp
+// Continue this fiber on its executor's host thread (canopy::resume_on_host
 // has the contract; docs/embedding.md).
 inline void resume_on_host() {
   canopy::detail::fiber_frame& frame =
@@ -106,7 +119,7 @@ inline void wait_for_wake() {
   canopy::detail::switch_out(frame);
 }
 
-// Wait on a custom wait source (coroutine/custom_wait.hpp has the
+// Wait on a custom wait source (wait/wait_source.hpp has the
 // contract): arm it with this fiber's waker, switch out until ready(),
 // disarm, return result(). A cancelled or dropped fiber unwinds from here
 // (fiber_unwind) after disarming the source.
@@ -167,7 +180,9 @@ inline void await(async_event& event) {
 template <class T>
 T await(task<T> work) {
   canopy::detail::checked_current_fiber("this_fiber::await(task)");
-  return await(canopy::spawn(std::move(work)));
+  // Unqualified: canopy::spawn(task<T>) (the coroutine tasks' spawn.hpp) is found by
+  // argument-dependent lookup where this is instantiated.
+  return await(spawn(std::move(work)));
 }
 
 // Any other awaitable a canopy::task can co_await: awaited by a small

@@ -53,7 +53,7 @@
 #include "../executor/executor.hpp"
 #include "../executor/idle_driver.hpp"
 #include "../sync/atomics.hpp"
-#include "../coroutine/waker.hpp"
+#include "../wait/waker.hpp"
 #include "registration_slab.hpp"
 
 namespace canopy::io {

@@ -37,7 +37,7 @@
 #include <system_error>
 #include <utility>
 
-#include "../coroutine/waker.hpp"
+#include "../wait/waker.hpp"
 #include "reactor.hpp"
 #include "registration.hpp"
 

@@ -76,7 +76,7 @@ class registration {
   int fd_ = -1;
 };
 
-// The wait source (coroutine/custom_wait.hpp) for "direction `which` of
+// The wait source (wait/wait_source.hpp) for "direction `which` of
 // `reg` is ready": co_await canopy::wait_on(readiness_wait{reg, which}).
 class readiness_wait {
  public:

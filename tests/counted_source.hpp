@@ -1,4 +1,4 @@
-// counted_source — a wait source (coroutine/custom_wait.hpp) for the tests:
+// counted_source — a wait source (wait/wait_source.hpp) for the tests:
 // ready once set() runs on any thread, which then wakes the registered
 // waker; counts arm() and disarm() calls, so that a test can check the
 // contract's "one disarm for every arm that returned true".
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "coroutine/waker.hpp"
+#include "wait/waker.hpp"
 
 namespace canopy::testing {
 

@@ -1,4 +1,4 @@
-// Custom wait sources (coroutine/custom_wait.hpp): canopy::wait_on in a
+// Custom wait sources (wait/wait_source.hpp): canopy::wait_on in a
 // task and canopy::this_fiber::wait_on in a fiber, a spurious wake, a source
 // already ready (never armed), and a cancel during the wait (the source is
 // disarmed once for its one arm, the waiter's destructors run).
@@ -23,7 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A custom wait source (coroutine/custom_wait.hpp): a flag set by another
+// A custom wait source (wait/wait_source.hpp): a flag set by another
 // thread, which then wakes the registered waker. Counts arm/disarm calls.
 struct flag_source {
   std::atomic<bool>* flag;

@@ -14,7 +14,7 @@
 // worker); when_all (spawn several, await all) and await_all (await many
 // handles in one suspension); yield_now; current_waker() and canopy::waker;
 // wait_on(source) for your own waits (the wait-source contract is in
-// detail/coroutine/custom_wait.hpp); async_event; block_on; resume_on_host.
+// detail/wait/wait_source.hpp); async_event; block_on; resume_on_host.
 // Canopy's awaitables are for canopy::task only; another library's standard
 // awaitable may be co_awaited too (its resumption becomes a wake). A user
 // awaiter that wraps one of Canopy's declares `using canopy_awaiter = void;`

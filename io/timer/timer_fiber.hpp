@@ -12,8 +12,8 @@
 
 #include <chrono>
 
-#include "../../coroutine/waker.hpp"
 #include "../../fiber/this_fiber.hpp"
+#include "../../wait/waker.hpp"
 #include "timer_wait.hpp"
 
 namespace canopy::this_fiber {

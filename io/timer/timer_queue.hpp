@@ -29,10 +29,10 @@
 #include <mutex>
 #include <optional>
 
-#include "../../coroutine/waker.hpp"
 #include "../../executor/executor_core.hpp"
 #include "../../executor/idle_driver.hpp"
 #include "../../sync/atomics.hpp"
+#include "../../wait/waker.hpp"
 #include "timer_wheel.hpp"
 
 namespace canopy::io {

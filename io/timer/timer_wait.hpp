@@ -39,8 +39,8 @@
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/spawn.hpp"
 #include "../../coroutine/task.hpp"
-#include "../../coroutine/task_handle.hpp"
-#include "../../coroutine/waker.hpp"
+#include "../../wait/task_handle.hpp"
+#include "../../wait/waker.hpp"
 #include "timer_error.hpp"
 #include "timer_queue.hpp"
 

@@ -2,7 +2,7 @@
 // worker. set() and reset() from any thread (workers or not).
 //
 //   canopy::async_event ready;
-//   co_await ready;                  // in a coroutine task
+//   co_await ready;                  // in a coroutine task (coroutine/event_await.hpp)
 //   canopy::this_fiber::await(ready) // in a fiber
 //   ready.set();                     // wakes every waiter
 //
@@ -12,11 +12,10 @@
 // (disarm), so nothing is deferred. The event must outlive its waiters.
 #pragma once
 
-#include <coroutine>
 #include <mutex>
+#include <utility>
 
 #include "../sync/atomics.hpp"
-#include "task.hpp"
 #include "wait_link.hpp"
 
 namespace canopy {
@@ -72,7 +71,8 @@ class async_event {
     set_.store(false, sync::relaxed);
   }
 
-  // The wait on this event, shared by coroutines and fibers.
+  // The wait on this event, shared by coroutines and fibers: a coroutine
+  // records link() as what it waits for, a fiber as its armed link.
   class wait {
    public:
     explicit wait(async_event& event) noexcept : event_(&event) {
@@ -125,23 +125,7 @@ class async_event {
     detail::event_waiter node_;
   };
 
-  struct awaiter {
-    using canopy_awaiter = void;
-    wait pending;
-    bool await_ready() const noexcept { return pending.ready(); }
-    template <class Promise>
-    bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
-      detail::task_context& context = detail::context_of(self);
-      context.suspend_on(self, detail::wait_kind::link, &pending.link());
-      if (!pending.arm()) {
-        context.clear_wait();
-        return false;
-      }
-      return true;
-    }
-    void await_resume() const noexcept {}
-  };
-  awaiter operator co_await() noexcept { return awaiter{wait(*this)}; }
+  // co_await event in a coroutine task: coroutine/event_await.hpp.
 
  private:
   mutable std::mutex mutex_;

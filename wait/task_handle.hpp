@@ -1,6 +1,6 @@
 // task_handle<T> — the join handle of a spawned coroutine task or fiber.
 //
-// It *is* a canopy::join_handle<T> (public base: join(), wait_for(),
+// It *is* a canopy::join_handle<T> (public base: get(), wait_for(),
 // ready(), cancel(), detach(), co_await and this_fiber::await all work on
 // it, and it converts to a plain join_handle<T> by move, with no change of
 // behaviour: cancel() wakes the task through either type). It adds the

@@ -1,0 +1,110 @@
+// promise_base — the part of every canopy::task promise that does not know
+// the task's result type: how a co_await in a task treats an awaitable
+// (Canopy's own awaiters as they are, any other through a foreign_awaiter,
+// coroutine/foreign_await.hpp), the task context its coroutines report to,
+// and context_of, which Canopy's awaiters use to find that context.
+// Apart from coroutine/task.hpp so that foreign_await.hpp can include it
+// without including task.hpp (which includes foreign_await.hpp).
+#pragma once
+
+#include <coroutine>
+#include <cstdio>
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+#include "task_context.hpp"
+
+namespace canopy::detail {
+
+// The awaiter a co_await expression on `awaitable` uses: its member
+// operator co_await, else a free operator co_await found by lookup, else
+// the awaitable itself (then a reference to it).
+template <class A>
+decltype(auto) get_awaiter(A&& awaitable) {
+  if constexpr (requires { std::forward<A>(awaitable).operator co_await(); }) {
+    return std::forward<A>(awaitable).operator co_await();
+  } else if constexpr (requires { operator co_await(std::forward<A>(awaitable)); }) {
+    return operator co_await(std::forward<A>(awaitable));
+  } else {
+    return std::forward<A>(awaitable);
+  }
+}
+
+template <class A>
+using awaiter_of_t = decltype(get_awaiter(std::declval<A>()));
+
+// Canopy's own awaiters declare `using canopy_awaiter = void;`: they know the
+// task context and suspend through it (never resuming the coroutine from
+// another thread). A user's awaiter that only forwards to Canopy's awaiters
+// declares it too (docs/coroutines.md, "Composing awaitables"). Everything
+// else is foreign (coroutine/foreign_await.hpp).
+template <class A>
+concept canopy_native_awaitable = requires {
+  typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_awaiter;
+};
+
+template <class A>
+concept erased_handle_awaitable = requires(std::remove_reference_t<awaiter_of_t<A>>& awaiter,
+                                           std::coroutine_handle<> handle) {
+  awaiter.await_ready();
+  awaiter.await_suspend(handle);
+  awaiter.await_resume();
+};
+
+// Defined in coroutine/foreign_await.hpp, which task.hpp includes: an
+// await_transform is instantiated only in a task's body.
+template <class A>
+class foreign_awaiter;
+
+class promise_base {
+ public:
+  // Every co_await in a task: Canopy's awaiters as they are, any other
+  // awaitable through a foreign_awaiter, whose resumption wakes the task
+  // so that it continues on its executor.
+  template <class A>
+  decltype(auto) await_transform(A&& awaitable) {
+    if constexpr (canopy_native_awaitable<A>) {
+      return std::forward<A>(awaitable);
+    } else {
+      static_assert(erased_handle_awaitable<A>,
+                    "canopy::task can co_await this awaitable only if its await_suspend accepts a "
+                    "std::coroutine_handle<> (Canopy resumes the task through a wake on its "
+                    "executor); this one requires a particular promise type or is not an "
+                    "awaitable. Wrap the operation in a canopy::wait_on source "
+                    "(coroutine/custom_wait.hpp) instead.");
+      return foreign_awaiter<A>(std::forward<A>(awaitable));
+    }
+  }
+
+  std::suspend_always initial_suspend() noexcept { return {}; }
+
+  [[nodiscard]] task_context* context() const noexcept { return context_; }
+  void set_context(task_context* context) noexcept { context_ = context; }
+  void set_continuation(std::coroutine_handle<> next) noexcept { continuation_ = next; }
+
+ protected:
+  std::coroutine_handle<> continuation_;
+  task_context* context_ = nullptr;
+};
+
+// The task context of the coroutine `self` runs in. A canopy awaitable used
+// outside a spawned task (no context) is a programming error: terminate.
+template <class Promise>
+task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
+  static_assert(std::is_base_of_v<promise_base, Promise>,
+                "canopy awaitables can only be co_awaited inside a canopy::task, with the "
+                "task's own coroutine handle. If your own awaiter type wraps a Canopy "
+                "awaitable and passes its handle on, declare `using canopy_awaiter = void;` "
+                "in your awaiter, so that canopy::task gives it the task's handle instead of "
+                "treating it as a foreign awaitable (docs/coroutines.md, 'Composing "
+                "awaitables')");
+  task_context* context = self.promise().context();
+  if (context == nullptr) {
+    std::fputs("canopy: a canopy::task was resumed outside the executor\n", stderr);
+    std::terminate();
+  }
+  return *context;
+}
+
+}  // namespace canopy::detail
