@@ -18,11 +18,14 @@
 // <canopy/io/http.hpp>. UDP, Unix-domain streams and signals have public
 // headers of their own, included here: <canopy/io/udp.hpp>,
 // <canopy/io/unix.hpp>, <canopy/io/signal.hpp> (signals have a rule about
-// blocking them in every thread: read its contract). Link canopy.
+// blocking them in every thread: read its contract); name resolution
+// (co_await canopy::io::resolve(host, service)) in <canopy/io/resolve.hpp>.
+// Link canopy.
 #pragma once
 
 #include "canopy.hpp"
 #include "detail/io/io.hpp"
+#include "io/resolve.hpp"
 #include "io/signal.hpp"
 #include "io/udp.hpp"
 #include "io/unix.hpp"

@@ -1,11 +1,13 @@
 // <canopy/io/fiber.hpp> — the I/O and timer calls of <canopy/io.hpp> for
 // fibers: canopy::io::this_fiber::{readable, writable, connect, accept,
-// read_some, write_all} and canopy::this_fiber::{sleep_for, sleep_until}.
+// read_some, write_all, resolve, ...} and canopy::this_fiber::{sleep_for,
+// sleep_until}.
 // Each blocks only the calling fiber; outside a fiber they throw
 // std::logic_error. Same error convention as the task forms. Link
 // canopy-fiber.
 #pragma once
 
 #include "../detail/io/fiber_io.hpp"
+#include "../detail/io/resolve_fiber.hpp"
 #include "../fiber.hpp"
 #include "../io.hpp"
