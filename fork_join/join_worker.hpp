@@ -106,7 +106,8 @@ class join_worker {
     return taken;
   }
 
-  // Whether the deque looked non-empty (a hint; any thread).
+  // Whether the deque looked empty (a hint for thieves and parkers; any
+  // thread).
   [[nodiscard]] bool looks_empty() const noexcept { return offers_.looks_empty(); }
 
   // An idle worker's last resort: an offer (a join's callable or a spawned
