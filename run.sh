@@ -401,37 +401,45 @@ run_bench() {
   configure "$dir" "${toolchain[@]}" "${release_options[@]}"
   meson configure "$dir" -Dbench=true -Db_lto=true >&2
   ninja -C "$dir" bench/canopy_bench >&2
-  # The rayon and tokio peers (bench/peers/rust): Debian's cargo and rustc
-  # (not a rustup toolchain that may come first on PATH; CANOPY_BENCH_CARGO
-  # and CANOPY_BENCH_RUSTC choose another), offline against the crate
-  # sources of the librust-*-dev packages (bench/peers/rust/.cargo).
+  # The rayon and tokio peers (bench/peers/rust), built once for every table
+  # (the comparison, the toolkit, the timer storm) with the newest rustc on
+  # the machine (newest_rustc; CANOPY_BENCH_RUSTC and CANOPY_BENCH_CARGO
+  # choose another): Debian's 1.63 makes rayon's join about 2.5x slower than
+  # a current one (bench/README.md, "The Rust peers"). Offline against the
+  # crate sources of the librust-*-dev packages (bench/peers/rust/.cargo).
   # They do not depend on the C++ compiler: both builds share them.
-  local rust_peers_target="$PWD/build-release/rust-peers"
+  local rust_peers_target="$PWD/build-release/rust-peers" rustc cargo
+  rustc=${CANOPY_BENCH_RUSTC:-$(newest_rustc)}
+  cargo=${CANOPY_BENCH_CARGO:-$(dirname "$rustc")/cargo}
+  [ -x "$cargo" ] || cargo=/usr/bin/cargo
+  echo "run.sh bench: the Rust peers with $("$rustc" --version) ($rustc)" >&2
   (cd bench/peers/rust &&
-    RUSTC="${CANOPY_BENCH_RUSTC:-/usr/bin/rustc}" "${CANOPY_BENCH_CARGO:-/usr/bin/cargo}" build \
-      --release --quiet --target-dir "$rust_peers_target") >&2
-  # The timer storm's tokio (bench/io_bench.py) is built with the newest
-  # rustc on the machine, a rustup toolchain in ~/.cargo/bin when there is
-  # one (the same sources, offline), into rust-peers-newest; else it is the
-  # program above. io_bench.py prints which rustc under the storm's table.
-  export CANOPY_STORM_RUSTC="${CANOPY_BENCH_RUSTC:-/usr/bin/rustc}"
+    RUSTC="$rustc" "$cargo" build --release --quiet --target-dir "$rust_peers_target") >&2
+  # The toolkit table (bench/toolkit_bench.py) and the timer storm
+  # (bench/io_bench.py) run the same program and print its rustc.
+  export CANOPY_STORM_RUSTC="$rustc" CANOPY_TOOLKIT_RUSTC="$rustc"
   export CANOPY_STORM_RUST_PEERS="$rust_peers_target/release/canopy_rust_peers"
-  if [ -z "${CANOPY_BENCH_RUSTC:-}" ] && [ -x "$HOME/.cargo/bin/rustc" ] &&
-    [ -x "$HOME/.cargo/bin/cargo" ]; then
-    local newest_target="$PWD/build-release/rust-peers-newest"
-    if (cd bench/peers/rust &&
-      RUSTC="$HOME/.cargo/bin/rustc" "$HOME/.cargo/bin/cargo" build \
-        --release --quiet --target-dir "$newest_target") >&2; then
-      CANOPY_STORM_RUSTC="$HOME/.cargo/bin/rustc"
-      CANOPY_STORM_RUST_PEERS="$newest_target/release/canopy_rust_peers"
-    fi
-  fi
-  # The toolkit table (channels, the async mutex: bench/toolkit_bench.py)
-  # runs the same tokio as the storm.
-  export CANOPY_TOOLKIT_RUSTC="$CANOPY_STORM_RUSTC"
   export CANOPY_TOOLKIT_RUST_PEERS="$CANOPY_STORM_RUST_PEERS"
   bash bench/run_bench.sh "$dir/bench/canopy_bench" \
-    --rust-peers "$rust_peers_target/release/canopy_rust_peers" "${results[@]}" "${driver_options[@]}"
+    --rust-peers "$rust_peers_target/release/canopy_rust_peers" --rustc "$rustc" \
+    "${results[@]}" "${driver_options[@]}"
+}
+
+# The newest rustc on the machine, with a cargo beside it: the rustup
+# toolchain's (~/.cargo/bin) when its version is above Debian's
+# /usr/bin/rustc, else Debian's.
+newest_rustc() {
+  local best=/usr/bin/rustc best_version candidate version
+  best_version=$("$best" --version 2>/dev/null | awk '{print $2}') || best_version=0
+  for candidate in "$HOME/.cargo/bin/rustc"; do
+    [ -x "$candidate" ] && [ -x "$(dirname "$candidate")/cargo" ] || continue
+    version=$("$candidate" --version 2>/dev/null | awk '{print $2}') || continue
+    if [ -n "$version" ] && [ "$version" != "$best_version" ] &&
+      [ "$(printf '%s\n%s\n' "$best_version" "$version" | sort -V | tail -n 1)" = "$version" ]; then
+      best=$candidate best_version=$version
+    fi
+  done
+  echo "$best"
 }
 
 command=${1:-}

@@ -3,7 +3,7 @@
 
 usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
                     [--timeout S] [--scaling] [--instructions] [--no-comparison]
-                    [--rust-peers PATH] [--results DIR]
+                    [--rust-peers PATH] [--rustc PATH] [--only W,W...] [--results DIR]
 
 The toolkit workloads (channels, the async mutex) run after the table, in
 toolkit_bench.py's table beside tokio alone. For each other workload the
@@ -24,6 +24,15 @@ rounds cancels), and results/ratios.svg plots each peer's value divided by
 the best peer's. Lower is better for every workload. A peer that has no
 implementation of a workload (exit status 2, or its program is not built)
 shows as "–", a run that fails as n/a; the driver carries on.
+
+Under the table: the toolchain of every peer (toolchains.py: the C++
+compiler and flags of canopy_bench, which holds Canopy, oneTBB and Asio; the
+rustc recorded in canopy_rust_peers, and --rustc, the path ./run.sh bench
+built it with) and the load average before and after the run.
+
+--only W,W... runs the table for those workloads alone and skips the
+toolkit, I/O and hand-off tables after it (for a quick comparison of a few
+rows, e.g. --only fib,fib_join,skynet,nqueens).
 
 --scaling additionally sweeps spawn_remote, fib and yield_many over 1, 2, 4,
 ... up to nproc threads for every peer, into results/scaling.jsonl and
@@ -52,6 +61,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import toolchains
 
 PEERS = ("canopy", "tbb", "asio", "rayon", "tokio")
 PEER_COLORS = {"canopy": "#d95f02", "tbb": "#1f78b4", "asio": "#33a02c", "rayon": "#7570b3",
@@ -82,6 +93,12 @@ def parse_arguments():
     parser.add_argument("--rust-peers", type=Path, default=None,
                         help="path of the built canopy_rust_peers (rayon, tokio); default: "
                         "BUILD_DIR/rust-peers/release/canopy_rust_peers beside canopy_bench")
+    parser.add_argument("--rustc", default=None,
+                        help="the rustc ./run.sh bench built canopy_rust_peers with (printed "
+                        "under the table beside the version the program records)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated workloads: the table for those alone, without "
+                        "the toolkit, I/O and hand-off tables")
     parser.add_argument("--rounds", type=positive_integer, default=3,
                         help="times every (workload, peer) runs, interleaved; the table "
                         "shows the median (default 3: one round drifts by more than 10 %%)")
@@ -154,6 +171,13 @@ def run_one(arguments, workload, peer, threads):
     except (IndexError, json.JSONDecodeError):
         return None, "no JSON line on stdout"
     return record, None
+
+
+def load_average():
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except (OSError, IndexError):
+        return "unknown"
 
 
 def progress(text):
@@ -508,7 +532,9 @@ def run_and_print_comparison(arguments, workloads):
                       if not os.access(peer_binary(arguments, peer), os.X_OK)})
     for binary in missing:
         progress(f"note: {binary} is not built; its peers show as {NOT_IMPLEMENTED}")
+    load_before = load_average()
     records, not_implemented = run_comparison(arguments, workloads, latest)
+    load_after = load_average()
     rows = comparison_rows(workloads, records, not_implemented)
     previous_records = read_records(previous)
     previous_rows = comparison_rows(workloads, previous_records) if previous_records else []
@@ -516,6 +542,11 @@ def run_and_print_comparison(arguments, workloads):
     if previous_threads and previous_threads != {arguments.threads}:
         progress(f"note: the previous run used {sorted(previous_threads)} threads, this one {arguments.threads}")
     print_table(rows, previous_rows, arguments.threads)
+    print("toolchains:")
+    for line in toolchains.describe(arguments.binary, arguments.rust_peers, arguments.rustc):
+        print(f"  {line}")
+    print(f"load average (1 min) before the run: {load_before}, after: {load_after} "
+          f"({os.cpu_count()} CPUs)")
     plot_ratios(rows, arguments.results / "ratios.svg")
 
 
@@ -526,8 +557,16 @@ def main():
     arguments.results.mkdir(parents=True, exist_ok=True)
     workloads = [workload for workload in list_workloads(arguments.binary)
                  if workload not in TOOLKIT_WORKLOADS]
+    if arguments.only is not None:
+        chosen = [name for name in arguments.only.split(",") if name]
+        unknown = [name for name in chosen if name not in workloads]
+        if unknown or not chosen:
+            sys.exit(f"run_bench.py: --only names no workload of the table: {', '.join(unknown)} "
+                     f"(the table's: {', '.join(workloads)})")
+        workloads = chosen
     if not arguments.no_comparison:
         run_and_print_comparison(arguments, workloads)
+    if not arguments.no_comparison and arguments.only is None:
         # Channels and the async mutex beside tokio's, with the tokio that
         # ./run.sh bench built with the newest rustc when it names one.
         toolkit = [sys.executable, str(Path(__file__).resolve().parent / "toolkit_bench.py"),

@@ -18,7 +18,7 @@ struct workload_descriptor {
 
 // constexpr, so registrations running during static initialization can check
 // names against it without depending on initialization order.
-inline constexpr std::array<workload_descriptor, 15> workload_catalog{{
+inline constexpr std::array<workload_descriptor, 17> workload_catalog{{
     {"spawn_remote", "ns/task"},
     {"spawn_local", "ns/task"},
     {"yield_many", "ns/yield"},
@@ -31,6 +31,11 @@ inline constexpr std::array<workload_descriptor, 15> workload_catalog{{
     {"fib_join", "ms"},
     {"fan_out", "ns/child"},
     {"irregular_tree", "ms"},
+    // The coroutine fork-join programs of the tzcnt/runtime-benchmarks suite
+    // (issue 30), in the shape of its libfork versions: a 10-ary tree of 10^6
+    // leaves, and N-queens with a child per safe square.
+    {"skynet", "ms"},
+    {"nqueens", "ms"},
     {"wake_latency", "us"},
     // Each repetition sleeps for a second. The readings of one that spins not
     // at all vary by about 0.02 ms between repetitions, so take five.

@@ -30,6 +30,9 @@ pub const WORKLOAD_CATALOG: &[WorkloadDescriptor] = &[
     workload("fib_join", "ms"),
     workload("fan_out", "ns/child"),
     workload("irregular_tree", "ms"),
+    // The runtime-benchmarks suite's fork-join programs (issue 30).
+    workload("skynet", "ms"),
+    workload("nqueens", "ms"),
     workload("wake_latency", "us"),
     // Each repetition sleeps for a second; five are enough (catalog.hpp).
     WorkloadDescriptor {

@@ -151,6 +151,59 @@ pub mod irregular_tree {
     }
 }
 
+/// bench/workloads/skynet/parameters.hpp
+pub mod skynet {
+    pub const FAN_OUT: u64 = 10;
+    pub const DEPTH: u32 = 6;
+    pub const LEAF_COUNT: u64 = 1_000_000;
+    pub const EXPECTED_SUM: u64 = LEAF_COUNT * (LEAF_COUNT - 1) / 2;
+
+    /// The distance between the numbers of two sibling children of a node
+    /// at `level`: 10^(DEPTH - level - 1).
+    pub fn child_stride(level: u32) -> u64 {
+        FAN_OUT.pow(DEPTH - level - 1)
+    }
+}
+
+/// bench/workloads/nqueens/parameters.hpp
+pub mod nqueens {
+    pub const SIZE: usize = 12;
+    pub const EXPECTED_SOLUTIONS: u64 = 14_200;
+
+    pub type Board = [u8; SIZE];
+
+    /// Whether the first `rows` queens of `placed` leave each other alone.
+    pub fn queens_ok(rows: usize, placed: &Board) -> bool {
+        for first in 0..rows {
+            let column = i32::from(placed[first]);
+            for second in first + 1..rows {
+                let other = i32::from(placed[second]);
+                let distance = (second - first) as i32;
+                if other == column || other == column - distance || other == column + distance {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The boards of row `row`'s safe columns, as the children to fork, and
+    /// how many there are.
+    pub fn safe_children(placed: &Board, row: usize) -> ([Board; SIZE], usize) {
+        let mut children = [[0_u8; SIZE]; SIZE];
+        let mut count = 0;
+        for column in 0..SIZE {
+            let mut next = *placed;
+            next[row] = column as u8;
+            if queens_ok(row + 1, &next) {
+                children[count] = next;
+                count += 1;
+            }
+        }
+        (children, count)
+    }
+}
+
 /// bench/workloads/channel_ping_pong/parameters.hpp
 pub mod channel_ping_pong {
     pub const ROUND_TRIPS: usize = 100_000;

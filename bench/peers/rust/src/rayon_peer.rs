@@ -27,8 +27,10 @@ use crate::harness::workload::{
     WorkloadInstance,
 };
 use crate::parameters::irregular_tree::{child_count, child_seed, node_work, Subtree};
+use crate::parameters::nqueens::{safe_children, Board};
 use crate::parameters::{
-    chained_spawn, fan_out, fib, fib_join, irregular_tree, spawn_local, spawn_remote,
+    chained_spawn, fan_out, fib, fib_join, irregular_tree, nqueens, skynet, spawn_local,
+    spawn_remote,
 };
 use crate::probes::burst_memory::measure_burst_memory;
 use crate::probes::idle_cpu::measure_idle_cpu;
@@ -53,6 +55,8 @@ pub fn make_instance(workload: &str, worker_count: usize) -> Option<Box<dyn Work
         "fib_join" => run_fib_join,
         "fan_out" => run_fan_out,
         "irregular_tree" => run_irregular_tree,
+        "skynet" => run_skynet,
+        "nqueens" => run_nqueens,
         "wake_latency" => |pool, _| Ok(sample_wake_latency(pool)),
         "idle_cpu" => |pool, _| Ok(measure_idle_cpu(pool)),
         "spawn_burst_memory" => measure_burst_memory,
@@ -256,5 +260,74 @@ fn run_irregular_tree(pool: &ThreadPool, _: usize) -> Repetition {
     let elapsed = clock.elapsed();
     expect_equal("tree total", irregular_tree::EXPECTED_TOTAL, tree.total)?;
     expect_equal("tree nodes", irregular_tree::EXPECTED_NODES, tree.nodes)?;
+    Ok(RepetitionResult::value(milliseconds(elapsed)))
+}
+
+/// The children numbered first .. last - 1 of a skynet node, halved by
+/// nested `rayon::join`s (the first half inline, the second offered to
+/// thieves): fan_out - 1 forks per node, as the suite's libfork program has.
+fn skynet_children(number: u64, stride: u64, level: u32, first: u64, last: u64) -> u64 {
+    if last - first == 1 {
+        return skynet_node(number + stride * first, level + 1);
+    }
+    let middle = first + (last - first) / 2;
+    let (low, high) = rayon::join(
+        || skynet_children(number, stride, level, first, middle),
+        || skynet_children(number, stride, level, middle, last),
+    );
+    low + high
+}
+
+fn skynet_node(number: u64, level: u32) -> u64 {
+    if level == skynet::DEPTH {
+        return number;
+    }
+    skynet_children(
+        number,
+        skynet::child_stride(level),
+        level,
+        0,
+        skynet::FAN_OUT,
+    )
+}
+
+fn run_skynet(pool: &ThreadPool, _: usize) -> Repetition {
+    let clock = Instant::now();
+    let sum = pool.install(|| skynet_node(0, 0));
+    let elapsed = clock.elapsed();
+    expect_equal("skynet sum", skynet::EXPECTED_SUM, sum)?;
+    Ok(RepetitionResult::value(milliseconds(elapsed)))
+}
+
+/// The safe children of one nqueens node, halved by nested `rayon::join`s:
+/// one fork per child beyond the first, as in skynet.
+fn nqueens_children(children: &[Board], row: usize) -> u64 {
+    if children.len() == 1 {
+        return count_solutions(&children[0], row);
+    }
+    let (low, high) = children.split_at(children.len() / 2);
+    let (first, second) = rayon::join(
+        || nqueens_children(low, row),
+        || nqueens_children(high, row),
+    );
+    first + second
+}
+
+fn count_solutions(placed: &Board, row: usize) -> u64 {
+    if row == nqueens::SIZE {
+        return 1;
+    }
+    let (children, count) = safe_children(placed, row);
+    if count == 0 {
+        return 0;
+    }
+    nqueens_children(&children[..count], row + 1)
+}
+
+fn run_nqueens(pool: &ThreadPool, _: usize) -> Repetition {
+    let clock = Instant::now();
+    let solutions = pool.install(|| count_solutions(&[0; nqueens::SIZE], 0));
+    let elapsed = clock.elapsed();
+    expect_equal("nqueens solutions", nqueens::EXPECTED_SOLUTIONS, solutions)?;
     Ok(RepetitionResult::value(milliseconds(elapsed)))
 }

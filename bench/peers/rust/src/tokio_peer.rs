@@ -34,8 +34,10 @@ use crate::harness::workload::{
 use crate::parameters::irregular_tree::{
     child_count, child_seed, node_work, Subtree, MAX_CHILDREN,
 };
+use crate::parameters::nqueens::{safe_children, Board};
 use crate::parameters::{
-    chained_spawn, fan_out, fib, irregular_tree, spawn_local, spawn_remote, yield_many,
+    chained_spawn, fan_out, fib, irregular_tree, nqueens, skynet, spawn_local, spawn_remote,
+    yield_many,
 };
 use crate::probes::burst_memory::measure_burst_memory;
 use crate::probes::idle_cpu::measure_idle_cpu;
@@ -61,6 +63,8 @@ pub fn make_instance(workload: &str, worker_count: usize) -> Option<Box<dyn Work
         "fib" | "fib_fiber" | "fib_join" => run_fib,
         "fan_out" => run_fan_out,
         "irregular_tree" => run_irregular_tree,
+        "skynet" => run_skynet,
+        "nqueens" => run_nqueens,
         "wake_latency" => |runtime, _| Ok(sample_wake_latency(runtime)),
         "idle_cpu" => |runtime, _| Ok(measure_idle_cpu(runtime)),
         "spawn_burst_memory" => measure_burst_memory,
@@ -278,5 +282,74 @@ fn run_irregular_tree(runtime: &Runtime, _: usize) -> Repetition {
     let elapsed = clock.elapsed();
     expect_equal("tree total", irregular_tree::EXPECTED_TOTAL, tree.total)?;
     expect_equal("tree nodes", irregular_tree::EXPECTED_NODES, tree.nodes)?;
+    Ok(RepetitionResult::value(milliseconds(elapsed)))
+}
+
+type BoxedCount = Pin<Box<dyn Future<Output = u64> + Send>>;
+
+/// Children 0 .. FAN_OUT - 2 `tokio::spawn`ed, the last awaited inline,
+/// then the handles awaited in turn, as the suite's libfork program forks.
+fn skynet_node(number: u64, level: u32) -> BoxedCount {
+    Box::pin(async move {
+        if level == skynet::DEPTH {
+            return number;
+        }
+        let stride = skynet::child_stride(level);
+        let spawned: Vec<JoinHandle<u64>> = (0..skynet::FAN_OUT - 1)
+            .map(|index| tokio::spawn(skynet_node(number + stride * index, level + 1)))
+            .collect();
+        let mut sum = skynet_node(number + stride * (skynet::FAN_OUT - 1), level + 1).await;
+        for handle in spawned {
+            sum += handle.await.expect("a skynet task panicked");
+        }
+        sum
+    })
+}
+
+fn run_skynet(runtime: &Runtime, _: usize) -> Repetition {
+    let computed = Completion::<u64>::new();
+    // SAFETY: computed lives until wait() returned the value.
+    let result = unsafe { Borrowed::new(&computed) };
+    let clock = Instant::now();
+    runtime.spawn(async move { result.get().notify(skynet_node(0, 0).await) });
+    let sum = computed.wait();
+    let elapsed = clock.elapsed();
+    expect_equal("skynet sum", skynet::EXPECTED_SUM, sum)?;
+    Ok(RepetitionResult::value(milliseconds(elapsed)))
+}
+
+/// One `tokio::spawn` per safe column of the next row, then the handles
+/// awaited in turn, as the suite's libfork program forks.
+fn count_solutions(placed: Board, row: usize) -> BoxedCount {
+    Box::pin(async move {
+        if row == nqueens::SIZE {
+            return 1;
+        }
+        let (children, count) = safe_children(&placed, row);
+        let spawned: Vec<JoinHandle<u64>> = children[..count]
+            .iter()
+            .map(|child| tokio::spawn(count_solutions(*child, row + 1)))
+            .collect();
+        let mut solutions = 0;
+        for handle in spawned {
+            solutions += handle.await.expect("an nqueens task panicked");
+        }
+        solutions
+    })
+}
+
+fn run_nqueens(runtime: &Runtime, _: usize) -> Repetition {
+    let computed = Completion::<u64>::new();
+    // SAFETY: computed lives until wait() returned the value.
+    let result = unsafe { Borrowed::new(&computed) };
+    let clock = Instant::now();
+    runtime.spawn(async move {
+        result
+            .get()
+            .notify(count_solutions([0; nqueens::SIZE], 0).await)
+    });
+    let solutions = computed.wait();
+    let elapsed = clock.elapsed();
+    expect_equal("nqueens solutions", nqueens::EXPECTED_SOLUTIONS, solutions)?;
     Ok(RepetitionResult::value(milliseconds(elapsed)))
 }
