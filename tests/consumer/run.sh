@@ -69,7 +69,7 @@ for public in canopy executor task fork_join fiber io io/fiber io/http embed/asi
   fi
 done
 for private in sync/model_atomic.hpp sync/relacy_atomic.hpp executor/pending_claim.hpp \
-  executor/drain_check.hpp; do
+  executor/drain_check.hpp executor/core_inline.hpp; do
   if [ -e "$prefix/include/canopy/detail/$private" ]; then
     echo "-- consumer: an internal header was installed: $private" >&2
     failed=$((failed + 1))
