@@ -92,8 +92,7 @@ void throw_resolve_error(std::error_code error, std::string_view host, std::stri
 
 }  // namespace detail
 
-task<std::vector<endpoint>> resolve(std::string host, std::string service,
-                                    std::error_code& error) {
+task<std::vector<endpoint>> resolve(std::string host, std::string service, std::error_code& error) {
   error.clear();
   // Named, then moved in: GCC 12 destroys twice the captures of a lambda
   // temporary written inside a co_await expression.

@@ -73,8 +73,7 @@ enum class resolve_errc {
 }
 
 // The task forms (co_await inside a canopy::task).
-task<std::vector<endpoint>> resolve(std::string host, std::string service,
-                                    std::error_code& error);
+task<std::vector<endpoint>> resolve(std::string host, std::string service, std::error_code& error);
 task<std::vector<endpoint>> resolve(std::string host, std::string service);
 
 namespace detail {

@@ -4,9 +4,9 @@
 // service name, an empty host or a NUL byte, the fiber form outside a
 // fiber. Only names /etc/hosts resolves are expected to succeed (the test
 // machine has no network). Public headers only; no descriptor leaks.
-#include <doctest/doctest.h>
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <doctest/doctest.h>
 #include <netdb.h>
 #include <netinet/in.h>
 
@@ -87,7 +87,8 @@ TEST_CASE("resolve: localhost and numeric hosts, task and fiber forms") {
       CHECK(address.port() == 8080);
     }
 
-    const std::vector<endpoint> four = canopy::block_on(pool, canopy::io::resolve("127.0.0.1", "80"));
+    const std::vector<endpoint> four =
+        canopy::block_on(pool, canopy::io::resolve("127.0.0.1", "80"));
     REQUIRE(four.size() == 1);
     CHECK(four.front().family() == AF_INET);
     CHECK(four.front().to_string() == "127.0.0.1:80");
