@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "../sync/atomics.hpp"
-#include "../coroutine/waker.hpp"
+#include "../wait/waker.hpp"
 
 namespace canopy::io::detail {
 
