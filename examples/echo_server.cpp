@@ -7,13 +7,12 @@
 // what arrives and writes it back until the peer closes. Serves until
 // SIGINT or SIGTERM, then prints one line of statistics and exits. One
 // worker per hardware thread unless --threads says otherwise.
-#include <signal.h>
-
 #include <array>
 #include <atomic>
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -85,12 +84,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  // SIGINT/SIGTERM are taken by sigwait below: blocked in every thread.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT/SIGTERM reach the signal_set below only if blocked in every
+  // thread: block them here, before the executor starts its workers.
+  canopy::io::block_signals({SIGINT, SIGTERM});
 
   canopy::executor_config config;
   config.worker_count = threads;
@@ -109,8 +105,9 @@ int main(int argc, char** argv) {
   std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
   std::fflush(stdout);
 
-  int received = 0;
-  sigwait(&stop_signals, &received);
+  // Serve until SIGINT or SIGTERM, read through signalfd on the reactor.
+  canopy::io::signal_set stop(reactor, {SIGINT, SIGTERM});
+  (void)canopy::block_on(pool, stop.wait());
 
   const canopy::io::reactor_stats io = reactor.stats();
   pool.shutdown();  // destroys the accept loop and every open connection

@@ -13,12 +13,11 @@
 // does not arrive within the request timeout, a quiet close of a connection
 // idle that long, and a reset of one whose client reads nothing for the
 // write timeout (io/http/http_server.hpp).
-#include <signal.h>
-
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>
 #include <canopy/io/http.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,12 +82,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  // SIGINT/SIGTERM are taken by sigwait below: blocked in every thread.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT/SIGTERM reach the signal_set below only if blocked in every
+  // thread: block them here, before the executor starts its workers.
+  canopy::io::block_signals({SIGINT, SIGTERM});
 
   canopy::executor_config config;
   config.worker_count = threads;
@@ -111,8 +107,9 @@ int main(int argc, char** argv) {
   std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
   std::fflush(stdout);
 
-  int received = 0;
-  sigwait(&stop_signals, &received);
+  // Serve until SIGINT or SIGTERM, read through signalfd on the reactor.
+  canopy::io::signal_set stop(reactor, {SIGINT, SIGTERM});
+  (void)canopy::block_on(pool, stop.wait());
 
   const canopy::worker_stats work = pool.stats().total();
   const canopy::io::reactor_stats io = reactor.stats();
