@@ -213,11 +213,7 @@ void host_runner::hand_over_local_work() noexcept {
   if (const std::uint32_t lifo = state.lifo.take(); lifo != executor_core::no_task) {
     core.signal_task(lifo);
   }
-  // SCHEDULED already: from the yield queue to the tree (invariant S).
-  while (const auto yielded = state.yields.pop()) {
-    core.signal_task(*yielded);
-  }
-  state.last_from_yield = false;
+  core.publish_yielded(state);  // the worker loop's own step (yield queue to tree)
   state.lifo_streak = 0;
 }
 

@@ -30,6 +30,13 @@
 // run_until_idle return 0 (the joiner runs what is ready), and run_for,
 // run_until and run wait, within their time, for the joiner to hand it back.
 //
+// Waiting behind a busy worker: a task spawned or woken on a worker runs on
+// that worker next (its LIFO slot); it waits at most for the rest of the
+// task that made it runnable (and one more task when the worker has taken
+// 16 such tasks in a row) unless an idle awake worker steals it, and no
+// sleeping worker is woken for it. A task that yields waits for at most
+// one other task of its worker before any worker may take it.
+//
 // Errors:
 //   * spawn() after shutdown() began throws spawn_error(errc::shut_down).
 //   * At capacity (max_leaves full) spawn() blocks the calling thread until a

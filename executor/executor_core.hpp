@@ -278,6 +278,8 @@ class executor_core final : private sleep_probe {
   // One search in the documented order; returns a claimed slot index.
   bool find_task(worker_state& self, std::uint32_t& slot);
   bool take_yielded(worker_state& self, std::uint32_t& slot);
+  // Hands the yield queue's tasks to the tree (before a task from elsewhere runs).
+  void publish_yielded(worker_state& self) noexcept;
   bool claim_in_leaf(std::size_t leaf, std::uint32_t& slot);
   bool claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot);
   void run_task(worker_state& self, std::uint32_t slot);

@@ -1,6 +1,7 @@
 // executor_core's workers: the worker loop (work, then the search with the
 // sleep module until a park), the search in its documented order (LIFO
-// slot, own offered child, yield queue, own partition, steals), a task's
+// slot, own offered child, yield queue, own partition, steals; yielded tasks
+// go to the tree before a task from elsewhere runs), a task's
 // run and what its outcome does to the slot, the driver poll, and the
 // sleep probe a parker asks (must_stay_awake, about_to_block). When the
 // search finds nothing, the worker asks fork-join (its join_worker) for an
@@ -146,6 +147,11 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
     std::uint32_t taken = self.lifo.take();
     if (taken != no_task || self.joins.take_own_task(taken)) {
       slot = taken;
+      // Not from the yield queue: what waits there goes to the tree first,
+      // so no yielded task waits behind this run (publish_yielded).
+      if (!self.yields.empty()) [[unlikely]] {
+        publish_yielded(self);
+      }
       if (self.lifo_streak < max_lifo_streak) {
         ++self.lifo_streak;
         return true;
@@ -171,8 +177,14 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
       return true;
     }
   }
-  // 2. Own partition.
+  // 2. Own partition. The yield queue is non-empty here only when the last
+  //    task came from it; a task from the tree runs next, so the yielded
+  //    tasks go to the tree first. (At step 3 the queue is empty: the take
+  //    below emptied it or found it empty.)
   if (claim_from_roots(self, true, slot)) {
+    if (!self.yields.empty()) [[unlikely]] {
+      publish_yielded(self);
+    }
     self.last_from_yield = false;
     return true;
   }
@@ -204,6 +216,22 @@ bool executor_core::take_yielded(worker_state& self, std::uint32_t& slot) {
     sleep_.waker(self.context.index).unmark_yield();
   }
   return true;
+}
+
+// The worker is about to run a task that did not come from its yield queue:
+// each yielded task gets its tree bit with the normal signal_task (a permit
+// or JEC wake), so any worker may take it, and a sleeper is woken for it as
+// for a spawn. Hence a yielded task waits for at most one other task run of
+// its worker. Rare in a yield-heavy pool (the tree is then mostly empty and
+// the queue feeds the worker), so out of line. The host role hands over the
+// same way when it stops (host_runner::hand_over_local_work).
+[[gnu::noinline]] void executor_core::publish_yielded(worker_state& self) noexcept {
+  // SCHEDULED already: from the yield queue to the tree (invariant S).
+  if (self.yields.hand_over([this](std::uint32_t yielded) { signal_task(yielded); }) &&
+      !self.is_host) {
+    sleep_.waker(self.context.index).unmark_yield();
+  }
+  self.last_from_yield = false;
 }
 
 bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std::uint32_t& slot) {

@@ -2,6 +2,10 @@
 //
 // Owned by one worker thread: only it pushes and pops, so it needs no
 // atomics. Its non-emptiness is mirrored in the SignalWaker's yield bit.
+// No other worker reads it: its owner hands its tasks to the summary tree
+// (hand_over) before it runs a task that did not come from it, so a yielded
+// task waits for at most one other task run of its worker before any worker
+// may take it (docs/architecture.md, "The LIFO slot").
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,23 @@ class yield_queue {
     const std::uint32_t slot = slots_.front();
     slots_.pop_front();
     return slot;
+  }
+
+  // Every queued task to `signal` (executor_core::signal_task: its tree bit,
+  // then a wake per the protocol), oldest first, and the queue emptied; each
+  // task is SCHEDULED already, so its bit is set once and it leaves the
+  // queue once (invariant S). Returns whether any task was handed over (the
+  // owner then clears its yield bit). Shared with the model check.
+  template <class Signal>
+  bool hand_over(Signal&& signal) {
+    if (slots_.empty()) {
+      return false;
+    }
+    for (const std::uint32_t slot : slots_) {
+      signal(slot);
+    }
+    slots_.clear();
+    return true;
   }
 
   [[nodiscard]] bool empty() const noexcept { return slots_.empty(); }
