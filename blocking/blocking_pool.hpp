@@ -120,7 +120,7 @@ class blocking_pool {
  private:
   explicit blocking_pool(blocking_pool_config config);  // the process default
   void thread_main(std::list<std::thread>::iterator self);
-  void reap(std::vector<std::thread>& finished);
+  static void reap(std::vector<std::thread>& finished);
 
   blocking_pool_config config_;
   executor_core* attached_ = nullptr;

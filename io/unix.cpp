@@ -140,11 +140,11 @@ task<unix_stream> unix_stream::connect(reactor& owner, unix_endpoint peer) {
 }
 
 task<unix_stream> unix_stream::connect(unix_endpoint peer, std::error_code& error) {
-  return connect(reactor::current(), std::move(peer), error);
+  return connect(reactor::current(), peer, error);
 }
 
 task<unix_stream> unix_stream::connect(unix_endpoint peer) {
-  return connect(reactor::current(), std::move(peer));
+  return connect(reactor::current(), peer);
 }
 
 task<std::size_t> unix_stream::read_some(std::span<std::byte> buffer, std::error_code& error) {
