@@ -226,6 +226,9 @@ TEST_CASE("model task_sync: sender and receiver through a two-slot ring") {
 }
 
 TEST_CASE("model task_sync: semaphore release races a waiter's arm; no lost permit or wake-up") {
-  canopy::model::expect_clean(check_semaphore(2, 3));
+  // ThreadSanitizer builds explore one preemption (explored_bound): two
+  // threads then have only 10 schedules, too few to check anything, so
+  // there the first check runs three.
+  canopy::model::expect_clean(check_semaphore(canopy::model::under_thread_sanitizer ? 3 : 2, 3));
   canopy::model::expect_clean(check_semaphore(3, 2));
 }
