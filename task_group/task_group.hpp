@@ -137,6 +137,16 @@ struct is_task : std::false_type {};
 template <class T>
 struct is_task<task<T>> : std::true_type {};
 
+// What awaiting a child gives: a task<U> or a handle to one (a join_handle<U>
+// or a type derived from it, as a fiber's handle is) produces U. Spelled as a
+// trait because decltype(co_await x) is not allowed (clang rejects it).
+template <class U>
+U produced_by(const task<U>*);
+template <class U>
+U produced_by(const join_handle<U>*);
+template <class Awaited>
+using produced_t = decltype(produced_by(static_cast<const Awaited*>(nullptr)));
+
 // A task is awaited inline (in the wrapper's frame); anything else
 // canopy::spawn takes (a fiber) is spawned beside the wrapper and its handle
 // awaited (cancelling the wrapper cancels it too).
@@ -165,7 +175,7 @@ task<void> group_child(Child child, child_end<T> end, std::stop_token token) {
         return start_made(std::move(child));
       }
     }();
-    static_assert(std::is_same_v<std::decay_t<decltype(co_await awaited)>, std::decay_t<T>> ||
+    static_assert(std::is_same_v<std::decay_t<produced_t<decltype(awaited)>>, std::decay_t<T>> ||
                       std::is_void_v<T>,
                   "task_group<T>::spawn: the child must produce a T");
     if constexpr (std::is_void_v<T>) {
