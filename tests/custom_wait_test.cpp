@@ -7,6 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
@@ -144,4 +147,79 @@ TEST_CASE("cancelling a task or fiber in a custom wait destroys it and disarms t
   CHECK_THROWS_AS(as_base.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 2);
   CHECK(for_fiber.disarms.load() == 1);
+}
+
+namespace {
+
+// A result with a vector and an error_code: the shape whose co_return after
+// a custom wait Clang 19 at -O2 lost when return_value was inlined.
+struct lookup_result {
+  std::vector<int> values;
+  std::error_code error;
+};
+
+struct late_source_state {
+  std::mutex mutex;
+  canopy::waker waiter;
+  bool done = false;
+  lookup_result value;
+};
+
+// Completed by another thread after the task suspended on it.
+struct late_source {
+  late_source_state* state;
+  bool ready() noexcept {
+    const std::lock_guard lock(state->mutex);
+    return state->done;
+  }
+  bool arm(const canopy::waker& wake) {
+    const std::lock_guard lock(state->mutex);
+    if (state->done) {
+      return false;
+    }
+    state->waiter = wake;
+    return true;
+  }
+  void disarm() noexcept {
+    const std::lock_guard lock(state->mutex);
+    state->waiter = canopy::waker();
+  }
+  lookup_result result() { return std::move(state->value); }
+};
+
+task<lookup_result> wait_late(late_source_state* state) {
+  late_source source{state};
+  co_return co_await canopy::wait_on(source);
+}
+
+task<std::size_t> await_late_inline(late_source_state* state) {
+  const lookup_result result = co_await wait_late(state);
+  co_return result.values.size();
+}
+
+task<std::size_t> await_late_spawned(late_source_state* state) {
+  const lookup_result result = co_await canopy::spawn(wait_late(state));
+  co_return result.values.size();
+}
+
+}  // namespace
+
+TEST_CASE("a value co_returned after a custom wait reaches the joiner") {
+  const watchdog guard("custom wait value", 60);
+  executor pool(config_with(2));
+  for (int inline_await = 0; inline_await < 2; ++inline_await) {
+    late_source_state state;
+    auto handle =
+        pool.spawn(inline_await != 0 ? await_late_inline(&state) : await_late_spawned(&state));
+    std::thread completer([&state] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const std::lock_guard lock(state.mutex);
+      state.value.values = {1, 2, 3};
+      state.value.error = std::make_error_code(std::errc::timed_out);
+      state.done = true;
+      state.waiter.wake();
+    });
+    CHECK(handle.get() == 3);
+    completer.join();
+  }
 }
