@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "tests/allocation_counter.hpp"
+#include "tests/owned_lambda.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
+#include "tests/worker_gate.hpp"
 
 using canopy::channel;
 using canopy::channel_errc;
@@ -27,39 +29,10 @@ using canopy::executor;
 using canopy::task;
 using canopy::testing::config_with;
 using canopy::testing::eventually;
+using canopy::testing::owned;
 using canopy::testing::watchdog;
+using canopy::testing::worker_gate;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Runs a coroutine lambda with its closure kept alive in the task's frame
-// (an immediately invoked lambda's captures die with the full expression).
-template <class F>
-auto owned(F body) -> decltype(body()) {
-  co_return co_await body();
-}
-
-struct worker_blocker {
-  std::atomic<bool> running{false};
-  std::atomic<bool> release{false};
-  canopy::join_handle<void> handle;
-  void start(executor& pool) {
-    handle = pool.spawn([this] {
-      running.store(true);
-      const auto deadline = std::chrono::steady_clock::now() + 20s;
-      while (!release.load() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(1ms);
-      }
-    });
-    REQUIRE(eventually([&] { return running.load(); }));
-  }
-  void finish() {
-    release.store(true);
-    handle.get();
-  }
-};
-
-}  // namespace
 
 TEST_CASE("try_send / try_recv: FIFO, full, empty, closed with the value handed back") {
   channel<std::unique_ptr<int>> ch(2);
@@ -242,12 +215,11 @@ TEST_CASE("cancelled waiters: a queued one leaves; one woken for a value passes 
   REQUIRE(eventually([&] { return ch.waiting_receivers() == 1; }));
   auto behind = pool.spawn(receiver());
   REQUIRE(eventually([&] { return ch.waiting_receivers() == 2; }));
-  worker_blocker blocker;
-  blocker.start(pool);
+  worker_gate blocker(pool, 1);
   REQUIRE(ch.try_send(11));  // promised to `promised`, which cannot run yet
   CHECK(ch.waiting_receivers() == 1);
   CHECK(promised.cancel());
-  blocker.finish();
+  blocker.open();
   CHECK_THROWS_AS(promised.get(), canopy::task_cancelled);
   behind.get();
   CHECK(sum.load() == 18);

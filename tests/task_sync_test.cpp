@@ -13,48 +13,19 @@
 #include <thread>
 #include <vector>
 
+#include "tests/owned_lambda.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
+#include "tests/worker_gate.hpp"
 
 using canopy::executor;
 using canopy::task;
 using canopy::testing::config_with;
 using canopy::testing::eventually;
+using canopy::testing::owned;
 using canopy::testing::watchdog;
+using canopy::testing::worker_gate;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Runs a coroutine lambda with its closure kept alive in the task's frame
-// (an immediately invoked lambda's captures die with the full expression).
-template <class F>
-auto owned(F body) -> decltype(body()) {
-  co_return co_await body();
-}
-
-// Holds the executor's only worker until released, so that tasks woken
-// meanwhile stay woken but not yet run.
-struct worker_blocker {
-  std::atomic<bool> running{false};
-  std::atomic<bool> release{false};
-  canopy::join_handle<void> handle;
-  void start(executor& pool) {
-    handle = pool.spawn([this] {
-      running.store(true);
-      const auto deadline = std::chrono::steady_clock::now() + 20s;
-      while (!release.load() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(1ms);
-      }
-    });
-    REQUIRE(eventually([&] { return running.load(); }));
-  }
-  void finish() {
-    release.store(true);
-    handle.get();
-  }
-};
-
-}  // namespace
 
 TEST_CASE("mutex: mutual exclusion among 64 tasks and fibers over 1, 2 and 4 workers") {
   watchdog guard("mutex contention", 60);
@@ -237,13 +208,12 @@ TEST_CASE(
   REQUIRE(eventually([&] { return lock.waiting() == 1; }));
   auto next = pool.spawn(waiter());
   REQUIRE(eventually([&] { return lock.waiting() == 2; }));
-  worker_blocker blocker;
-  blocker.start(pool);
+  worker_gate blocker(pool, 1);
   held.unlock();  // grants `handed`, which cannot run: the worker is busy
   CHECK(lock.is_locked());
   CHECK(lock.waiting() == 1);
   CHECK(handed.cancel());
-  blocker.finish();
+  blocker.open();
   CHECK_THROWS_AS(handed.get(), canopy::task_cancelled);
   next.get();
   CHECK(got_lock.load() == 2);  // `next` got it, `handed` never ran on
@@ -261,11 +231,10 @@ TEST_CASE(
   REQUIRE(eventually([&] { return permits.waiting() == 1; }));
   auto behind = pool.spawn(canopy::fiber(fiber_waiter));
   REQUIRE(eventually([&] { return permits.waiting() == 2; }));
-  worker_blocker again;
-  again.start(pool);
+  worker_gate again(pool, 1);
   permits.release(2);
   CHECK(granted.cancel());
-  again.finish();
+  again.open();
   CHECK_THROWS_AS(granted.get(), canopy::task_cancelled);
   behind.get();
   CHECK(acquired.load() == 1);
