@@ -7,6 +7,7 @@
 #include "harness/completion_counter.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"
+#include "peers/canopy_executor.hpp"
 #include "workloads/channel_ping_pong/parameters.hpp"
 #include "workloads/registry.hpp"
 
@@ -58,8 +59,7 @@ canopy::task<void> echo(canopy::channel<std::uint64_t>& ping, canopy::channel<st
 
 class channel_ping_pong_on_canopy final : public workload_instance {
  public:
-  explicit channel_ping_pong_on_canopy(unsigned worker_count)
-      : executor_(make_config(worker_count)) {}
+  explicit channel_ping_pong_on_canopy(unsigned worker_count) : executor_(worker_count) {}
 
   repetition_result run_once() override {
     canopy::channel<std::uint64_t> ping(1);
@@ -67,8 +67,8 @@ class channel_ping_pong_on_canopy final : public workload_instance {
     ping_pong_outcome outcome;
     completion_counter finished(2);
     const stopwatch clock;
-    executor_.spawn_detached(echo(ping, pong, outcome, finished));
-    executor_.spawn_detached(drive(ping, pong, outcome, finished));
+    executor_.submit_coroutine(echo(ping, pong, outcome, finished));
+    executor_.submit_coroutine(drive(ping, pong, outcome, finished));
     finished.wait();
     const auto elapsed = clock.elapsed();
     expect_equal("round trips echoed", channel_ping_pong::round_trips, outcome.echoes);
@@ -78,13 +78,7 @@ class channel_ping_pong_on_canopy final : public workload_instance {
   }
 
  private:
-  static canopy::executor_config make_config(unsigned worker_count) {
-    canopy::executor_config config;
-    config.worker_count = worker_count;
-    return config;
-  }
-
-  canopy::executor executor_;
+  canopy_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {

@@ -8,6 +8,7 @@
 #include "harness/completion_counter.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"
+#include "peers/canopy_executor.hpp"
 #include "workloads/channel_throughput/parameters.hpp"
 #include "workloads/registry.hpp"
 
@@ -61,16 +62,15 @@ canopy::task<void> consume(throughput_run& run) {
 
 class channel_throughput_on_canopy final : public workload_instance {
  public:
-  explicit channel_throughput_on_canopy(unsigned worker_count)
-      : executor_(make_config(worker_count)) {}
+  explicit channel_throughput_on_canopy(unsigned worker_count) : executor_(worker_count) {}
 
   repetition_result run_once() override {
     throughput_run run;
     const stopwatch clock;
     for (std::uint64_t producer = 0; producer < channel_throughput::producer_count; ++producer) {
-      executor_.spawn_detached(produce(run, producer));
+      executor_.submit_coroutine(produce(run, producer));
     }
-    executor_.spawn_detached(consume(run));
+    executor_.submit_coroutine(consume(run));
     run.finished.wait();
     const auto elapsed = clock.elapsed();
     expect_equal("messages received", channel_throughput::message_count, run.received);
@@ -80,13 +80,7 @@ class channel_throughput_on_canopy final : public workload_instance {
   }
 
  private:
-  static canopy::executor_config make_config(unsigned worker_count) {
-    canopy::executor_config config;
-    config.worker_count = worker_count;
-    return config;
-  }
-
-  canopy::executor executor_;
+  canopy_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {

@@ -7,6 +7,7 @@
 #include "harness/completion_counter.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"
+#include "peers/canopy_executor.hpp"
 #include "workloads/mutex_contention/parameters.hpp"
 #include "workloads/registry.hpp"
 
@@ -36,14 +37,13 @@ canopy::task<void> contend(contention_run& run) {
 
 class mutex_contention_on_canopy final : public workload_instance {
  public:
-  explicit mutex_contention_on_canopy(unsigned worker_count)
-      : executor_(make_config(worker_count)) {}
+  explicit mutex_contention_on_canopy(unsigned worker_count) : executor_(worker_count) {}
 
   repetition_result run_once() override {
     contention_run run;
     const stopwatch clock;
     for (std::size_t task = 0; task < mutex_contention::task_count; ++task) {
-      executor_.spawn_detached(contend(run));
+      executor_.submit_coroutine(contend(run));
     }
     run.finished.wait();
     const auto elapsed = clock.elapsed();
@@ -53,13 +53,7 @@ class mutex_contention_on_canopy final : public workload_instance {
   }
 
  private:
-  static canopy::executor_config make_config(unsigned worker_count) {
-    canopy::executor_config config;
-    config.worker_count = worker_count;
-    return config;
-  }
-
-  canopy::executor executor_;
+  canopy_executor executor_;
 };
 
 std::unique_ptr<workload_instance> make_instance(unsigned worker_count) {
