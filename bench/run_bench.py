@@ -34,9 +34,9 @@ built it with) and the load average before and after the run.
 toolkit, I/O and hand-off tables after it (for a quick comparison of a few
 rows, e.g. --only fib,fib_join,skynet,nqueens).
 
---scaling additionally sweeps spawn_remote, fib and yield_many over 1, 2, 4,
-... up to nproc threads for every peer, into results/scaling.jsonl and
-results/scaling.svg.
+--scaling additionally runs the thread-scaling sweep (bench/scaling/run_scaling.py)
+on the same programs at 1, 2, 4, ... up to nproc threads, into
+results/scaling.{jsonl,meta.json,md,svg}.
 
 --no-comparison skips the side-by-side table (results/latest.jsonl and
 previous.jsonl are left as they are), to run --scaling or --instructions on
@@ -81,7 +81,6 @@ BASELINE_WORKLOADS = ("idle_cpu",)
 # they have a table of their own, at --threads and at 1 worker
 # (toolkit_bench.py), not a row here.
 TOOLKIT_WORKLOADS = ("channel_ping_pong", "channel_throughput", "mutex_contention")
-SCALING_WORKLOADS = ("spawn_remote", "fib", "yield_many")
 INSTRUCTION_WORKLOADS = ("spawn_remote", "spawn_local", "yield_many", "chained_spawn", "fib", "fib_fiber")
 REGRESSION_THRESHOLD_PERCENT = 10.0
 RESULTS_DIRECTORY = Path(__file__).resolve().parent / "results"
@@ -109,7 +108,8 @@ def parse_arguments():
     parser.add_argument("--timeout", type=positive_integer, default=300,
                         help="seconds one run may take before it counts as failed (default 300)")
     parser.add_argument("--scaling", action="store_true",
-                        help="also sweep thread counts for " + ", ".join(SCALING_WORKLOADS))
+                        help="also run the thread-scaling sweep (bench/scaling/run_scaling.py) "
+                        "at 1, 2, 4, ... nproc threads")
     parser.add_argument("--instructions", action="store_true",
                         help="also count canopy's instructions (callgrind, 1 worker) for "
                         + ", ".join(INSTRUCTION_WORKLOADS))
@@ -464,61 +464,18 @@ def scaling_thread_counts():
     return counts
 
 
-def run_scaling(arguments, results_file):
-    counts = scaling_thread_counts()
-    records = []
-    total = len(SCALING_WORKLOADS) * len(counts)
-    step = 0
-    with results_file.open("w") as output:
-        for workload in SCALING_WORKLOADS:
-            for threads in counts:
-                step += 1
-                for peer in PEERS:
-                    progress(f"[scaling {step}/{total}] {workload} --threads {threads}: {peer} ...")
-                    record, failure = run_one(arguments, workload, peer, threads)
-                    if failure is not None:
-                        progress(f"    {failure}" if failure.startswith(NOT_IMPLEMENTED) else f"    n/a: {failure}")
-                        continue
-                    records.append(record)
-                    output.write(json.dumps(record) + "\n")
-                    output.flush()
-    return records, counts
-
-
-def plot_scaling(records, counts, output):
-    """One panel per workload: value over thread count, one line per peer."""
-    blocks = []
-    plots = []
-    for panel, workload in enumerate(SCALING_WORKLOADS):
-        unit = next((record["unit"] for record in records if record["workload"] == workload), "")
-        lines = []
-        for peer in PEERS:
-            points = sorted((record["threads"], record["value"]) for record in records
-                            if record["workload"] == workload and record["peer"] == peer)
-            if not points:
-                continue
-            name = f"$data_{panel}_{peer}"
-            blocks.append(f"{name} << EOD\n" + "\n".join(f"{x} {y!r}" for x, y in points) + "\nEOD")
-            lines.append(f'{name} using 1:2 with linespoints title "{peer}" linecolor "{PEER_COLORS[peer]}"')
-        if lines:
-            plots.append(f'set title "{workload}"\nset ylabel "{unit}"\nplot ' + ", ".join(lines))
-        else:
-            plots.append(f'set title "{workload} (no data)"\nplot NaN notitle')
-    script = f"""
-set terminal svg size 1400,450 dynamic noenhanced font "sans,11"
-set output "{output}"
-{chr(10).join(blocks)}
-set multiplot layout 1,{len(SCALING_WORKLOADS)}
-set xlabel "threads"
-set logscale x 2
-set xrange [{counts[0] * 0.8}:{counts[-1] * 1.25}]
-set yrange [0:*]
-set grid
-set key top left
-{chr(10).join(plots)}
-unset multiplot
-"""
-    run_gnuplot(script, output)
+def run_scaling(arguments):
+    """--scaling: bench/scaling/run_scaling.py on this run's programs (its
+    workloads, budget and report), at every scaling_thread_counts()."""
+    command = [sys.executable, str(Path(__file__).resolve().parent / "scaling" / "run_scaling.py"),
+               str(arguments.binary), "--rust-peers", str(arguments.rust_peers),
+               "--threads", ",".join(str(count) for count in scaling_thread_counts()),
+               "--rounds", str(arguments.rounds), "--out", str(arguments.results / "scaling")]
+    if arguments.rustc is not None:
+        command += ["--rustc", str(arguments.rustc)]
+    if arguments.reps is not None:
+        command += ["--reps", str(arguments.reps)]
+    subprocess.run(command, check=False)
 
 
 def run_and_print_comparison(arguments, workloads):
@@ -597,8 +554,7 @@ def main():
                                 "--workers", str(arguments.threads)], check=False)
 
     if arguments.scaling:
-        scaling_records, counts = run_scaling(arguments, arguments.results / "scaling.jsonl")
-        plot_scaling(scaling_records, counts, arguments.results / "scaling.svg")
+        run_scaling(arguments)
     if arguments.instructions:
         run_instruction_counts(arguments, workloads)
     progress(f"results in {arguments.results}")
