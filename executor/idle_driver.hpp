@@ -50,6 +50,13 @@ class idle_driver {
   // (waker::wake). Returns how many events and deadlines it delivered.
   virtual std::size_t dispatch() noexcept = 0;
 
+  // Any worker: hand what the driver queued for the kernel to it now. A
+  // completion backend (io_uring) queues the requests of many tasks and
+  // submits them in one system call; a worker calls this when it runs out
+  // of work and at each driver-poll interval, and the poller's wait()
+  // submits too. Must be cheap when nothing is queued. Default: nothing.
+  virtual void submit() noexcept {}
+
   // Any thread, wait-free: whether the earliest deadline of the driver's
   // deadline source may have passed (its hint, deadline_source below).
   // A yes can be early (a cancelled timer); the poll that follows then

@@ -54,8 +54,12 @@ void executor_core::worker_main(std::size_t index) {
       continue;
     }
     // Out of work: return reserved spawn slots so that a spawner blocked at
-    // capacity is not kept waiting by slots nobody will use soon.
+    // capacity is not kept waiting by slots nobody will use soon, and hand
+    // the I/O requests this worker's tasks queued to the kernel.
     give_back_worker_slots(self);
+    if (config_.driver != nullptr) {
+      config_.driver->submit();
+    }
     sleep_.start_looking(idle);
     if (self.trace != nullptr) {
       self.trace->search_started();
@@ -120,6 +124,7 @@ void executor_core::count_towards_driver_poll(worker_state& self) noexcept {
     return;
   }
   self.since_driver_poll = 0;
+  config_.driver->submit();
   // Only while no worker holds the poller role: a parked poller is woken by
   // readiness itself, and one dispatching is about to poll anyway.
   if (sleep_.try_take_poller()) {

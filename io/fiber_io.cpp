@@ -8,6 +8,7 @@
 
 #include "readiness.hpp"
 #include "socket_ops.hpp"
+#include "stream_op.hpp"
 
 namespace canopy::io {
 
@@ -51,9 +52,8 @@ tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error)
   bool pending = false;
   tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
   if (pending) {
-    error =
-        fiber_io(stream.reg(), direction::write, detail::connect_attempt(stream.native_handle()))
-            .error;
+    auto op = detail::connect_op(stream.reg(), stream.native_handle(), peer);
+    error = canopy::this_fiber::wait_on(op).error;
     if (error) {
       return {};
     }
@@ -63,24 +63,22 @@ tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error)
 }
 
 tcp_stream accept(tcp_listener& listener, std::error_code& error) {
-  const io_result accepted =
-      fiber_io(listener.reg(), direction::read, detail::accept_attempt(listener.native_handle()));
+  auto op = detail::accept_op(listener.reg(), listener.native_handle());
+  const io_result accepted = canopy::this_fiber::wait_on(op);
   return detail::adopt_accepted(listener.reg(), accepted, error);
 }
 
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
-  const io_result done =
-      fiber_io(stream.reg(), direction::read, detail::recv_attempt(stream.native_handle(), buffer),
-               buffer.size());
+  auto op = detail::receive_op(stream.reg(), stream.native_handle(), buffer);
+  const io_result done = canopy::this_fiber::wait_on(op);
   error = done.error;
   return done.count;
 }
 
 void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error) {
   std::size_t sent = 0;
-  error = fiber_io(stream.reg(), direction::write,
-                   detail::send_all_attempt(stream.native_handle(), data, sent))
-              .error;
+  auto op = detail::send_all_op(stream.reg(), stream.native_handle(), data, sent);
+  error = canopy::this_fiber::wait_on(op).error;
 }
 
 tcp_stream connect(reactor& owner, const endpoint& peer) {

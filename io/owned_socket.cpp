@@ -23,8 +23,8 @@ endpoint socket_name(int fd, bool peer) noexcept {
 }  // namespace
 
 owned_socket::owned_socket(reactor& owner, int fd, interest what, std::error_code& error,
-                           bool assume_ready) noexcept
-    : reg_(owner, fd, what, error, assume_ready) {
+                           bool assume_ready, bool deferred) noexcept
+    : reg_(owner, fd, what, error, assume_ready, deferred) {
   if (error) {
     ::close(fd);
     return;

@@ -21,7 +21,7 @@ class owned_socket {
   // Adopt `fd` and register it with `owner`. On failure `fd` is closed,
   // *this stays empty and `error` says why. `assume_ready`: see reactor::add.
   owned_socket(reactor& owner, int fd, interest what, std::error_code& error,
-               bool assume_ready = true) noexcept;
+               bool assume_ready = true, bool deferred = false) noexcept;
   owned_socket(owned_socket&& other) noexcept;
   owned_socket& operator=(owned_socket&& other) noexcept;
   owned_socket(const owned_socket&) = delete;

@@ -1,5 +1,6 @@
 #include "reactor.hpp"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -7,6 +8,8 @@
 #include <ctime>
 #include <stdexcept>
 #include <utility>
+
+#include "uring/completion_ring.hpp"
 
 namespace canopy::io {
 
@@ -22,7 +25,9 @@ std::uint64_t cookie_of(std::uint32_t slot, std::uint32_t generation) noexcept {
 
 }  // namespace
 
-reactor::reactor() {
+reactor::reactor() : reactor(reactor_options{}) {}
+
+reactor::reactor(reactor_options options) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) {
     throw std::system_error(errno, std::system_category(), "canopy::io::reactor: epoll_create1");
@@ -32,6 +37,16 @@ reactor::reactor() {
     const int saved = errno;
     ::close(epoll_fd_);
     throw std::system_error(saved, std::system_category(), "canopy::io::reactor: eventfd");
+  }
+  try {
+    open_ring(options.backend, options.ring_entries);
+  } catch (...) {
+    ::close(event_fd_);
+    ::close(epoll_fd_);
+    throw;
+  }
+  if (ring_ != nullptr) {
+    return;  // the ring watches the eventfd itself
   }
   // Level-triggered: a notify() that lands before the poller's epoll_wait,
   // or between its drain and its latch check, keeps the eventfd readable, so
@@ -48,6 +63,7 @@ reactor::reactor() {
 }
 
 reactor::~reactor() {
+  ring_.reset();
   ::close(event_fd_);
   ::close(epoll_fd_);
 }
@@ -79,15 +95,15 @@ reactor& reactor::current() {
   return *found;
 }
 
-executor_config with_reactor(executor_config config) {
-  config.driver = std::make_shared<reactor>();
+executor_config with_reactor(executor_config config, reactor_options options) {
+  config.driver = std::make_shared<reactor>(options);
   return config;
 }
 
 using detail::registration_entry;
 
 reactor::registration_id reactor::add(int fd, interest what, std::error_code& error,
-                                      bool assume_ready) noexcept {
+                                      bool assume_ready, bool deferred) noexcept {
   error.clear();
   if (fd < 0) {
     error = std::make_error_code(std::errc::bad_file_descriptor);
@@ -107,6 +123,10 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
   target.error = false;
   target.read_closed = false;
   target.pending_events = 0;
+  for (registration_entry::completion& op : target.completions) {
+    op.done = false;
+    op.abandoned = false;
+  }
   const registration_id id{slot, target.generation};
   epoll_event event{};
   event.events = EPOLLET | EPOLLRDHUP;
@@ -117,6 +137,12 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
     event.events |= EPOLLOUT;
   }
   event.data.u64 = cookie_of(slot, id.generation);
+  target.epoll_events = event.events;
+  target.epoll_cookie = event.data.u64;
+  target.in_epoll = !(deferred && ring_ != nullptr);
+  if (!target.in_epoll) {
+    return id;
+  }
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
     error = std::error_code(errno, std::system_category());
     target.live = false;
@@ -131,10 +157,23 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
 
 void reactor::remove(registration_id id) noexcept {
   waker woken[3];
+  bool in_flight[2] = {false, false};
+  std::uint16_t sequences[2] = {0, 0};
   const bool removed = slab_.with_live(id, false, [&](registration_entry& target) {
     // The descriptor may already be closed by its owner (EBADF): then the
     // kernel already dropped it from the set, which is what DEL wants.
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, target.fd, nullptr);
+    if (target.in_epoll) {
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, target.fd, nullptr);
+    }
+    for (std::size_t which = 0; which < 2; ++which) {
+      registration_entry::completion& op = target.completions[which];
+      op.done = false;
+      if (op.in_flight) {
+        op.abandoned = true;
+        in_flight[which] = true;
+        sequences[which] = op.sequence;
+      }
+    }
     target.live = false;
     target.fd = -1;
     // A new generation: events still queued with the old cookie, and a
@@ -147,6 +186,13 @@ void reactor::remove(registration_id id) noexcept {
   });
   if (!removed) {
     return;
+  }
+  // Requests still in flight are cancelled, and their completions reaped,
+  // before the slot can be reused or its waiters' memory released.
+  for (std::size_t which = 0; which < 2; ++which) {
+    if (in_flight[which]) {
+      cancel_request(id, which, sequences[which]);
+    }
   }
   slab_.release(id.slot);
   // Their tasks re-check and see wait_status::closed.
@@ -164,6 +210,10 @@ wait_status reactor::ready_or_arm(registration_id id, direction which, const wak
       return wait_status::ready;
     }
     target.waiters[index] = waiter;
+    if (!target.in_epoll && !add_to_epoll(target)) {
+      tick = target.tick;
+      return wait_status::ready;  // the operation's next attempt reports the error
+    }
     return wait_status::armed;
   });
 }
@@ -228,6 +278,9 @@ bool reactor::has_error(registration_id id) noexcept {
 bool reactor::set_persistent_waker(registration_id id, const waker& waiter) noexcept {
   return slab_.with_live(id, false, [&](registration_entry& target) {
     target.persistent = waiter;
+    if (!target.in_epoll) {
+      add_to_epoll(target);
+    }
     return true;
   });
 }
@@ -243,6 +296,21 @@ std::uint32_t reactor::take_events(registration_id id, bool& live) noexcept {
 bool reactor::has_pending_events(registration_id id) noexcept {
   return slab_.with_live(id, true,
                          [](registration_entry& target) { return target.pending_events != 0; });
+}
+
+// A deferred registration's first readiness wait (under its lock): add it
+// to epoll now; the ADD reports the state it finds as the first edge.
+bool reactor::add_to_epoll(registration_entry& target) noexcept {
+  epoll_event event{};
+  event.events = target.epoll_events;
+  event.data.u64 = target.epoll_cookie;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, target.fd, &event) != 0) {
+    target.error = true;
+    target.ready[0] = target.ready[1] = true;
+    return false;
+  }
+  target.in_epoll = true;
+  return true;
 }
 
 void reactor::set_deadline_source(deadline_source* source) noexcept {
@@ -330,6 +398,9 @@ bool reactor::wait() noexcept {
   if (source != nullptr) {
     deadline = source->next_deadline();
   }
+  if (ring_ != nullptr) {
+    return wait_on_ring(deadline);
+  }
   blocking_waits_.fetch_add(1, sync::relaxed);
   const int count = epoll_wait_until(deadline);
   if (count < 0) {
@@ -365,6 +436,9 @@ void reactor::notify() noexcept {
 }
 
 std::size_t reactor::dispatch() noexcept {
+  if (ring_ != nullptr) {
+    return dispatch_ring();
+  }
   std::size_t delivered = 0;
   const int collected = collected_count_;
   collected_count_ = 0;
@@ -403,6 +477,9 @@ reactor_stats reactor::stats() const noexcept {
   result.events = events_.load(sync::relaxed);
   result.notifies = notifies_.load(sync::relaxed);
   result.deadlines = deadline_fires_.load(sync::relaxed);
+  result.backend = backend_;
+  result.ring_enters = ring_ != nullptr ? ring_->enters() : 0;
+  result.completions = completions_.load(sync::relaxed);
   return result;
 }
 

@@ -1,6 +1,15 @@
-// reactor — the epoll reactor (edge-triggered) behind canopy::io, and the
-// executor's idle driver: the worker holding the poller role parks in
-// epoll_wait here instead of on its futex (executor/idle_driver.hpp).
+// reactor — the reactor behind canopy::io, and the executor's idle driver:
+// the worker holding the poller role parks here (in epoll_wait, or in
+// io_uring_enter on the io_uring backend) instead of on its futex
+// (executor/idle_driver.hpp).
+//
+// Backends (reactor_options::backend, CANOPY_IO_BACKEND): epoll (readiness,
+// edge-triggered) or io_uring. On io_uring the TCP stream and listener
+// operations (read_some, write_all, accept, connect) are completion requests
+// on one shared ring (io/uring/completion_ring.hpp, io/uring/completion_op.hpp);
+// every other wait (UDP, Unix-domain sockets, signals, callbacks, readable())
+// stays on readiness, through the epoll descriptor, which the ring watches.
+// docs/io.md, "The io_uring backend", has the rules.
 //
 // io/ sits above executor/, wait/, coroutine/ and fiber/; nothing below includes it.
 // An executor gets a reactor through its config:
@@ -58,6 +67,30 @@
 
 namespace canopy::io {
 
+namespace detail {
+class completion_ring;
+struct completion_request;
+}  // namespace detail
+
+// Which kernel interface carries the I/O.
+enum class io_backend : std::uint8_t {
+  automatic,  // io_uring where the kernel allows it (io_uring_setup works and
+              // has synchronous cancel, Linux 6.0), else epoll
+  epoll,
+  io_uring,
+};
+// "auto", "epoll", "io_uring".
+const char* to_string(io_backend backend) noexcept;
+
+struct reactor_options {
+  // The environment variable CANOPY_IO_BACKEND=auto|epoll|io_uring
+  // overrides this for every reactor of the process.
+  io_backend backend = io_backend::automatic;
+  // Submission-queue entries of the io_uring backend (rounded to a power of
+  // two; a full queue is submitted early, never an error).
+  unsigned ring_entries = 4096;
+};
+
 enum class interest : std::uint8_t { readable = 1, writable = 2, both = 3 };
 enum class direction : std::uint8_t { read = 0, write = 1 };
 
@@ -74,13 +107,23 @@ struct reactor_stats {
   std::uint64_t events = 0;          // readiness events delivered to registrations
   std::uint64_t notifies = 0;        // eventfd writes (a waker unparking the poller)
   std::uint64_t deadlines = 0;       // deadline_source expiries that fired something
+  io_backend backend = io_backend::epoll;  // the backend in use
+  std::uint64_t ring_enters = 0;     // io_uring_enter calls (submissions and waits)
+  std::uint64_t completions = 0;     // io_uring completions reaped
 };
 
 class reactor final : public idle_driver {
  public:
-  // Throws std::system_error if epoll or the eventfd cannot be created.
+  // Throws std::system_error if epoll or the eventfd cannot be created, or
+  // if io_uring was asked for (options or CANOPY_IO_BACKEND) and cannot run
+  // here (the message names io_uring and the kernel's reason);
+  // std::invalid_argument if CANOPY_IO_BACKEND holds another value.
   reactor();
+  explicit reactor(reactor_options options);
   ~reactor() override;
+
+  // The backend in use: epoll or io_uring, never automatic.
+  [[nodiscard]] io_backend backend() const noexcept { return backend_; }
 
   // The reactor of the executor running the calling task. Throws
   // std::logic_error outside a task, or if its executor has no reactor.
@@ -98,8 +141,11 @@ class reactor final : public idle_driver {
   // cannot watch), errc::too_many_files_open (registration slots exhausted).
   // `assume_ready`: start with both directions ready (the first operation's
   // EAGAIN corrects it), else not ready (the ADD's own edge reports them).
-  registration_id add(int fd, interest what, std::error_code& error,
-                      bool assume_ready = true) noexcept;
+  // `deferred` (the io_uring backend's TCP sockets, whose operations are
+  // completion requests): the descriptor is added to epoll only when a
+  // readiness wait first needs it.
+  registration_id add(int fd, interest what, std::error_code& error, bool assume_ready = true,
+                      bool deferred = false) noexcept;
   // Remove a registration: epoll_ctl(DEL), wake its waiters (they see
   // wait_status::closed). Idempotent; a stale id is a no-op. After it
   // returns, nothing stored in the registration is woken again.
@@ -139,6 +185,26 @@ class reactor final : public idle_driver {
   // True if events are pending for take_events(), or the id is stale.
   bool has_pending_events(registration_id id) noexcept;
 
+  // ---- completion requests (io_uring backend; io/uring/completion_op.hpp) ----
+  enum class completion_status : std::uint8_t { in_flight, completed, closed, failed };
+  // Queue `request` for direction `which` (one request per direction at a
+  // time) with `waiter` to wake on its completion; `sequence` names it for
+  // the calls below. closed: the registration was removed; failed: the ring
+  // refused it (`error`).
+  completion_status start_completion(registration_id id, direction which, const waker& waiter,
+                                     const detail::completion_request& request,
+                                     std::uint16_t& sequence, std::error_code& error) noexcept;
+  // Whether request `sequence` completed (then `result`: the kernel's res,
+  // taken once); `waiter`, if not null, replaces the stored waker while it
+  // is in flight.
+  completion_status poll_completion(registration_id id, direction which, std::uint16_t sequence,
+                                    const waker* waiter, std::int32_t& result) noexcept;
+  // The waiter leaves request `sequence`: cancel it and return once its
+  // completion has been reaped, so the kernel no longer uses its memory.
+  void abandon_completion(registration_id id, direction which, std::uint16_t sequence) noexcept;
+  // Hand queued requests to the kernel now (a thread that is not a worker).
+  void submit_now() noexcept;
+
   // ---- timers ----
   // The deadline source the poller consults (io/ timers). Set once, before
   // timers are used; null to detach. The source must outlive the reactor's
@@ -149,6 +215,7 @@ class reactor final : public idle_driver {
   bool wait() noexcept override;
   void notify() noexcept override;
   std::size_t dispatch() noexcept override;
+  void submit() noexcept override;
 
   [[nodiscard]] reactor_stats stats() const noexcept;
   // Whether epoll_pwait2 (nanosecond timeouts) is in use, else epoll_wait
@@ -160,11 +227,37 @@ class reactor final : public idle_driver {
   static constexpr int max_events = 256;
 
   void deliver(const epoll_event& event) noexcept;
+  // io_uring backend (io/uring/reactor_completion.cpp).
+  void open_ring(io_backend requested, unsigned entries);
+  bool wait_on_ring(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
+  std::size_t dispatch_ring() noexcept;
+  std::size_t reap_completions() noexcept;
+  void complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags) noexcept;
+  void arm_ring_poll(std::uint64_t user_data, int fd) noexcept;
+  std::size_t poll_epoll_nonblocking() noexcept;
+  bool add_to_epoll(detail::registration_entry& target) noexcept;
+  void cancel_request(registration_id id, std::size_t which, std::uint16_t sequence) noexcept;
+  void wait_until_reaped(detail::registration_entry& target, std::size_t which,
+                         std::uint16_t sequence) noexcept;
   void drain_eventfd() noexcept;
   int epoll_wait_until(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
 
+  io_backend backend_ = io_backend::epoll;
   int epoll_fd_ = -1;
   int event_fd_ = -1;
+  // io_uring backend: the ring; reaping its completion queue is done under
+  // reap_lock_ (the poller, or a thread waiting for a cancelled request).
+  std::unique_ptr<detail::completion_ring> ring_;
+  std::mutex reap_lock_;
+  // Guarded by reap_lock_: the ring reported the epoll descriptor readable,
+  // and the one completion wait() took from the queue for dispatch().
+  bool epoll_signalled_ = false;
+  struct held_completion {
+    std::uint64_t user_data = 0;
+    std::int32_t result = 0;
+    std::uint32_t flags = 0;
+    bool present = false;
+  } pending_completion_;
   bool have_pwait2_ = true;
 
   // The registrations (io/registration_slab.hpp).
@@ -184,9 +277,10 @@ class reactor final : public idle_driver {
   sync::atomic<std::uint64_t> events_{0};
   sync::atomic<std::uint64_t> notifies_{0};
   sync::atomic<std::uint64_t> deadline_fires_{0};
+  sync::atomic<std::uint64_t> completions_{0};
 };
 
 // `config` with a fresh reactor as its driver.
-executor_config with_reactor(executor_config config = {});
+executor_config with_reactor(executor_config config = {}, reactor_options options = {});
 
 }  // namespace canopy::io

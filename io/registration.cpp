@@ -8,8 +8,8 @@
 namespace canopy::io {
 
 registration::registration(reactor& owner, int fd, interest what, std::error_code& error,
-                           bool assume_ready) noexcept {
-  id_ = owner.add(fd, what, error, assume_ready);
+                           bool assume_ready, bool deferred) noexcept {
+  id_ = owner.add(fd, what, error, assume_ready, deferred);
   if (!error) {
     owner_ = &owner;
     fd_ = fd;

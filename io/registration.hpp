@@ -42,8 +42,10 @@ class registration {
   registration() noexcept = default;
   // Register `fd`; on failure *this stays empty and `error` says why.
   // `assume_ready`: see reactor::add.
+  // `deferred`: see reactor::add (the TCP sockets, whose operations are
+  // completion requests on the io_uring backend).
   registration(reactor& owner, int fd, interest what, std::error_code& error,
-               bool assume_ready = true) noexcept;
+               bool assume_ready = true, bool deferred = false) noexcept;
   // Throwing form: std::system_error whose message names the descriptor.
   registration(reactor& owner, int fd, interest what);
   registration(registration&& other) noexcept;

@@ -54,6 +54,26 @@ struct registration_entry {
   waker waiters[2];        // one per direction; invalid when none
   waker persistent;        // woken on every edge (callback registrations)
   std::uint32_t pending_events = 0;
+  // The io_uring backend (io/uring/completion_op.hpp). A completion
+  // registration is added to epoll only when a readiness wait first needs
+  // it (reactor::add's `deferred`).
+  bool in_epoll = true;
+  std::uint32_t epoll_events = 0;  // what a deferred epoll_ctl(ADD) asks for
+  std::uint64_t epoll_cookie = 0;
+  // The request in flight per direction, named by (generation, slot,
+  // direction, sequence) in its user_data. It stays in_flight until its
+  // completion is reaped, even after the registration is removed: remove()
+  // and abandon() wait for that, so a slot is never reused, nor a buffer
+  // released, while the kernel may still use them.
+  struct completion {
+    std::uint32_t generation = 0;  // of the registration that submitted it
+    std::uint16_t sequence = 0;
+    bool in_flight = false;
+    bool abandoned = false;  // its waiter left: drop the result
+    bool done = false;       // completed, result not yet taken
+    std::int32_t result = 0;
+  };
+  completion completions[2];
 };
 
 class registration_slab {

@@ -11,6 +11,7 @@
 
 #include "readiness.hpp"
 #include "socket_ops.hpp"
+#include "stream_op.hpp"
 
 namespace canopy::io {
 
@@ -66,7 +67,7 @@ using detail::throw_if;
 // ------------------------------------------------------------------ stream
 
 tcp_stream::tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready) noexcept
-    : socket_(owner, fd, interest::both, error, assume_ready) {}
+    : socket_(owner, fd, interest::both, error, assume_ready, true) {}
 
 // NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
 std::error_code tcp_stream::shutdown(int how) noexcept {
@@ -105,8 +106,8 @@ std::size_t tcp_stream::try_write_some(std::span<const std::byte> data,
 }
 
 task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer, std::error_code& error) {
-  const io_result done = co_await canopy::wait_on(readiness_op(
-      socket_.reg(), direction::read, detail::recv_attempt(socket_.fd(), buffer), buffer.size()));
+  const io_result done =
+      co_await canopy::wait_on(detail::receive_op(socket_.reg(), socket_.fd(), buffer));
   error = done.error;
   co_return done.count;
 }
@@ -121,9 +122,7 @@ task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer) {
 task<void> tcp_stream::write_all(std::span<const std::byte> data, std::error_code& error) {
   std::size_t sent = 0;
   error =
-      (co_await canopy::wait_on(readiness_op(socket_.reg(), direction::write,
-                                             detail::send_all_attempt(socket_.fd(), data, sent))))
-          .error;
+      (co_await canopy::wait_on(detail::send_all_op(socket_.reg(), socket_.fd(), data, sent))).error;
 }
 
 task<void> tcp_stream::write_all(std::span<const std::byte> data) {
@@ -146,7 +145,9 @@ tcp_stream detail::start_tcp_connect(reactor& owner, const endpoint& peer, bool&
   if (fd < 0) {
     return {};
   }
-  const bool finished = start_connect(fd, peer, error);
+  // io_uring: the connect is the completion request itself.
+  const bool by_ring = owner.backend() == io_backend::io_uring;
+  const bool finished = !by_ring && start_connect(fd, peer, error);
   if (error) {
     ::close(fd);
     return {};
@@ -166,8 +167,8 @@ task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_c
   bool pending = false;
   tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
   if (pending) {
-    error = (co_await canopy::wait_on(readiness_op(
-                 stream.reg(), direction::write, detail::connect_attempt(stream.native_handle()))))
+    error = (co_await canopy::wait_on(
+                 detail::connect_op(stream.reg(), stream.native_handle(), peer)))
                 .error;
     if (error) {
       co_return tcp_stream{};  // `stream` closes the socket
@@ -215,8 +216,8 @@ tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, std::erro
     return {};
   }
   tcp_listener listener;
-  listener.socket_ =
-      detail::owned_socket(owner, fd, interest::readable, error);  // closes fd on failure
+  listener.socket_ = detail::owned_socket(owner, fd, interest::readable, error, true,
+                                          true);  // closes fd on failure
   if (error) {
     return {};
   }
@@ -252,8 +253,8 @@ tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
 }
 
 task<tcp_stream> tcp_listener::accept(std::error_code& error) {
-  const io_result accepted = co_await canopy::wait_on(
-      readiness_op(socket_.reg(), direction::read, detail::accept_attempt(socket_.fd())));
+  const io_result accepted =
+      co_await canopy::wait_on(detail::accept_op(socket_.reg(), socket_.fd()));
   co_return detail::adopt_accepted(socket_.reg(), accepted, error);
 }
 

@@ -11,6 +11,7 @@
 #include "../../coroutine/spawn.hpp"
 #include "../../sync/atomics.hpp"
 #include "../readiness.hpp"
+#include "../stream_op.hpp"
 #include "../registration.hpp"
 #include "../socket_ops.hpp"
 #include "../timer/timer_wait.hpp"
@@ -18,7 +19,6 @@
 namespace canopy::io::http {
 
 using io::detail::io_result;
-using io::detail::readiness_op;
 
 namespace {
 
@@ -132,8 +132,8 @@ task<flush_outcome> flush(tcp_stream& stream, std::string& out,
   std::size_t sent = 0;
   while (sent < bytes.size()) {
     // One round: what the socket takes now, or after the next edge.
-    readiness_op round(stream.reg(), direction::write,
-                       io::detail::send_some_attempt(stream.native_handle(), bytes.subspan(sent)));
+    auto round =
+        io::detail::send_some_op(stream.reg(), stream.native_handle(), bytes.subspan(sent));
     if (!round.ready() && !co_await canopy::with_timeout(stall_limit, round)) {
       co_return flush_outcome::stalled;
     }
@@ -157,8 +157,7 @@ task<void> linger_close(tcp_stream& stream) {
   std::byte sink[4096];
   std::size_t dropped = 0;
   while (dropped < 65536) {
-    readiness_op drop(stream.reg(), direction::read,
-                      io::detail::recv_attempt(stream.native_handle(), sink), sizeof sink);
+    auto drop = io::detail::receive_op(stream.reg(), stream.native_handle(), sink);
     if (!drop.ready() && !co_await canopy::with_deadline(deadline, drop)) {
       break;  // the deadline
     }
@@ -261,8 +260,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     // arrived: the helper waits for its edge without spending a recv on
     // EAGAIN; a ready socket is read without arming the timer.
     const std::span<std::byte> room = input.space(buffer_limit);
-    readiness_op next(stream.reg(), direction::read,
-                      io::detail::recv_attempt(stream.native_handle(), room), room.size());
+    auto next = io::detail::receive_op(stream.reg(), stream.native_handle(), room);
     if (!next.ready() && !co_await canopy::with_deadline(deadline, next)) {
       if (input.pending().empty()) {
         // Idle between requests (or since the accept): close quietly, as

@@ -1,0 +1,79 @@
+// stream_op — one stream-socket operation (TCP: receive, send, accept,
+// connect) on whichever backend its reactor runs: readiness_op (epoll,
+// io/readiness.hpp) or completion_op (io_uring, io/uring/completion_op.hpp).
+// Both are wait sources with the same result, so the task, fiber and
+// with_timeout forms of every TCP operation, and the HTTP server, are
+// written once. Internal (canopy::io::detail).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "endpoint.hpp"
+#include "readiness.hpp"
+#include "socket_ops.hpp"
+#include "uring/completion_op.hpp"
+
+namespace canopy::io::detail {
+
+template <class Attempt>
+class stream_op {
+ public:
+  stream_op(const registration& reg, direction which, Attempt attempt,
+            const completion_request& request, std::size_t short_read_below = 0) noexcept
+      : completion_(reg.owner() != nullptr && reg.owner()->backend() == io_backend::io_uring),
+        readiness_(reg, which, std::move(attempt), short_read_below),
+        uring_(reg, which, request) {}
+
+  bool ready() noexcept { return completion_ ? uring_.ready() : readiness_.ready(); }
+  bool arm(const waker& waiter) noexcept {
+    return completion_ ? uring_.arm(waiter) : readiness_.arm(waiter);
+  }
+  void disarm() noexcept {
+    if (completion_) {
+      uring_.disarm();
+    } else {
+      readiness_.disarm();
+    }
+  }
+  io_result result() noexcept { return completion_ ? uring_.result() : readiness_.result(); }
+
+ private:
+  bool completion_;
+  readiness_op<Attempt> readiness_;
+  completion_op uring_;
+};
+
+// Receive at least one byte into `buffer` (0: EOF).
+inline auto receive_op(const registration& reg, int fd, std::span<std::byte> buffer) noexcept {
+  return stream_op(reg, direction::read, recv_attempt(fd, buffer),
+                   {completion_kind::receive, fd, buffer.data(), buffer.size()}, buffer.size());
+}
+// Send every byte of `data`; `sent` counts what went (the readiness form).
+inline auto send_all_op(const registration& reg, int fd, std::span<const std::byte> data,
+                        std::size_t& sent) noexcept {
+  return stream_op(
+      reg, direction::write, send_all_attempt(fd, data, sent),
+      {completion_kind::send_all, fd, const_cast<std::byte*>(data.data()), data.size()});
+}
+// Send what the socket takes of `data` (at least one byte).
+inline auto send_some_op(const registration& reg, int fd,
+                         std::span<const std::byte> data) noexcept {
+  return stream_op(
+      reg, direction::write, send_some_attempt(fd, data),
+      {completion_kind::send_some, fd, const_cast<std::byte*>(data.data()), data.size()});
+}
+// The next connection on listening socket `fd`: its descriptor.
+inline auto accept_op(const registration& reg, int fd) noexcept {
+  return stream_op(reg, direction::read, accept_attempt(fd),
+                   {completion_kind::accept, fd, nullptr, 0});
+}
+// Connect `fd` to `peer` (which must outlive the wait). On epoll the
+// connect(2) was started already and this waits for its write edge.
+inline auto connect_op(const registration& reg, int fd, const endpoint& peer) noexcept {
+  return stream_op(reg, direction::write, connect_attempt(fd),
+                   {completion_kind::connect, fd, const_cast<sockaddr*>(peer.data()),
+                    static_cast<std::size_t>(peer.size())});
+}
+
+}  // namespace canopy::io::detail

@@ -1,0 +1,208 @@
+// completion_op — one socket operation as an io_uring completion request,
+// the io_uring backend's counterpart of readiness_op (io/readiness.hpp),
+// and like it a wait source (wait/wait_source.hpp): the same task, fiber
+// and with_timeout forms work on it. Internal (canopy::io::detail).
+//
+// The kernel reads from or writes into the caller's memory (the buffer,
+// the peer address) after the request was submitted, at a time of its own.
+// The rule that keeps that safe: a request that has not completed when its
+// wait ends — a timeout, a cancelled or destroyed task, a closed socket —
+// is cancelled synchronously, and disarm() (or remove()) returns only once
+// its completion has been reaped (reactor::abandon_completion). So when a
+// wait is over, the kernel no longer touches what the request pointed at,
+// and the memory may go. docs/io.md, "The io_uring backend".
+//
+// Sends go straight to the socket first (one non-blocking send, as the
+// readiness path does): a socket with room takes the bytes without a
+// suspension. Only what it does not take becomes a request.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <system_error>
+
+#include "../../wait/waker.hpp"
+#include "../reactor.hpp"
+#include "../readiness.hpp"
+#include "../registration.hpp"
+
+namespace canopy::io::detail {
+
+enum class completion_kind : std::uint8_t {
+  receive,    // recv: at least one byte, 0 at EOF
+  send_some,  // send: what the socket takes, at least one byte
+  send_all,   // send until every byte went
+  accept,     // accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the new descriptor
+  connect,    // connect(2) to `address`
+};
+
+struct completion_request {
+  completion_kind kind = completion_kind::receive;
+  int fd = -1;
+  void* data = nullptr;  // the buffer, or the sockaddr for connect
+  std::size_t size = 0;  // its length
+};
+
+class completion_op {
+ public:
+  completion_op(const registration& reg, direction which, completion_request request) noexcept
+      : owner_(reg.owner()), id_(reg.id()), which_(which), request_(request) {}
+
+  bool ready() noexcept {
+    if (done_) {
+      return true;
+    }
+    if (owner_ == nullptr) {
+      return finish(std::make_error_code(std::errc::bad_file_descriptor));
+    }
+    if (!in_flight_) {
+      return try_send_directly();
+    }
+    return poll(nullptr);
+  }
+
+  bool arm(const waker& waiter) noexcept {
+    waiter_ = waiter;
+    if (done_) {
+      return false;
+    }
+    if (!in_flight_) {
+      return start();
+    }
+    return !poll(&waiter_);
+  }
+
+  void disarm() noexcept {
+    if (in_flight_) {
+      in_flight_ = false;
+      owner_->abandon_completion(id_, which_, sequence_);
+    }
+  }
+
+  io_result result() noexcept { return result_; }
+
+ private:
+  // Sends: one direct attempt before any request (readiness's fast path).
+  bool try_send_directly() noexcept {
+    if (request_.kind != completion_kind::send_all && request_.kind != completion_kind::send_some) {
+      return false;
+    }
+    for (;;) {
+      const std::size_t left = request_.size - progress_;
+      const ssize_t count =
+          ::send(request_.fd, static_cast<const std::byte*>(request_.data) + progress_, left,
+                 MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (count < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        if (is_would_block(errno)) {
+          if (progress_ > 0 && request_.kind == completion_kind::send_some) {
+            return finish_count(progress_);
+          }
+          return false;
+        }
+        return finish(std::error_code(errno, std::system_category()));
+      }
+      progress_ += static_cast<std::size_t>(count);
+      if (progress_ == request_.size || request_.kind == completion_kind::send_some) {
+        return finish_count(progress_);
+      }
+    }
+  }
+
+  // Submit the request (what is left of it, for sends). True while in flight.
+  bool start() noexcept {
+    completion_request rest = request_;
+    rest.data = static_cast<std::byte*>(request_.data) + progress_;
+    rest.size = request_.size - progress_;
+    if (request_.kind == completion_kind::accept || request_.kind == completion_kind::connect) {
+      rest.data = request_.data;
+      rest.size = request_.size;
+    }
+    std::error_code error;
+    switch (owner_->start_completion(id_, which_, waiter_, rest, sequence_, error)) {
+      case reactor::completion_status::in_flight:
+        in_flight_ = true;
+        return true;
+      case reactor::completion_status::failed:
+        finish(error);
+        return false;
+      case reactor::completion_status::closed:
+      case reactor::completion_status::completed:
+        break;
+    }
+    finish(std::make_error_code(std::errc::operation_canceled));
+    return false;
+  }
+
+  // The request in flight: has it completed? True when the operation ended.
+  bool poll(const waker* waiter) noexcept {
+    std::int32_t answer = 0;
+    switch (owner_->poll_completion(id_, which_, sequence_, waiter, answer)) {
+      case reactor::completion_status::in_flight:
+        return false;
+      case reactor::completion_status::completed:
+        in_flight_ = false;
+        return absorb(answer);
+      case reactor::completion_status::closed:
+      case reactor::completion_status::failed:
+        break;
+    }
+    in_flight_ = false;
+    return finish(std::make_error_code(std::errc::operation_canceled));
+  }
+
+  // A completion's res: the operation ends, or (a partial send_all, an
+  // accept whose connection died in the queue) the rest is submitted.
+  bool absorb(std::int32_t answer) noexcept {
+    if (answer < 0) {
+      const int failure = -answer;
+      if (failure == EINTR || is_would_block(failure) ||
+          (request_.kind == completion_kind::accept &&
+           (failure == ECONNABORTED || failure == EPROTO))) {
+        return !start() && done_;
+      }
+      if (failure == ECANCELED) {
+        return finish(std::make_error_code(std::errc::operation_canceled));
+      }
+      return finish(std::error_code(failure, std::system_category()));
+    }
+    const auto count = static_cast<std::size_t>(answer);
+    if (request_.kind == completion_kind::send_all) {
+      progress_ += count;
+      if (progress_ < request_.size) {
+        return !start() && done_;
+      }
+      return finish_count(progress_);
+    }
+    return finish_count(count);
+  }
+
+  bool finish_count(std::size_t count) noexcept {
+    result_.count = count;
+    done_ = true;
+    return true;
+  }
+  bool finish(std::error_code error) noexcept {
+    result_.error = error;
+    done_ = true;
+    return true;
+  }
+
+  reactor* owner_;
+  reactor::registration_id id_;
+  direction which_;
+  completion_request request_;
+  std::size_t progress_ = 0;  // bytes sent so far (sends)
+  std::uint16_t sequence_ = 0;
+  bool in_flight_ = false;
+  bool done_ = false;
+  waker waiter_;
+  io_result result_;
+};
+
+}  // namespace canopy::io::detail

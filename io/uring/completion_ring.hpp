@@ -1,0 +1,132 @@
+// completion_ring — the io_uring instance behind the reactor's io_uring
+// backend (io/reactor.hpp): one ring per reactor, shared by every worker.
+// Internal (canopy::io::detail); the reactor is its only user.
+//
+// Submission (any thread). queue() fills one SQE under the submission lock
+// and leaves it in the submission queue; nothing enters the kernel. Queued
+// entries go to the kernel in one io_uring_enter when someone calls
+// submit() — a worker when it runs out of work or at its driver-poll
+// interval, the poller as part of its blocking wait (wait()) — so the
+// sends and receives of many tasks cost one system call. A thread that is
+// not a worker submits at once (io/uring/completion_op.hpp).
+//
+// Two threads may enter at once: each publishes the queue tail under the
+// lock (flush) and then enters without it, passing how many entries were
+// unconsumed when it flushed; the kernel consumes entries in order under
+// its own lock, so every published entry is submitted by one of them.
+//
+// Completion (the poller only: the idle driver's role, executor/
+// idle_driver.hpp). reap() reads the completion queue from shared memory
+// (no system call); wait() submits and blocks for at least one completion
+// or the timeout in one io_uring_enter (IORING_ENTER_EXT_ARG).
+//
+// Cancellation (any thread). cancel() is IORING_REGISTER_SYNC_CANCEL: when
+// it returns, the kernel has finished with the cancelled request (its
+// completion is in the queue or was already), so memory the request
+// pointed at may be released. It first submits what is queued, so that a
+// request still in the submission queue is in the kernel when the cancel
+// looks for it.
+#pragma once
+
+#include <liburing.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "../../sync/atomics.hpp"
+
+namespace canopy::io::detail {
+
+class completion_ring {
+ public:
+  // A ring of `entries` submission slots, or null with `why` saying what
+  // the kernel refused (io_uring_setup failed: EPERM under a seccomp
+  // profile, ENOSYS, io_uring_disabled; or a feature the backend needs is
+  // missing: IORING_FEAT_EXT_ARG, IORING_FEAT_NODROP, synchronous cancel).
+  static std::unique_ptr<completion_ring> open(unsigned entries, std::error_code& error,
+                                               std::string& why) noexcept;
+  ~completion_ring();
+  completion_ring(const completion_ring&) = delete;
+  completion_ring& operator=(const completion_ring&) = delete;
+
+  // ---- submission (any thread) ----
+  // Fill one SQE with prepare(sqe) under the submission lock. A full queue
+  // is submitted first. Returns false only if the kernel refused that
+  // submission (the request was not queued; `error` says why).
+  template <class Prepare>
+  bool queue(Prepare&& prepare, std::error_code& error) noexcept {
+    const std::lock_guard guard(submit_lock_);
+    io_uring_sqe* entry = io_uring_get_sqe(&ring_);
+    if (entry == nullptr) {
+      const int submitted = io_uring_submit(&ring_);
+      entry = io_uring_get_sqe(&ring_);
+      if (entry == nullptr) {
+        error = std::error_code(submitted < 0 ? -submitted : EBUSY, std::system_category());
+        return false;
+      }
+    }
+    prepare(entry);
+    unsubmitted_.store(unsubmitted_.load(sync::relaxed) + 1, sync::relaxed);
+    return true;
+  }
+  // Whether entries wait in the submission queue (a hint: relaxed; a
+  // worker that misses one submits it at its next poll or park).
+  [[nodiscard]] bool has_unsubmitted() const noexcept {
+    return unsubmitted_.load(sync::relaxed) != 0;
+  }
+  // Enter the kernel with what is queued (no wait). Returns entries submitted.
+  unsigned submit() noexcept;
+
+  // ---- completion (poller only) ----
+  // Submit what is queued and block until a completion arrives or until
+  // `deadline` (none: no limit). Returns false on EINTR or a timeout.
+  bool wait(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
+  // Call on_completion(user_data, res, flags) for each completion in the
+  // queue, at most `limit`, and mark them seen. Returns how many.
+  template <class OnCompletion>
+  unsigned reap(unsigned limit, OnCompletion&& on_completion) noexcept {
+    unsigned count = 0;
+    unsigned head = 0;
+    io_uring_cqe* entry = nullptr;
+    io_uring_for_each_cqe(&ring_, head, entry) {
+      if (count == limit) {
+        break;
+      }
+      on_completion(entry->user_data, entry->res, entry->flags);
+      ++count;
+    }
+    io_uring_cq_advance(&ring_, count);
+    return count;
+  }
+  [[nodiscard]] bool has_completions() noexcept { return io_uring_cq_ready(&ring_) != 0; }
+
+  // ---- cancellation (any thread) ----
+  // Cancel the request carrying `user_data` and return once the kernel is
+  // done with it (IORING_REGISTER_SYNC_CANCEL). A request that already
+  // completed is left alone.
+  void cancel(std::uint64_t user_data) noexcept;
+  // The same for every request on descriptor `fd`.
+  void cancel_fd(int fd) noexcept;
+
+  [[nodiscard]] std::uint64_t enters() const noexcept { return enters_.load(sync::relaxed); }
+
+ private:
+  completion_ring() = default;
+  // Publish the queued entries to the kernel (the submission lock held);
+  // returns how many the kernel has not consumed yet.
+  unsigned publish_locked() noexcept;
+  void sync_cancel(io_uring_sync_cancel_reg& request) noexcept;
+
+  io_uring ring_{};
+  bool initialised_ = false;
+  std::mutex submit_lock_;  // guards the submission queue's user-space side
+  sync::atomic<std::uint32_t> unsubmitted_{0};
+  sync::atomic<std::uint64_t> enters_{0};
+};
+
+}  // namespace canopy::io::detail

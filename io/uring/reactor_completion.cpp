@@ -1,0 +1,401 @@
+// The reactor's io_uring backend (io/reactor.hpp): choosing it, the
+// poller's wait on the ring, reaping completions, and the life of a
+// completion request (start, poll, abandon). The epoll half is in
+// io/reactor.cpp; the rules are in docs/io.md, "The io_uring backend".
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "../../executor/executor_core.hpp"
+#include "../reactor.hpp"
+#include "completion_op.hpp"
+#include "completion_ring.hpp"
+
+namespace canopy::io {
+
+using detail::completion_kind;
+using detail::completion_request;
+using detail::registration_entry;
+
+namespace {
+
+// user_data of the ring's own requests (bit 0 clear); a socket request's
+// has bit 0 set: generation 32 | slot 20 | sequence 10 | direction 1 | 1.
+constexpr std::uint64_t wake_tag = 2;
+constexpr std::uint64_t epoll_tag = 4;
+constexpr std::uint16_t sequence_mask = 0x3ff;
+
+std::uint64_t request_tag(reactor::registration_id id, std::size_t which,
+                          std::uint16_t sequence) noexcept {
+  return (std::uint64_t{id.generation} << 32) | (std::uint64_t{id.slot} << 12) |
+         (std::uint64_t{sequence} << 2) | (std::uint64_t{which} << 1) | 1U;
+}
+
+struct decoded_tag {
+  std::uint32_t generation;
+  std::uint32_t slot;
+  std::uint16_t sequence;
+  std::size_t which;
+};
+
+decoded_tag decode(std::uint64_t tag) noexcept {
+  return {static_cast<std::uint32_t>(tag >> 32), static_cast<std::uint32_t>((tag >> 12) & 0xfffffU),
+          static_cast<std::uint16_t>((tag >> 2) & sequence_mask),
+          static_cast<std::size_t>((tag >> 1) & 1U)};
+}
+
+void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64_t tag) noexcept {
+  switch (request.kind) {
+    case completion_kind::receive:
+      io_uring_prep_recv(entry, request.fd, request.data, request.size, 0);
+      break;
+    case completion_kind::send_some:
+      io_uring_prep_send(entry, request.fd, request.data, request.size, MSG_NOSIGNAL);
+      break;
+    case completion_kind::send_all:
+      io_uring_prep_send(entry, request.fd, request.data, request.size, MSG_NOSIGNAL | MSG_WAITALL);
+      break;
+    case completion_kind::accept:
+      io_uring_prep_accept(entry, request.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      break;
+    case completion_kind::connect:
+      io_uring_prep_connect(entry, request.fd, static_cast<const sockaddr*>(request.data),
+                            static_cast<socklen_t>(request.size));
+      break;
+  }
+  io_uring_sqe_set_data64(entry, tag);
+}
+
+// CANOPY_IO_BACKEND, if set, over `configured`.
+io_backend chosen_backend(io_backend configured) {
+  const char* value = std::getenv("CANOPY_IO_BACKEND");
+  if (value == nullptr || *value == '\0') {
+    return configured;
+  }
+  const std::string_view name(value);
+  if (name == "auto") {
+    return io_backend::automatic;
+  }
+  if (name == "epoll") {
+    return io_backend::epoll;
+  }
+  if (name == "io_uring") {
+    return io_backend::io_uring;
+  }
+  throw std::invalid_argument("canopy::io::reactor: CANOPY_IO_BACKEND='" + std::string(name) +
+                              "' is not a backend (use auto, epoll or io_uring)");
+}
+
+}  // namespace
+
+const char* to_string(io_backend backend) noexcept {
+  switch (backend) {
+    case io_backend::automatic:
+      return "auto";
+    case io_backend::epoll:
+      return "epoll";
+    case io_backend::io_uring:
+      return "io_uring";
+  }
+  return "unknown";
+}
+
+void reactor::open_ring(io_backend requested, unsigned entries) {
+  const io_backend wanted = chosen_backend(requested);
+  if (wanted == io_backend::epoll) {
+    return;
+  }
+  std::error_code error;
+  std::string why;
+  ring_ = detail::completion_ring::open(entries, error, why);
+  if (ring_ == nullptr) {
+    if (wanted == io_backend::io_uring) {
+      throw std::system_error(error, "canopy::io::reactor: the io_uring backend cannot run here (" +
+                                         why + "); use io_backend::epoll or automatic");
+    }
+    return;  // automatic: epoll
+  }
+  backend_ = io_backend::io_uring;
+  // The ring watches the eventfd (notify) and the epoll descriptor (the
+  // readiness registrations) with multishot polls: one completion per
+  // wake-up of either, so the poller needs to wait on the ring alone.
+  arm_ring_poll(wake_tag, event_fd_);
+  arm_ring_poll(epoll_tag, epoll_fd_);
+  ring_->submit();
+}
+
+void reactor::arm_ring_poll(std::uint64_t user_data, int fd) noexcept {
+  std::error_code ignored;
+  ring_->queue(
+      [&](io_uring_sqe* entry) {
+        io_uring_prep_poll_multishot(entry, fd, POLLIN);
+        io_uring_sqe_set_data64(entry, user_data);
+      },
+      ignored);
+}
+
+void reactor::submit() noexcept {
+  if (ring_ != nullptr && ring_->has_unsubmitted()) {
+    ring_->submit();
+  }
+}
+
+void reactor::submit_now() noexcept {
+  if (ring_ != nullptr) {
+    ring_->submit();
+  }
+}
+
+reactor::completion_status reactor::start_completion(registration_id id, direction which,
+                                                     const waker& waiter,
+                                                     const completion_request& request,
+                                                     std::uint16_t& sequence,
+                                                     std::error_code& error) noexcept {
+  registration_entry* target = slab_.find(id.slot);
+  if (target == nullptr || ring_ == nullptr) {
+    return completion_status::closed;
+  }
+  const auto index = static_cast<std::size_t>(which);
+  {
+    // Queued under the entry's lock: a remove() either comes first (closed
+    // here) or finds the request in flight and cancels it.
+    const std::lock_guard guard(target->lock);
+    if (!target->live || target->generation != id.generation) {
+      return completion_status::closed;
+    }
+    registration_entry::completion& op = target->completions[index];
+    op.sequence = static_cast<std::uint16_t>((op.sequence + 1) & sequence_mask);
+    op.generation = id.generation;
+    op.in_flight = true;
+    op.abandoned = false;
+    op.done = false;
+    target->waiters[index] = waiter;
+    const std::uint64_t tag = request_tag(id, index, op.sequence);
+    if (!ring_->queue([&](io_uring_sqe* entry) { prepare(entry, request, tag); }, error)) {
+      op.in_flight = false;
+      target->waiters[index] = waker{};
+      return completion_status::failed;
+    }
+    sequence = op.sequence;
+  }
+  // A thread that is not a worker (a host thread, a plain thread) has no
+  // idle point at which the executor would submit for it.
+  if (current_worker() == nullptr) {
+    ring_->submit();
+  }
+  return completion_status::in_flight;
+}
+
+reactor::completion_status reactor::poll_completion(registration_id id, direction which,
+                                                    std::uint16_t sequence, const waker* waiter,
+                                                    std::int32_t& result) noexcept {
+  return slab_.with_live(id, completion_status::closed, [&](registration_entry& target) {
+    const auto index = static_cast<std::size_t>(which);
+    registration_entry::completion& op = target.completions[index];
+    if (op.sequence != sequence) {
+      return completion_status::closed;
+    }
+    if (op.done) {
+      op.done = false;
+      result = op.result;
+      return completion_status::completed;
+    }
+    if (op.in_flight) {
+      if (waiter != nullptr) {
+        target.waiters[index] = *waiter;
+      }
+      return completion_status::in_flight;
+    }
+    return completion_status::closed;
+  });
+}
+
+void reactor::abandon_completion(registration_id id, direction which,
+                                 std::uint16_t sequence) noexcept {
+  registration_entry* target = slab_.find(id.slot);
+  if (target == nullptr || ring_ == nullptr) {
+    return;
+  }
+  const auto index = static_cast<std::size_t>(which);
+  {
+    const std::lock_guard guard(target->lock);
+    registration_entry::completion& op = target->completions[index];
+    if (op.generation != id.generation || op.sequence != sequence) {
+      return;  // not this request (a remove() already waited for it)
+    }
+    op.done = false;
+    if (!op.in_flight) {
+      return;
+    }
+    op.abandoned = true;
+    if (target->live && target->generation == id.generation) {
+      target->waiters[index] = waker{};
+    }
+  }
+  cancel_request(id, index, sequence);
+}
+
+void reactor::cancel_request(registration_id id, std::size_t which,
+                             std::uint16_t sequence) noexcept {
+  ring_->cancel(request_tag(id, which, sequence));
+  wait_until_reaped(*slab_.find(id.slot), which, sequence);
+}
+
+void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
+                                std::uint16_t sequence) noexcept {
+  for (;;) {
+    {
+      const std::lock_guard guard(target.lock);
+      const registration_entry::completion& op = target.completions[which];
+      if (!op.in_flight || op.sequence != sequence) {
+        return;
+      }
+    }
+    // The cancel has returned, so the completion is posted or about to be
+    // (task work the kernel runs on the submitting thread): reap it here
+    // unless the poller is reaping now.
+    if (reap_lock_.try_lock()) {
+      reap_completions();
+      reap_lock_.unlock();
+    } else {
+      sched_yield();
+    }
+  }
+}
+
+void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags) noexcept {
+  if ((user_data & 1U) == 0) {
+    const bool ended = (flags & IORING_CQE_F_MORE) == 0;
+    if (user_data == wake_tag) {
+      drain_eventfd();
+      if (ended) {
+        arm_ring_poll(wake_tag, event_fd_);
+      }
+    } else if (user_data == epoll_tag) {
+      epoll_signalled_ = true;
+      if (ended) {
+        arm_ring_poll(epoll_tag, epoll_fd_);
+      }
+    }
+    return;
+  }
+  const decoded_tag tag = decode(user_data);
+  registration_entry* target = slab_.find(tag.slot);
+  if (target == nullptr) {
+    return;
+  }
+  waker woken;
+  {
+    const std::lock_guard guard(target->lock);
+    registration_entry::completion& op = target->completions[tag.which];
+    if (!op.in_flight || op.sequence != tag.sequence || op.generation != tag.generation) {
+      return;
+    }
+    op.in_flight = false;
+    if (op.abandoned) {
+      op.abandoned = false;
+      return;
+    }
+    op.done = true;
+    op.result = result;
+    woken = std::exchange(target->waiters[tag.which], waker{});
+  }
+  completions_.fetch_add(1, sync::relaxed);
+  woken.wake();
+}
+
+// reap_lock_ held.
+std::size_t reactor::reap_completions() noexcept {
+  std::size_t total = 0;
+  if (pending_completion_.present) {
+    pending_completion_.present = false;
+    complete(pending_completion_.user_data, pending_completion_.result, pending_completion_.flags);
+    ++total;
+  }
+  for (;;) {
+    const unsigned count =
+        ring_->reap(256, [this](std::uint64_t user_data, std::int32_t result, std::uint32_t flags) {
+          complete(user_data, result, flags);
+        });
+    total += count;
+    if (count < 256) {
+      return total;
+    }
+  }
+}
+
+std::size_t reactor::poll_epoll_nonblocking() noexcept {
+  std::size_t delivered = 0;
+  for (;;) {
+    polls_.fetch_add(1, sync::relaxed);
+    const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);
+    for (int index = 0; index < count; ++index) {
+      deliver(collected_[index]);
+    }
+    if (count < max_events) {
+      return delivered + (count > 0 ? static_cast<std::size_t>(count) : 0);
+    }
+    delivered += static_cast<std::size_t>(count);
+  }
+}
+
+bool reactor::wait_on_ring(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
+  {
+    const std::lock_guard guard(reap_lock_);
+    if (pending_completion_.present || epoll_signalled_) {
+      return true;  // not dispatched yet (a notify made park() call us again)
+    }
+  }
+  blocking_waits_.fetch_add(1, sync::relaxed);
+  ring_->wait(deadline);
+  // Only the wake-ups (notify) are consumed here; completions and epoll's
+  // readiness are delivered by dispatch(), after the worker is awake.
+  bool collected = false;
+  {
+    const std::lock_guard guard(reap_lock_);
+    while (ring_->has_completions() && !collected) {
+      ring_->reap(1, [&](std::uint64_t user_data, std::int32_t result, std::uint32_t flags) {
+        if (user_data == wake_tag) {
+          complete(user_data, result, flags);
+        } else {
+          // Kept for dispatch() (reap() has marked it seen).
+          pending_completion_ = {user_data, result, flags, true};
+          collected = true;
+        }
+      });
+    }
+    collected = collected || epoll_signalled_;
+  }
+  if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+    deadline_due_ = true;
+  }
+  return collected || deadline_due_;
+}
+
+std::size_t reactor::dispatch_ring() noexcept {
+  std::size_t delivered = 0;
+  {
+    const std::lock_guard guard(reap_lock_);
+    delivered += reap_completions();
+    if (epoll_signalled_) {
+      epoll_signalled_ = false;
+      delivered += poll_epoll_nonblocking();
+    }
+  }
+  deadline_due_ = false;
+  if (deadline_source* source = deadline_source_pointer(); source != nullptr) {
+    const std::size_t fired = source->expire(std::chrono::steady_clock::now());
+    if (fired != 0) {
+      deadline_fires_.fetch_add(1, sync::relaxed);
+    }
+    delivered += fired;
+  }
+  return delivered;
+}
+
+}  // namespace canopy::io
