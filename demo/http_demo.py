@@ -84,6 +84,8 @@ def stop_server(server):
         sys.exit("http_demo: the server did not stop within 30 s of SIGTERM")
     stats = {}
     for line in output.splitlines():
+        if line.startswith("io_backend "):
+            stats["io_backend"] = line.split()[1]
         if line.startswith("stats "):
             for pair in line.split()[1:]:
                 key, _, value = pair.partition("=")
@@ -145,6 +147,12 @@ def main():
         print("                      (a permit wake: a leaf of the summary tree became active; "
               "a JEC wake: work posted\n                      without a permit while too few "
               "workers were awake; docs/architecture.md)")
+        print(f"  server I/O backend  {stats.get('io_backend', 'unknown')}"
+              " (CANOPY_IO_BACKEND=epoll|io_uring chooses; auto takes io_uring where it runs)")
+        if stats.get("io_backend") == "io_uring":
+            print("  server ring         "
+                  f"io_uring_enter calls {stats.get('ring_enters', 0):,}, completions "
+                  f"{stats.get('ring_completions', 0):,}")
         print("  server reactor      "
               f"blocking polls {stats.get('reactor_blocking_waits', 0):,}, non-blocking polls "
               f"{stats.get('reactor_polls', 0):,}, events {stats.get('reactor_events', 0):,}, "

@@ -117,10 +117,11 @@ int main(int argc, char** argv) {
   pool.shutdown();  // destroys the accept loop and every open connection
   listener.close();
   const http::server_counters served = http::counters();
+  std::printf("io_backend %s\n", canopy::io::to_string(reactor.backend()));
   std::printf(
       "stats tasks_run=%llu steals=%llu parks=%llu wakes_by_permit=%llu wakes_by_jec=%llu "
       "reactor_blocking_waits=%llu reactor_polls=%llu reactor_events=%llu reactor_notifies=%llu "
-      "connections=%llu requests=%llu bad_requests=%llu timeouts=%llu idle_closes=%llu "
+      "ring_enters=%llu ring_completions=%llu connections=%llu requests=%llu bad_requests=%llu timeouts=%llu idle_closes=%llu "
       "write_timeouts=%llu\n",
       static_cast<unsigned long long>(work.tasks_run), static_cast<unsigned long long>(work.steals),
       static_cast<unsigned long long>(work.parks),
@@ -128,6 +129,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(work.wakes_by_jec),
       static_cast<unsigned long long>(io.blocking_waits), static_cast<unsigned long long>(io.polls),
       static_cast<unsigned long long>(io.events), static_cast<unsigned long long>(io.notifies),
+      static_cast<unsigned long long>(io.ring_enters),
+      static_cast<unsigned long long>(io.completions),
       static_cast<unsigned long long>(served.connections),
       static_cast<unsigned long long>(served.requests),
       static_cast<unsigned long long>(served.bad_requests),
