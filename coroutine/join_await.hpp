@@ -122,7 +122,7 @@ class join_awaiter {
                                                : std::coroutine_handle<>(self);
     }
     context.suspend_on(self, wait_kind::join, state_);
-    if (!state_->set_waiting_task(worker->core, worker->running)) {
+    if (!state_->set_waiting_task(worker->running)) {
       context.clear_wait();
       return self;  // completed meanwhile: continue at once
     }

@@ -105,7 +105,7 @@ inline constexpr std::size_t record_size = (sizeof(frame_record<T>) + frame_alig
 template <class T>
 class frame_record final : public join_state<T> {
  public:
-  explicit frame_record(std::size_t block_size) noexcept : block_size_(block_size) {}
+  explicit frame_record(std::uint32_t block_size) noexcept : block_size_(block_size) {}
 
   // The record in front of `frame` (GCC and Clang: a coroutine handle's
   // address is what the promise's operator new returned).
@@ -145,20 +145,27 @@ class frame_record final : public join_state<T> {
 
   // The owner of a kept block, once it is done with the record.
   void release_block() noexcept {
-    const std::size_t size = block_size_;
+    const std::uint32_t size = block_size_;
     void* const block = this;
     this->~frame_record();
     free_block(block, size);
   }
 
+  // These two flags and the block size fill the join state's tail padding
+  // (the record of a task<void> is 64 bytes; record_size below).
   bool keep_block = false;
   bool frame_holds_ref = false;
 
  private:
   void destroy_self() noexcept override { release_block(); }
 
-  std::size_t block_size_;
+  std::uint32_t block_size_;  // frames are far below 4 GiB (operator new checks)
 };
+
+// The checkers' atomics are larger than the words they model.
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
+static_assert(record_size<void> == 64, "a task<void>'s completion record is 64 bytes");
+#endif
 
 // The parts of a promise that know T: the block layout and the record.
 template <class T>
@@ -168,8 +175,11 @@ class promise_of : public promise_base {
   // with the record in front.
   static void* operator new(std::size_t size) {
     const std::size_t total = record_size<T> + size;
+    if (total > UINT32_MAX) [[unlikely]] {
+      throw std::bad_alloc();
+    }
     void* const block = allocate_block(total);
-    return (::new (block) frame_record<T>(total))->frame();
+    return (::new (block) frame_record<T>(static_cast<std::uint32_t>(total)))->frame();
   }
   static void operator delete(void* frame, std::size_t /*size*/) noexcept {
     frame_record<T>::of_frame(frame).frame_destroyed();

@@ -9,9 +9,29 @@ namespace canopy::detail {
 
 namespace {
 
+// Class i holds blocks of i * 16 + 8 bytes (8, 24, 40, ..., 1016). glibc's
+// malloc hands out chunks of a multiple of 16 bytes with an 8-byte size word
+// in front, so a request of 16k + 8 bytes fills its chunk exactly, where one
+// of 16k bytes leaves 8 bytes unused and rounds up to the next 16: a 136-byte
+// coroutine frame block costs 144 bytes of heap, not 160. With allocators
+// that have 16-byte size classes and no header it costs what 16k did.
 constexpr std::size_t granule = 16;
-constexpr std::size_t max_pooled = 1024;
-constexpr std::size_t classes = max_pooled / granule;
+constexpr std::size_t class_slack = 8;
+constexpr std::size_t classes = 64;
+constexpr std::size_t max_pooled = (classes - 1) * granule + class_slack;
+
+constexpr std::size_t class_of(std::size_t size) noexcept {
+  return (size + granule - 1 - class_slack) / granule;
+}
+
+constexpr std::size_t class_block_size(std::size_t index) noexcept {
+  return index * granule + class_slack;
+}
+
+static_assert(class_of(1) == 0 && class_of(8) == 0 && class_of(9) == 1 && class_of(24) == 1 &&
+              class_of(136) == 8 && class_block_size(class_of(136)) == 136 &&
+              class_of(max_pooled) == classes - 1);
+
 // A thread keeps up to 2 * batch_size free blocks per class; beyond that it
 // moves a batch to the shared depot, and an empty list takes a batch from
 // there before it calls operator new. In fork-join code one worker often
@@ -116,7 +136,7 @@ struct thread_cleanup {
     for (std::size_t index = 0; index < classes; ++index) {
       class_cache& cache = blocks.caches[index];
       for (unsigned slot = 0; slot < cache.count; ++slot) {
-        ::operator delete(cache.blocks[slot], (index + 1) * granule);
+        ::operator delete(cache.blocks[slot], class_block_size(index));
       }
       delete[] cache.blocks;
       cache = {};
@@ -134,10 +154,6 @@ constexpr bool pooling = true;
 constexpr bool pooled_size(std::size_t size) noexcept {
   return pooling && size != 0 && size <= max_pooled;
 }
-
-constexpr std::size_t class_of(std::size_t size) noexcept { return (size - 1) / granule; }
-
-constexpr std::size_t class_block_size(std::size_t index) noexcept { return (index + 1) * granule; }
 
 [[gnu::noinline]] void* allocate_slow(std::size_t size) {
   if (!pooled_size(size)) {

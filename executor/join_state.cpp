@@ -1,5 +1,6 @@
 #include "join_state.hpp"
 
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -36,10 +37,11 @@ bool join_state_base::complete(outcome result) noexcept {
   if ((previous & continuation_bit) != 0) {
     const continuation next = continuation_;
     if (next.resume == nullptr) {
-      // A waiting task: this state stays alive until our owner releases
-      // its reference, so reading waiter_ after publishing is safe; the
-      // task itself may already have run (a spurious wake saw ready()).
-      static_cast<executor_core*>(next.context)->schedule(waiter_);
+      // A waiting task of this task's executor (set_waiting_task; its
+      // release CAS published task_core_ and the id, and this fetch_or's
+      // acquire pairs with it): the task itself may already have run (a
+      // spurious wake saw ready()).
+      task_core_->schedule(std::bit_cast<task_id>(next.context));
     } else {
       next.resume(next.context);
     }
@@ -83,9 +85,9 @@ bool join_state_base::set_continuation(continuation next) noexcept {
   return false;
 }
 
-bool join_state_base::set_waiting_task(executor_core* core, task_id waiter) noexcept {
-  waiter_ = waiter;  // published by set_continuation's release CAS
-  return set_continuation(continuation{nullptr, core});
+bool join_state_base::set_waiting_task(task_id waiter) noexcept {
+  static_assert(sizeof(task_id) == sizeof(void*), "a task id travels in continuation::context");
+  return set_continuation(continuation{nullptr, std::bit_cast<void*>(waiter)});
 }
 
 void join_state_base::wait_blocking() noexcept { wait_blocking_until(-1); }

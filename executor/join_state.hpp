@@ -82,13 +82,14 @@ class join_state_base {
   // already completed (then nothing is registered; do not suspend).
   [[nodiscard]] bool set_continuation(continuation next) noexcept;
 
-  // Awaiter side, the same with "schedule task `waiter` of `core`" as the
-  // continuation (a coroutine task awaiting a join handle). complete()
-  // reads the id from this state, which its task-side reference keeps
-  // alive, so the awaiting task needs no link of its own: its readiness is
-  // ready(), a stale schedule is a no-op, and it may be destroyed while
-  // registered.
-  [[nodiscard]] bool set_waiting_task(executor_core* core, task_id waiter) noexcept;
+  // Awaiter side, the same with "schedule task `waiter`" as the
+  // continuation (a coroutine task awaiting a join handle), where `waiter`
+  // runs on the executor this state's task was spawned on (has_task_on
+  // holds for it; complete() schedules it there). complete() reads the id
+  // from this state, which its task-side reference keeps alive, so the
+  // awaiting task needs no link of its own: its readiness is ready(), a
+  // stale schedule is a no-op, and it may be destroyed while registered.
+  [[nodiscard]] bool set_waiting_task(task_id waiter) noexcept;
 
   // Joiner side: block the calling thread until the outcome is set.
   void wait_blocking() noexcept;
@@ -97,8 +98,9 @@ class join_state_base {
   bool wait_blocking_until(std::int64_t steady_deadline_ns) noexcept;
 
   // The task this record belongs to, recorded by the spawner after the
-  // spawn and read only by the thread that holds the handle (a plain
-  // field: no other thread touches it). Lets an awaiter run a child that
+  // spawn and read by the thread that holds the handle (a plain field),
+  // and by complete() after set_waiting_task's release (so the write is
+  // visible there). Lets an awaiter run a child that
   // has not started yet inline (executor_core::run_pending_inline).
   // The id is only meaningful on `core` (slot indices are per executor).
   void set_task(executor_core* core, task_id task) noexcept {
@@ -154,8 +156,10 @@ class join_state_base {
 
   sync::atomic<std::uint32_t> word_{0};
   sync::atomic<std::uint32_t> refs_{2};
-  continuation continuation_{};  // resume == nullptr: schedule waiter_ on context (the core)
-  task_id waiter_{};
+  // resume == nullptr: schedule the task whose id set_waiting_task stored
+  // in `context` on task_core_ (one field less in every completion record,
+  // which is the header of a coroutine task's frame block).
+  continuation continuation_{};
   task_id task_{};
   executor_core* task_core_ = nullptr;
   bool identity_shared_ = false;

@@ -35,7 +35,10 @@ bool holds(const void* block, std::size_t size, std::size_t index) {
 }  // namespace
 
 TEST_CASE("live blocks are distinct, aligned and as large as asked, across size classes") {
-  const std::size_t sizes[] = {1, 15, 16, 17, 200, 240, 1000, 1024, 1025, 4096};
+  // Each side of the class edges (blocks of 16k + 8 bytes) and of the
+  // largest pooled size (1016).
+  const std::size_t sizes[] = {1,   8,   9,   15,  16,   17,   24,   25,   120,  121,
+                               136, 137, 200, 240, 1000, 1016, 1017, 1024, 1025, 4096};
   std::vector<std::pair<void*, std::size_t>> live;
   for (int round = 0; round < 50; ++round) {
     for (const std::size_t size : sizes) {
