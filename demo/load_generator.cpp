@@ -1,21 +1,25 @@
 // canopy_load — a closed-loop load generator written on Canopy: N
-// keep-alive connections to 127.0.0.1:PORT, each sending one request and
-// waiting for its answer before the next, for a fixed time.
+// clients to 127.0.0.1:PORT, each sending one request and waiting for its
+// answer before the next, for a fixed time.
 //
 //   canopy_load --port P [--connections N] [--seconds S] [--threads T]
-//               [--mode http|echo] [--message-bytes B] [--warmup S]
+//               [--mode http|http-close|echo] [--message-bytes B] [--warmup S]
 //               [--progress] [--json] [--label TEXT]
 //
-//   http  GET / HTTP/1.1 (keep-alive); the answer must be 200 with a body
-//         (Content-Length framing); a wrong status or a closed connection
-//         is an error.
-//   echo  B bytes (default 64) sent, the same B bytes expected back.
+//   http        GET / HTTP/1.1 on one keep-alive connection per client; the
+//               answer must be 200 with a body (Content-Length framing); a
+//               wrong status or a closed connection is an error.
+//   http-close  one connection per request: each client connects, sends
+//               GET / with Connection: close, reads the whole answer (the
+//               same checks) and closes, then connects again.
+//   echo        B bytes (default 64) sent, the same B bytes expected back.
 //
 // Latency is per round trip (write of the request to the end of the
-// answer), in a log-linear histogram (demo/latency_histogram.hpp). The
-// first --warmup seconds (default 0.2) are not counted. --progress prints a
-// live line (requests/s and p99 so far) every 250 ms when stdout is a
-// terminal. The summary is human-readable, or one JSON line with --json:
+// answer; in http-close from the start of the connect), in a log-linear
+// histogram (demo/latency_histogram.hpp). The first --warmup seconds
+// (default 0.2) are not counted. --progress prints a live line (requests/s
+// and p99 so far) every 250 ms when stdout is a terminal. The summary is
+// human-readable, or one JSON line with --json:
 //   {"label":..,"mode":..,"connections":..,"seconds":..,"requests":..,
 //    "requests_per_second":..,"p50_us":..,"p99_us":..,"p999_us":..,"errors":..}
 // Exit status: 0, or 1 when any error happened (connect, reset, bad answer),
@@ -29,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +56,7 @@ struct options {
   double warmup = 0.2;
   unsigned threads = 1;
   bool echo = false;
+  bool close_each = false;  // http-close: a connection per request
   unsigned message_bytes = 64;
   bool progress = false;
   bool json = false;
@@ -64,11 +70,12 @@ struct connection_state {
 };
 
 [[noreturn]] void usage(const std::string& message) {
-  std::fprintf(stderr,
-               "canopy_load: %s\nusage: canopy_load --port P [--connections N] [--seconds S] "
-               "[--threads T] [--mode http|echo] [--message-bytes B] [--warmup S] [--progress] "
-               "[--json] [--label TEXT]\n",
-               message.c_str());
+  std::fprintf(
+      stderr,
+      "canopy_load: %s\nusage: canopy_load --port P [--connections N] [--seconds S] "
+      "[--threads T] [--mode http|http-close|echo] [--message-bytes B] [--warmup S] [--progress] "
+      "[--json] [--label TEXT]\n",
+      message.c_str());
   std::exit(2);
 }
 
@@ -106,10 +113,11 @@ options parse(int argc, char** argv) {
       parsed.message_bytes = parse_or_exit<unsigned>(next(), "--message-bytes");
     } else if (argument == "--mode") {
       const std::string_view mode = next();
-      if (mode != "http" && mode != "echo") {
-        usage("--mode is http or echo");
+      if (mode != "http" && mode != "http-close" && mode != "echo") {
+        usage("--mode is http, http-close or echo");
       }
       parsed.echo = mode == "echo";
+      parsed.close_each = mode == "http-close";
     } else if (argument == "--progress") {
       parsed.progress = true;
     } else if (argument == "--json") {
@@ -156,81 +164,115 @@ long response_length(std::string_view data, int& status) {
   return data.size() >= total ? static_cast<long>(total) : 0;
 }
 
+void record_error(connection_state& state, std::string what) {
+  state.errors.store(state.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (state.first_error.empty()) {
+    state.first_error = std::move(what);
+  }
+}
+
+enum class answer_state : std::uint8_t { incomplete, complete, failed };
+
+// Whether the first `have` bytes of `buffer` are the whole answer to
+// `request`. A complete answer with a status other than 200 is recorded as
+// an error but still complete (the connection stays usable); `failed` means
+// the connection cannot go on (the error is recorded).
+answer_state check_answer(const options& settings, const std::string& request,
+                          const std::vector<char>& buffer, std::size_t have,
+                          connection_state& state) {
+  if (settings.echo) {
+    if (have < request.size()) {
+      return answer_state::incomplete;
+    }
+    if (std::memcmp(buffer.data(), request.data(), request.size()) != 0) {
+      record_error(state, "echo mismatch");
+      return answer_state::failed;
+    }
+    return answer_state::complete;
+  }
+  int status = 0;
+  const long length = response_length(std::string_view(buffer.data(), have), status);
+  if (length < 0) {
+    record_error(state, "malformed response");
+    return answer_state::failed;
+  }
+  if (length == 0) {
+    if (have == buffer.size()) {
+      record_error(state, "response too long");
+      return answer_state::failed;
+    }
+    return answer_state::incomplete;
+  }
+  if (static_cast<std::size_t>(length) != have) {
+    record_error(state, "more bytes than one response");
+    return answer_state::failed;
+  }
+  if (status != 200) {
+    record_error(state, "status " + std::to_string(status));
+  }
+  return answer_state::complete;
+}
+
+// One client: request after request until stop_at, on one keep-alive
+// connection (http, echo) or on a connection of its own each (http-close:
+// connect, one request, the whole answer, close; the latency counts the
+// connect). The first error ends the client.
 canopy::task<void> drive(const options& settings, connection_state& state,
                          clock_type::time_point measure_from, clock_type::time_point stop_at) {
-  std::error_code error;
-  auto fail = [&](std::string what) {
-    state.errors.store(state.errors.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (state.first_error.empty()) {
-      state.first_error = std::move(what);
-    }
-  };
-  canopy::io::tcp_stream stream = co_await canopy::io::tcp_stream::connect(
-      canopy::io::endpoint::loopback_v4(static_cast<std::uint16_t>(settings.port)), error);
-  if (error) {
-    fail("connect: " + error.message());
-    co_return;
-  }
   std::string request;
   if (settings.echo) {
     request.assign(settings.message_bytes, 'x');
+  } else if (settings.close_each) {
+    request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   } else {
     request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   }
   const std::span<const std::byte> request_bytes(reinterpret_cast<const std::byte*>(request.data()),
                                                  request.size());
   std::vector<char> buffer(std::max<std::size_t>(65536, settings.message_bytes));
+  std::optional<canopy::io::tcp_stream> stream;
+  std::error_code error;
   while (clock_type::now() < stop_at) {
-    const clock_type::time_point sent_at = clock_type::now();
-    co_await stream.write_all(request_bytes, error);
+    clock_type::time_point sent_at = clock_type::now();
+    if (!stream) {
+      stream.emplace(co_await canopy::io::tcp_stream::connect(
+          canopy::io::endpoint::loopback_v4(static_cast<std::uint16_t>(settings.port)), error));
+      if (error) {
+        record_error(state, "connect: " + error.message());
+        co_return;
+      }
+      if (!settings.close_each) {
+        sent_at = clock_type::now();  // keep-alive: the connect is not part of a request
+      }
+    }
+    co_await stream->write_all(request_bytes, error);
     if (error) {
-      fail("write: " + error.message());
+      record_error(state, "write: " + error.message());
       co_return;
     }
     std::size_t have = 0;
-    for (;;) {
-      const std::size_t got =
-          co_await stream.read_some(std::as_writable_bytes(std::span(buffer).subspan(have)), error);
+    answer_state answer = answer_state::incomplete;
+    while (answer == answer_state::incomplete) {
+      const std::size_t got = co_await stream->read_some(
+          std::as_writable_bytes(std::span(buffer).subspan(have)), error);
       if (error || got == 0) {
-        fail(error ? "read: " + error.message() : "the server closed the connection");
+        record_error(state,
+                     error ? "read: " + error.message() : "the server closed the connection");
         co_return;
       }
       have += got;
-      if (settings.echo) {
-        if (have >= request.size()) {
-          break;
-        }
-        continue;
-      }
-      int status = 0;
-      const long length = response_length(std::string_view(buffer.data(), have), status);
-      if (length < 0) {
-        fail("malformed response");
-        co_return;
-      }
-      if (length > 0) {
-        if (status != 200) {
-          fail("status " + std::to_string(status));
-        }
-        if (static_cast<std::size_t>(length) != have) {
-          fail("more bytes than one response");
-          co_return;
-        }
-        break;
-      }
-      if (have == buffer.size()) {
-        fail("response too long");
-        co_return;
-      }
+      answer = check_answer(settings, request, buffer, have, state);
     }
-    if (settings.echo && std::memcmp(buffer.data(), request.data(), request.size()) != 0) {
-      fail("echo mismatch");
+    if (answer == answer_state::failed) {
       co_return;
     }
     const clock_type::time_point received_at = clock_type::now();
     if (sent_at >= measure_from) {
       state.latencies.record(static_cast<std::uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(received_at - sent_at).count()));
+    }
+    if (settings.close_each) {
+      stream.reset();  // closes it before the next connect
     }
   }
 }
@@ -320,9 +362,10 @@ int main(int argc, char** argv) {
         "{\"label\":\"%s\",\"mode\":\"%s\",\"connections\":%u,\"seconds\":%.3f,\"requests\":%llu,"
         "\"requests_per_second\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,"
         "\"errors\":%llu}\n",
-        settings.label.c_str(), settings.echo ? "echo" : "http", settings.connections,
-        settings.seconds, static_cast<unsigned long long>(result.requests), rate, p50, p99, p999,
-        static_cast<unsigned long long>(result.errors));
+        settings.label.c_str(),
+        settings.echo ? "echo" : (settings.close_each ? "http-close" : "http"),
+        settings.connections, settings.seconds, static_cast<unsigned long long>(result.requests),
+        rate, p50, p99, p999, static_cast<unsigned long long>(result.errors));
   } else {
     std::printf(
         "%s: %u connections, %.1f s: %llu %s, %.0f/s; latency p50 %.1f us, p99 %.1f us, "
