@@ -22,16 +22,14 @@
 
 #include "executor/driver_park_backend.hpp"
 #include "executor/idle_driver.hpp"
-#include "signal_waker/sleep_module.hpp"
-#include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
+#include "tests/model/driver_world.hpp"
+#include "tests/model/expect_clean.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/protocol_steps.hpp"
 #include "tests/watchdog.hpp"
 
 namespace {
-
-using canopy::summary_tree;
 
 // The kernel side of the reactor: the eventfd and the epoll ready list.
 // Every event first makes itself visible (counter or list), then bumps the
@@ -103,37 +101,20 @@ class model_kernel_driver final : public canopy::idle_driver {
   void* on_edge_target_ = nullptr;
 };
 
-struct task_position {
-  std::size_t leaf;
-  std::size_t signal;
-  unsigned bit;
-};
+using canopy::model::task_position;
 
-class poller_world final : public canopy::sleep_probe {
+class poller_world final : public canopy::model::driver_world {
  public:
   // `io_task`: where the task waiting on the socket goes when its edge is dispatched.
   poller_world(std::size_t workers, task_position io_task, std::uint32_t poll_interval)
-      : workers_(workers),
-        leaves_(workers),
-        io_task_(io_task),
-        poll_interval_(poll_interval),
-        tree_(workers, 2),
-        sleep_(workers, workers, /*yield_rounds=*/0, tree_.permits()),
-        backend_(driver_) {
+      : driver_world(workers), io_task_(io_task), poll_interval_(poll_interval), backend_(driver_) {
     sleep_.set_poller_backend(&backend_);
     driver_.set_edge_handler(&poller_world::edge_dispatched, this);
-  }
-
-  // An outside producer (a spawn from another thread).
-  void produce(task_position task) {
-    post(task);
-    ++producers_done_;
   }
 
   // The network: the socket the I/O task waits on becomes readable.
   void edge_arrives() {
     driver_.readiness_edge();
-    ++edges_sent_;
     ++producers_done_;
   }
 
@@ -143,11 +124,12 @@ class poller_world final : public canopy::sleep_probe {
     int rounds_after_producers = 0;
     std::uint32_t since_poll = 0;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
-      if (producers_done_ == producer_threads && ++rounds_after_producers > stuck_rounds) {
-        exhausted_ = true;
+      if (searched_too_long(producer_threads, rounds_after_producers)) {
         break;
       }
-      if (claim_one(worker)) {
+      std::size_t leaf = 0;
+      int index = 0;
+      if (claim_one(worker, leaf, index)) {
         search.found_work(tree_, sleep_);
         // poll_driver_if_due: a busy worker polls when it can take the token.
         if (++since_poll >= poll_interval_) {
@@ -167,26 +149,10 @@ class poller_world final : public canopy::sleep_probe {
     }
   }
 
-  static constexpr int total_rounds = 24;
-  static constexpr int stuck_rounds = 12;
-
   std::string check(const std::vector<bool>& parked) const {
-    std::size_t parked_workers = 0;
-    for (std::size_t index = 0; index < workers_; ++index) {
-      parked_workers += parked[index] ? 1 : 0;
-    }
-    const auto counters = sleep_.counters();
-    const auto permits = tree_.permits().load();
-    if (counters.sleeping() != parked_workers || permits.sleepers != parked_workers) {
-      return "sleeper counts disagree with parked workers: sleeping=" +
-             std::to_string(counters.sleeping()) +
-             " semaphore=" + std::to_string(permits.sleepers) +
-             " parked=" + std::to_string(parked_workers);
-    }
-    const bool all_parked = parked_workers == workers_;
-    if (all_parked && claimed_ != produced_) {
-      return "lost wakeup: " + std::to_string(produced_ - claimed_) +
-             " task(s) runnable while every worker is parked";
+    bool all_parked = false;
+    if (std::string failure = check_tasks(parked, all_parked); !failure.empty()) {
+      return failure;
     }
     if (all_parked && driver_.undelivered() != 0) {
       return "lost readiness: an edge is pending while every worker is parked and none waits in "
@@ -200,50 +166,19 @@ class poller_world final : public canopy::sleep_probe {
   }
 
   void teardown() {
-    stop_ = true;
-    sleep_.wake_all_for_shutdown();
+    stop_workers();
     driver_.wake_for_teardown();
   }
 
  private:
-  bool must_stay_awake(std::size_t worker) noexcept override {
-    return stop_ || sleep_.waker(worker).sync_partition_summary(tree_, worker, workers_, leaves_) ||
-           tree_.any_active();
-  }
-  void about_to_block(std::size_t /*worker*/) noexcept override {}
-
   static void edge_dispatched(void* self) {
     static_cast<poller_world*>(self)->post(static_cast<poller_world*>(self)->io_task_);
   }
 
-  // Make one task runnable and wake per the protocol (executor_core::signal_task).
-  void post(task_position task) {
-    canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
-    ++produced_;
-  }
-
-  bool claim_one(std::size_t worker) {
-    if (!canopy::model::claim_any_task(tree_, sleep_, worker, leaves_)) {
-      return false;
-    }
-    ++claimed_;
-    return true;
-  }
-
-  std::size_t workers_;
-  std::size_t leaves_;
   task_position io_task_;
   std::uint32_t poll_interval_;
-  summary_tree tree_;
-  canopy::sleep_module sleep_;
   model_kernel_driver driver_;
   canopy::driver_park_backend backend_;
-  int produced_ = 0;
-  int claimed_ = 0;
-  int edges_sent_ = 0;
-  bool stop_ = false;
-  bool exhausted_ = false;
-  std::size_t producers_done_ = 0;
 };
 
 using canopy::model::under_thread_sanitizer;
@@ -268,44 +203,18 @@ canopy::model::exploration_result check_poller_case(const poller_case& setup,
     // executions at bound 1 took over 20 GB. The plain build explores it.
     preemption_bound = setup.workers >= 2 ? 0 : std::min(preemption_bound, 1);
   }
-  std::shared_ptr<poller_world> current;
-  return canopy::model::explore(
+  return canopy::model::explore_driver_world<poller_world>(
       [&] {
-        current = std::make_shared<poller_world>(setup.workers, setup.io_task, setup.poll_interval);
-        for (const task_position& task : setup.preexisting) {
-          current->produce(task);  // no schedule points: before the execution
-        }
-        const std::size_t producers =
-            setup.preexisting.size() + setup.posts.size() + static_cast<std::size_t>(setup.edges);
-        canopy::model::scenario run;
-        for (std::size_t worker = 0; worker < setup.workers; ++worker) {
-          run.threads.emplace_back(
-              [world = current, worker, producers] { world->work(worker, producers); });
-        }
-        for (const task_position& task : setup.posts) {
-          run.threads.emplace_back([world = current, task] { world->produce(task); });
-        }
-        for (int edge = 0; edge < setup.edges; ++edge) {
-          run.threads.emplace_back([world = current] { world->edge_arrives(); });
-        }
-        run.check = [world = current](const std::vector<bool>& parked) {
-          return world->check(parked);
-        };
-        run.teardown = [world = current] { world->teardown(); };
-        return run;
+        return std::make_shared<poller_world>(setup.workers, setup.io_task, setup.poll_interval);
       },
-      preemption_bound, 400000);
-}
-
-void expect_clean(const canopy::model::exploration_result& result) {
-  INFO("failure: " << result.failure << " schedule: " << result.failing_schedule);
-  CHECK(result.failure.empty());
-  CHECK(result.complete);
-  CHECK(result.executions > 10);
-  MESSAGE("executions explored: " << result.executions);
+      setup.workers, setup.preexisting, setup.posts, static_cast<std::size_t>(setup.edges),
+      [](poller_world& world, std::size_t /*edge*/) { world.edge_arrives(); }, preemption_bound,
+      400000);
 }
 
 }  // namespace
+
+using canopy::model::expect_clean;
 
 TEST_CASE("model poller: a task posted while the only sleeper waits in the driver") {
   // One worker: it parks as the poller (epoll_wait); the outside post must
