@@ -25,14 +25,16 @@ and toolchains.txt, so that a machine without Boost, oneTBB or network runs
 them. Without it, CANOPY_BENCH runs every C++ peer and --rust-peers (default
 as run_bench.py's) rayon and tokio.
 
-Writes PREFIX.jsonl (one line per run, with "round"; a cut or failed run has
-"failed": its reason), PREFIX.meta.json (machine, load average at the start
+Writes PREFIX.jsonl (one line per run, with "round" and the 1-minute load
+average as it started, "load_1min"; a cut or failed run has "failed": its
+reason), PREFIX.meta.json (machine, load average at the start
 and the end, toolchains, budget), PREFIX.md (per workload: the median over
 rounds at each worker count, its speedup over 1 worker, and canopy ÷ the best
 peer) and PREFIX.svg (time against workers, one line per runtime, one panel
 per workload; needs gnuplot). --report-only rewrites PREFIX.md and
 PREFIX.svg from PREFIX.jsonl and PREFIX.meta.json, e.g. after a run on a
-machine without gnuplot. Needs only python3's standard library.
+machine without gnuplot; a "## Reading" section written by hand at the end
+of PREFIX.md is kept. Needs only python3's standard library.
 """
 
 import argparse
@@ -67,6 +69,10 @@ FIXED_TIME_REPS = {"wake_latency": 1, "idle_cpu": 1}
 # Their values are a latency and an idle cost, not work done: the report
 # gives no speedup for them.
 NO_SPEEDUP = ("wake_latency", "idle_cpu")
+# A section of PREFIX.md written by hand (what the numbers say): --report-only
+# keeps it, from this heading to the end, when it rewrites the file (a new
+# sweep does not: the notes were about the old numbers).
+NOTES_HEADING = "## Reading"
 # The longest one run may take, whatever the budget leaves.
 RUN_TIMEOUT_S = 120
 
@@ -179,7 +185,7 @@ class Sweep:
             options.reps, options.timeout = reps, max(1, int(min(RUN_TIMEOUT_S, left)))
             run_bench.progress(f"[round {round_number}, {time.monotonic() - self.start:.0f} s] "
                                f"{workload} --threads {threads}: {peer} ...")
-            began = time.monotonic()
+            began, load = time.monotonic(), run_bench.load_average()
             record, failure = run_bench.run_one(options, workload, peer, threads)
             self.took[key] = time.monotonic() - began
             self.runs += 1
@@ -193,7 +199,9 @@ class Sweep:
                 record = {"workload": workload, "peer": peer, "threads": threads,
                           "failed": "cut by the budget" if cut else failure}
                 complete = False
-            record["round"] = round_number
+            # The 1-minute load average as the run started: on a shared
+            # machine it says which points ran beside other work.
+            record["round"], record["load_1min"] = round_number, float(load) if load != "unknown" else None
             self.output.write(json.dumps(record) + "\n")
             self.output.flush()
         return complete
@@ -321,7 +329,16 @@ def workload_table(records, meta, workload, field):
     return lines
 
 
-def write_markdown(records, meta, path):
+def load_range(records):
+    """', as runs started: LOW to HIGH (median M)' of the runs' load_1min, or ''."""
+    loads = [record["load_1min"] for record in records if record.get("load_1min") is not None]
+    if not loads:
+        return ""
+    return (f"; as the runs started, {min(loads):.2f} to {max(loads):.2f} "
+            f"(median {statistics.median(loads):.2f})")
+
+
+def write_markdown(records, meta, path, keep_notes):
     measured = [record for record in records if "failed" not in record]
     failed = [record for record in records if "failed" in record]
     units = {record["workload"]: record["unit"] for record in measured}
@@ -336,7 +353,7 @@ def write_markdown(records, meta, path):
         f"* **When and where.** {meta['date']}; {meta['cpus']} CPUs, {meta['cpu_model']}, kernel "
         f"{meta['kernel']}, cgroup cpu.max `{meta['cgroup_cpu_max']}`; code `{meta['commit']}`.",
         f"* **Load average** (1, 5, 15 min) at the start: {meta['load_average_start']}; at the end: "
-        f"{meta.get('load_average_end', 'unknown')}.",
+        f"{meta.get('load_average_end', 'unknown')}{load_range(records)}.",
         f"* **Runs.** {meta.get('runs', '?')} in {meta.get('elapsed_s', '?')} s of a "
         f"{meta['budget_s']} s budget; rounds asked {meta['rounds_asked']}, completed "
         f"{meta.get('rounds_completed', '?')}; {meta.get('failures', '?')} failed, "
@@ -374,7 +391,10 @@ def write_markdown(records, meta, path):
         lines += ["", "## Runs that did not finish", ""]
         lines += [f"* round {record['round']}: {record['workload']} --peer {record['peer']} --threads "
                   f"{record['threads']}: {record['failed']}" for record in failed]
-    with_extension(path, ".md").write_text("\n".join(lines) + "\n")
+    markdown = with_extension(path, ".md")
+    if keep_notes and markdown.exists() and NOTES_HEADING in markdown.read_text():
+        lines += ["", NOTES_HEADING + markdown.read_text().split(NOTES_HEADING, 1)[1].rstrip("\n")]
+    markdown.write_text("\n".join(lines) + "\n")
 
 
 def plot(records, meta, output):
@@ -412,17 +432,17 @@ set xtics ({", ".join(str(count) for count in counts)})
 set xrange [{min(counts) * 0.8}:{max(counts) * 1.25}]
 set format y "%g"
 set grid
-set key top left font ",9"
+set key outside right top vertical font ",9"
 {chr(10).join(panels)}
 unset multiplot
 """
     run_bench.run_gnuplot(script, output)
 
 
-def report(prefix):
+def report(prefix, keep_notes):
     records = run_bench.read_records(with_extension(prefix, ".jsonl"))
     meta = json.loads(with_extension(prefix, ".meta.json").read_text())
-    write_markdown(records, meta, prefix)
+    write_markdown(records, meta, prefix, keep_notes)
     plot(records, meta, with_extension(prefix, ".svg"))
     print(with_extension(prefix, ".md").read_text())
 
@@ -431,7 +451,7 @@ def main():
     arguments = parse_arguments()
     if not arguments.report_only:
         sweep(arguments)
-    report(arguments.out)
+    report(arguments.out, keep_notes=arguments.report_only)
 
 
 if __name__ == "__main__":
