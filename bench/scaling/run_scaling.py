@@ -325,7 +325,8 @@ def workload_table(records, meta, workload, field):
         at_threads = [record for record in records if record["threads"] == threads]
         ratio = run_bench.paired_ratio(at_threads, workload, field)
         label = f"{threads}" + (" *" if threads > meta["cpus"] else "")
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {'–' if ratio is None else f'{ratio:.2f}'} |")
+        ratio_cell = "–" if ratio is None else f"{ratio:.2f}"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio_cell} |")
     return lines
 
 
@@ -412,7 +413,8 @@ def plot(records, meta, output):
                 continue
             name = f"$d{index}_{peer}"
             blocks.append(f"{name} << EOD\n" + "\n".join(f"{x} {y!r}" for x, y in points) + "\nEOD")
-            lines.append(f'{name} using 1:2 with linespoints title "{peer}" linewidth 2 pointtype 7 pointsize 0.6 '
+            lines.append(f'{name} using 1:2 with linespoints title "{peer}" linewidth 2 '
+                         f'pointtype 7 pointsize 0.6 '
                          f'linecolor "{run_bench.PEER_COLORS[peer]}"')
         if lines:
             panels.append(f'set title "{workload}"\nset ylabel "{unit}"\nplot ' + ", ".join(lines))
@@ -421,11 +423,12 @@ def plot(records, meta, output):
     columns = 3
     rows = (len(panels) + columns - 1) // columns
     counts = meta["threads"]
+    title = f"time against workers on {meta['cpus']} CPUs (log-log, lower is better)"
     script = f"""
 set terminal svg size 1400,{380 * rows} dynamic noenhanced font "sans,11"
 set output "{output}"
 {chr(10).join(blocks)}
-set multiplot layout {rows},{columns} title "time against workers on {meta['cpus']} CPUs (log-log, lower is better)"
+set multiplot layout {rows},{columns} title "{title}"
 set xlabel "workers"
 set logscale xy 2
 set xtics ({", ".join(str(count) for count in counts)})
