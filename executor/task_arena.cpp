@@ -1,14 +1,54 @@
 #include "task_arena.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <memory>
+#include <new>
 
 #include "../summary_tree/partition.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace canopy {
 
+namespace {
+
+// A leaf's slots come straight from mmap: from operator new, a 64-byte
+// aligned array of a leaf's size (256 KiB by default) is a glibc mmap chunk
+// whose header moves the array 64 bytes into one more page, a byte per
+// slot. Leaves are a whole number of 4 KiB pages (64 slots of 64 bytes).
+task_slot* map_slots(std::size_t count) {
+  void* const pages = ::mmap(nullptr, count * sizeof(task_slot), PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED) {
+    throw std::bad_alloc();
+  }
+#if defined(__SANITIZE_ADDRESS__)
+  // The leak checker scans heap blocks, not mappings: a pending task's
+  // frame or boxed callable is reachable only from its slot.
+  __lsan_register_root_region(pages, count * sizeof(task_slot));
+#endif
+  auto* const slots = static_cast<task_slot*>(pages);
+  std::uninitialized_value_construct_n(slots, count);  // cannot throw
+  return slots;
+}
+
+}  // namespace
+
+void task_arena::slot_pages::operator()(task_slot* slots) const noexcept {
+  std::destroy_n(slots, count);
+#if defined(__SANITIZE_ADDRESS__)
+  __lsan_unregister_root_region(slots, count * sizeof(task_slot));
+#endif
+  ::munmap(slots, count * sizeof(task_slot));
+}
+
 task_arena::leaf_block::leaf_block(std::size_t signals, std::size_t tasks)
-    : slots(std::make_unique<task_slot[]>(tasks)),
+    : slots(map_slots(tasks), slot_pages{tasks}),
       occupancy(std::make_unique<sync::atomic<std::uint64_t>[]>(signals)),
       free_words(signals >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << signals) - 1) {}
 

@@ -126,9 +126,15 @@ class task_arena {
   }
 
  private:
+  // A leaf's slots live in pages mapped for them alone (task_arena.cpp
+  // says why); this unmaps them.
+  struct slot_pages {
+    std::size_t count = 0;
+    void operator()(task_slot* slots) const noexcept;
+  };
   struct leaf_block {
     explicit leaf_block(std::size_t signals, std::size_t tasks);
-    std::unique_ptr<task_slot[]> slots;
+    std::unique_ptr<task_slot[], slot_pages> slots;
     std::unique_ptr<sync::atomic<std::uint64_t>[]> occupancy;
     // Bit s: occupancy[s] may be empty. Never clear on an empty word, except
     // between clear_empty_hint's clear and its re-read.
