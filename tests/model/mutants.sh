@@ -27,6 +27,12 @@
 # with work_found's look after its decrement, a visible task and a sleeper
 # always leave an awake idle worker to look again, so the JEC wake only makes
 # the wake earlier (docs/correctness.md); the checker must pass without it.
+# The "ring:" rows mutate the model's own copy of the reactor's io_uring
+# park path (tests/model/model_ring_test.cpp mirrors wait_on_ring, complete
+# and the worker loop's submits step for step; the real io/uring sources
+# need liburing and the kernel): when those functions change, the copy must
+# follow them. A false return for a socket completion that wait() kept is
+# "not-needed": the next wait() returns true at once (its first check).
 # Exit status: 0 when every "caught" mutant was caught and every mutant
 # applied; 1 otherwise.
 set -euo pipefail
@@ -82,6 +88,12 @@ mutants=(
   "task_sync: a sender arms without re-checking for room under the lock%task_sync/channel_core.hpp%s/if \(size_ < capacity_\) \{\n        push_locked/if (false) {\n        push_locked/%caught"
   "task_sync: semaphore release adds permits without looking for waiters%task_sync/semaphore_core.hpp%s/while \(\(seen & 1\) == 0\) \{\n      if \(\(seen >> 1\) \+ n > max_\)/while (true) {\n      if ((seen >> 1) + n > max_)/%caught"
   "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(sync::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
+  "ring: a worker out of work does not submit its tasks' requests%tests/model/model_ring_test.cpp%s/        driver_\.submit\(\);  \/\/ worker_main: out of work[^\n]*\n//%caught"
+  "ring: the poller's wait does not flush the submission queue%tests/model/model_ring_test.cpp%s/kernel_\.enter\(kernel_\.publish\(\), \/\*wait=\*\/true\);/kernel_.enter(0, \/*wait=*\/true);/%caught"
+  "ring: wait() returns true for a wake completion%tests/model/model_ring_test.cpp%s/(if \(entry->wake\) \{  \/\/ wait_on_ring: user_data == wake_tag\n        complete\(\*entry\);)/\$1\n        collected = true;/%caught"
+  "ring: wait() returns false for a socket completion it kept%tests/model/model_ring_test.cpp%s/    return collected;\n  \}\n\n  \/\/ reactor::notify/    return false;\n  }\n\n  \/\/ reactor::notify/%not-needed"
+  "ring: wait() reaps a socket completion without keeping it%tests/model/model_ring_test.cpp%s/        pending_ = entry;\n        collected = true;/        collected = true;/%caught"
+  "ring: the drain does not re-arm a poll that ended%tests/model/model_ring_test.cpp%s/        kernel_\.queue_rearm\(\);  \/\/ complete:[^\n]*\n//%caught"
 )
 
 # The same idea under Relacy's weak-memory simulation
@@ -101,7 +113,7 @@ relacy_mutants=(
 # The translation units and flags of each checker (as tests/meson.build
 # builds model_check_test and relacy_wake_test).
 model_units=(tests/model/model_check_test.cpp tests/model/model_poller_test.cpp tests/model/model_executor_test.cpp
-  tests/model/model_task_sync_test.cpp
+  tests/model/model_task_sync_test.cpp tests/model/model_ring_test.cpp
   tests/model/model_checker.cpp tests/test_main.cpp summary_tree/permit_semaphore.cpp
   summary_tree/summary_tree.cpp signal_waker/park_backend.cpp signal_waker/signal_waker.cpp
   signal_waker/sleep_module.cpp embed/host_channel.cpp embed/notify_descriptor.cpp)

@@ -1,0 +1,470 @@
+// Model checking of the io_uring park path (docs/io.md, "The io_uring
+// backend"): the real sleep_module, signal_waker, summary_tree and
+// driver_park_backend, with the poller parked in a model of the ring. The
+// driver here mirrors the reactor's io_uring half
+// (io/uring/reactor_completion.cpp: wait_on_ring, complete, dispatch_ring,
+// submit) step for step, on a model of the kernel side:
+//
+// * the submission queue: a task's request is only queued (user space);
+//   the kernel sees it when someone enters with it — a worker out of work
+//   or at its poll interval (idle_driver::submit), or the poller's wait,
+//   which flushes and waits in one io_uring_enter;
+// * a device that completes each submitted request by posting a CQE;
+// * the eventfd and its multishot poll: every notify() writes the eventfd
+//   and the armed poll posts one CQE for it, with IORING_CQE_F_MORE unless
+//   the poll ended (a case chooses after how many CQEs it ends); a re-armed
+//   poll on a non-empty eventfd posts at once;
+// * io_uring_enter's wait: blocks until the completion queue is non-empty.
+//
+// Every kernel operation is one step (one schedule point: the ring's lock),
+// and every one that posts a CQE or submits a request wakes the threads
+// waiting in the kernel. The reactor's cancellation (wait_until_reaped) and
+// the epoll descriptor's poll are not modelled: model_poller_test covers
+// readiness.
+//
+// What must hold in every execution, while every worker is parked: no task
+// runnable, no CQE unreaped, no request queued but unsubmitted, the
+// eventfd's poll armed (else the next notify posts nothing), and every
+// completed request delivered to its task; the sleeper counts agree with
+// the parked workers. And in every execution: a poller that wakes itself
+// (its wait() said it collected a completion) has one to deliver, so a
+// wake-up CQE never costs a worker's wake and search.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "executor/driver_park_backend.hpp"
+#include "executor/idle_driver.hpp"
+#include "sync/atomics.hpp"
+#include "tests/model/driver_world.hpp"
+#include "tests/model/expect_clean.hpp"
+#include "tests/model/explored_bound.hpp"
+#include "tests/model/model_checker.hpp"
+#include "tests/model/protocol_steps.hpp"
+
+namespace {
+
+using canopy::model::task_position;
+
+// One completion-queue entry.
+struct model_cqe {
+  bool wake;  // the eventfd's poll (the reactor's wake_tag); else a socket request's
+  bool more;  // IORING_CQE_F_MORE: the multishot poll stays armed
+};
+
+class model_ring_kernel {
+ public:
+  // `multishot_posts`: how many CQEs the eventfd's poll posts before it
+  // ends (the last without IORING_CQE_F_MORE); 0: it never ends.
+  explicit model_ring_kernel(std::uint32_t multishot_posts) noexcept
+      : multishot_posts_(multishot_posts), posts_left_(multishot_posts) {}
+
+  // ---- the submission queue (user space, any thread) ----
+  // completion_ring::queue: a socket request, or the poll's re-arm.
+  void queue_request() noexcept { queued_.fetch_add(1); }
+  void queue_rearm() noexcept { queued_.fetch_or(rearm_entry); }
+  // completion_ring::has_unsubmitted (the hint reactor::submit reads).
+  [[nodiscard]] bool has_unsubmitted() const noexcept { return queued_.load() != 0; }
+  // publish_locked: the entries the next io_uring_enter consumes.
+  std::uint32_t publish() noexcept { return queued_.exchange(0); }
+
+  // ---- the kernel ----
+  // io_uring_enter: consume `entries`; then, with `wait`, block until the
+  // completion queue is non-empty (min_complete 1).
+  void enter(std::uint32_t entries, bool wait) noexcept {
+    if (entries != 0) {
+      begin_step();
+      in_flight_ += entries & request_mask;
+      if ((entries & rearm_entry) != 0) {
+        arm_wake_poll();
+      }
+      end_step();
+    }
+    if (!wait) {
+      return;
+    }
+    for (;;) {
+      const std::uint32_t seen = step_.load();
+      if (!completions_.empty() || closing_) {
+        return;
+      }
+      canopy::model::park_on(&step_, seen, step_.peek());
+    }
+  }
+
+  // notify(): the eventfd write; an armed poll posts one CQE for it.
+  void eventfd_write() noexcept {
+    begin_step();
+    ++eventfd_;
+    if (wake_poll_armed_) {
+      post_wake();
+    }
+    end_step();
+  }
+
+  // reactor::drain_eventfd.
+  void eventfd_drain() noexcept {
+    begin_step();
+    eventfd_ = 0;
+  }
+
+  // The device: once a request is in the kernel, complete it (post its CQE).
+  void complete_request() noexcept {
+    for (;;) {
+      const std::uint32_t seen = step_.load();
+      if (in_flight_ != 0) {
+        break;
+      }
+      if (closing_) {
+        return;
+      }
+      canopy::model::park_on(&step_, seen, step_.peek());
+    }
+    begin_step();
+    --in_flight_;
+    completions_.push_back({false, false});
+    end_step();
+  }
+
+  // completion_ring::reap with a limit of one: the oldest CQE, if any.
+  std::optional<model_cqe> reap_one() noexcept {
+    static_cast<void>(step_.load());  // the completion queue's tail
+    if (completions_.empty()) {
+      return std::nullopt;
+    }
+    const model_cqe entry = completions_.front();
+    completions_.pop_front();
+    return entry;
+  }
+
+  // ---- the verdict and the teardown (no schedule points) ----
+  [[nodiscard]] std::uint32_t queued_requests() const noexcept {
+    return queued_.peek() & request_mask;
+  }
+  [[nodiscard]] std::size_t unreaped() const noexcept { return completions_.size(); }
+  [[nodiscard]] bool wake_poll_armed() const noexcept { return wake_poll_armed_; }
+  // io_uring_queue_exit: every wait in the kernel returns.
+  void close_for_teardown() noexcept {
+    closing_ = true;
+    canopy::model::unpark_on(&step_);
+  }
+
+ private:
+  static constexpr std::uint32_t request_mask = 0xffff;
+  static constexpr std::uint32_t rearm_entry = 0x10000;
+
+  void begin_step() noexcept { step_.fetch_add(1); }
+  void end_step() noexcept { canopy::model::unpark_on(&step_); }
+
+  void post_wake() noexcept {
+    bool more = true;
+    if (multishot_posts_ != 0 && --posts_left_ == 0) {
+      more = false;
+      wake_poll_armed_ = false;
+    }
+    completions_.push_back({true, more});
+  }
+
+  void arm_wake_poll() noexcept {
+    wake_poll_armed_ = true;
+    posts_left_ = multishot_posts_;
+    if (eventfd_ != 0) {
+      post_wake();
+    }
+  }
+
+  // The user-space submission queue: queued requests, plus rearm_entry.
+  canopy::sync::atomic<std::uint32_t> queued_{0};
+  // The kernel's lock; every step bumps it, and a waiter in the kernel
+  // parks on it (a waiter that looked before a step sees it moved).
+  canopy::sync::atomic<std::uint32_t> step_{0};
+  // Kernel state, changed only inside a step.
+  std::uint32_t in_flight_ = 0;
+  std::uint32_t eventfd_ = 0;
+  bool wake_poll_armed_ = true;  // reactor::open_ring armed and submitted it
+  std::uint32_t multishot_posts_;
+  std::uint32_t posts_left_;
+  std::deque<model_cqe> completions_;
+  bool closing_ = false;
+};
+
+// The reactor's io_uring half, reduced to the park path
+// (io/uring/reactor_completion.cpp). wait() and dispatch() run on the
+// poller only, so pending_ needs no lock (the reactor's reap_lock_ guards
+// it against wait_until_reaped, which is not modelled).
+class model_ring_driver final : public canopy::idle_driver {
+ public:
+  explicit model_ring_driver(model_ring_kernel& kernel) noexcept : kernel_(kernel) {}
+
+  // reactor::wait_on_ring.
+  bool wait() noexcept override {
+    if (pending_) {
+      return true;  // collected, not dispatched yet
+    }
+    kernel_.enter(kernel_.publish(), /*wait=*/true);  // completion_ring::wait: flush and wait
+    // Only the wake-ups are consumed here; a socket completion is kept for dispatch().
+    bool collected = false;
+    while (!collected) {
+      const std::optional<model_cqe> entry = kernel_.reap_one();
+      if (!entry) {
+        break;
+      }
+      if (entry->wake) {  // wait_on_ring: user_data == wake_tag
+        complete(*entry);
+      } else {
+        pending_ = entry;
+        collected = true;
+      }
+    }
+    return collected;
+  }
+
+  // reactor::notify.
+  void notify() noexcept override { kernel_.eventfd_write(); }
+
+  // reactor::dispatch_ring: what wait() kept, then every CQE there is.
+  std::size_t dispatch() noexcept override {
+    std::size_t delivered = 0;
+    if (pending_) {
+      complete(*pending_);
+      pending_.reset();
+      ++delivered;
+    }
+    while (const std::optional<model_cqe> entry = kernel_.reap_one()) {
+      complete(*entry);
+      ++delivered;
+    }
+    return delivered;
+  }
+
+  // reactor::submit: enter only when the hint says entries are queued.
+  void submit() noexcept override {
+    if (kernel_.has_unsubmitted()) {
+      const std::uint32_t entries = kernel_.publish();
+      if (entries != 0) {
+        kernel_.enter(entries, /*wait=*/false);
+      }
+    }
+  }
+
+  // reactor::start_completion on a worker: queued, not submitted.
+  void queue_request() noexcept { kernel_.queue_request(); }
+
+  void set_completion_handler(void (*handler)(void*), void* target) noexcept {
+    on_completion_ = handler;
+    on_completion_target_ = target;
+  }
+  [[nodiscard]] bool holds_collected() const noexcept { return pending_.has_value(); }
+
+ private:
+  // reactor::complete.
+  void complete(const model_cqe& entry) noexcept {
+    if (entry.wake) {
+      kernel_.eventfd_drain();
+      if (!entry.more) {
+        kernel_.queue_rearm();  // complete: a multishot poll that ended is armed again
+      }
+      return;
+    }
+    on_completion_(on_completion_target_);  // the waiting task's waker
+  }
+
+  model_ring_kernel& kernel_;
+  std::optional<model_cqe> pending_;  // reactor::pending_completion_
+  void (*on_completion_)(void*) = nullptr;
+  void* on_completion_target_ = nullptr;
+};
+
+struct ring_case {
+  std::size_t workers;
+  std::vector<task_position> request_tasks;  // runnable at the start; each queues a request
+  std::vector<task_position> posts;          // one outside producer thread each
+  task_position io_task;                     // woken by a request's completion
+  std::uint32_t multishot_posts = 0;         // model_ring_kernel's; 0: the poll never ends
+  std::uint32_t poll_interval = 61;          // executor_config::driver_poll_interval
+};
+
+class ring_world final : public canopy::model::driver_world {
+ public:
+  explicit ring_world(const ring_case& setup)
+      : driver_world(setup.workers),
+        request_tasks_(setup.request_tasks),
+        io_task_(setup.io_task),
+        poll_interval_(setup.poll_interval),
+        kernel_(setup.multishot_posts),
+        driver_(kernel_),
+        backend_(driver_) {
+    sleep_.set_poller_backend(&backend_);
+    driver_.set_completion_handler(&ring_world::request_completed, this);
+  }
+
+  // A worker of executor_core::worker_main, reduced to its protocol steps
+  // and its driver calls.
+  void work(std::size_t worker, std::size_t producer_threads) {
+    canopy::model::search_steps search;
+    int rounds_after_producers = 0;
+    std::uint32_t since_poll = 0;
+    bool out_of_work = false;
+    for (int round = 0; round < total_rounds && !stop_; ++round) {
+      if (searched_too_long(producer_threads, rounds_after_producers)) {
+        break;
+      }
+      std::size_t leaf = 0;
+      int index = 0;
+      if (claim_one(worker, leaf, index)) {
+        search.found_work(tree_, sleep_);
+        run_task(leaf, index);
+        // count_towards_driver_poll (not after the run that ends a search:
+        // worker_main's inner loop runs that one without it).
+        if (!out_of_work && ++since_poll >= poll_interval_) {
+          since_poll = 0;
+          driver_.submit();
+          if (sleep_.try_take_poller()) {
+            driver_.dispatch();
+            sleep_.release_poller();
+          }
+        }
+        out_of_work = false;
+        continue;
+      }
+      if (!out_of_work) {
+        out_of_work = true;
+        driver_.submit();  // worker_main: out of work, so its tasks' requests go to the kernel
+      }
+      const canopy::idle_report report = search.found_none(sleep_, worker, *this);
+      if (report.holds_poller) {
+        const std::size_t delivered = driver_.dispatch();
+        // The poller woke itself (wait() said it collected something).
+        if (report.parked && report.reason == canopy::wake_reason::io && delivered == 0) {
+          ++woke_for_nothing_;
+        }
+        sleep_.release_poller();
+      }
+    }
+  }
+
+  // The device: completes each request once it is in the kernel.
+  void device() {
+    for (std::size_t request = 0; request < request_tasks_.size(); ++request) {
+      kernel_.complete_request();
+    }
+    ++producers_done_;
+  }
+
+  std::string check(const std::vector<bool>& parked) const {
+    bool all_parked = false;
+    if (std::string failure = check_tasks(parked, all_parked); !failure.empty()) {
+      return failure;
+    }
+    if (woke_for_nothing_ != 0) {
+      return "the poller woke itself for I/O and had nothing to deliver (a spurious wake)";
+    }
+    if (all_parked) {
+      if (kernel_.queued_requests() != 0) {
+        return "a request queued but never submitted while every worker is parked";
+      }
+      if (kernel_.unreaped() != 0 || driver_.holds_collected()) {
+        return "a completion unreaped while every worker is parked";
+      }
+      if (!kernel_.wake_poll_armed()) {
+        return "the eventfd's poll is not armed while every worker is parked (a notify would "
+               "post nothing)";
+      }
+      if (delivered_ != requests_) {
+        return "a request's completion never reached its task while every worker is parked";
+      }
+    }
+    if (exhausted_ && (claimed_ != produced_ || delivered_ != requests_)) {
+      return "stuck: work stays undelivered while a worker searched " +
+             std::to_string(stuck_rounds) + " rounds";
+    }
+    return {};
+  }
+
+  void teardown() {
+    stop_workers();
+    kernel_.close_for_teardown();
+  }
+
+ private:
+  // A request task queues its request (reactor::start_completion, on a
+  // worker: queued only); any other task just runs.
+  void run_task(std::size_t leaf, int index) {
+    for (const task_position& task : request_tasks_) {
+      if (task.leaf == leaf && static_cast<int>(task.signal * 64 + task.bit) == index) {
+        driver_.queue_request();
+        ++requests_;
+      }
+    }
+  }
+
+  static void request_completed(void* self) {
+    auto& world = *static_cast<ring_world*>(self);
+    ++world.delivered_;
+    world.post(world.io_task_);
+  }
+
+  std::vector<task_position> request_tasks_;
+  task_position io_task_;
+  std::uint32_t poll_interval_;
+  model_ring_kernel kernel_;
+  model_ring_driver driver_;
+  canopy::driver_park_backend backend_;
+  int requests_ = 0;
+  int delivered_ = 0;
+  int woke_for_nothing_ = 0;
+};
+
+canopy::model::exploration_result check_ring_case(const ring_case& setup, int preemption_bound) {
+  const std::size_t devices = setup.request_tasks.empty() ? 0 : 1;
+  const auto threads = static_cast<int>(setup.workers + setup.posts.size() + devices);
+  // Under ThreadSanitizer, none for two workers (as the poller cases): at
+  // one preemption the first case's executions took about 2 GB there.
+  const int bound = canopy::model::under_thread_sanitizer && setup.workers >= 2
+                        ? 0
+                        : canopy::model::explored_bound(preemption_bound, threads);
+  return canopy::model::explore_driver_world<ring_world>(
+      [&] { return std::make_shared<ring_world>(setup); }, setup.workers, setup.request_tasks,
+      setup.posts, devices, [](ring_world& world, std::size_t /*device*/) { world.device(); },
+      bound, 400000);
+}
+
+}  // namespace
+
+using canopy::model::expect_clean;
+
+TEST_CASE("model ring: a task's request queued just before its worker goes idle") {
+  // Two workers: one may park in the ring first (its wait flushed nothing),
+  // the other runs the task that queues the request and then goes idle; its
+  // out-of-work submit is all that brings the request to the kernel. An
+  // outside post wakes the poller or the other sleeper meanwhile.
+  expect_clean(check_ring_case({2, {{1, 0, 1}}, {{0, 0, 2}}, {1, 0, 9}}, 1));
+}
+
+TEST_CASE("model ring: a request completes while the poller parks") {
+  // One worker queues the request, submits it when it runs out of work and
+  // parks in the ring; the completion lands anywhere in that: it is reaped
+  // by the busy poll, the park's dispatch, or the wait, which keeps it for
+  // dispatch and wakes the worker itself.
+  expect_clean(check_ring_case({1, {{0, 0, 1}}, {}, {0, 0, 9}, 0, 1}, 3));
+}
+
+TEST_CASE("model ring: notifies race the poller's drain and re-arm of a poll that ends") {
+  // The eventfd's poll ends with every CQE it posts: each drain re-arms it,
+  // and a notify can land between the drain and the re-arm's submission (the
+  // re-armed poll then posts at once) or leave a stale CQE for the next park.
+  expect_clean(check_ring_case({1, {}, {{0, 0, 3}, {0, 0, 4}}, {0, 0, 9}, 1}, 2));
+}
+
+TEST_CASE("model ring: two workers, a request, a post and a poll that ends") {
+  // One worker in the ring, one on its futex; the request's completion and
+  // an outside post (whose waker prefers the futex sleeper) race the
+  // poller's self-claim, with the poll re-armed after every wake.
+  expect_clean(check_ring_case({2, {{0, 0, 1}}, {{1, 0, 2}}, {1, 0, 9}, 1}, 1));
+}
