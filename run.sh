@@ -168,13 +168,52 @@ run_tests() {
   passed=0 failed=0
   local binaries
   binaries=$(find "$dir/tests" -maxdepth 1 -type f -name '*_test' -perm -u+x | sort)
+  # The I/O suite runs twice, once per backend (CANOPY_IO_BACKEND=epoll,
+  # then io_uring). io_uring_test's probe says first whether io_uring runs
+  # on this machine; where it does not, that is said once with the reason,
+  # the io_uring tests accept it (CANOPY_IO_URING_UNAVAILABLE_OK=1) and the
+  # rest of the I/O suite runs on epoll only.
+  local io_tests='^(io_[a-z_]+|timer|cancel_race|http_server|chat_server)_test$'
+  local uring_tests='^io_uring(_[a-z]+)?_test$'
+  local uring_usable=1 probe_line runs=() binary
+  probe_line=$(env -u CANOPY_IO_BACKEND "${runner[@]}" "$dir/tests/io_uring_test" \
+    --test-case='probe:*' 2>&1 | grep -m1 '^canopy-io-probe: ' || true)
+  if [[ "$probe_line" != *"automatic=io_uring"* ]]; then
+    uring_usable=0
+    if [ -z "$probe_line" ]; then
+      record_failure "io_uring probe FAILED: $dir/tests/io_uring_test printed no probe line"
+      failed=$((failed + 1))
+    fi
+    echo "== io_uring unavailable on this machine, its pass runs only the io_uring tests:" \
+      "${probe_line#canopy-io-probe: }" >&2
+  fi
   for binary in $binaries; do
-    local name log status summary
+    if [[ $(basename "$binary") =~ $io_tests ]]; then
+      runs+=("$binary epoll" "$binary io_uring")
+    else
+      runs+=("$binary -")
+    fi
+  done
+  local run
+  for run in "${runs[@]}"; do
+    local name log status summary backend=${run##* } environment=()
+    binary=${run% *}
     name=$(basename "$binary")
+    if [ "$backend" != - ]; then
+      environment=("CANOPY_IO_BACKEND=$backend")
+      if [ "$uring_usable" -eq 0 ]; then
+        if [[ "$name" =~ $uring_tests ]]; then
+          environment+=(CANOPY_IO_URING_UNAVAILABLE_OK=1)
+        elif [ "$backend" = io_uring ]; then
+          continue
+        fi
+      fi
+      name="$name [$backend]"
+    fi
     log=$(mktemp)
     echo "== $name${sanitize:+ ($sanitize)}" >&2
     set +e
-    timeout 1500 "${runner[@]}" "$binary" >"$log" 2>&1
+    timeout 1500 env "${environment[@]}" "${runner[@]}" "$binary" >"$log" 2>&1
     status=$?
     set -e
     summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -1 || true)
