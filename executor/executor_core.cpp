@@ -181,7 +181,11 @@ void executor_core::shutdown() {
     }
     // 5. Destroy every task still alive (suspended, or pending under
     //    cancel_pending, or pinned for a host that never ran it): its
-    //    destructor runs, its join handle says cancelled.
+    //    destructor runs, its join handle says cancelled. The driver ends
+    //    its requests in flight first (idle_driver::workers_stopped).
+    if (config_.driver != nullptr) {
+      config_.driver->workers_stopped();
+    }
     host_->channel().clear();
     destroy_leftovers();
   });

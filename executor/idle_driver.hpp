@@ -57,6 +57,12 @@ class idle_driver {
   // submits too. Must be cheap when nothing is queued. Default: nothing.
   virtual void submit() noexcept {}
 
+  // The executor's shutdown, once, after it joined its workers and before
+  // it destroys the tasks left (executor_core::shutdown, step 5): a
+  // completion backend ends every request in flight here, in one step,
+  // rather than one cancel per destroyed task. Default: nothing.
+  virtual void workers_stopped() noexcept {}
+
   // Any thread, wait-free: whether the earliest deadline of the driver's
   // deadline source may have passed (its hint, deadline_source below).
   // A yes can be early (a cancelled timer); the poll that follows then

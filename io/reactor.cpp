@@ -46,7 +46,7 @@ reactor::reactor(reactor_options options) {
     throw;
   }
   if (ring_ != nullptr) {
-    return;  // the ring watches the eventfd itself
+    return;  // the ring watches the eventfd itself (arm_watches)
   }
   // Level-triggered: a notify() that lands before the poller's epoll_wait,
   // or between its drain and its latch check, keeps the eventfd readable, so
@@ -159,6 +159,7 @@ void reactor::remove(registration_id id) noexcept {
   waker woken[3];
   bool in_flight[2] = {false, false};
   std::uint16_t sequences[2] = {0, 0};
+  unsigned positions[2] = {0, 0};
   const bool removed = slab_.with_live(id, false, [&](registration_entry& target) {
     // The descriptor may already be closed by its owner (EBADF): then the
     // kernel already dropped it from the set, which is what DEL wants.
@@ -172,6 +173,7 @@ void reactor::remove(registration_id id) noexcept {
         op.abandoned = true;
         in_flight[which] = true;
         sequences[which] = op.sequence;
+        positions[which] = op.position;
       }
     }
     target.live = false;
@@ -191,7 +193,7 @@ void reactor::remove(registration_id id) noexcept {
   // before the slot can be reused or its waiters' memory released.
   for (std::size_t which = 0; which < 2; ++which) {
     if (in_flight[which]) {
-      cancel_request(id, which, sequences[which]);
+      cancel_request(id, which, sequences[which], positions[which]);
     }
   }
   slab_.release(id.slot);
@@ -430,6 +432,7 @@ bool reactor::wait() noexcept {
 
 void reactor::notify() noexcept {
   notifies_.fetch_add(1, sync::relaxed);
+
   const std::uint64_t one = 1;
   // EAGAIN only if the counter would overflow: it is readable either way.
   [[maybe_unused]] const ssize_t put = ::write(event_fd_, &one, sizeof one);

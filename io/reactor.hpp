@@ -216,6 +216,7 @@ class reactor final : public idle_driver {
   void notify() noexcept override;
   std::size_t dispatch() noexcept override;
   void submit() noexcept override;
+  void workers_stopped() noexcept override;
 
   [[nodiscard]] reactor_stats stats() const noexcept;
   // Whether epoll_pwait2 (nanosecond timeouts) is in use, else epoll_wait
@@ -231,12 +232,15 @@ class reactor final : public idle_driver {
   void open_ring(io_backend requested, unsigned entries);
   bool wait_on_ring(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
   std::size_t dispatch_ring() noexcept;
-  std::size_t reap_completions() noexcept;
-  void complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags) noexcept;
-  void arm_ring_poll(std::uint64_t user_data, int fd) noexcept;
+  std::size_t reap_completions(bool* rewake = nullptr) noexcept;
+  void complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags,
+                bool* rewake = nullptr) noexcept;
+  void arm_watches() noexcept;
+  [[nodiscard]] bool submits_for_this_thread() const noexcept;
   std::size_t poll_epoll_nonblocking() noexcept;
   bool add_to_epoll(detail::registration_entry& target) noexcept;
-  void cancel_request(registration_id id, std::size_t which, std::uint16_t sequence) noexcept;
+  void cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
+                      unsigned position) noexcept;
   void wait_until_reaped(detail::registration_entry& target, std::size_t which,
                          std::uint16_t sequence) noexcept;
   void drain_eventfd() noexcept;
@@ -252,6 +256,8 @@ class reactor final : public idle_driver {
   // Guarded by reap_lock_: the ring reported the epoll descriptor readable,
   // and the one completion wait() took from the queue for dispatch().
   bool epoll_signalled_ = false;
+  bool epoll_watched_ = false;    // the multishot poll on epoll_fd_ is armed
+  bool eventfd_watched_ = false;  // the multishot poll on event_fd_ is armed
   struct held_completion {
     std::uint64_t user_data = 0;
     std::int32_t result = 0;

@@ -68,6 +68,7 @@ struct registration_entry {
   struct completion {
     std::uint32_t generation = 0;  // of the registration that submitted it
     std::uint16_t sequence = 0;
+    unsigned position = 0;  // where it was queued (completion_ring::cancel)
     bool in_flight = false;
     bool abandoned = false;  // its waiter left: drop the result
     bool done = false;       // completed, result not yet taken

@@ -1,5 +1,7 @@
 #include "completion_ring.hpp"
 
+#include <sched.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -134,7 +136,7 @@ unsigned completion_ring::submit() noexcept {
   }
 }
 
-bool completion_ring::wait(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
+void completion_ring::wait(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
   unsigned pending = 0;
   {
     const std::lock_guard guard(submit_lock_);
@@ -151,41 +153,53 @@ bool completion_ring::wait(std::optional<std::chrono::steady_clock::time_point> 
     argument.ts = reinterpret_cast<std::uint64_t>(&timeout);
   }
   enters_.fetch_add(1, sync::relaxed);
-  const int status = io_uring_enter2(static_cast<unsigned>(ring_.ring_fd), pending, 1,
-                                     IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-                                     reinterpret_cast<sigset_t*>(&argument), sizeof argument);
-  if (status < 0 && status != -ETIME && status != -EINTR) {
-    // EBUSY (completions overflowed into the kernel's list): they are
-    // flushed to the queue by the next enter; report what is there now.
-    return has_completions();
-  }
-  return has_completions();
+  // ETIME (the deadline), EINTR, EBUSY (completions overflowed into the
+  // kernel's list; the next enter flushes them): the caller looks anyway.
+  io_uring_enter2(static_cast<unsigned>(ring_.ring_fd), pending, 1,
+                  IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                  reinterpret_cast<sigset_t*>(&argument), sizeof argument);
 }
 
-void completion_ring::sync_cancel(io_uring_sync_cancel_reg& request) noexcept {
-  submit();
-  request.timeout.tv_sec = -1;
-  request.timeout.tv_nsec = -1;
-  for (;;) {
-    const int status = io_uring_register_sync_cancel(&ring_, &request);
-    if (status != -EINTR) {
-      return;  // 0: cancelled; ENOENT: it had completed; either way it is done
+bool completion_ring::cancel(std::uint64_t user_data, unsigned position) noexcept {
+  {
+    const std::lock_guard guard(submit_lock_);
+    io_uring_sq& queue = ring_.sq;
+    // Not yet published (at or after sqe_head): the kernel cannot see it.
+    if (static_cast<int>(position - queue.sqe_head) >= 0 &&
+        static_cast<int>(queue.sqe_tail - position) > 0) {
+      io_uring_sqe* entry = &queue.sqes[position & queue.ring_mask];
+      if (entry->user_data == user_data) {
+        io_uring_prep_nop(entry);
+        io_uring_sqe_set_data64(entry, 0);
+        return true;
+      }
     }
   }
-}
-
-void completion_ring::cancel(std::uint64_t user_data) noexcept {
+  // Published: the thread that published it is entering the kernel with
+  // it; sync cancel finds a request only once the kernel has taken it.
+  // acquire: pairs with the kernel's release of the head after it read it.
+  while (static_cast<int>(io_uring_smp_load_acquire(ring_.sq.khead) - position) <= 0) {
+    sched_yield();
+  }
   io_uring_sync_cancel_reg request{};
   request.addr = user_data;
   request.fd = -1;
-  sync_cancel(request);
+  request.timeout.tv_sec = -1;
+  request.timeout.tv_nsec = -1;
+  // 0: cancelled; ENOENT: it had completed. Either way the kernel is done.
+  while (io_uring_register_sync_cancel(&ring_, &request) == -EINTR) {
+  }
+  return false;
 }
 
-void completion_ring::cancel_fd(int fd) noexcept {
+void completion_ring::cancel_all() noexcept {
   io_uring_sync_cancel_reg request{};
-  request.fd = fd;
-  request.flags = IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL;
-  sync_cancel(request);
+  request.fd = -1;
+  request.flags = IORING_ASYNC_CANCEL_ANY;
+  request.timeout.tv_sec = -1;
+  request.timeout.tv_nsec = -1;
+  while (io_uring_register_sync_cancel(&ring_, &request) == -EINTR) {
+  }
 }
 
 }  // namespace canopy::io::detail

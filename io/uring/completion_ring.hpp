@@ -20,12 +20,15 @@
 // (no system call); wait() submits and blocks for at least one completion
 // or the timeout in one io_uring_enter (IORING_ENTER_EXT_ARG).
 //
-// Cancellation (any thread). cancel() is IORING_REGISTER_SYNC_CANCEL: when
-// it returns, the kernel has finished with the cancelled request (its
-// completion is in the queue or was already), so memory the request
-// pointed at may be released. It first submits what is queued, so that a
-// request still in the submission queue is in the kernel when the cancel
-// looks for it.
+// Cancellation (any thread): cancel() below; when it returns, the kernel
+// has finished with the request, so memory it pointed at may be released.
+//
+// Threads. Only the executor's workers enter the kernel with submissions
+// (submit(), wait()). The kernel completes a request through task work on
+// the thread that submitted it, and when the ring closes it signals every
+// thread that ever submitted to it (TWA_SIGNAL): a thread of the program
+// would see its blocking calls with a timeout fail with EINTR. A worker is
+// ours to interrupt. (A full queue is the exception: queue() submits it.)
 #pragma once
 
 #include <liburing.h>
@@ -59,7 +62,7 @@ class completion_ring {
   // is submitted first. Returns false only if the kernel refused that
   // submission (the request was not queued; `error` says why).
   template <class Prepare>
-  bool queue(Prepare&& prepare, std::error_code& error) noexcept {
+  bool queue(Prepare&& prepare, std::error_code& error, unsigned* position = nullptr) noexcept {
     const std::lock_guard guard(submit_lock_);
     io_uring_sqe* entry = io_uring_get_sqe(&ring_);
     if (entry == nullptr) {
@@ -69,6 +72,9 @@ class completion_ring {
         error = std::error_code(submitted < 0 ? -submitted : EBUSY, std::system_category());
         return false;
       }
+    }
+    if (position != nullptr) {
+      *position = ring_.sq.sqe_tail - 1;
     }
     prepare(entry);
     unsubmitted_.store(unsubmitted_.load(sync::relaxed) + 1, sync::relaxed);
@@ -84,8 +90,9 @@ class completion_ring {
 
   // ---- completion (poller only) ----
   // Submit what is queued and block until a completion arrives or until
-  // `deadline` (none: no limit). Returns false on EINTR or a timeout.
-  bool wait(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
+  // `deadline` (none: no limit), or EINTR. The caller looks at the queue
+  // under its own reaping lock.
+  void wait(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
   // Call on_completion(user_data, res, flags) for each completion in the
   // queue, at most `limit`, and mark them seen. Returns how many.
   template <class OnCompletion>
@@ -106,12 +113,18 @@ class completion_ring {
   [[nodiscard]] bool has_completions() noexcept { return io_uring_cq_ready(&ring_) != 0; }
 
   // ---- cancellation (any thread) ----
-  // Cancel the request carrying `user_data` and return once the kernel is
-  // done with it (IORING_REGISTER_SYNC_CANCEL). A request that already
-  // completed is left alone.
-  void cancel(std::uint64_t user_data) noexcept;
-  // The same for every request on descriptor `fd`.
-  void cancel_fd(int fd) noexcept;
+  // Make sure the kernel is done with the request carrying `user_data`,
+  // queued at `position` (queue()'s). Still in the user-space queue: it
+  // becomes a no-op whose completion carries user_data 0, and the kernel
+  // never sees the request (returns true: no completion of it will come).
+  // Handed to the kernel: once the kernel has taken it from the queue, it
+  // is cancelled with IORING_REGISTER_SYNC_CANCEL, which returns when the
+  // kernel has finished with it (returns false: its completion comes).
+  // Never enters with submissions: see the thread rule above.
+  bool cancel(std::uint64_t user_data, unsigned position) noexcept;
+  // Cancel every request in the kernel at once (the executor's workers are
+  // gone), returning when the kernel is done with all of them.
+  void cancel_all() noexcept;
 
   [[nodiscard]] std::uint64_t enters() const noexcept { return enters_.load(sync::relaxed); }
 
@@ -120,7 +133,6 @@ class completion_ring {
   // Publish the queued entries to the kernel (the submission lock held);
   // returns how many the kernel has not consumed yet.
   unsigned publish_locked() noexcept;
-  void sync_cancel(io_uring_sync_cancel_reg& request) noexcept;
 
   io_uring ring_{};
   bool initialised_ = false;

@@ -121,28 +121,59 @@ void reactor::open_ring(io_backend requested, unsigned entries) {
     return;  // automatic: epoll
   }
   backend_ = io_backend::io_uring;
-  // The ring watches the eventfd (notify) and the epoll descriptor (the
-  // readiness registrations) with multishot polls: one completion per
-  // wake-up of either, so the poller needs to wait on the ring alone.
-  arm_ring_poll(wake_tag, event_fd_);
-  arm_ring_poll(epoll_tag, epoll_fd_);
-  ring_->submit();
 }
 
-void reactor::arm_ring_poll(std::uint64_t user_data, int fd) noexcept {
-  std::error_code ignored;
-  ring_->queue(
-      [&](io_uring_sqe* entry) {
-        io_uring_prep_poll_multishot(entry, fd, POLLIN);
-        io_uring_sqe_set_data64(entry, user_data);
-      },
-      ignored);
+// The ring watches the eventfd (notify) and the epoll descriptor (the
+// readiness registrations) with multishot polls, one completion per wake-up
+// of either. Armed by the poller, a worker (reap_lock_ held): the kernel
+// completes a poll through task work on the thread that armed it, and a
+// worker is ours to interrupt; a thread of the program is not (its blocking
+// calls with a timeout would fail with EINTR).
+void reactor::arm_watches() noexcept {
+  const auto watch = [this](int fd, std::uint64_t tag) {
+    std::error_code ignored;
+    return ring_->queue(
+        [&](io_uring_sqe* entry) {
+          io_uring_prep_poll_multishot(entry, fd, POLLIN);
+          io_uring_sqe_set_data64(entry, tag);
+        },
+        ignored);
+  };
+  if (!eventfd_watched_) {
+    eventfd_watched_ = watch(event_fd_, wake_tag);
+  }
+  if (!epoll_watched_) {
+    epoll_watched_ = watch(epoll_fd_, epoll_tag);
+  }
+}
+
+// Whether a worker of this reactor's executor runs on this thread: it
+// submits what it queued when it runs out of work (idle_driver::submit).
+bool reactor::submits_for_this_thread() const noexcept {
+  const worker_context* worker = current_worker();
+  return worker != nullptr && worker->core != nullptr && worker->core->driver() == this &&
+         worker->index < worker->core->worker_count();
 }
 
 void reactor::submit() noexcept {
   if (ring_ != nullptr && ring_->has_unsubmitted()) {
     ring_->submit();
   }
+}
+
+void reactor::workers_stopped() noexcept {
+  if (ring_ == nullptr) {
+    return;
+  }
+  // Requests whose submitting worker has exited are finished by the
+  // kernel's fallback work, slowly, one cancel at a time; one cancel of
+  // all of them is quick. Their completions are reaped here, so each
+  // destroyed task's disarm finds its request over.
+  ring_->cancel_all();
+  const std::lock_guard guard(reap_lock_);
+  reap_completions();
+  epoll_watched_ = false;
+  eventfd_watched_ = false;
 }
 
 void reactor::submit_now() noexcept {
@@ -176,17 +207,21 @@ reactor::completion_status reactor::start_completion(registration_id id, directi
     op.done = false;
     target->waiters[index] = waiter;
     const std::uint64_t tag = request_tag(id, index, op.sequence);
-    if (!ring_->queue([&](io_uring_sqe* entry) { prepare(entry, request, tag); }, error)) {
+    if (!ring_->queue([&](io_uring_sqe* entry) { prepare(entry, request, tag); }, error,
+                      &op.position)) {
       op.in_flight = false;
       target->waiters[index] = waker{};
       return completion_status::failed;
     }
     sequence = op.sequence;
   }
-  // A thread that is not a worker (a host thread, a plain thread) has no
-  // idle point at which the executor would submit for it.
-  if (current_worker() == nullptr) {
-    ring_->submit();
+  // Another thread (a host thread, a plain thread, another executor's
+  // worker) has no idle point at which it would submit: wake the poller,
+  // whose wait submits what is queued (busy workers submit at their poll
+  // interval). Not submitted here: the request's completion would be task
+  // work on this thread, interrupting it.
+  if (!submits_for_this_thread()) {
+    notify();
   }
   return completion_status::in_flight;
 }
@@ -222,6 +257,7 @@ void reactor::abandon_completion(registration_id id, direction which,
     return;
   }
   const auto index = static_cast<std::size_t>(which);
+  unsigned position = 0;
   {
     const std::lock_guard guard(target->lock);
     registration_entry::completion& op = target->completions[index];
@@ -233,17 +269,28 @@ void reactor::abandon_completion(registration_id id, direction which,
       return;
     }
     op.abandoned = true;
+    position = op.position;
     if (target->live && target->generation == id.generation) {
       target->waiters[index] = waker{};
     }
   }
-  cancel_request(id, index, sequence);
+  cancel_request(id, index, sequence, position);
 }
 
-void reactor::cancel_request(registration_id id, std::size_t which,
-                             std::uint16_t sequence) noexcept {
-  ring_->cancel(request_tag(id, which, sequence));
-  wait_until_reaped(*slab_.find(id.slot), which, sequence);
+void reactor::cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
+                             unsigned position) noexcept {
+  registration_entry& target = *slab_.find(id.slot);
+  if (ring_->cancel(request_tag(id, which, sequence), position)) {
+    // Never handed to the kernel: no completion will come.
+    const std::lock_guard guard(target.lock);
+    registration_entry::completion& op = target.completions[which];
+    if (op.sequence == sequence && op.in_flight) {
+      op.in_flight = false;
+      op.abandoned = false;
+    }
+    return;
+  }
+  wait_until_reaped(target, which, sequence);
 }
 
 void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
@@ -260,26 +307,40 @@ void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
     // (task work the kernel runs on the submitting thread): reap it here
     // unless the poller is reaping now.
     if (reap_lock_.try_lock()) {
-      reap_completions();
+      bool rewake = false;
+      reap_completions(&rewake);
       reap_lock_.unlock();
+      if (rewake) {
+        // A notify or epoll's readiness was taken from the queue here, not
+        // by the poller, which may be about to block in the kernel for it
+        // (it looked before this reap): post a wake-up of its own.
+        notify();
+      }
     } else {
       sched_yield();
     }
   }
 }
 
-void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags) noexcept {
+void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags,
+                       bool* rewake) noexcept {
   if ((user_data & 1U) == 0) {
+    // wake_tag: a notify(); epoll_tag: readiness to collect. A poll that
+    // ended (no F_MORE) is armed again by the poller; armed on a readable
+    // eventfd, it completes at once, so no notify is lost meanwhile.
     const bool ended = (flags & IORING_CQE_F_MORE) == 0;
     if (user_data == wake_tag) {
-      drain_eventfd();
-      if (ended) {
-        arm_ring_poll(wake_tag, event_fd_);
+      if (rewake == nullptr) {
+        drain_eventfd();
+      } else {
+        *rewake = true;  // left for the poller to drain after the new wake
       }
+      eventfd_watched_ = eventfd_watched_ && !ended;
     } else if (user_data == epoll_tag) {
       epoll_signalled_ = true;
-      if (ended) {
-        arm_ring_poll(epoll_tag, epoll_fd_);
+      epoll_watched_ = epoll_watched_ && !ended;
+      if (rewake != nullptr) {
+        *rewake = true;
       }
     }
     return;
@@ -309,18 +370,20 @@ void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32
   woken.wake();
 }
 
-// reap_lock_ held.
-std::size_t reactor::reap_completions() noexcept {
+// reap_lock_ held. `rewake`: null for the poller; for another thread, set
+// when it took a wake-up or epoll's readiness the poller was owed.
+std::size_t reactor::reap_completions(bool* rewake) noexcept {
   std::size_t total = 0;
   if (pending_completion_.present) {
     pending_completion_.present = false;
-    complete(pending_completion_.user_data, pending_completion_.result, pending_completion_.flags);
+    complete(pending_completion_.user_data, pending_completion_.result, pending_completion_.flags,
+             rewake);
     ++total;
   }
   for (;;) {
-    const unsigned count =
-        ring_->reap(256, [this](std::uint64_t user_data, std::int32_t result, std::uint32_t flags) {
-          complete(user_data, result, flags);
+    const unsigned count = ring_->reap(
+        256, [this, rewake](std::uint64_t user_data, std::int32_t result, std::uint32_t flags) {
+          complete(user_data, result, flags, rewake);
         });
     total += count;
     if (count < 256) {
@@ -350,6 +413,10 @@ bool reactor::wait_on_ring(std::optional<std::chrono::steady_clock::time_point> 
     if (pending_completion_.present || epoll_signalled_) {
       return true;  // not dispatched yet (a notify made park() call us again)
     }
+  }
+  {
+    const std::lock_guard guard(reap_lock_);
+    arm_watches();
   }
   blocking_waits_.fetch_add(1, sync::relaxed);
   ring_->wait(deadline);
@@ -382,6 +449,7 @@ std::size_t reactor::dispatch_ring() noexcept {
   {
     const std::lock_guard guard(reap_lock_);
     delivered += reap_completions();
+    arm_watches();
     if (epoll_signalled_) {
       epoll_signalled_ = false;
       delivered += poll_epoll_nonblocking();
