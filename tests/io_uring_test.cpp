@@ -10,7 +10,9 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -264,4 +267,46 @@ TEST_CASE("forced fallback: io_uring_setup refused by seccomp, automatic serves 
   REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal " << WTERMSIG(status));
   const int code = WEXITSTATUS(status);
   CHECK_MESSAGE(code == fallback_ok, "child status " << code << ": " << describe(code));
+}
+
+// The kernel completes io_uring work through task work on the thread that
+// submitted it, and signals the thread that created a ring when the ring
+// goes (TWA_SIGNAL): a program thread so signalled sees its next blocking
+// call with a timeout fail with EINTR. The backend creates its ring on a
+// thread of its own and submits only from workers, so the thread that
+// builds, uses and destroys a pool is never interrupted.
+TEST_CASE("the program's thread is never interrupted by the ring it used") {
+  const canopy::testing::watchdog guard("no EINTR after the ring", 120);
+  std::optional<canopy::executor_config> config = canopy::testing::config_for(io_backend::io_uring);
+  if (!config) {
+    return;  // reported by config_for
+  }
+  for (int round = 0; round < 3; ++round) {
+    {
+      executor pool(*config);
+      reactor& owner = reactor::of(pool);
+      REQUIRE(owner.backend() == io_backend::io_uring);
+      tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+      auto server = pool.spawn(echo_once(&listener));
+      CHECK(canopy::block_on(pool, ask(&owner, listener.local_endpoint(), "round trip")) ==
+            "round trip");
+      server.get();
+      pool.shutdown();
+      config = canopy::testing::config_for(io_backend::io_uring);
+      REQUIRE(config);
+    }
+    int pair[2] = {-1, -1};
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
+    const timeval timeout{0, 100000};
+    REQUIRE(::setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) == 0);
+    char byte = 0;
+    errno = 0;
+    const ssize_t got = ::recv(pair[0], &byte, 1, 0);
+    const int failure = errno;
+    ::close(pair[0]);
+    ::close(pair[1]);
+    INFO("round " << round << ": recv returned " << got << ", errno " << failure);
+    CHECK(got == -1);
+    CHECK((failure == EAGAIN || failure == EWOULDBLOCK));  // the timeout, not EINTR
+  }
 }

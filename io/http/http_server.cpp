@@ -11,9 +11,9 @@
 #include "../../coroutine/spawn.hpp"
 #include "../../sync/atomics.hpp"
 #include "../readiness.hpp"
-#include "../stream_op.hpp"
 #include "../registration.hpp"
 #include "../socket_ops.hpp"
+#include "../stream_op.hpp"
 #include "../timer/timer_wait.hpp"
 
 namespace canopy::io::http {
@@ -211,7 +211,8 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
   } tally;
   auto deadline = timer_queue::clock::now() + options.request_timeout;
   bool closing = false;
-  bool reset = false;  // close with RST: an answer the client stopped reading is dropped
+  bool reset = false;       // close with RST: an answer the client stopped reading is dropped
+  bool write_shut = false;  // linger_close shut the sending side already
   for (;;) {
     // Answer every complete request that arrived, in order.
     bool answered = false;
@@ -247,6 +248,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     if (closing) {
       if (!input.pending().empty() || !req.keep_alive) {
         co_await linger_close(stream);
+        write_shut = true;
       }
       break;
     }
@@ -274,6 +276,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);
       if (flushed == flush_outcome::sent) {
         co_await linger_close(stream);
+        write_shut = true;
       } else if (flushed == flush_outcome::stalled) {
         add(totals.write_timeouts, 1);
         reset = true;
@@ -292,7 +295,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     const linger abort_on_close{1, 0};
     ::setsockopt(stream.native_handle(), SOL_SOCKET, SO_LINGER, &abort_on_close,
                  sizeof abort_on_close);
-  } else {
+  } else if (!write_shut) {
     stream.shutdown(SHUT_WR);
   }
   stream.close();

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 namespace canopy::io::detail {
 
@@ -54,7 +56,19 @@ std::unique_ptr<completion_ring> completion_ring::open(unsigned entries, std::er
   }
   io_uring_params params{};
   params.flags = IORING_SETUP_CLAMP;
-  const int status = io_uring_queue_init_params(entries, &made->ring_, &params);
+  // Set up on a thread of its own: the kernel signals the thread that
+  // created a ring when the ring is torn down (TWA_SIGNAL), and the thread
+  // constructing a reactor is the program's, whose next blocking call with
+  // a timeout would fail with EINTR. This thread is gone by then.
+  int status = -EAGAIN;
+  try {
+    std::thread setup([&] { status = io_uring_queue_init_params(entries, &made->ring_, &params); });
+    setup.join();
+  } catch (const std::system_error& failure) {
+    error = failure.code();
+    why = std::string("io_uring: cannot start the set-up thread: ") + failure.what();
+    return nullptr;
+  }
   if (status < 0) {
     error = std::error_code(-status, std::system_category());
     why = describe("io_uring_setup", status);

@@ -53,6 +53,10 @@ void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64
   switch (request.kind) {
     case completion_kind::receive:
       io_uring_prep_recv(entry, request.fd, request.data, request.size, 0);
+      // A receive is asked for when the socket had nothing (the HTTP
+      // server's next request, an echo's next message): arm the poll first
+      // rather than try a recv that fails.
+      entry->ioprio |= IORING_RECVSEND_POLL_FIRST;
       break;
     case completion_kind::send_some:
       io_uring_prep_send(entry, request.fd, request.data, request.size, MSG_NOSIGNAL);
