@@ -1,10 +1,11 @@
 // model_ring_kernel — the kernel side of an io_uring ring, for the model
 // check of the io_uring park path (tests/model/model_ring_test.cpp): the
 // user-space submission queue, the requests in the kernel and a device
-// that completes them, the eventfd and its multishot poll, the completion
-// queue, and io_uring_enter's wait. Every kernel operation is one step
-// (one schedule point: the ring's lock), and every one that posts a CQE or
-// submits a request wakes the threads waiting in the kernel.
+// that completes them, a request that a sync cancel ends, the eventfd and
+// its multishot poll, the completion queue, and io_uring_enter's wait.
+// Every kernel operation is one step (one schedule point: the ring's
+// lock), and every one that posts a CQE or submits a request wakes the
+// threads waiting in the kernel.
 //
 // Threads: the submission queue is an atomic word (any thread); the kernel
 // state is plain and changed only inside a step (the model checker switches
@@ -24,7 +25,12 @@ namespace canopy::model {
 
 // One completion-queue entry.
 struct model_cqe {
-  bool wake;  // the eventfd's poll (the reactor's wake_tag); else a socket request's
+  enum class source : std::uint8_t {
+    wake,       // the eventfd's poll (the reactor's wake_tag)
+    request,    // a socket request the device completed
+    cancelled,  // the canceller's request, ended by its sync cancel
+  };
+  source from;
   bool more;  // IORING_CQE_F_MORE: the multishot poll stays armed
 };
 
@@ -36,9 +42,10 @@ class model_ring_kernel {
       : multishot_posts_(multishot_posts), posts_left_(multishot_posts) {}
 
   // ---- the submission queue (user space, any thread) ----
-  // completion_ring::queue: a socket request, or the poll's re-arm.
+  // completion_ring::queue: a socket request, or the eventfd's poll
+  // (reactor::arm_watches).
   void queue_request() noexcept { queued_.fetch_add(1); }
-  void queue_rearm() noexcept { queued_.fetch_or(rearm_entry); }
+  void queue_wake_poll() noexcept { queued_.fetch_or(wake_poll_entry); }
   // completion_ring::has_unsubmitted (the hint reactor::submit reads).
   [[nodiscard]] bool has_unsubmitted() const noexcept { return queued_.load() != 0; }
   // publish_locked: the entries the next io_uring_enter consumes.
@@ -51,7 +58,7 @@ class model_ring_kernel {
     if (entries != 0) {
       begin_step();
       in_flight_ += entries & request_mask;
-      if ((entries & rearm_entry) != 0) {
+      if ((entries & wake_poll_entry) != 0) {
         arm_wake_poll();
       }
       end_step();
@@ -98,7 +105,16 @@ class model_ring_kernel {
     }
     begin_step();
     --in_flight_;
-    completions_.push_back({false, false});
+    completions_.push_back({model_cqe::source::request, false});
+    end_step();
+  }
+
+  // IORING_REGISTER_SYNC_CANCEL of a request the kernel has taken (the
+  // canceller's, in the kernel from the start and never completed by the
+  // device): when it returns, the request's CQE is posted.
+  void sync_cancel() noexcept {
+    begin_step();
+    completions_.push_back({model_cqe::source::cancelled, false});
     end_step();
   }
 
@@ -127,7 +143,7 @@ class model_ring_kernel {
 
  private:
   static constexpr std::uint32_t request_mask = 0xffff;
-  static constexpr std::uint32_t rearm_entry = 0x10000;
+  static constexpr std::uint32_t wake_poll_entry = 0x10000;
 
   void begin_step() noexcept { step_.fetch_add(1); }
   void end_step() noexcept { unpark_on(&step_); }
@@ -138,9 +154,10 @@ class model_ring_kernel {
       more = false;
       wake_poll_armed_ = false;
     }
-    completions_.push_back({true, more});
+    completions_.push_back({model_cqe::source::wake, more});
   }
 
+  // A poll armed on a readable eventfd posts at once.
   void arm_wake_poll() noexcept {
     wake_poll_armed_ = true;
     posts_left_ = multishot_posts_;
@@ -149,7 +166,7 @@ class model_ring_kernel {
     }
   }
 
-  // The user-space submission queue: queued requests, plus rearm_entry.
+  // The user-space submission queue: queued requests, plus wake_poll_entry.
   sync::atomic<std::uint32_t> queued_{0};
   // The kernel's lock; every step bumps it, and a waiter in the kernel
   // parks on it (a waiter that looked before a step sees it moved).
@@ -157,7 +174,7 @@ class model_ring_kernel {
   // Kernel state, changed only inside a step.
   std::uint32_t in_flight_ = 0;
   std::uint32_t eventfd_ = 0;
-  bool wake_poll_armed_ = true;  // reactor::open_ring armed and submitted it
+  bool wake_poll_armed_ = false;  // armed by the poller's first arm_watches, not by open_ring
   std::uint32_t multishot_posts_;
   std::uint32_t posts_left_;
   std::deque<model_cqe> completions_;

@@ -2,25 +2,31 @@
 // backend"): the real sleep_module, signal_waker, summary_tree and
 // driver_park_backend, with the poller parked in a model of the ring. The
 // driver here mirrors the reactor's io_uring half
-// (io/uring/reactor_completion.cpp: wait_on_ring, complete, dispatch_ring,
-// submit) step for step, on a model of the kernel side:
+// (io/uring/reactor_completion.cpp: wait_on_ring, arm_watches, complete,
+// dispatch_ring, submit, the cancel path's wait_until_reaped, and
+// start_completion on a thread that is not a worker) step for step, on a
+// model of the kernel side:
 //
 // the user-space submission queue (a task's request is only queued; the
 // kernel sees it when a worker out of work or at its poll interval submits,
 // or when the poller's wait flushes and waits in one io_uring_enter), a
-// device completing submitted requests, the eventfd's multishot poll (one
-// CQE per notify, ended after as many CQEs as a case says, re-armed by the
-// drain; a re-armed poll on a non-empty eventfd posts at once) and
-// io_uring_enter's wait (tests/model/model_ring_kernel.hpp). The epoll
-// descriptor's poll is not modelled: model_poller_test covers readiness.
+// device completing submitted requests, a request a sync cancel ends, the
+// eventfd's multishot poll (one CQE per notify, ended after as many CQEs as
+// a case says; armed by the poller's arm_watches, not when the ring opens,
+// and armed again there once a CQE without IORING_CQE_F_MORE is reaped; a
+// poll armed on a non-empty eventfd posts at once) and io_uring_enter's
+// wait (tests/model/model_ring_kernel.hpp). The epoll descriptor's poll is
+// not modelled: model_poller_test covers readiness.
 //
 // What must hold in every execution, while every worker is parked: no task
-// runnable, no CQE unreaped, no request queued but unsubmitted, the
-// eventfd's poll armed (else the next notify posts nothing), and every
-// completed request delivered to its task; the sleeper counts agree with
-// the parked workers. And in every execution: a poller that wakes itself
-// (its wait() said it collected a completion) has one to deliver, so a
-// wake-up CQE never costs a worker's wake and search.
+// runnable, no CQE unreaped (the cancelled request's included), no request
+// queued but unsubmitted, the eventfd's poll armed (else the next notify
+// posts nothing), and every completed request delivered to its task; the
+// sleeper counts agree with the parked workers. And in every execution: a
+// poller that wakes itself (its wait() said it collected a completion) has
+// one to deliver, so a wake-up CQE never costs a worker's wake and search
+// (unless a canceller reaped what that wait() kept: a cancel racing the
+// poller may cost one wake).
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -28,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/driver_park_backend.hpp"
@@ -50,7 +57,9 @@ using canopy::model::task_position;
 // (io/uring/reactor_completion.cpp). wait() and dispatch() run on the
 // poller only; the reactor's reap_lock_ matters only against a thread that
 // cancels a request (wait_until_reaped reaps on that thread), so its
-// schedule points are left out unless a case runs a canceller.
+// schedule points are left out unless a case runs a canceller. The fields
+// reap_lock_ guards in the reactor (eventfd_watched_, pending_) are plain
+// here: the checker switches threads only at schedule points.
 class model_ring_driver final : public canopy::idle_driver {
  public:
   model_ring_driver(model_ring_kernel& kernel, bool canceller) noexcept
@@ -64,6 +73,9 @@ class model_ring_driver final : public canopy::idle_driver {
     if (kept) {
       return true;  // collected, not dispatched yet
     }
+    lock_reaps();
+    arm_watches();
+    unlock_reaps();
     kernel_.enter(kernel_.publish(), /*wait=*/true);  // completion_ring::wait: flush and wait
     // Only the wake-ups are consumed here; a socket completion is kept for dispatch().
     bool collected = false;
@@ -73,8 +85,8 @@ class model_ring_driver final : public canopy::idle_driver {
       if (!entry) {
         break;
       }
-      if (entry->wake) {  // wait_on_ring: user_data == wake_tag
-        complete(*entry);
+      if (entry->from == model_cqe::source::wake) {  // wait_on_ring: user_data == wake_tag
+        complete(*entry, nullptr);
       } else {
         pending_ = entry;
         collected = true;
@@ -87,25 +99,35 @@ class model_ring_driver final : public canopy::idle_driver {
   // reactor::notify.
   void notify() noexcept override { kernel_.eventfd_write(); }
 
-  // reactor::dispatch_ring: what wait() kept, then every CQE there is.
+  // reactor::dispatch_ring: what wait() kept, then every CQE there is; then
+  // the watches that ended are queued again (submitted by the next flush).
   std::size_t dispatch() noexcept override {
     lock_reaps();
-    const std::size_t delivered = reap_completions();
+    const std::size_t delivered = reap_completions(nullptr);
+    arm_watches();
     unlock_reaps();
     return delivered;
   }
 
-  // reactor::wait_until_reaped on a thread that cancelled a request: once
-  // the cancel returned, it reaps what is there unless the poller is
-  // reaping (then it yields and tries again).
-  void reap_as_canceller() noexcept {
-    for (int attempt = 0; attempt < 3; ++attempt) {
+  // reactor::cancel_request on a thread that is not a worker, for a request
+  // the kernel has taken (completion_ring::cancel's sync cancel), then
+  // wait_until_reaped: until the request's completion is reaped, reap what
+  // is there unless the poller is reaping (then sched_yield and try again,
+  // here: wait until the poller lets go, the same states without the
+  // spinning). A wake-up taken here is passed on with a notify of its own.
+  void cancel_from_outside() noexcept {
+    kernel_.sync_cancel();
+    while (!cancel_reaped_) {  // the request's in_flight flag
       if (reap_lock_.exchange(1) == 0) {
-        static_cast<void>(reap_completions());
+        bool rewake = false;
+        static_cast<void>(reap_completions(&rewake));
         unlock_reaps();
-        return;
+        if (rewake) {
+          notify();  // wait_until_reaped: the wake-up it took, passed on
+        }
+      } else {
+        canopy::model::park_on(&reap_lock_, 1, reap_lock_.peek());
       }
-      canopy::model::schedule_point();  // sched_yield
     }
   }
 
@@ -121,27 +143,50 @@ class model_ring_driver final : public canopy::idle_driver {
 
   // reactor::start_completion on a worker: queued, not submitted.
   void queue_request() noexcept { kernel_.queue_request(); }
+  // reactor::start_completion on a thread that is not a worker: queued, and
+  // the poller woken, whose wait submits it (never submitted here).
+  void queue_request_from_outside() noexcept {
+    kernel_.queue_request();
+    notify();
+  }
 
   void set_completion_handler(void (*handler)(void*), void* target) noexcept {
     on_completion_ = handler;
     on_completion_target_ = target;
   }
   [[nodiscard]] bool holds_collected() const noexcept { return pending_.has_value(); }
+  [[nodiscard]] bool cancel_reaped() const noexcept { return cancel_reaped_; }
+  // Whether the completion the poller's wait() kept was reaped by the
+  // canceller since the last call (then the poller wakes for nothing: the
+  // cost of a cancel racing it, not a lost or wasted wake-up CQE).
+  bool take_kept_reaped_elsewhere() noexcept {
+    return std::exchange(kept_reaped_elsewhere_, false);
+  }
 
  private:
-  // reactor::reap_completions (reap_lock_ held).
-  std::size_t reap_completions() noexcept {
+  // reactor::reap_completions (reap_lock_ held); `rewake` as there.
+  std::size_t reap_completions(bool* rewake) noexcept {
     std::size_t delivered = 0;
     if (pending_) {
-      complete(*pending_);
+      kept_reaped_elsewhere_ = rewake != nullptr;
+      complete(*pending_, rewake);
       pending_.reset();
       ++delivered;
     }
     while (const std::optional<model_cqe> entry = kernel_.reap_one()) {
-      complete(*entry);
+      complete(*entry, rewake);
       ++delivered;
     }
     return delivered;
+  }
+
+  // reactor::arm_watches (reap_lock_ held): queue the eventfd's poll unless
+  // it is armed (queue only: the poller's wait or a worker submits it).
+  void arm_watches() noexcept {
+    if (!eventfd_watched_) {
+      kernel_.queue_wake_poll();
+      eventfd_watched_ = true;
+    }
   }
 
   void lock_reaps() noexcept {
@@ -160,22 +205,33 @@ class model_ring_driver final : public canopy::idle_driver {
     canopy::model::unpark_on(&reap_lock_);
   }
 
-  // reactor::complete.
-  void complete(const model_cqe& entry) noexcept {
-    if (entry.wake) {
-      kernel_.eventfd_drain();
-      if (!entry.more) {
-        kernel_.queue_rearm();  // complete: a multishot poll that ended is armed again
-      }
-      return;
+  // reactor::complete: `rewake` null for the poller.
+  void complete(const model_cqe& entry, bool* rewake) noexcept {
+    switch (entry.from) {
+      case model_cqe::source::wake:
+        if (rewake == nullptr) {
+          kernel_.eventfd_drain();
+        } else {
+          *rewake = true;  // left for the poller to drain after the new wake
+        }
+        eventfd_watched_ = eventfd_watched_ && entry.more;  // a poll that ended is armed again
+        return;
+      case model_cqe::source::cancelled:
+        cancel_reaped_ = true;  // abandoned: nothing delivered
+        return;
+      case model_cqe::source::request:
+        on_completion_(on_completion_target_);  // the waiting task's waker
+        return;
     }
-    on_completion_(on_completion_target_);  // the waiting task's waker
   }
 
   model_ring_kernel& kernel_;
   bool canceller_;
   canopy::sync::atomic<std::uint32_t> reap_lock_{0};
   std::optional<model_cqe> pending_;  // reactor::pending_completion_
+  bool eventfd_watched_ = false;      // open_ring arms nothing: the poller's arm_watches does
+  bool cancel_reaped_ = false;
+  bool kept_reaped_elsewhere_ = false;
   void (*on_completion_)(void*) = nullptr;
   void* on_completion_target_ = nullptr;
 };
@@ -187,7 +243,8 @@ struct ring_case {
   task_position io_task;                     // woken by a request's completion
   std::uint32_t multishot_posts = 0;         // model_ring_kernel's; 0: the poll never ends
   std::uint32_t poll_interval = 61;          // executor_config::driver_poll_interval
-  bool canceller = false;  // a thread that cancels a request and reaps (wait_until_reaped)
+  bool canceller = false;        // a thread that cancels a request and reaps (wait_until_reaped)
+  bool outside_request = false;  // a thread that is not a worker starts a request
 };
 
 class ring_world final : public canopy::model::driver_world {
@@ -196,7 +253,9 @@ class ring_world final : public canopy::model::driver_world {
       : driver_world(setup.workers),
         request_tasks_(setup.request_tasks),
         io_task_(setup.io_task),
+        outside_requests_(setup.outside_request ? 1 : 0),
         poll_interval_(setup.poll_interval),
+        canceller_(setup.canceller),
         kernel_(setup.multishot_posts),
         driver_(kernel_, setup.canceller),
         backend_(driver_) {
@@ -241,7 +300,8 @@ class ring_world final : public canopy::model::driver_world {
       if (report.holds_poller) {
         const std::size_t delivered = driver_.dispatch();
         // The poller woke itself (wait() said it collected something).
-        if (report.parked && report.reason == canopy::wake_reason::io && delivered == 0) {
+        if (report.parked && report.reason == canopy::wake_reason::io && delivered == 0 &&
+            !driver_.take_kept_reaped_elsewhere()) {
           ++woke_for_nothing_;
         }
         sleep_.release_poller();
@@ -252,13 +312,21 @@ class ring_world final : public canopy::model::driver_world {
   // A thread that is not a worker cancels a request (a socket closed from
   // outside the pool): its wait_until_reaped reaps the completion queue.
   void cancel_from_outside() {
-    driver_.reap_as_canceller();
+    driver_.cancel_from_outside();
+    ++producers_done_;
+  }
+
+  // A thread that is not a worker starts a request (a read on a socket from
+  // a plain thread): it queues and notifies.
+  void start_from_outside() {
+    ++requests_;
+    driver_.queue_request_from_outside();
     ++producers_done_;
   }
 
   // The device: completes each request once it is in the kernel.
   void device() {
-    for (std::size_t request = 0; request < request_tasks_.size(); ++request) {
+    for (std::size_t request = 0; request < request_tasks_.size() + outside_requests_; ++request) {
       kernel_.complete_request();
     }
     ++producers_done_;
@@ -278,6 +346,9 @@ class ring_world final : public canopy::model::driver_world {
       }
       if (kernel_.unreaped() != 0 || driver_.holds_collected()) {
         return "a completion unreaped while every worker is parked";
+      }
+      if (canceller_ && !driver_.cancel_reaped()) {
+        return "the cancelled request's completion never reaped while every worker is parked";
       }
       if (!kernel_.wake_poll_armed()) {
         return "the eventfd's poll is not armed while every worker is parked (a notify would "
@@ -319,7 +390,9 @@ class ring_world final : public canopy::model::driver_world {
 
   std::vector<task_position> request_tasks_;
   task_position io_task_;
+  std::size_t outside_requests_;
   std::uint32_t poll_interval_;
+  bool canceller_;
   model_ring_kernel kernel_;
   model_ring_driver driver_;
   canopy::driver_park_backend backend_;
@@ -329,8 +402,9 @@ class ring_world final : public canopy::model::driver_world {
 };
 
 canopy::model::exploration_result check_ring_case(const ring_case& setup, int preemption_bound) {
-  const std::size_t devices = setup.request_tasks.empty() ? 0 : 1;
-  const std::size_t others = devices + (setup.canceller ? 1 : 0);
+  const std::size_t devices = setup.request_tasks.empty() && !setup.outside_request ? 0 : 1;
+  const std::size_t requesters = setup.outside_request ? 1 : 0;
+  const std::size_t others = devices + requesters + (setup.canceller ? 1 : 0);
   const auto threads = static_cast<int>(setup.workers + setup.posts.size() + others);
   // Under ThreadSanitizer, none for two workers (as the poller cases): at
   // one preemption the first case's executions took about 2 GB there.
@@ -340,9 +414,11 @@ canopy::model::exploration_result check_ring_case(const ring_case& setup, int pr
   return canopy::model::explore_driver_world<ring_world>(
       [&] { return std::make_shared<ring_world>(setup); }, setup.workers, setup.request_tasks,
       setup.posts, others,
-      [devices](ring_world& world, std::size_t other) {
+      [devices, requesters](ring_world& world, std::size_t other) {
         if (other < devices) {
           world.device();
+        } else if (other < devices + requesters) {
+          world.start_from_outside();
         } else {
           world.cancel_from_outside();
         }
@@ -384,17 +460,38 @@ TEST_CASE("model ring: two workers, a request, a post and a poll that ends") {
   expect_clean(check_ring_case({2, {{0, 0, 1}}, {{1, 0, 2}}, {1, 0, 9}, 1}, 1));
 }
 
-TEST_CASE("model ring: wake-up reaped by a thread that cancels (known bug)") {
+TEST_CASE("model ring: a thread that cancels reaps the poller's wake-up and passes it on") {
   // wait_until_reaped reaps every CQE on the cancelling thread, the
   // eventfd's among them: a notify's CQE consumed there between the
-  // poller's look at its latch and its io_uring_enter leaves the poller
-  // blocked in the kernel although a waker claimed it (the sleeper counts
-  // call it awake) and its task is runnable. The checker must find it (at
-  // two preemptions, also under the sanitizers: a negative bound). A
-  // canceller that notifies again after consuming a wake-up CQE makes this
-  // case clean (8,423 executions); when reactor_completion.cpp is fixed,
-  // and this copy with it, the case becomes an expect_clean one.
+  // poller's look at its latch and its io_uring_enter would leave the
+  // poller blocked in the kernel although a waker claimed it. The
+  // canceller leaves the eventfd undrained and notifies again after it
+  // lets go of the reaping lock, which posts a CQE for the poller.
   ring_case setup{1, {}, {{0, 0, 3}}, {0, 0, 9}};
+  setup.canceller = true;
+  expect_clean(check_ring_case(setup, 2));
+}
+
+TEST_CASE("model ring: a thread that is not a worker starts a request") {
+  // It queues the request and notifies; the poller (parked, or about to
+  // park in the ring) is woken by the notify's CQE and its next wait
+  // submits the request, whose completion wakes it again.
+  ring_case setup{1, {}, {}, {0, 0, 9}};
+  setup.outside_request = true;
+  expect_clean(check_ring_case(setup, 2));
+}
+
+TEST_CASE("model ring: a thread that cancels takes the last CQE of a poll that ended (known bug)") {
+  // The canceller reaps the notify's CQE that ended the eventfd's poll (no
+  // IORING_CQE_F_MORE) while the poller is past its arm_watches (the poll
+  // was armed then) and before its io_uring_enter sleeps: complete() marks
+  // the watch ended, and the canceller's second notify finds no poll to
+  // post for. The claimed poller stays blocked in the kernel, and only a
+  // poller re-arms the watch. The checker must find it (at two
+  // preemptions, also under the sanitizers: a negative bound); when
+  // reactor_completion.cpp is fixed, and this copy with it, the case
+  // becomes an expect_clean one.
+  ring_case setup{1, {}, {{0, 0, 3}}, {0, 0, 9}, 1};
   setup.canceller = true;
   const canopy::model::exploration_result result = check_ring_case(setup, -2);
   INFO("failure: " << result.failure << " schedule: " << result.failing_schedule);
