@@ -302,6 +302,7 @@ bool reactor::has_pending_events(registration_id id) noexcept {
 
 // A deferred registration's first readiness wait (under its lock): add it
 // to epoll now; the ADD reports the state it finds as the first edge.
+// NOLINTNEXTLINE(readability-make-member-function-const): changes the epoll set
 bool reactor::add_to_epoll(registration_entry& target) noexcept {
   epoll_event event{};
   event.events = target.epoll_events;

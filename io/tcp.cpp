@@ -60,7 +60,6 @@ bool start_connect(int fd, const sockaddr* peer, socklen_t length,
 }  // namespace detail
 
 using detail::io_result;
-using detail::readiness_op;
 using detail::set_no_delay_on;
 using detail::throw_if;
 

@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <cerrno>
-#include <cstring>
 #include <system_error>
 #include <thread>
 
@@ -12,7 +11,7 @@ namespace canopy::io::detail {
 namespace {
 
 std::string describe(const char* step, int negative_errno) {
-  return std::string(step) + ": " + std::strerror(-negative_errno);
+  return std::string(step) + ": " + std::system_category().message(-negative_errno);
 }
 
 // The opcodes the backend submits, each checked with the kernel's probe.
