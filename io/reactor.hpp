@@ -202,8 +202,8 @@ class reactor final : public idle_driver {
   // The waiter leaves request `sequence`: cancel it and return once its
   // completion has been reaped, so the kernel no longer uses its memory.
   void abandon_completion(registration_id id, direction which, std::uint16_t sequence) noexcept;
-  // Hand queued requests to the kernel now (a thread that is not a worker).
-  void submit_now() noexcept;
+  // Whether requests wait in the submission queue (a hint, any thread).
+  [[nodiscard]] bool has_queued_requests() const noexcept;
 
   // ---- timers ----
   // The deadline source the poller consults (io/ timers). Set once, before

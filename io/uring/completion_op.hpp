@@ -12,9 +12,12 @@
 // wait is over, the kernel no longer touches what the request pointed at,
 // and the memory may go. docs/io.md, "The io_uring backend".
 //
-// Sends go straight to the socket first (one non-blocking send, as the
-// readiness path does): a socket with room takes the bytes without a
-// suspension. Only what it does not take becomes a request.
+// A send goes straight to the socket (one non-blocking send, as the
+// readiness path does) when no other request waits in the submission
+// queue: a socket with room takes the bytes without a suspension, and only
+// what it does not take becomes a request. When requests are queued (a
+// busy worker's batch is forming), the send becomes a request too and goes
+// to the kernel in the same io_uring_enter as the others.
 #pragma once
 
 #include <sys/socket.h>
@@ -85,9 +88,14 @@ class completion_op {
   io_result result() noexcept { return result_; }
 
  private:
-  // Sends: one direct attempt before any request (readiness's fast path).
+  // Sends: one direct attempt before any request (readiness's fast path),
+  // unless a batch is forming: then the send joins the requests already
+  // queued, and one io_uring_enter carries them all.
   bool try_send_directly() noexcept {
     if (request_.kind != completion_kind::send_all && request_.kind != completion_kind::send_some) {
+      return false;
+    }
+    if (owner_->has_queued_requests()) {
       return false;
     }
     for (;;) {

@@ -181,10 +181,8 @@ void reactor::workers_stopped() noexcept {
   eventfd_watched_ = false;
 }
 
-void reactor::submit_now() noexcept {
-  if (ring_ != nullptr) {
-    ring_->submit();
-  }
+bool reactor::has_queued_requests() const noexcept {
+  return ring_ != nullptr && ring_->has_unsubmitted();
 }
 
 reactor::completion_status reactor::start_completion(registration_id id, direction which,
