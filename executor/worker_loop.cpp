@@ -55,9 +55,13 @@ void executor_core::worker_main(std::size_t index) {
     }
     // Out of work: return reserved spawn slots so that a spawner blocked at
     // capacity is not kept waiting by slots nobody will use soon, and hand
-    // the I/O requests this worker's tasks queued to the kernel.
+    // the I/O requests this worker's tasks queued to the kernel, unless the
+    // poller token is free: then the worker that takes it (this one, if it
+    // parks) submits them with its wait, in the same system call. A token
+    // taken by a poller that submitted before these requests were queued
+    // is seen taken here (the driver's queue lock orders the two).
     give_back_worker_slots(self);
-    if (config_.driver != nullptr) {
+    if (config_.driver != nullptr && !sleep_.poller_is_free()) {
       config_.driver->submit();
     }
     sleep_.start_looking(idle);
