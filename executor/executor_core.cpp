@@ -81,6 +81,9 @@ executor_core::executor_core(executor_config config)
   // Tracing (executor/trace.hpp): on only if configured; then every worker
   // records into its own buffer and posters report the wakes they deliver.
   trace_ = trace_recorder::from_config(config_);
+  if (trace_ != nullptr && config_.driver != nullptr) {
+    trace_->set_driver_name(config_.driver->name());
+  }
   if (trace_ != nullptr) {
     for (std::size_t index = 0; index < workers; ++index) {
       workers_[index]->trace = &trace_->worker(index);

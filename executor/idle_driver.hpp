@@ -63,6 +63,9 @@ class idle_driver {
   // rather than one cancel per destroyed task. Default: nothing.
   virtual void workers_stopped() noexcept {}
 
+  // What the trace calls this driver (the reactor: its I/O backend).
+  [[nodiscard]] virtual const char* name() const noexcept { return "idle driver"; }
+
   // Any thread, wait-free: whether the earliest deadline of the driver's
   // deadline source may have passed (its hint, deadline_source below).
   // A yes can be early (a cancelled timer); the poll that follows then

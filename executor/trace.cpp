@@ -179,6 +179,7 @@ trace_snapshot trace_recorder::snapshot() const {
   const double scale = nanoseconds_per_tick();
   trace_snapshot result;
   result.workers = workers_.size();
+  result.driver = driver_name_;
   auto add = [&](std::string name, const trace_buffer& buffer) {
     trace_lane one{std::move(name), buffer.events(), buffer.dropped() != 0};
     for (trace_event& event : one.events) {

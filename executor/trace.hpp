@@ -70,6 +70,7 @@ struct trace_lane {
 // What the writers draw: lane i is worker i, the last lane outside threads.
 struct trace_snapshot {
   std::size_t workers = 0;
+  std::string driver;  // the idle driver's name (the I/O backend), empty without one
   std::vector<trace_lane> lanes;
 };
 
@@ -162,6 +163,9 @@ class trace_recorder final : public wake_observer {
   // wake_observer: a poster claimed `worker`'s park (any thread).
   void woke(std::size_t worker, wake_reason reason) noexcept override;
 
+  // Before the workers start: the idle driver's name, written with the trace.
+  void set_driver_name(std::string name) { driver_name_ = std::move(name); }
+
   // Every buffer's events, times converted to nanoseconds, for the writers.
   // Only after the workers have stopped.
   [[nodiscard]] trace_snapshot snapshot() const;
@@ -172,6 +176,7 @@ class trace_recorder final : public wake_observer {
 
  private:
   std::string path_;
+  std::string driver_name_;
   std::uint64_t epoch_ns_;
   std::uint64_t epoch_ticks_;
   std::vector<std::unique_ptr<trace_buffer>> workers_;

@@ -120,6 +120,9 @@ void write_trace_json(const trace_snapshot& trace, std::string& out) {
   const std::unordered_set<std::uint64_t> flows = matched_flows(lanes);
   out += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"workers\":";
   append_number(out, trace.workers);
+  if (!trace.driver.empty()) {
+    out += ",\"io_backend\":\"" + trace.driver + "\"";
+  }
   out += "},\"traceEvents\":[\n";
   out += R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"canopy executor"}})";
   for (std::size_t index = 0; index < lanes.size(); ++index) {

@@ -217,6 +217,8 @@ class reactor final : public idle_driver {
   std::size_t dispatch() noexcept override;
   void submit() noexcept override;
   void workers_stopped() noexcept override;
+  // "epoll" or "io_uring" (the trace's io_backend).
+  [[nodiscard]] const char* name() const noexcept override { return to_string(backend_); }
 
   [[nodiscard]] reactor_stats stats() const noexcept;
   // Whether epoll_pwait2 (nanosecond timeouts) is in use, else epoll_wait

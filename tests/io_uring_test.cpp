@@ -311,3 +311,34 @@ TEST_CASE("the program's thread is never interrupted by the ring it used") {
     CHECK((failure == EAGAIN || failure == EWOULDBLOCK));  // the timeout, not EINTR
   }
 }
+
+// Which backend ran is in the trace (otherData.io_backend), as in stats().
+TEST_CASE("the trace names the I/O backend") {
+  const canopy::testing::watchdog guard("trace names the backend", 60);
+  const scoped_env explicit_backend("CANOPY_IO_BACKEND", nullptr);
+  for (const io_backend backend : {io_backend::epoll, io_backend::io_uring}) {
+    std::optional<canopy::executor_config> config = canopy::testing::config_for(backend);
+    if (!config) {
+      continue;  // io_uring unavailable: reported by config_for
+    }
+    const std::string path = "/tmp/canopy_io_trace_" + std::to_string(::getpid()) + "_" +
+                             canopy::io::to_string(backend) + ".json";
+    config->trace_path = path;
+    {
+      executor pool(*config);
+      pool.shutdown();
+    }
+    std::string text;
+    if (std::FILE* file = std::fopen(path.c_str(), "r")) {
+      char chunk[512];
+      const std::size_t got = std::fread(chunk, 1, sizeof chunk, file);
+      text.assign(chunk, got);
+      std::fclose(file);
+    }
+    std::remove(path.c_str());
+    std::remove((path.substr(0, path.size() - 5) + ".svg").c_str());
+    INFO("trace head: " << text);
+    CHECK(text.find(std::string("\"io_backend\":\"") + canopy::io::to_string(backend) + "\"") !=
+          std::string::npos);
+  }
+}
