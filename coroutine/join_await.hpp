@@ -95,9 +95,8 @@ class join_awaiter {
     if (worker == nullptr || !state_->has_task_on(worker->core)) {
       return false;
     }
-    const executor_core::adoption adopt{
-        state_->identity_shared() ? nullptr : &coroutine_body<T>::table, &never_started, nullptr,
-        0};
+    const executor_core::adoption adopt{state_->identity_shared() ? nullptr : &lazy_child<T>::table,
+                                        &lazy_child<T>::takeable, nullptr, 0};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
       case executor_core::pending_run::adopted:
         taken_over_ = true;
@@ -159,14 +158,6 @@ class join_awaiter {
   }
 
   using child_handle = typename coroutine_body<T>::handle_type;
-
-  // run_or_adopt_pending's test, on a pending coroutine body of type T: it
-  // never ran (its coroutines would point at the slot's context) and no
-  // cancel is asked for (the body must see it and destroy the frame).
-  static bool never_started(const void* storage) noexcept {
-    const auto& body = *static_cast<const coroutine_body<T>*>(storage);
-    return !body.context.started && !body.cancel_requested();
-  }
 
   // The slot of the child is retired; its body held the record's second
   // reference, the handle the first: both are this awaiter's now. The

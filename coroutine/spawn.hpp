@@ -204,6 +204,50 @@ void construct_body(void* storage, void* frame) {
   root.promise().set_context(&made->context);
 }
 
+// A joined task's body until it first runs as a task of its own: only the
+// root's frame address (one pointer, stored by executor_core::spawn_child).
+// Most children of a fork never get a full body: their awaiter takes them
+// over unstarted (coroutine/join_await.hpp), which needs only the frame.
+// A child that runs as a task (stolen, found by its worker, awaited from
+// elsewhere) or is dropped at shutdown builds its coroutine_body in place
+// first and from then on is that body (its slot's vtable says so).
+// The record's keep_block is set by the spawner before publishing the slot.
+template <class T>
+struct lazy_child {
+  using body = coroutine_body<T>;
+
+  static void* frame_of(const void* storage) noexcept {
+    return *static_cast<void* const*>(storage);
+  }
+
+  static void build(void* storage) noexcept {
+    void* const frame = frame_of(storage);
+    const auto root = body::handle_type::from_address(frame);
+    auto* made = ::new (storage) body{task_context(root), root, &frame_record<T>::of_frame(frame)};
+    root.promise().set_context(&made->context);
+    slot_of_storage(storage).vtable = &body::table;
+  }
+  static run_outcome run_entry(void* storage) {
+    build(storage);
+    return body::run_entry(storage);
+  }
+  static void destroy_entry(void* storage, task_end end) noexcept {
+    build(storage);
+    body::destroy_entry(storage, end);
+  }
+  // The awaiter's take-over test (join_awaiter::await_ready): a lazy
+  // child never ran; it may be taken over unless a cancel was asked for
+  // (then it runs as a task, whose body destroys the frame and completes
+  // the record "cancelled").
+  static bool takeable(const void* storage) noexcept {
+    return !frame_record<T>::of_frame(frame_of(storage)).cancel_requested();
+  }
+  // spawn_body's constructor callback, for the placements spawn_child
+  // does not take.
+  static void construct(void* storage, void* frame) { ::new (storage) void*(frame); }
+  static constexpr task_vtable table{&run_entry, &destroy_entry};
+};
+
 // Spawn `work` on `core`; with `joined`, its frame record becomes the join
 // state (two references: the body's and the handle's) and *state points
 // at it. Nothing but the slot is allocated here.
@@ -216,23 +260,33 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
   }
   const typename coroutine_body<T>::handle_type root = work.release();
   spawn_status status = spawn_status::spawned;
+  frame_record<T>& record = frame_record<T>::of_frame(root.address());
   try {
-    const auto construct = joined ? &construct_body<T, true> : &construct_body<T, false>;
-    status = placement == spawn_placement::offered
-                 ? core.spawn_offered(&coroutine_body<T>::table, construct, root.address(), mode,
-                                      spawned)
-                 : core.spawn_body(&coroutine_body<T>::table, construct, root.address(), mode,
-                                   spawned, placement);
+    if (joined && placement == spawn_placement::offered) {
+      // The fork's path: a lazy body (one pointer), the record kept for
+      // the handle before the slot is published.
+      record.keep_block = true;
+      status = core.spawn_child(&lazy_child<T>::table, root.address(), mode, spawned);
+    } else if (joined) {
+      record.keep_block = true;
+      status = core.spawn_body(&lazy_child<T>::table, &lazy_child<T>::construct, root.address(),
+                               mode, spawned, placement);
+    } else {
+      status = core.spawn_body(&coroutine_body<T>::table, &construct_body<T, false>, root.address(),
+                               mode, spawned, placement);
+    }
   } catch (...) {
-    root.destroy();  // not spawned (`keep_block` still false): frees the block
+    record.keep_block = false;
+    root.destroy();  // not spawned (`keep_block` false): frees the block
     throw;
   }
   if (status != spawn_status::spawned) {
+    record.keep_block = false;
     root.destroy();  // not spawned: the frame never ran
     return status;
   }
   if (state != nullptr) {
-    *state = &frame_record<T>::of_frame(root.address());
+    *state = &record;
   }
   return spawn_status::spawned;
 }

@@ -130,6 +130,13 @@ class executor_core final : private sleep_probe {
   spawn_status spawn_offered(const task_vtable* vtable,
                              void (*construct)(void* storage, void* context), void* context,
                              spawn_mode mode, task_id* spawned);
+  // canopy::spawn's child on a worker of this executor: a body that is one
+  // pointer (`body`, stored as it is: coroutine/spawn.hpp's lazy_child,
+  // which builds its full body only if it runs as a task of its own),
+  // offered like spawn_offered's. Written out for that body so that the
+  // fork's spawn makes no indirect call; elsewhere it is spawn_offered.
+  spawn_status spawn_child(const task_vtable* vtable, void* body, spawn_mode mode,
+                           task_id* spawned);
 
   // Make task `id` runnable. A stale id (the task finished) is a no-op and
   // returns false. Any thread; from a thread that is not one of this

@@ -128,6 +128,41 @@ spawn_status executor_core::spawn_offered(const task_vtable* vtable,
   return spawn_into<spawn_placement::offered>(vtable, construct, context, mode, spawned);
 }
 
+namespace {
+void store_pointer_body(void* storage, void* body) { ::new (storage) void*(body); }
+}  // namespace
+
+spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, spawn_mode mode,
+                                        task_id* spawned) {
+  worker_context* const worker = detail::this_thread_worker;
+  if (worker != nullptr && worker->core == this) [[likely]] {
+    worker_state& self = *workers_[worker->index];
+    // As spawn_into's offered path, with the body a plain store: a worker
+    // only needs the stop flag (see there), a warm reservation, no host
+    // role and no trace; anything else takes the general path.
+    if (self.spawn_slots.free != 0 && !self.is_host && self.trace == nullptr &&
+        !stopping_.load(sync::acquire)) [[likely]] {
+      const std::uint32_t slot = task_arena::take(self.spawn_slots);
+      task_slot& target = arena_.slot(slot);
+      store_pointer_body(target.storage, body);
+      target.vtable = vtable;
+      const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+      // relaxed: the slot is ours alone until the deque's release push (or
+      // the task bit's seq_cst RMW) publishes the body, vtable and state.
+      target.state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
+      *spawned = {slot, generation};
+      worker_counters::bump(self.counters.spawned);
+      if (self.joins.offer_task(slot)) {
+        sleep_.new_jobs(1);  // a hint, as in spawn_into
+      } else {
+        make_runnable_from(&self, slot);
+      }
+      return spawn_status::spawned;
+    }
+  }
+  return spawn_offered(vtable, &store_pointer_body, body, mode, spawned);
+}
+
 void executor_core::count_spawn(worker_state* self) noexcept {
   if (self != nullptr) {
     worker_counters::bump(self->counters.spawned);

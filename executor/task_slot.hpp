@@ -76,6 +76,17 @@ struct alignas(sync::cache_line) task_slot {
 // the word, Relacy's its history).
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
 static_assert(sizeof(task_slot) == sync::cache_line, "a task slot is one cache line");
+
+namespace detail {
+// The slot whose storage `body` is: a body that changes its own kind
+// (coroutine/spawn.hpp's lazy_child) sets the slot's vtable through it.
+// Only the thread that runs the body.
+inline task_slot& slot_of_storage(void* body) noexcept {
+  static_assert(offsetof(task_slot, storage) == 16, "the storage follows the state and vtable");
+  return *reinterpret_cast<task_slot*>(static_cast<std::byte*>(body) -
+                                       offsetof(task_slot, storage));
+}
+}  // namespace detail
 #endif
 
 // A task's identity: its slot index and the generation it was spawned in.

@@ -275,3 +275,49 @@ TEST_CASE("a long run of awaits that never suspend leaves the stack as it was") 
   };
   CHECK(canopy::block_on(pool, loop()) == 6L * rounds);
 }
+
+namespace {
+// Counts its destruction once, by whichever object owns it last.
+struct owned_flag {
+  std::atomic<int>* count;
+  explicit owned_flag(std::atomic<int>& target) : count(&target) {}
+  owned_flag(owned_flag&& other) noexcept : count(std::exchange(other.count, nullptr)) {}
+  owned_flag& operator=(owned_flag&&) = delete;
+  ~owned_flag() {
+    if (count != nullptr) {
+      count->fetch_add(1);
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("a child cancelled before its awaiter takes it over never runs its body") {
+  // canopy::spawn's child has no body of its own until it runs as a task
+  // (coroutine/spawn.hpp, lazy_child): cancelled while it waits in the
+  // deque, its awaiter does not take it over but runs it as a task, whose
+  // body destroys the frame (its parameters' destructors run) unrun.
+  canopy::testing::watchdog guard("cancelled lazy child", 60);
+  executor pool(config_with(1));  // one worker: nobody steals the child first
+  std::atomic<int> destroyed{0};
+  std::atomic<int> ran{0};
+  auto parent = [&]() -> task<bool> {
+    auto child = canopy::spawn([](owned_flag flag, std::atomic<int>& count) -> task<int> {
+      static_cast<void>(flag);
+      count.fetch_add(1);
+      co_return 1;
+    }(owned_flag(destroyed), ran));
+    const bool asked = child.cancel();
+    bool cancelled = false;
+    try {
+      static_cast<void>(co_await child);
+    } catch (const canopy::task_cancelled&) {
+      cancelled = true;
+    }
+    co_return asked&& cancelled;
+  };
+  CHECK(canopy::block_on(pool, parent()));
+  CHECK(ran.load() == 0);
+  CHECK(destroyed.load() == 1);  // the parameter's copy in the frame
+  pool.shutdown();
+  CHECK(pool.stats().live_tasks == 0);
+}
