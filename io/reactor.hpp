@@ -258,6 +258,7 @@ class reactor final : public idle_driver {
   // Guarded by reap_lock_: the ring reported the epoll descriptor readable,
   // and the one completion wait() took from the queue for dispatch().
   bool epoll_signalled_ = false;
+  bool poller_waiting_ = false;  // the poller is between its look and its reap (wait_on_ring)
   bool epoll_watched_ = false;    // the multishot poll on epoll_fd_ is armed
   bool eventfd_watched_ = false;  // the multishot poll on event_fd_ is armed
   struct held_completion {

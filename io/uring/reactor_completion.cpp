@@ -308,18 +308,24 @@ void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
     }
     // The cancel has returned, so the completion is posted or about to be
     // (task work the kernel runs on the submitting thread): reap it here
-    // unless the poller is reaping now.
+    // unless the poller is reaping now or waiting in the kernel (then the
+    // completion wakes it, and it reaps).
+    bool reaped = false;
+    bool rewake = false;
     if (reap_lock_.try_lock()) {
-      bool rewake = false;
-      reap_completions(&rewake);
-      reap_lock_.unlock();
-      if (rewake) {
-        // A notify or epoll's readiness was taken from the queue here, not
-        // by the poller, which may be about to block in the kernel for it
-        // (it looked before this reap): post a wake-up of its own.
-        notify();
+      reaped = !poller_waiting_;
+      if (reaped) {
+        reap_completions(&rewake);
       }
-    } else {
+      reap_lock_.unlock();
+    }
+    if (rewake) {
+      // A notify or epoll's readiness was taken from the queue here, not by
+      // the poller, which may have looked before this reap and be about to
+      // look again: post a wake-up of its own.
+      notify();
+    }
+    if (!reaped) {
       sched_yield();
     }
   }
@@ -416,10 +422,11 @@ bool reactor::wait_on_ring(std::optional<std::chrono::steady_clock::time_point> 
     if (pending_completion_.present || epoll_signalled_) {
       return true;  // not dispatched yet (a notify made park() call us again)
     }
-  }
-  {
-    const std::lock_guard guard(reap_lock_);
     arm_watches();
+    // From this look until the reap below, the queue is the poller's alone:
+    // a thread waiting for a cancelled request must not take a wake-up (or
+    // a poll's last completion) it is about to block for.
+    poller_waiting_ = true;
   }
   blocking_waits_.fetch_add(1, sync::relaxed);
   ring_->wait(deadline);
@@ -428,6 +435,7 @@ bool reactor::wait_on_ring(std::optional<std::chrono::steady_clock::time_point> 
   bool collected = false;
   {
     const std::lock_guard guard(reap_lock_);
+    poller_waiting_ = false;
     while (ring_->has_completions() && !collected) {
       ring_->reap(1, [&](std::uint64_t user_data, std::int32_t result, std::uint32_t flags) {
         if (user_data == wake_tag) {
