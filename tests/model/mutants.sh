@@ -28,11 +28,14 @@
 # always leave an awake idle worker to look again, so the JEC wake only makes
 # the wake earlier (docs/correctness.md); the checker must pass without it.
 # The "ring:" rows mutate the model's own copy of the reactor's io_uring
-# park path (tests/model/model_ring_test.cpp mirrors wait_on_ring,
-# arm_watches, complete, wait_until_reaped and the worker loop's submits
-# step for step; the real io/uring sources need liburing and the kernel):
-# when those functions change, the copy must follow them. A false return for a socket completion that wait() kept is
-# "not-needed": the next wait() returns true at once (its first check).
+# park path (tests/model/model_ring_reactor.hpp mirrors wait_on_ring,
+# arm_watches, complete and wait_until_reaped step for step, and
+# model_ring_test.cpp the worker loop's submits; the real io/uring sources
+# need liburing and the kernel): when those functions change, the copy must
+# follow them. "not-needed": a false return for a socket completion that
+# wait() kept (the next wait() returns true at once, its first check), and
+# an out-of-work submit made whether or not the poller token is taken (the
+# code before 39974a2: one io_uring_enter more, never a lost request).
 # Exit status: 0 when every "caught" mutant was caught and every mutant
 # applied; 1 otherwise.
 set -euo pipefail
@@ -88,13 +91,16 @@ mutants=(
   "task_sync: a sender arms without re-checking for room under the lock%task_sync/channel_core.hpp%s/if \(size_ < capacity_\) \{\n        push_locked/if (false) {\n        push_locked/%caught"
   "task_sync: semaphore release adds permits without looking for waiters%task_sync/semaphore_core.hpp%s/while \(\(seen & 1\) == 0\) \{\n      if \(\(seen >> 1\) \+ n > max_\)/while (true) {\n      if ((seen >> 1) + n > max_)/%caught"
   "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(sync::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
-  "ring: a worker out of work does not submit its tasks' requests%tests/model/model_ring_test.cpp%s/        driver_\.submit\(\);  \/\/ worker_main: out of work[^\n]*\n//%caught"
-  "ring: the poller's wait does not flush the submission queue%tests/model/model_ring_test.cpp%s/kernel_\.enter\(kernel_\.publish\(\), \/\*wait=\*\/true\);/kernel_.enter(0, \/*wait=*\/true);/%caught"
-  "ring: wait() returns true for a wake completion%tests/model/model_ring_test.cpp%s/(if \(entry->from == model_cqe::source::wake\) \{  \/\/ wait_on_ring: user_data == wake_tag\n        complete\(\*entry, nullptr\);)/\$1\n        collected = true;/%caught"
-  "ring: wait() returns false for a socket completion it kept%tests/model/model_ring_test.cpp%s/    return collected;\n  \}\n\n  \/\/ reactor::notify/    return false;\n  }\n\n  \/\/ reactor::notify/%not-needed"
-  "ring: wait() reaps a socket completion without keeping it%tests/model/model_ring_test.cpp%s/        pending_ = entry;\n        collected = true;/        collected = true;/%caught"
-  "ring: a poll that ended is never armed again (the watch flag kept)%tests/model/model_ring_test.cpp%s/eventfd_watched_ = eventfd_watched_ && entry\.more;/eventfd_watched_ = eventfd_watched_;/%caught"
-  "ring: a canceller that takes a wake-up does not notify again%tests/model/model_ring_test.cpp%s/          notify\(\);  \/\/ wait_until_reaped: the wake-up it took[^\n]*\n//%caught"
+  "ring: a worker out of work does not submit its tasks' requests%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}\n//%caught"
+  "ring: a worker out of work submits whether or not the token is taken%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}/        driver_.submit();/%not-needed"
+  "ring: a worker out of work submits only while the token is free%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);/        if (sleep_.poller_is_free()) {\n          driver_.submit();/%caught"
+  "ring: the poller's wait does not flush the submission queue%tests/model/model_ring_reactor.hpp%s/kernel_\.enter\(kernel_\.publish\(\), \/\*wait=\*\/true\);/kernel_.enter(0, \/*wait=*\/true);/%caught"
+  "ring: wait() returns true for a wake completion%tests/model/model_ring_reactor.hpp%s/(if \(entry->from == model_cqe::source::wake\) \{  \/\/ wait_on_ring: user_data == wake_tag\n        complete\(\*entry, nullptr\);)/\$1\n        collected = true;/%caught"
+  "ring: wait() returns false for a socket completion it kept%tests/model/model_ring_reactor.hpp%s/    return collected;\n  \}\n\n  \/\/ reactor::notify/    return false;\n  }\n\n  \/\/ reactor::notify/%not-needed"
+  "ring: wait() reaps a socket completion without keeping it%tests/model/model_ring_reactor.hpp%s/        pending_ = entry;\n        collected = true;/        collected = true;/%caught"
+  "ring: a poll that ended is never armed again (the watch flag kept)%tests/model/model_ring_reactor.hpp%s/eventfd_watched_ = eventfd_watched_ && entry\.more;/eventfd_watched_ = eventfd_watched_;/%caught"
+  "ring: a canceller that takes a wake-up does not notify again%tests/model/model_ring_reactor.hpp%s/        notify\(\);  \/\/ wait_until_reaped: the wake-up it took[^\n]*\n//%caught"
+  "ring: a canceller reaps while the poller waits (poller_waiting_ ignored)%tests/model/model_ring_reactor.hpp%s/const bool reaped = !poller_waiting_;/const bool reaped = true;/%caught"
 )
 
 # The same idea under Relacy's weak-memory simulation
