@@ -169,6 +169,14 @@ task<void> linger_close(tcp_stream& stream) {
   }
 }
 
+// Whether bytes the server has not read wait in the socket (a non-blocking
+// peek). A close with unread input resets the connection; without any,
+// the answer and the FIN go out as they are and no lingering is needed.
+bool has_unread_input(const tcp_stream& stream) noexcept {
+  char probe = 0;
+  return ::recv(stream.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 }  // namespace
 
 void append_response(std::string& out, int status, std::string_view reason,
@@ -246,7 +254,9 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       }
     }
     if (closing) {
-      if (!input.pending().empty() || !req.keep_alive) {
+      // Linger (drain what the client still sends) only where a close would
+      // reset: input this server did not consume, read or still in the socket.
+      if (!input.pending().empty() || has_unread_input(stream)) {
         co_await linger_close(stream);
         write_shut = true;
       }
