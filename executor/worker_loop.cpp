@@ -60,8 +60,11 @@ void executor_core::worker_main(std::size_t index) {
     // parks) submits them with its wait, in the same system call. A token
     // taken by a poller that submitted before these requests were queued
     // is seen taken here (the driver's queue lock orders the two).
+    // If the search finds work instead of parking, it submits before that
+    // work runs, so a long task never holds back this worker's requests.
     give_back_worker_slots(self);
-    if (config_.driver != nullptr && !sleep_.poller_is_free()) {
+    const bool submit_deferred = config_.driver != nullptr && sleep_.poller_is_free();
+    if (config_.driver != nullptr && !submit_deferred) {
       config_.driver->submit();
     }
     sleep_.start_looking(idle);
@@ -75,6 +78,9 @@ void executor_core::worker_main(std::size_t index) {
       if (from_tree || !(stolen = self.joins.steal_from_others()).empty()) {
         sleep_.work_found([this] { return tree_.any_active(); });
         found = true;
+        if (submit_deferred) {
+          config_.driver->submit();
+        }
         if (self.trace != nullptr) {
           self.trace->search_ended();
         }
