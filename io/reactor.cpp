@@ -124,7 +124,7 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
   target.read_closed = false;
   target.pending_events = 0;
   for (registration_entry::completion& op : target.completions) {
-    op.done = false;
+    op.forget_result();
     op.abandoned = false;
   }
   const registration_id id{slot, target.generation};
@@ -168,7 +168,7 @@ void reactor::remove(registration_id id) noexcept {
     }
     for (std::size_t which = 0; which < 2; ++which) {
       registration_entry::completion& op = target.completions[which];
-      op.done = false;
+      op.forget_result();
       if (op.in_flight) {
         op.abandoned = true;
         in_flight[which] = true;

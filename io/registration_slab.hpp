@@ -17,6 +17,8 @@
 // pointer from find() stays valid for the slab's life.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -70,9 +72,24 @@ struct registration_entry {
     std::uint16_t sequence = 0;
     unsigned position = 0;  // where it was queued (completion_ring::cancel)
     bool in_flight = false;
-    bool abandoned = false;  // its waiter left: drop the result
-    bool done = false;       // completed, result not yet taken
+    bool abandoned = false;          // its waiter left: drop the result
+    bool done = false;               // completed, result not yet taken
+    bool yields_descriptor = false;  // an accept: a result >= 0 is a descriptor
     std::int32_t result = 0;
+
+    // A result nobody will take: an accepted descriptor is closed, not leaked.
+    void drop(std::int32_t dropped) const noexcept {
+      if (yields_descriptor && dropped >= 0) {
+        ::close(dropped);
+      }
+    }
+    // Forget a completed result that was not taken.
+    void forget_result() noexcept {
+      if (done) {
+        drop(result);
+        done = false;
+      }
+    }
   };
   completion completions[2];
 };

@@ -205,9 +205,10 @@ reactor::completion_status reactor::start_completion(registration_id id, directi
     registration_entry::completion& op = target->completions[index];
     op.sequence = static_cast<std::uint16_t>((op.sequence + 1) & sequence_mask);
     op.generation = id.generation;
+    op.forget_result();
     op.in_flight = true;
     op.abandoned = false;
-    op.done = false;
+    op.yields_descriptor = request.kind == completion_kind::accept;
     target->waiters[index] = waiter;
     const std::uint64_t tag = request_tag(id, index, op.sequence);
     if (!ring_->queue([&](io_uring_sqe* entry) { prepare(entry, request, tag); }, error,
@@ -267,7 +268,7 @@ void reactor::abandon_completion(registration_id id, direction which,
     if (op.generation != id.generation || op.sequence != sequence) {
       return;  // not this request (a remove() already waited for it)
     }
-    op.done = false;
+    op.forget_result();
     if (!op.in_flight) {
       return;
     }
@@ -369,6 +370,7 @@ void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32
     op.in_flight = false;
     if (op.abandoned) {
       op.abandoned = false;
+      op.drop(result);  // its waiter left: an accepted connection is closed
       return;
     }
     op.done = true;
