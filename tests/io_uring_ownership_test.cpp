@@ -441,3 +441,47 @@ TEST_CASE("200 connections served: no descriptor left behind, completions counte
     CHECK(open_fd_count() == fds_before);
   }
 }
+
+// An accept that completes while its worker is busy, with the executor
+// shut down before the task could take the connection: the accepted
+// descriptor is closed when the task is destroyed, not leaked.
+TEST_CASE("an accepted connection nobody took is closed at shutdown") {
+  const canopy::testing::watchdog guard("accept not taken", 60);
+  for (const io_backend backend : backends_under_test()) {
+    INFO("backend " << std::string(to_string(backend)));
+    const std::size_t fds_before = open_fd_count();
+    {
+      auto config = config_for(backend, 1);
+      if (!config) {
+        continue;
+      }
+      config->on_shutdown = canopy::shutdown_policy::cancel_pending;  // no run after the spin
+      executor pool(std::move(*config));
+      tcp_listener listener = tcp_listener::bind(reactor::of(pool), endpoint::loopback_v4(0));
+      auto acceptor = pool.spawn([](tcp_listener* listener) -> task<void> {
+        tcp_stream peer = co_await listener->accept();
+        (void)peer;
+      }(&listener));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its accept is in flight
+      // The only worker spins, so the completion stays unreaped.
+      std::atomic<bool> spinning{false};
+      auto busy = pool.spawn([&spinning] {
+        spinning.store(true);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      });
+      REQUIRE(eventually([&] { return spinning.load(); }));
+      const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      REQUIRE(client >= 0);
+      const endpoint server = listener.local_endpoint();
+      REQUIRE(::connect(client, server.data(), server.size()) == 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the kernel accepts it
+      pool.shutdown();  // after the busy task: the acceptor never runs again
+      CHECK_THROWS_AS(acceptor.get(), canopy::task_cancelled);
+      busy.get();
+      ::close(client);
+    }
+    CHECK(open_fd_count() == fds_before);
+  }
+}
