@@ -30,6 +30,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
+#include "tests/io_test_support.hpp"
 #include "tests/io_uring_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -278,6 +279,7 @@ TEST_CASE("forced fallback: io_uring_setup refused by seccomp, automatic serves 
 TEST_CASE("the program's thread is never interrupted by the ring it used") {
   const canopy::testing::watchdog guard("no EINTR after the ring", 120);
   const scoped_env explicit_backend("CANOPY_IO_BACKEND", nullptr);  // run.sh's pass would override
+  const std::size_t fds_before = canopy::testing::open_fd_count();
   std::optional<canopy::executor_config> config = canopy::testing::config_for(io_backend::io_uring);
   if (!config) {
     return;  // reported by config_for
@@ -310,6 +312,8 @@ TEST_CASE("the program's thread is never interrupted by the ring it used") {
     CHECK(got == -1);
     CHECK((failure == EAGAIN || failure == EWOULDBLOCK));  // the timeout, not EINTR
   }
+  config.reset();
+  CHECK(canopy::testing::open_fd_count() == fds_before);  // every pool's ring, epoll, eventfd
 }
 
 // Which backend ran is in the trace (otherData.io_backend), as in stats().
