@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake relacy-dev curl apache2-utils liburing-dev)
-bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind
+bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace
   cargo rustc librust-rayon-dev librust-tokio-dev librust-libc-dev)
 
 ensure_packages() {

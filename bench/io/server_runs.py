@@ -116,12 +116,15 @@ def count_syscalls(peer, load_command, seconds):
             report = Path(scratch) / "count"
             names = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}"
                                                   for name in TRACKED_SYSCALLS]
-            counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(report), "-e",
-                                        ",".join(names), "-p", str(server.pid)],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            tool = "perf"
-            time.sleep(0.5)  # attached to every thread before the load starts
-            if counter.poll() is not None:  # perf cannot count here: strace
+            try:
+                counter = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(report), "-e",
+                                            ",".join(names), "-p", str(server.pid)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                tool = "perf"
+                time.sleep(0.5)  # attached to every thread before the load starts
+            except FileNotFoundError:  # no perf on this machine
+                counter = None
+            if counter is None or counter.poll() is not None:  # perf cannot count here: strace
                 counter = subprocess.Popen(["strace", "-c", "-f", "-o", str(report), "-p",
                                             str(server.pid)], stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL)
