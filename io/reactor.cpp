@@ -463,15 +463,21 @@ std::size_t reactor::dispatch() noexcept {
     delivered += count > 0 ? static_cast<std::size_t>(count) : 0;
   }
   fresh_from_wait_ = false;
+  return delivered + expire_deadlines();
+}
+
+// Both backends' dispatch, last: fire the deadlines that are due.
+std::size_t reactor::expire_deadlines() noexcept {
   deadline_due_ = false;
-  if (deadline_source* source = deadline_source_pointer(); source != nullptr) {
-    const std::size_t fired = source->expire(std::chrono::steady_clock::now());
-    if (fired != 0) {
-      deadline_fires_.fetch_add(1, sync::relaxed);
-    }
-    delivered += fired;
+  deadline_source* source = deadline_source_pointer();
+  if (source == nullptr) {
+    return 0;
   }
-  return delivered;
+  const std::size_t fired = source->expire(std::chrono::steady_clock::now());
+  if (fired != 0) {
+    deadline_fires_.fetch_add(1, sync::relaxed);
+  }
+  return fired;
 }
 
 reactor_stats reactor::stats() const noexcept {

@@ -102,14 +102,14 @@ enum class wait_status : std::uint8_t {
 };
 
 struct reactor_stats {
-  std::uint64_t blocking_waits = 0;  // epoll_wait calls that could block (poller parked)
-  std::uint64_t polls = 0;           // non-blocking polls (dispatch)
-  std::uint64_t events = 0;          // readiness events delivered to registrations
-  std::uint64_t notifies = 0;        // eventfd writes (a waker unparking the poller)
-  std::uint64_t deadlines = 0;       // deadline_source expiries that fired something
+  std::uint64_t blocking_waits = 0;        // epoll_wait calls that could block (poller parked)
+  std::uint64_t polls = 0;                 // non-blocking polls (dispatch)
+  std::uint64_t events = 0;                // readiness events delivered to registrations
+  std::uint64_t notifies = 0;              // eventfd writes (a waker unparking the poller)
+  std::uint64_t deadlines = 0;             // deadline_source expiries that fired something
   io_backend backend = io_backend::epoll;  // the backend in use
-  std::uint64_t ring_enters = 0;     // io_uring_enter calls (submissions and waits)
-  std::uint64_t completions = 0;     // io_uring completions reaped
+  std::uint64_t ring_enters = 0;           // io_uring_enter calls (submissions and waits)
+  std::uint64_t completions = 0;           // io_uring completions reaped
 };
 
 class reactor final : public idle_driver {
@@ -230,6 +230,7 @@ class reactor final : public idle_driver {
   static constexpr int max_events = 256;
 
   void deliver(const epoll_event& event) noexcept;
+  std::size_t expire_deadlines() noexcept;
   // io_uring backend (io/uring/reactor_completion.cpp).
   void open_ring(io_backend requested, unsigned entries);
   bool wait_on_ring(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
@@ -258,7 +259,7 @@ class reactor final : public idle_driver {
   // Guarded by reap_lock_: the ring reported the epoll descriptor readable,
   // and the one completion wait() took from the queue for dispatch().
   bool epoll_signalled_ = false;
-  bool poller_waiting_ = false;  // the poller is between its look and its reap (wait_on_ring)
+  bool poller_waiting_ = false;   // the poller is between its look and its reap (wait_on_ring)
   bool epoll_watched_ = false;    // the multishot poll on epoll_fd_ is armed
   bool eventfd_watched_ = false;  // the multishot poll on event_fd_ is armed
   struct held_completion {

@@ -468,15 +468,7 @@ std::size_t reactor::dispatch_ring() noexcept {
       delivered += poll_epoll_nonblocking();
     }
   }
-  deadline_due_ = false;
-  if (deadline_source* source = deadline_source_pointer(); source != nullptr) {
-    const std::size_t fired = source->expire(std::chrono::steady_clock::now());
-    if (fired != 0) {
-      deadline_fires_.fetch_add(1, sync::relaxed);
-    }
-    delivered += fired;
-  }
-  return delivered;
+  return delivered + expire_deadlines();
 }
 
 }  // namespace canopy::io
