@@ -116,6 +116,37 @@ void complete_response(const request& req, std::string& out, std::size_t start) 
   }
 }
 
+// Whether the incomplete request at the front of `pending` has its whole
+// head and asks `Expect: 100-continue` (RFC 9110 10.1.1): such a client
+// waits for an interim `100 Continue` before it sends the body (curl does
+// for a body over 1 MiB, and after a second's wait sends it anyway). The
+// parser has already accepted the head (else it would have said invalid),
+// limits included, so the body is wanted. HTTP/1.1 only: a 1.0 client
+// knows no interim answers.
+bool expects_continue(std::string_view pending) noexcept {
+  const std::size_t head_end = pending.find("\r\n\r\n");
+  if (head_end == std::string_view::npos) {
+    return false;
+  }
+  std::string_view rest = pending.substr(0, head_end + 2);
+  const std::size_t line_end = rest.find("\r\n");
+  if (!rest.substr(0, line_end).ends_with(" HTTP/1.1")) {
+    return false;
+  }
+  rest.remove_prefix(line_end + 2);
+  while (!rest.empty()) {
+    const std::size_t end = rest.find("\r\n");
+    const std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(end + 2);
+    const std::size_t colon = line.find(':');
+    if (colon != std::string_view::npos && equals_ignoring_case(line.substr(0, colon), "expect") &&
+        lists_token(line.substr(colon + 1), "100-continue")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 enum class flush_outcome : std::uint8_t { sent, failed, stalled };
 
 // Writes `out`: sends what the socket takes, and waits for writability
@@ -221,12 +252,17 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
   bool closing = false;
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger_close shut the sending side already
+  bool continued = false;   // `100 Continue` sent for the request now arriving
   for (;;) {
     // Answer every complete request that arrived, in order.
     bool answered = false;
     while (!closing) {
       const parse_outcome outcome = parse_request(input.pending(), req, options.limits);
       if (outcome.status == parse_status::incomplete) {
+        if (!continued && expects_continue(input.pending())) {
+          output.append("HTTP/1.1 100 Continue\r\n\r\n");
+          continued = true;
+        }
         break;
       }
       if (outcome.status == parse_status::invalid) {
@@ -240,6 +276,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       complete_response(req, output, start);
       ++tally.served;
       answered = true;
+      continued = false;
       input.consume(outcome.consumed);
       closing = !req.keep_alive;
     }
