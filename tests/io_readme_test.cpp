@@ -14,13 +14,17 @@
 #include <canopy/io.hpp>
 #include <canopy/io/fiber.hpp>
 #include <canopy/io/http.hpp>
+#include <canopy/sync.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
@@ -357,4 +361,91 @@ TEST_CASE("http server: Expect: 100-continue gets 100 Continue before the body i
   CHECK(eager.received.find("HTTP/1.1 200 OK") != std::string::npos);
   CHECK(eager.received.find("\r\n\r\n" + summary_of("xyz")) != std::string::npos);
   CHECK(eager.received.find("100 Continue", eager.received.find("200 OK")) == std::string::npos);
+}
+
+namespace {
+
+std::atomic<int> handler_failures{0};
+
+void throws_on_boom(const http::request& req, std::string& out) {
+  if (req.target == "/boom") {
+    throw std::runtime_error("handler failed");
+  }
+  http::append_response(out, 200, "OK", "text/plain", "fine", !req.keep_alive);
+}
+
+}  // namespace
+
+TEST_CASE("http server: a handler that throws ends its connection, reported, others served") {
+  watchdog guard("http handler exception", 60);
+  handler_failures.store(0);
+  canopy::executor_config config = reactor_config(2);
+  config.on_detached_exception = [](std::exception_ptr) { handler_failures.fetch_add(1); };
+  canopy::executor pool(config);
+  io::reactor_timers timers(pool);
+  auto listener = io::tcp_listener::bind(io::reactor::of(pool), io::endpoint::loopback_v4(0));
+  auto server = pool.spawn(http::serve(listener, http::server_options{}, &throws_on_boom));
+
+  raw_client boom(listener.local_endpoint().port());
+  boom.send("GET /boom HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(boom.read_to_eof());  // closed (or reset), not left hanging
+  CHECK(boom.received.find("200 OK") == std::string::npos);
+  CHECK(eventually([] { return handler_failures.load() == 1; }));
+
+  raw_client fine(listener.local_endpoint().port());
+  fine.send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(fine.read_to_eof());
+  CHECK(fine.received.rfind("HTTP/1.1 200 OK", 0) == 0);
+  server.cancel();
+  pool.shutdown();
+}
+
+TEST_CASE("a task's sockets and locks are released however it ends: cancel, timeout, shutdown") {
+  watchdog guard("release sockets", 60);
+  const std::size_t before = canopy::testing::open_fd_count();
+  canopy::mutex lock;
+  std::atomic<int> waiting{0};
+  {
+    canopy::executor pool(reactor_config(2));
+    io::reactor_timers timers(pool);
+    io::reactor& reactor = io::reactor::of(pool);
+    const std::size_t with_pool = canopy::testing::open_fd_count();
+    // Holds a listener, a connected pair and the lock, and waits for ever.
+    const auto holder = [&]() -> task<int> {
+      auto held = co_await lock.lock();
+      auto listener = io::tcp_listener::bind(reactor, io::endpoint::loopback_v4(0));
+      auto client = co_await io::tcp_stream::connect(reactor, listener.local_endpoint());
+      auto server = co_await listener.accept();
+      waiting.fetch_add(1);
+      std::byte byte{};
+      co_return static_cast<int>(co_await server.read_some(std::span(&byte, 1)));
+    };
+    const auto no_lock = [&] {
+      const canopy::mutex::guard taken = lock.try_lock();
+      return !taken;
+    };
+
+    auto cancelled = pool.spawn(holder());
+    REQUIRE(eventually([&] { return waiting.load() == 1; }));
+    CHECK(no_lock());
+    CHECK(cancelled.cancel());
+    CHECK_THROWS_AS(cancelled.get(), canopy::task_cancelled);
+    CHECK_FALSE(no_lock());
+    CHECK(eventually([&] { return canopy::testing::open_fd_count() == with_pool; }));
+
+    const bool timed_out = canopy::block_on(pool, [&]() -> task<bool> {
+      auto outcome = co_await canopy::with_timeout(20ms, holder());
+      co_return !outcome && outcome.error() == io::errc::timed_out;
+    }());
+    CHECK(timed_out);
+    CHECK_FALSE(no_lock());
+    CHECK(eventually([&] { return canopy::testing::open_fd_count() == with_pool; }));
+
+    auto at_shutdown = pool.spawn(holder());
+    REQUIRE(eventually([&] { return waiting.load() == 3; }));
+    pool.shutdown();
+    CHECK_THROWS_AS(at_shutdown.get(), canopy::task_cancelled);
+    CHECK_FALSE(no_lock());
+  }
+  CHECK(canopy::testing::open_fd_count() == before);
 }
