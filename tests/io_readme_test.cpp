@@ -449,3 +449,34 @@ TEST_CASE("a task's sockets and locks are released however it ends: cancel, time
   }
   CHECK(canopy::testing::open_fd_count() == before);
 }
+
+TEST_CASE("udp: an empty datagram arrives as size 0; unix names with a NUL are refused") {
+  watchdog guard("udp and unix edges", 30);
+  canopy::executor pool(reactor_config(2));
+  io::reactor& reactor = io::reactor::of(pool);
+  auto receiver = io::udp_socket::bind(reactor, io::endpoint::loopback_v4(0));
+  auto sender = io::udp_socket::bind(reactor, io::endpoint::loopback_v4(0));
+  const io::endpoint to = receiver.local_endpoint();
+  const io::endpoint from = sender.local_endpoint();
+
+  const bool empty_then_full = canopy::block_on(pool, [&]() -> task<bool> {
+    const std::size_t sent = co_await sender.send_to(std::span<const std::byte>(), to);
+    std::byte payload[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+    (void)co_await sender.send_to(payload, to);
+    std::byte buffer[16];
+    const io::datagram empty = co_await receiver.receive_from(buffer);
+    const io::datagram full = co_await receiver.receive_from(buffer);
+    co_return sent == 0 && empty.size == 0 && empty.from.port() == from.port() && full.size == 3 &&
+        buffer[2] == std::byte{3};
+  }());
+  CHECK(empty_then_full);
+
+  std::error_code error;
+  (void)io::unix_endpoint::path(std::string_view("/tmp/a\0b", 8), error);
+  CHECK(error == std::errc::invalid_argument);
+  CHECK_THROWS_AS((void)io::unix_endpoint::path(""), std::system_error);
+  CHECK_THROWS_AS((void)io::unix_endpoint::abstract(""), std::system_error);
+  error.clear();
+  (void)io::unix_endpoint::path(std::string(200, 'x'), error);
+  CHECK(error == std::errc::filename_too_long);
+}

@@ -5,12 +5,14 @@
 // permits) released whichever way it ends.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <canopy/canopy.hpp>
 #include <canopy/channel.hpp>
 #include <canopy/fiber.hpp>
 #include <canopy/sync.hpp>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -63,6 +65,30 @@ TEST_CASE("a handle's get() twice, and every blocking call on an empty handle, i
   auto owner = std::move(moved_from);
   CHECK_THROWS_AS(moved_from.get(), std::logic_error);
   CHECK(owner.get() == 42);
+
+  // Awaited twice: the second await is a logic_error, in a task and a fiber.
+  const bool task_twice = canopy::block_on(pool, []() -> task<bool> {
+    auto child = canopy::spawn(forty_two());
+    const int first = co_await child;
+    try {
+      (void)co_await child;
+    } catch (const std::logic_error&) {
+      co_return first == 42;
+    }
+    co_return false;
+  }());
+  CHECK(task_twice);
+  auto fiber_twice = pool.spawn(canopy::fiber([&pool] {
+    auto child = pool.spawn([] { return 3; });
+    const int first = canopy::this_fiber::await(child);
+    try {
+      (void)canopy::this_fiber::await(child);
+    } catch (const std::logic_error&) {
+      return first == 3;
+    }
+    return false;
+  }));
+  CHECK(fiber_twice.get());
 }
 
 TEST_CASE("wait_for / wait_until: zero and negative deadlines poll; maximal ones wait") {
@@ -395,4 +421,61 @@ TEST_CASE("host run functions: zero, negative and extreme deadlines return") {
   (void)pool.run_for(std::chrono::hours::max());
   stopper.join();
   CHECK(pool.run_once() == 0);
+}
+
+TEST_CASE("spawns racing shutdown: each refused, run or destroyed; none lost or hung") {
+  watchdog guard("spawn against shutdown", 60);
+  const int rounds = static_cast<int>(std::max<long>(4, 40 / canopy::testing::stress_divisor()));
+  for (int round = 0; round < rounds; ++round) {
+    std::atomic<int> accepted{0};
+    std::atomic<int> refused{0};
+    std::atomic<int> ran{0};
+    std::atomic<int> destroyed{0};
+    std::vector<canopy::join_handle<void>> handles[2];
+    {
+      executor pool(config_with(2));
+      std::atomic<bool> go{false};
+      std::vector<std::thread> spawners;
+      for (int which = 0; which < 2; ++which) {
+        spawners.emplace_back([&, which] {
+          while (!go.load()) {
+            std::this_thread::yield();
+          }
+          for (int i = 0; i < 2000; ++i) {
+            try {
+              auto flag = std::make_shared<canopy::testing::destroy_flag>(destroyed);
+              handles[which].push_back(pool.spawn([&ran, flag] { ran.fetch_add(1); }));
+              accepted.fetch_add(1);
+            } catch (const canopy::spawn_error& error) {
+              CHECK(error.code() == canopy::errc::shut_down);
+              refused.fetch_add(1);
+              break;
+            }
+          }
+        });
+      }
+      go.store(true);
+      std::this_thread::sleep_for(std::chrono::microseconds(200 * (round % 5)));
+      pool.shutdown();
+      for (std::thread& spawner : spawners) {
+        spawner.join();
+      }
+    }
+    int joined = 0;
+    int cancelled = 0;
+    for (auto& list : handles) {
+      for (auto& handle : list) {
+        try {
+          handle.get();
+          ++joined;
+        } catch (const canopy::task_cancelled&) {
+          ++cancelled;
+        }
+      }
+    }
+    CHECK(joined == ran.load());
+    CHECK(joined + cancelled == accepted.load());
+    // Every callable destroyed once: the accepted ones' and the refused ones'.
+    CHECK(destroyed.load() == accepted.load() + refused.load());
+  }
 }
