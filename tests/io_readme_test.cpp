@@ -480,3 +480,26 @@ TEST_CASE("udp: an empty datagram arrives as size 0; unix names with a NUL are r
   (void)io::unix_endpoint::path(std::string(200, 'x'), error);
   CHECK(error == std::errc::filename_too_long);
 }
+
+TEST_CASE("http server: request and write timeouts of milliseconds::max() mean no limit") {
+  watchdog guard("http timeouts without a limit", 60);
+  canopy::executor pool(reactor_config(2));
+  io::reactor_timers timers(pool);
+  auto listener = io::tcp_listener::bind(io::reactor::of(pool), io::endpoint::loopback_v4(0));
+  http::server_options options;
+  options.request_timeout = std::chrono::milliseconds::max();
+  options.write_timeout = std::chrono::milliseconds::max();
+  auto server = pool.spawn(http::serve(listener, options, &body_summary));
+
+  raw_client client(listener.local_endpoint().port());
+  for (int i = 0; i < 3; ++i) {  // each answer restarts the request deadline
+    client.send(post_head(3) + "abc");
+    REQUIRE(client.read_until("\r\n\r\n" + summary_of("abc")));
+    client.received.clear();
+  }
+  client.send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(client.read_to_eof());
+  CHECK(client.received.rfind("HTTP/1.1 200 OK", 0) == 0);
+  server.cancel();
+  pool.shutdown();
+}

@@ -9,6 +9,7 @@
 
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/spawn.hpp"
+#include "../../executor/deadline.hpp"
 #include "../../sync/atomics.hpp"
 #include "../readiness.hpp"
 #include "../registration.hpp"
@@ -248,7 +249,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     tally_on_exit& operator=(const tally_on_exit&) = delete;
     ~tally_on_exit() { add(totals.requests, served); }
   } tally;
-  auto deadline = timer_queue::clock::now() + options.request_timeout;
+  auto deadline = canopy::detail::steady_deadline_after(options.request_timeout);
   bool closing = false;
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger_close shut the sending side already
@@ -300,7 +301,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       break;
     }
     if (answered) {
-      deadline = timer_queue::clock::now() + options.request_timeout;
+      deadline = canopy::detail::steady_deadline_after(options.request_timeout);
     }
 
     // Read what comes next; wait for it (until the deadline) if nothing has.
