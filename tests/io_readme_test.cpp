@@ -503,3 +503,26 @@ TEST_CASE("http server: request and write timeouts of milliseconds::max() mean n
   server.cancel();
   pool.shutdown();
 }
+
+TEST_CASE("http server: non-positive timeouts and a null handler are refused, named") {
+  watchdog guard("http bad options", 30);
+  canopy::executor pool(reactor_config(2));
+  io::reactor_timers timers(pool);
+  auto listener = io::tcp_listener::bind(io::reactor::of(pool), io::endpoint::loopback_v4(0));
+  const auto refused = [&](http::server_options options, http::handler respond) {
+    try {
+      (void)pool.spawn(http::serve(listener, options, respond)).get();
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  http::server_options zero;
+  zero.request_timeout = std::chrono::milliseconds(0);
+  CHECK(refused(zero, &body_summary).find("request_timeout") != std::string::npos);
+  http::server_options negative;
+  negative.write_timeout = std::chrono::milliseconds(-5);
+  CHECK(refused(negative, &body_summary).find("write_timeout") != std::string::npos);
+  CHECK(refused(http::server_options{}, nullptr).find("handler") != std::string::npos);
+  pool.shutdown();
+}

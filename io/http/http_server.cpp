@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstring>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../../coroutine/custom_wait.hpp"
@@ -148,6 +150,24 @@ bool expects_continue(std::string_view pending) noexcept {
   return false;
 }
 
+// Bad options are refused before anything is served: a timeout of zero or
+// less would close every connection at once, quietly, and a null handler
+// would crash at the first request.
+void check_serving(const server_options& options, handler respond) {
+  const auto check_positive = [](std::chrono::milliseconds timeout, const char* field) {
+    if (timeout <= std::chrono::milliseconds::zero()) {
+      throw std::invalid_argument(std::string("canopy::io::http::server_options::") + field +
+                                  " must be positive (milliseconds::max() for no limit), got " +
+                                  std::to_string(timeout.count()) + " ms");
+    }
+  };
+  check_positive(options.request_timeout, "request_timeout");
+  check_positive(options.write_timeout, "write_timeout");
+  if (respond == nullptr) {
+    throw std::invalid_argument("canopy::io::http: the handler is null");
+  }
+}
+
 enum class flush_outcome : std::uint8_t { sent, failed, stalled };
 
 // Writes `out`: sends what the socket takes, and waits for writability
@@ -236,6 +256,7 @@ void append_response(std::string& out, int status, std::string_view reason,
 }
 
 task<void> serve_connection(tcp_stream stream, server_options options, handler respond) {
+  check_serving(options, respond);
   add(totals.connections, 1);
   const std::size_t buffer_limit = options.limits.max_head_bytes + options.limits.max_body_bytes;
   input_buffer input(std::min<std::size_t>(4096, buffer_limit));
@@ -350,6 +371,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
 }
 
 task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond) {
+  check_serving(options, respond);
   for (;;) {
     std::error_code error;
     tcp_stream stream = co_await listener.accept(error);

@@ -39,6 +39,10 @@
 // exactly one complete response to `out` (append_response helps).
 //
 // The timeouts need a timer queue on the executor (io/timer/timer_binding.hpp).
+// Bad options: a request_timeout or write_timeout of zero or less, or a
+// null handler, make serve() and serve_connection() throw
+// std::invalid_argument naming the field (at their first co_await, or
+// from the spawned handle's get()); milliseconds::max() means no limit.
 #pragma once
 
 #include <chrono>
