@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -525,4 +526,22 @@ TEST_CASE("http server: non-positive timeouts and a null handler are refused, na
   CHECK(refused(negative, &body_summary).find("write_timeout") != std::string::npos);
   CHECK(refused(http::server_options{}, nullptr).find("handler") != std::string::npos);
   pool.shutdown();
+}
+
+TEST_CASE("resolve: a numeric port over 65535 is an error, not a port modulo 65536") {
+  watchdog guard("resolve ports", 30);
+  canopy::executor pool(reactor_config(2));
+  const auto lookup = [&](std::string service) {
+    return canopy::block_on(pool, [](std::string wanted) -> task<std::pair<std::error_code, int>> {
+      std::error_code error;
+      auto found = co_await io::resolve("127.0.0.1", std::move(wanted), error);
+      co_return std::pair(error, found.empty() ? -1 : static_cast<int>(found.front().port()));
+    }(std::move(service)));
+  };
+  CHECK(lookup("65535") == std::pair(std::error_code(), 65535));
+  CHECK(lookup("0") == std::pair(std::error_code(), 0));
+  CHECK(lookup("99999").first == io::resolve_errc::service_not_found);
+  CHECK(lookup("65536").first == io::resolve_errc::service_not_found);
+  CHECK(lookup("123456789012345678901234567890").first == io::resolve_errc::service_not_found);
+  CHECK(lookup("-1").first == io::resolve_errc::service_not_found);
 }
