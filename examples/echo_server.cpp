@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view argument = argv[i];
     if (argument == "--threads" && i + 1 < argc) {
-      if (!parse_number(argv[++i], threads) || threads == 0) {
-        usage("--threads takes a positive number");
+      if (!parse_number(argv[++i], threads) || threads == 0 ||
+          threads > canopy::executor_config::max_worker_count) {
+        usage("--threads takes 1..1024");
       }
     } else if (i == 1 && parse_number(argument, port)) {
       if (port > 65535) {

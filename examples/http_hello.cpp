@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
       if (!parse_number(argv[++i], target) || target == 0) {
         usage("--threads, --request-timeout and --write-timeout take a positive number");
       }
+      if (threads > canopy::executor_config::max_worker_count) {
+        usage("--threads takes 1..1024");
+      }
     } else if (i == 1 && parse_number(argument, port)) {
       if (port > 65535) {
         usage("the port must be 0..65535");
@@ -121,7 +124,8 @@ int main(int argc, char** argv) {
   std::printf(
       "stats tasks_run=%llu steals=%llu parks=%llu wakes_by_permit=%llu wakes_by_jec=%llu "
       "reactor_blocking_waits=%llu reactor_polls=%llu reactor_events=%llu reactor_notifies=%llu "
-      "ring_enters=%llu ring_completions=%llu connections=%llu requests=%llu bad_requests=%llu timeouts=%llu idle_closes=%llu "
+      "ring_enters=%llu ring_completions=%llu connections=%llu requests=%llu bad_requests=%llu "
+      "timeouts=%llu idle_closes=%llu "
       "write_timeouts=%llu\n",
       static_cast<unsigned long long>(work.tasks_run), static_cast<unsigned long long>(work.steals),
       static_cast<unsigned long long>(work.parks),

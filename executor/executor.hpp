@@ -67,6 +67,7 @@
 #include "../embed/host_runner.hpp"
 #include "callable_task.hpp"
 #include "config.hpp"
+#include "deadline.hpp"
 #include "errors.hpp"
 #include "executor_core.hpp"
 #include "join_handle.hpp"
@@ -207,14 +208,15 @@ class executor {
   std::size_t run_for(std::chrono::duration<Rep, Period> duration) {
     host_budget budget;
     budget.wait_for_work = true;
-    budget.deadline = steady_deadline_after(duration);
+    budget.deadline = detail::steady_deadline_after(duration);
     return core_->host().run(budget);
   }
   template <class Clock, class Duration>
   std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
-    const auto now = Clock::now();
-    // Compared first: time_point::min() - now would overflow.
-    return run_for(deadline <= now ? Duration::zero() : deadline - now);
+    host_budget budget;
+    budget.wait_for_work = true;
+    budget.deadline = detail::steady_deadline_at(deadline);  // min() and max() saturate
+    return core_->host().run(budget);
   }
   std::size_t run() {
     host_budget budget;
@@ -269,23 +271,6 @@ class executor {
           detail::body_storage<Body>::construct(storage, std::move(*static_cast<Body*>(context)));
         },
         &task, mode, spawned, placement);
-  }
-
-  // now + duration on the steady clock, saturating at time_point::max()
-  // (run_for(duration::max()) waits without a limit instead of overflowing).
-  template <class Rep, class Period>
-  static std::chrono::steady_clock::time_point steady_deadline_after(
-      std::chrono::duration<Rep, Period> duration) {
-    using steady = std::chrono::steady_clock;
-    const steady::time_point now = steady::now();
-    if (duration <= duration.zero()) {
-      return now;
-    }
-    if (std::chrono::duration<double>(duration) >=
-        std::chrono::duration<double>(steady::time_point::max() - now)) {
-      return steady::time_point::max();
-    }
-    return now + std::chrono::ceil<steady::duration>(duration);
   }
 
   std::unique_ptr<executor_core> core_;

@@ -10,7 +10,9 @@
 //     worker (inside a task, co_await the handle or this_fiber::await it).
 //   * wait_for(duration) / wait_until(time_point) block like get() but at
 //     most until the deadline, and return whether the task has ended (then
-//     get() returns at once). Same thread rule as get().
+//     get() returns at once). Same thread rule as get(). A zero or negative
+//     duration, or a passed time point (time_point::min() too), only
+//     polls; duration::max() or time_point::max() waits without a limit.
 //   * On an executor with no owned workers (worker_count = 0), get() and
 //     wait_*() run the executor's tasks on the calling thread while they
 //     wait, as run_for() would (unless another thread is running it then:
@@ -40,6 +42,7 @@
 #include <system_error>
 #include <utility>
 
+#include "deadline.hpp"
 #include "errors.hpp"
 #include "executor_core.hpp"
 #include "join_state.hpp"
@@ -89,11 +92,9 @@ class join_handle {
     if (state_->ready()) {
       return true;
     }
-    // Converted to the steady clock once: a system_clock deadline that the
-    // wall clock jumps past is not followed (as std::condition_variable).
-    const auto remaining = deadline - Clock::now();
-    return wait_steady(std::chrono::steady_clock::now() +
-                       std::chrono::ceil<std::chrono::nanoseconds>(remaining));
+    // Converted to the steady clock once, saturated (deadline.hpp):
+    // time_point::max() waits without a limit, a passed one only polls.
+    return wait_steady(detail::steady_deadline_at(deadline));
   }
   template <class Rep, class Period>
   bool wait_for(const std::chrono::duration<Rep, Period>& timeout) {
@@ -101,8 +102,7 @@ class join_handle {
     if (state_->ready()) {
       return true;
     }
-    return wait_steady(std::chrono::steady_clock::now() +
-                       std::chrono::ceil<std::chrono::nanoseconds>(timeout));
+    return wait_steady(detail::steady_deadline_after(timeout));
   }
 
   bool cancel() noexcept { return state_ != nullptr && state_->cancel_and_wake(); }

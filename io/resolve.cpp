@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -51,6 +52,19 @@ std::vector<endpoint> resolve_now(std::string_view host, std::string_view servic
       service.find('\0') != std::string_view::npos) {
     error = std::make_error_code(std::errc::invalid_argument);
     return {};
+  }
+  // A numeric service over 65535: glibc's getaddrinfo takes it modulo
+  // 65536 ("99999" became port 34463), so it is refused here, as an
+  // unknown service, before a wrong port is handed back.
+  if (!service.empty() &&
+      std::all_of(service.begin(), service.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    unsigned long number = 0;
+    const auto [end, parse_error] =
+        std::from_chars(service.data(), service.data() + service.size(), number);
+    if (parse_error != std::errc() || end != service.data() + service.size() || number > 65535) {
+      error = make_error_code(resolve_errc::service_not_found);
+      return {};
+    }
   }
   const std::string node(host);
   const std::string port(service);

@@ -9,7 +9,8 @@
 // (AF_UNSPEC: IPv4 and IPv6, in getaddrinfo's order, duplicates removed),
 // each with the service's port. `host` is a name or a numeric address
 // ("127.0.0.1", "::1"); `service` a port number ("8080") or a name from
-// /etc/services ("http"); an empty service means port 0.
+// /etc/services ("http"); an empty service means port 0. A numeric
+// service over 65535 is service_not_found (getaddrinfo would wrap it).
 //
 // Errors. getaddrinfo's failures are std::error_codes of the category
 // "canopy.resolve" (resolve_category()), compared with resolve_errc:

@@ -5,10 +5,13 @@
 #include <charconv>
 #include <cstring>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/spawn.hpp"
+#include "../../executor/deadline.hpp"
 #include "../../sync/atomics.hpp"
 #include "../readiness.hpp"
 #include "../registration.hpp"
@@ -116,6 +119,55 @@ void complete_response(const request& req, std::string& out, std::size_t start) 
   }
 }
 
+// Whether the incomplete request at the front of `pending` has its whole
+// head and asks `Expect: 100-continue` (RFC 9110 10.1.1): such a client
+// waits for an interim `100 Continue` before it sends the body (curl does
+// for a body over 1 MiB, and after a second's wait sends it anyway). The
+// parser has already accepted the head (else it would have said invalid),
+// limits included, so the body is wanted. HTTP/1.1 only: a 1.0 client
+// knows no interim answers.
+bool expects_continue(std::string_view pending) noexcept {
+  const std::size_t head_end = pending.find("\r\n\r\n");
+  if (head_end == std::string_view::npos) {
+    return false;
+  }
+  std::string_view rest = pending.substr(0, head_end + 2);
+  const std::size_t line_end = rest.find("\r\n");
+  if (!rest.substr(0, line_end).ends_with(" HTTP/1.1")) {
+    return false;
+  }
+  rest.remove_prefix(line_end + 2);
+  while (!rest.empty()) {
+    const std::size_t end = rest.find("\r\n");
+    const std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(end + 2);
+    const std::size_t colon = line.find(':');
+    if (colon != std::string_view::npos && equals_ignoring_case(line.substr(0, colon), "expect") &&
+        lists_token(line.substr(colon + 1), "100-continue")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Bad options are refused before anything is served: a timeout of zero or
+// less would close every connection at once, quietly, and a null handler
+// would crash at the first request.
+void check_serving(const server_options& options, handler respond) {
+  const auto check_positive = [](std::chrono::milliseconds timeout, const char* field) {
+    if (timeout <= std::chrono::milliseconds::zero()) {
+      throw std::invalid_argument(std::string("canopy::io::http::server_options::") + field +
+                                  " must be positive (milliseconds::max() for no limit), got " +
+                                  std::to_string(timeout.count()) + " ms");
+    }
+  };
+  check_positive(options.request_timeout, "request_timeout");
+  check_positive(options.write_timeout, "write_timeout");
+  if (respond == nullptr) {
+    throw std::invalid_argument("canopy::io::http: the handler is null");
+  }
+}
+
 enum class flush_outcome : std::uint8_t { sent, failed, stalled };
 
 // Writes `out`: sends what the socket takes, and waits for writability
@@ -204,6 +256,7 @@ void append_response(std::string& out, int status, std::string_view reason,
 }
 
 task<void> serve_connection(tcp_stream stream, server_options options, handler respond) {
+  check_serving(options, respond);
   add(totals.connections, 1);
   const std::size_t buffer_limit = options.limits.max_head_bytes + options.limits.max_body_bytes;
   input_buffer input(std::min<std::size_t>(4096, buffer_limit));
@@ -217,16 +270,21 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     tally_on_exit& operator=(const tally_on_exit&) = delete;
     ~tally_on_exit() { add(totals.requests, served); }
   } tally;
-  auto deadline = timer_queue::clock::now() + options.request_timeout;
+  auto deadline = canopy::detail::steady_deadline_after(options.request_timeout);
   bool closing = false;
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger_close shut the sending side already
+  bool continued = false;   // `100 Continue` sent for the request now arriving
   for (;;) {
     // Answer every complete request that arrived, in order.
     bool answered = false;
     while (!closing) {
       const parse_outcome outcome = parse_request(input.pending(), req, options.limits);
       if (outcome.status == parse_status::incomplete) {
+        if (!continued && expects_continue(input.pending())) {
+          output.append("HTTP/1.1 100 Continue\r\n\r\n");
+          continued = true;
+        }
         break;
       }
       if (outcome.status == parse_status::invalid) {
@@ -240,6 +298,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       complete_response(req, output, start);
       ++tally.served;
       answered = true;
+      continued = false;
       input.consume(outcome.consumed);
       closing = !req.keep_alive;
     }
@@ -263,7 +322,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       break;
     }
     if (answered) {
-      deadline = timer_queue::clock::now() + options.request_timeout;
+      deadline = canopy::detail::steady_deadline_after(options.request_timeout);
     }
 
     // Read what comes next; wait for it (until the deadline) if nothing has.
@@ -312,6 +371,7 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
 }
 
 task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond) {
+  check_serving(options, respond);
   for (;;) {
     std::error_code error;
     tcp_stream stream = co_await listener.accept(error);

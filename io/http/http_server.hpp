@@ -16,6 +16,10 @@
 //     the Content-Length is the GET answer's;
 //   * pipelining: every complete request in what arrived is answered, in
 //     order, and the answers go out in one write;
+//   * `Expect: 100-continue` (HTTP/1.1): once the head has arrived and
+//     passed the limits, the interim `100 Continue` goes out, so the
+//     client sends its body at once instead of after its own timeout; a
+//     head over the limits gets the 400 instead;
 //   * a malformed request (also a bare LF line ending, or a byte of 0x80
 //     and above in the target: http_parser.hpp), or a head / body over the
 //     limits: `400 Bad Request` with `Connection: close`, then the
@@ -35,6 +39,10 @@
 // exactly one complete response to `out` (append_response helps).
 //
 // The timeouts need a timer queue on the executor (io/timer/timer_binding.hpp).
+// Bad options: a request_timeout or write_timeout of zero or less, or a
+// null handler, make serve() and serve_connection() throw
+// std::invalid_argument naming the field (at their first co_await, or
+// from the spawned handle's get()); milliseconds::max() means no limit.
 #pragma once
 
 #include <chrono>

@@ -26,8 +26,7 @@ inline void sleep_until(io::timer_queue::clock::time_point deadline) {
 
 template <class Rep, class Period>
 void sleep_for(std::chrono::duration<Rep, Period> duration) {
-  sleep_until(io::timer_queue::clock::now() +
-              std::chrono::ceil<io::timer_queue::clock::duration>(duration));
+  sleep_until(canopy::detail::steady_deadline_after(duration));
 }
 
 }  // namespace canopy::this_fiber

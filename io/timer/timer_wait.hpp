@@ -39,6 +39,7 @@
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/spawn.hpp"
 #include "../../coroutine/task.hpp"
+#include "../../executor/deadline.hpp"
 #include "../../wait/task_handle.hpp"
 #include "../../wait/waker.hpp"
 #include "timer_error.hpp"
@@ -252,17 +253,15 @@ struct child_done_source {
 
 template <class Rep, class Period>
 [[nodiscard]] auto sleep_for(std::chrono::duration<Rep, Period> duration) {
-  return sleep_until(io::timer_queue::clock::now() +
-                     std::chrono::ceil<io::timer_queue::clock::duration>(duration));
+  return sleep_until(canopy::detail::steady_deadline_after(duration));
 }
 
 // with_timeout on a wait source (an lvalue that outlives the await): the
 // source's result, or errc::timed_out.
 template <class Rep, class Period, canopy::wait_source W>
 [[nodiscard]] auto with_timeout(std::chrono::duration<Rep, Period> duration, W& source) {
-  return canopy::wait_on(io::detail::timed_source<W>(
-      source, io::timer_queue::clock::now() +
-                  std::chrono::ceil<io::timer_queue::clock::duration>(duration)));
+  return canopy::wait_on(
+      io::detail::timed_source<W>(source, canopy::detail::steady_deadline_after(duration)));
 }
 
 // with_deadline: with_timeout with an absolute deadline.
@@ -284,8 +283,7 @@ template <canopy::wait_source W>
 template <class Rep, class Period, class T>
 task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> duration,
                                          task<T> work) {
-  const auto deadline =
-      io::timer_queue::clock::now() + std::chrono::ceil<io::timer_queue::clock::duration>(duration);
+  const auto deadline = canopy::detail::steady_deadline_after(duration);
   auto ended = std::make_shared<std::atomic<bool>>(false);
   task_handle<T> child = canopy::spawn(
       io::detail::await_and_wake(std::move(work), io::detail::end_signal(current_waker(), ended)));
