@@ -176,7 +176,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
   worker_counters::bump(self.counters.tasks_run);
   worker_counters::bump(self.counters.finished);
-  self.kept_slots[self.kept_count++] = {&target, id.slot, id.generation + 1};
+  self.kept_slots[self.kept_count++] = {id.slot, &target, id.generation + 1};
 }
 
 [[gnu::always_inline]] inline void executor_core::run_claimed_nested(worker_state& self,
