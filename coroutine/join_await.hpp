@@ -95,8 +95,15 @@ class join_awaiter {
     if (worker == nullptr || !state_->has_task_on(worker->core)) {
       return false;
     }
-    const executor_core::adoption adopt{state_->identity_shared() ? nullptr : &lazy_child<T>::table,
-                                        &lazy_child<T>::takeable, nullptr, 0};
+    // Not taken over (kind null: it runs nested, as a task): a child whose
+    // id was given out, or one asked to cancel, whose body then destroys
+    // the frame and completes the record "cancelled". Tested here, before
+    // the claim, without a call into the slot: the handle is this
+    // awaiter's, and a request made after the test finds the child
+    // started, as one made after any start does.
+    const bool takeable = !state_->identity_shared() && !state_->cancel_requested();
+    const executor_core::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
+                                        nullptr, 0};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
       case executor_core::pending_run::adopted:
         taken_over_ = true;

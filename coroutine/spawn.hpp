@@ -235,13 +235,6 @@ struct lazy_child {
     build(storage);
     body::destroy_entry(storage, end);
   }
-  // The awaiter's take-over test (join_awaiter::await_ready): a lazy
-  // child never ran; it may be taken over unless a cancel was asked for
-  // (then it runs as a task, whose body destroys the frame and completes
-  // the record "cancelled").
-  static bool takeable(const void* storage) noexcept {
-    return !frame_record<T>::of_frame(frame_of(storage)).cancel_requested();
-  }
   // spawn_body's constructor callback, for the placements spawn_child
   // does not take.
   static void construct(void* storage, void* frame) { ::new (storage) void*(frame); }

@@ -156,7 +156,7 @@ class executor_core final : private sleep_probe {
   // then runs that body itself, as a plain call, as part of its own run
   // (fiber/fiber_task: a never-started fiber run on the waiting fiber's
   // stack). Only a body of vtable `kind` (a trivially copyable body type),
-  // and only if `accept(storage)` agrees.
+  // and only if `accept(storage)` agrees (null: any such body).
   struct adoption {
     const task_vtable* kind = nullptr;
     bool (*accept)(const void* storage) noexcept = nullptr;
@@ -256,6 +256,26 @@ class executor_core final : private sleep_probe {
     std::size_t steal_leaf = no_leaf;     // where the last steal succeeded (no_leaf: none)
     std::uint64_t random = 0;             // xorshift state for steal start points
     task_arena::reservation spawn_slots;  // slots for this worker's spawns
+    // Slots retired by coroutine take-overs of unstarted children
+    // (retire_taken_over), kept for this worker's next canopy::spawns
+    // (spawn_child), newest last: a fork then reuses the slot a join just
+    // freed without the reservation's bit, the arena's lookup or a read of
+    // the state word. Nested forks retire their children innermost first,
+    // so a few entries catch almost every fork. Each is free as any free
+    // slot is (state (generation, 0), vtable null) and stays marked
+    // occupied in the arena, as a reserved slot does; they go back with the
+    // reservation (give_back_worker_slots). Owner only.
+    // The index and generation are not adjacent: side by side, GCC loads
+    // them as one vector and then builds the reservation path's id in a
+    // vector register too, a few instructions on every other spawn.
+    struct kept_slot {
+      std::uint32_t index;
+      task_slot* target;
+      std::uint32_t generation;  // the next task's
+    };
+    static constexpr std::uint32_t max_kept_slots = 4;
+    kept_slot kept_slots[max_kept_slots] = {};
+    std::uint32_t kept_count = 0;
     std::uint32_t lifo_streak = 0;        // tasks run from the LIFO slot in a row
     trace_buffer* trace = nullptr;        // this worker's trace events; null: tracing off
     std::uint32_t since_driver_poll = 0;  // tasks run since this worker last polled the driver
@@ -325,12 +345,22 @@ class executor_core final : private sleep_probe {
   void release_slot(worker_state& self, std::uint32_t slot) noexcept;
   // run_pending_inline's claim: the worker that took task `id` back (from
   // its LIFO slot or the tree), or null.
-  worker_state* claim_pending(task_id id);
+  // `target` is task `id`'s slot (arena_.slot(id.slot)).
+  worker_state* claim_pending(task_id id, task_slot& target);
+  // KeepForSpawn: a retired slot may be kept as self's child slot
+  // (the coroutine take-over, whose awaiter most likely forks again next).
+  template <bool KeepForSpawn>
   pending_run run_or_adopt(task_id id, const adoption& adopt);
   // Run a task claimed by claim_pending nested in the running one.
   void run_claimed_nested(worker_state& self, std::uint32_t slot);
   // A claimed task retired unrun, as after a completed run (adoption).
-  void retire_unrun(worker_state& self, task_id id) noexcept;
+  void retire_unrun(worker_state& self, task_slot& target, task_id id) noexcept;
+  // retire_unrun for a coroutine child taken over by its awaiter: its slot
+  // is kept for self's next canopy::spawn when there is room and nobody
+  // waits for capacity, else it is released as retire_unrun's.
+  void retire_taken_over(worker_state& self, task_slot& target, task_id id) noexcept;
+  // The kept slots back to the arena (the worker ran out of work).
+  void release_kept_slots(worker_state& self) noexcept;
   void notify_capacity_waiters() noexcept;
   // stats().live_tasks: one more spawned (per worker, or shared for threads
   // that are not workers).

@@ -22,7 +22,7 @@ namespace canopy {
 // Out of line: LTO inlines it into the awaiting coroutine's body, which it
 // makes larger and slower on the path where the child already ran.
 [[gnu::noinline]] bool executor_core::run_pending_inline(task_id id) {
-  worker_state* const self = claim_pending(id);
+  worker_state* const self = claim_pending(id, arena_.slot(id.slot));
   if (self == nullptr) {
     return false;
   }
@@ -36,34 +36,44 @@ namespace canopy {
 // no_icf (GCC's): identical code folding would make them one function again.
 CANOPY_NO_ICF executor_core::pending_run executor_core::run_or_adopt_pending(
     task_id id, const adoption& adopt) {
-  return run_or_adopt(id, adopt);
+  return run_or_adopt<false>(id, adopt);
 }
 
 CANOPY_NO_ICF executor_core::pending_run executor_core::take_over_pending(task_id id,
                                                                           const adoption& adopt) {
-  return run_or_adopt(id, adopt);
+  return run_or_adopt<true>(id, adopt);
 }
 
+template <bool KeepForSpawn>
 [[gnu::always_inline]] inline executor_core::pending_run executor_core::run_or_adopt(
     task_id id, const adoption& adopt) {
-  worker_state* const self = claim_pending(id);
+  // Found once: the deque's pop between the claim's look at the slot and
+  // the adoption is a call, across which the arena's lookup (an acquire
+  // load) would be made again.
+  task_slot& target = arena_.slot(id.slot);
+  worker_state* const self = claim_pending(id, target);
   if (self == nullptr) {
     return pending_run::none;
   }
-  task_slot& target = arena_.slot(id.slot);
-  if (target.vtable != adopt.kind || !adopt.accept(target.storage) || self->trace != nullptr) {
+  if (target.vtable != adopt.kind || (adopt.accept != nullptr && !adopt.accept(target.storage)) ||
+      self->trace != nullptr) {
     run_claimed_nested(*self, id.slot);  // traced: a run of its own, so the trace shows it
     return pending_run::ran;
   }
   if (adopt.body != nullptr) {
     std::memcpy(adopt.body, target.storage, adopt.body_size);
   }
-  retire_unrun(*self, id);
+  if constexpr (KeepForSpawn) {
+    retire_taken_over(*self, target, id);
+  } else {
+    retire_unrun(*self, target, id);
+  }
   return pending_run::adopted;
 }
 
 executor_core::pending_run executor_core::take_back_unrun(task_id id) {
-  worker_state* const self = claim_pending(id);
+  task_slot& target = arena_.slot(id.slot);
+  worker_state* const self = claim_pending(id, target);
   if (self == nullptr) {
     return pending_run::none;
   }
@@ -71,7 +81,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
     run_claimed_nested(*self, id.slot);  // a traced run, so the trace shows it
     return pending_run::ran;
   }
-  retire_unrun(*self, id);
+  retire_unrun(*self, target, id);
   return pending_run::adopted;
 }
 
@@ -99,7 +109,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
 }
 
 [[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(
-    task_id id) {
+    task_id id, task_slot& target) {
   worker_context* worker = detail::this_thread_worker;
   if (worker == nullptr || worker->core != this) {
     return nullptr;
@@ -113,8 +123,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   if (self.joins.has_offered_tasks()) {
     const offer mine = offer::of_task(id.slot);
     if (self.joins.newest_is(mine)) {
-      if (task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) !=
-          id.generation) {
+      if (task_slot::generation_of(target.state.load(sync::relaxed)) != id.generation) {
         return nullptr;
       }
       return self.joins.pop_offered_task(mine) ? &self : nullptr;
@@ -127,7 +136,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
     return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};
   };
   const pending_claim claim =
-      claim_pending_task(arena_.slot(id.slot).state, id, self.lifo, tree_, position,
+      claim_pending_task(target.state, id, self.lifo, tree_, position,
                          [this](std::uint32_t permits) { owe_wakes(permits); });
   if (claim == pending_claim::took_next_task) [[unlikely]] {
     signal_task(id.slot);  // not the awaited task: back into the tree, with its wakes
@@ -139,8 +148,8 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
 }
 
 [[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
+                                                               task_slot& target,
                                                                task_id id) noexcept {
-  task_slot& target = arena_.slot(id.slot);
   target.vtable = nullptr;  // as after a completed run: the caller does the task's work
   // release: as at run_task's completion, a stale waker that reads the new
   // generation fails its CAS; SCHEDULED is dropped, nobody else holds the task.
@@ -148,6 +157,26 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   worker_counters::bump(self.counters.tasks_run);
   worker_counters::bump(self.counters.finished);
   release_slot(self, id.slot);
+}
+
+[[gnu::always_inline]] inline void executor_core::retire_taken_over(worker_state& self,
+                                                                    task_slot& target,
+                                                                    task_id id) noexcept {
+  // seq_cst: as in release_slot; a capacity waiter needs the slot in the
+  // arena, not held here (one that registers just after this load gets it
+  // at the next give-back).
+  if (self.kept_count == worker_state::max_kept_slots || self.is_host ||
+      capacity_waiters_.load(sync::seq_cst) != 0) [[unlikely]] {
+    retire_unrun(self, target, id);
+    return;
+  }
+  target.vtable = nullptr;  // as retire_unrun: a free slot has no vtable
+  // release: as retire_unrun's; the slot stays this worker's, so nobody
+  // else reads it until spawn_child publishes it again.
+  target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
+  worker_counters::bump(self.counters.tasks_run);
+  worker_counters::bump(self.counters.finished);
+  self.kept_slots[self.kept_count++] = {id.slot, &target, id.generation + 1};
 }
 
 [[gnu::always_inline]] inline void executor_core::run_claimed_nested(worker_state& self,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "../embed/host_runner.hpp"
 #include "core_inline.hpp"
@@ -138,18 +139,30 @@ spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, s
   if (worker != nullptr && worker->core == this) [[likely]] {
     worker_state& self = *workers_[worker->index];
     // As spawn_into's offered path, with the body a plain store: a worker
-    // only needs the stop flag (see there), a warm reservation, no host
-    // role and no trace; anything else takes the general path.
-    if (self.spawn_slots.free != 0 && !self.is_host && self.trace == nullptr &&
-        !stopping_.load(sync::acquire)) [[likely]] {
-      const std::uint32_t slot = task_arena::take(self.spawn_slots);
-      task_slot& target = arena_.slot(slot);
-      store_pointer_body(target.storage, body);
-      target.vtable = vtable;
-      const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+    // only needs the stop flag (see there), a free slot at hand, no host
+    // role and no trace; anything else takes the general path. The slot:
+    // a kept one (a take-over retired it; the host keeps none), else one
+    // of the warm reservation.
+    if (self.trace == nullptr && !stopping_.load(sync::acquire) &&
+        (self.kept_count != 0 || (self.spawn_slots.free != 0 && !self.is_host))) [[likely]] {
+      task_slot* target = nullptr;
+      std::uint32_t slot = 0;
+      std::uint32_t generation = 0;
+      if (self.kept_count != 0) {
+        const worker_state::kept_slot& kept = self.kept_slots[--self.kept_count];
+        target = kept.target;
+        slot = kept.index;
+        generation = kept.generation;
+      } else {
+        slot = task_arena::take(self.spawn_slots);
+        target = &arena_.slot(slot);
+        generation = task_slot::generation_of(target->state.load(sync::relaxed));
+      }
+      store_pointer_body(target->storage, body);
+      target->vtable = vtable;
       // relaxed: the slot is ours alone until the deque's release push (or
       // the task bit's seq_cst RMW) publishes the body, vtable and state.
-      target.state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
+      target->state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
       *spawned = {slot, generation};
       worker_counters::bump(self.counters.spawned);
       if (self.joins.offer_task(slot)) {
@@ -210,6 +223,12 @@ bool executor_core::allocate_unreserved(std::size_t first_partition, std::uint32
 
 spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::uint32_t& slot) {
   if (self != nullptr) {
+    if (self->kept_count != 0 && self->spawn_slots.free == 0) {
+      // A kept slot before a new reservation: a spawn at capacity must not
+      // fail while this worker holds a free slot.
+      slot = self->kept_slots[--self->kept_count].index;
+      return spawn_status::spawned;
+    }
     if (self->spawn_slots.free != 0 || reserve_anywhere(self->context.index, self->spawn_slots)) {
       slot = task_arena::take(self->spawn_slots);
       return spawn_status::spawned;
@@ -275,7 +294,17 @@ void executor_core::flush_external_caches() noexcept {
   }
 }
 
+void executor_core::release_kept_slots(worker_state& self) noexcept {
+  if (self.kept_count != 0) {
+    while (self.kept_count != 0) {
+      arena_.release(self.kept_slots[--self.kept_count].index);
+    }
+    notify_capacity_waiters();
+  }
+}
+
 void executor_core::give_back_worker_slots(worker_state& self) noexcept {
+  release_kept_slots(self);
   if (self.spawn_slots.free != 0) {
     arena_.give_back(self.spawn_slots);
     notify_capacity_waiters();

@@ -87,9 +87,9 @@ class join_worker {
   [[nodiscard]] bool has_offered_tasks() const noexcept { return offered_tasks_ != 0; }
   [[nodiscard]] bool newest_is(offer entry) const noexcept { return offers_.newest() == entry; }
   // Pops the newest entry: true if it was `entry`, false if a thief took it.
-  [[nodiscard]] bool pop_offered_task(offer entry) noexcept {
+  [[nodiscard, gnu::always_inline]] bool pop_offered_task(offer entry) noexcept {
     --offered_tasks_;
-    return offers_.pop() == entry;
+    return offers_.pop_inline() == entry;
   }
   // For a task awaited out of spawn order (executor_core's
   // take_offered_from_below): how many task entries lie above `entry` (at

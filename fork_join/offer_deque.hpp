@@ -100,7 +100,12 @@ class basic_offer_deque {
 
   // Owner: take the newest entry back; empty if a thief took it (or the
   // deque is empty).
-  [[nodiscard]] offer pop() noexcept {
+  [[nodiscard]] offer pop() noexcept { return pop_inline(); }
+
+  // pop(), always inlined: the take-back of an awaited child
+  // (join_worker::pop_offered_task), once a fork, where LTO leaves pop()
+  // a call.
+  [[nodiscard, gnu::always_inline]] offer pop_inline() noexcept {
     const std::int64_t bottom = bottom_.load(sync::relaxed) - 1;
     // seq_cst exchange (the algorithm's store + fence): pairs with steal()'s
     // seq_cst load of top then load of bottom. Either the thief sees the

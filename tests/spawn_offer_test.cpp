@@ -321,3 +321,80 @@ TEST_CASE("a child cancelled before its awaiter takes it over never runs its bod
   pool.shutdown();
   CHECK(pool.stats().live_tasks == 0);
 }
+
+namespace {
+
+task<void> wait_on_event(async_event& event) { co_await event; }
+
+// Nested forks, every child taken over by its awaiter: the worker keeps
+// the slots those take-overs retire for its next spawns.
+task<long> forks(int n) {
+  if (n < 2) {
+    co_return n;
+  }
+  auto left = canopy::spawn(forks(n - 1));
+  const long right = co_await forks(n - 2);
+  co_return co_await left + right;
+}
+
+// One worker, one leaf of one signal word: 64 slots.
+canopy::executor_config tiny_capacity() {
+  canopy::executor_config config = config_with(1);
+  config.signals_per_leaf = 1;
+  config.max_leaves = 1;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("slots kept from taken-over children serve any spawn and go back when idle") {
+  canopy::testing::watchdog guard("kept slots", 60);
+  async_event release;
+  executor pool(tiny_capacity());
+  REQUIRE(pool.capacity() == 64);
+
+  // Inside a task, after forks left slots kept: spawns that are not
+  // canopy::spawn (pool.try_spawn from a worker) reach every free slot,
+  // the kept ones too, before at_capacity: all 64 but the parent's own.
+  auto fill = [&]() -> task<int> {
+    CHECK(co_await forks(12) == 144);
+    std::vector<canopy::task_handle<void>> waiting;
+    int spawned = 0;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      auto next = pool.try_spawn(wait_on_event(release));
+      if (!next) {
+        CHECK(next.error == canopy::errc::at_capacity);
+        break;
+      }
+      waiting.push_back(std::move(next.handle));
+      ++spawned;
+    }
+    release.set();
+    for (auto& handle : waiting) {
+      co_await handle;
+    }
+    co_return spawned;
+  };
+  CHECK(canopy::block_on(pool, fill()) == 63);
+
+  // From outside, once the worker has gone idle after more forks: the
+  // slots it kept went back with its reservation, so all 64 are free.
+  release.reset();
+  CHECK(canopy::block_on(pool, forks(12)) == 144);
+  REQUIRE(eventually([&] { return pool.stats().sleeping_workers == 1; }));
+  std::vector<canopy::task_handle<void>> outside;
+  for (int index = 0; index < 64; ++index) {
+    auto next = pool.try_spawn(wait_on_event(release));
+    REQUIRE(next);
+    outside.push_back(std::move(next.handle));
+  }
+  CHECK(pool.try_spawn(wait_on_event(release)).error == canopy::errc::at_capacity);
+  release.set();
+  for (auto& handle : outside) {
+    handle.get();
+  }
+  pool.shutdown();
+  const canopy::executor_stats stats = pool.stats();
+  CHECK(stats.live_tasks == 0);
+  CHECK(stats.dropped_tasks == 0);
+}
