@@ -479,3 +479,26 @@ TEST_CASE("spawns racing shutdown: each refused, run or destroyed; none lost or 
     CHECK(destroyed.load() == accepted.load() + refused.load());
   }
 }
+
+TEST_CASE("block_on of a task that shutdown destroys throws task_cancelled (workers or host)") {
+  watchdog guard("block_on against shutdown", 30);
+  for (const std::size_t workers : {std::size_t{2}, std::size_t{0}}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    async_event never;
+    std::atomic<bool> waiting{false};
+    const auto wait_forever = [&]() -> task<int> {
+      waiting.store(true);
+      co_await never;
+      co_return 1;
+    };
+    std::thread stopper([&] {
+      // Bounded: the task marks itself waiting at its first run.
+      (void)eventually([&] { return waiting.load(); });
+      pool.shutdown();
+    });
+    CHECK_THROWS_AS((void)canopy::block_on(pool, wait_forever()), canopy::task_cancelled);
+    stopper.join();
+    CHECK(waiting.load());
+  }
+}
