@@ -23,8 +23,10 @@
 //     suspended coroutine's frame is destroyed (its destructors run), a
 //     suspended fiber's stack is unwound; a running task is destroyed at its
 //     next suspension point (a plain callable that already started runs to
-//     its end). get() then throws task_cancelled. Returns true if the request
-//     came before the task completed.
+//     its end). get() then throws task_cancelled, also when a running task
+//     reached its end after the request (what it returned or threw is
+//     discarded). Returns true if the request came before the task
+//     completed; false leaves the outcome as it was.
 //   * Dropping (destroying) a handle, or detach(), detaches the task: it still
 //     runs; its result is discarded. If it then ends with an exception, the
 //     exception goes to executor_config::on_detached_exception, as for any

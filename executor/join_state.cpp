@@ -27,10 +27,21 @@ std::int64_t steady_now_ns() noexcept {
 }  // namespace
 
 bool join_state_base::complete(outcome result) noexcept {
-  // acq_rel: release publishes the value/exception written before; acquire
-  // pairs with set_continuation()'s release so the continuation is readable,
-  // and with detach_and_release()'s fetch_or.
-  const std::uint32_t previous = word_.fetch_or(static_cast<std::uint32_t>(result), sync::acq_rel);
+  // A cancel registered before this RMW (request_cancel() returned true)
+  // decides the outcome even if the task ran to its end: both RMWs are on
+  // this word, so exactly one of them sees the other, and "cancel() returned
+  // true" always means "get() throws task_cancelled".
+  std::uint32_t previous = word_.load(sync::relaxed);
+  std::uint32_t decided = 0;
+  do {
+    decided = (previous & cancel_bit) != 0 ? static_cast<std::uint32_t>(outcome::cancelled)
+                                           : static_cast<std::uint32_t>(result);
+    // acq_rel: release publishes the value/exception written before; acquire
+    // pairs with set_continuation()'s release so the continuation is
+    // readable, and with detach_and_release()'s and request_cancel()'s
+    // fetch_or. A failed CAS only retries with the value it read.
+  } while (!word_.compare_exchange_weak(previous, previous | decided, sync::acq_rel,
+                                        sync::relaxed));
   if ((previous & blocked_bit) != 0) {
     sync::futex_wake_all(word_);
   }

@@ -305,12 +305,13 @@ TEST_CASE(
   cancelled_detached->complete_with_error(core);
   cancelled_detached->release_ref();
 
-  // Cancelled but still held: not reported, the error stays for the joiner.
+  // Cancelled but still held: not reported, and the cancel decides the
+  // outcome (cancel() answered true, so the joiner gets task_cancelled).
   auto* cancelled_held = failing("cancelled, held");
   CHECK(cancelled_held->request_cancel());
   cancelled_held->complete_with_error(core);
-  CHECK(cancelled_held->status() == outcome::error);
-  CHECK_THROWS_WITH(cancelled_held->take(), "cancelled, held");
+  CHECK(cancelled_held->status() == outcome::cancelled);
+  CHECK_THROWS_AS(cancelled_held->take(), canopy::task_cancelled);
   cancelled_held->release_ref();
   cancelled_held->release_ref();
 

@@ -318,10 +318,9 @@ TEST_CASE("channel misuse: the documented errors") {
 }
 
 // A running task that ends before its next suspension point: cancel()
-// answers true (asked before the end), and an exception it then throws is
-// never reported as a detached one. (What get() gives then, the value or
-// task_cancelled as the README says, is not checked here: today the
-// outcome is kept, for every task kind.)
+// answers true (asked before the end), get() throws task_cancelled as the
+// README's table says, and an exception it then throws is never reported
+// as a detached one.
 TEST_CASE("cancel() of a running callable: true, and its exception is never reported") {
   watchdog guard("cancel a running callable", 30);
   std::atomic<int> detached_errors{0};
@@ -342,7 +341,7 @@ TEST_CASE("cancel() of a running callable: true, and its exception is never repo
   REQUIRE(eventually([&] { return started.load(); }));
   CHECK(throwing.cancel());
   finish.store(true);
-  CHECK_THROWS((void)throwing.get());
+  CHECK_THROWS_AS((void)throwing.get(), canopy::task_cancelled);
   CHECK_FALSE(throwing.cancel());  // the handle is empty now
 
   started.store(false);
@@ -358,6 +357,50 @@ TEST_CASE("cancel() of a running callable: true, and its exception is never repo
   finish.store(true);
   pool.shutdown();
   CHECK(detached_errors.load() == 0);
+}
+
+// The same for a value: a callable, a coroutine task and a fiber that are
+// running when cancel() is asked and then return without suspending again.
+TEST_CASE("cancel() of a running task that then returns: get() throws task_cancelled") {
+  watchdog guard("cancel a running task that returns", 30);
+  executor pool(config_with(2));
+  std::atomic<bool> started{false};
+  std::atomic<bool> finish{false};
+  const auto spin_until_finish = [&] {
+    started.store(true);
+    while (!finish.load()) {
+      std::this_thread::yield();
+    }
+  };
+  const auto cancel_while_running = [&](auto& handle) {
+    REQUIRE(eventually([&] { return started.load(); }));
+    CHECK(handle.cancel());
+    finish.store(true);
+    CHECK_THROWS_AS((void)handle.get(), canopy::task_cancelled);
+    started.store(false);
+    finish.store(false);
+  };
+  auto callable = pool.spawn([&]() -> int {
+    spin_until_finish();
+    return 9;
+  });
+  cancel_while_running(callable);
+  auto body = [&]() -> task<int> {
+    spin_until_finish();
+    co_return 9;
+  };
+  auto coroutine = pool.spawn(body());
+  cancel_while_running(coroutine);
+  auto fiber = pool.spawn(canopy::fiber([&]() -> int {
+    spin_until_finish();
+    return 9;
+  }));
+  cancel_while_running(fiber);
+  // A cancel after the end changes nothing.
+  auto done = pool.spawn([] { return 9; });
+  REQUIRE(eventually([&] { return done.ready(); }));
+  CHECK_FALSE(done.cancel());
+  CHECK(done.get() == 9);
 }
 
 TEST_CASE("when_all and await_all of nothing complete at once with nothing") {
