@@ -211,8 +211,16 @@ wait_status reactor::ready_or_arm(registration_id id, direction which, const wak
       tick = target.tick;
       return wait_status::ready;
     }
+    // A waker left here belongs to a live wait: every way a wait ends takes
+    // its waker out (the event's dispatch, disarm, remove, the failed add
+    // below). Another task's wait in the same direction is a misuse that
+    // would leave one of the two waiting for ever: refuse the newcomer.
+    if (target.waiters[index].valid() && !(target.waiters[index] == waiter)) {
+      return wait_status::busy;
+    }
     target.waiters[index] = waiter;
     if (!target.in_epoll && !add_to_epoll(target)) {
+      target.waiters[index] = waker{};
       tick = target.tick;
       return wait_status::ready;  // the operation's next attempt reports the error
     }

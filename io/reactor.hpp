@@ -99,6 +99,8 @@ enum class wait_status : std::uint8_t {
   ready,   // the direction is ready (or in error): try the operation
   armed,   // not ready: the waker is stored and will be woken on the next edge
   closed,  // the registration was removed: errc::operation_canceled
+  busy,    // another operation waits in this direction (one at a time):
+           // errc::connection_already_in_progress, nothing stored
 };
 
 struct reactor_stats {
@@ -186,11 +188,12 @@ class reactor final : public idle_driver {
   bool has_pending_events(registration_id id) noexcept;
 
   // ---- completion requests (io_uring backend; io/uring/completion_op.hpp) ----
-  enum class completion_status : std::uint8_t { in_flight, completed, closed, failed };
+  enum class completion_status : std::uint8_t { in_flight, completed, closed, failed, busy };
   // Queue `request` for direction `which` (one request per direction at a
   // time) with `waiter` to wake on its completion; `sequence` names it for
   // the calls below. closed: the registration was removed; failed: the ring
-  // refused it (`error`).
+  // refused it (`error`); busy: another request of this direction is in
+  // flight or its result unclaimed (nothing queued).
   completion_status start_completion(registration_id id, direction which, const waker& waiter,
                                      const detail::completion_request& request,
                                      std::uint16_t& sequence, std::error_code& error) noexcept;

@@ -119,6 +119,10 @@ class readiness_op {
       if (status == wait_status::closed) {
         return finish(std::make_error_code(std::errc::operation_canceled));
       }
+      if (status == wait_status::busy) {
+        armed_ = false;  // nothing of ours is stored: disarm must not clear the other's
+        return finish(std::make_error_code(std::errc::connection_already_in_progress));
+      }
       if (status == wait_status::armed) {
         return false;
       }

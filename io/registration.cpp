@@ -90,7 +90,9 @@ bool readiness_wait::arm(const waker& waiter) noexcept {
 }
 
 void readiness_wait::disarm() noexcept {
-  if (owner_ != nullptr) {
+  // Only a waker this wait stored: a refused (busy) or ready wait stored
+  // none, and clearing would strand another task's wait.
+  if (owner_ != nullptr && status_ == wait_status::armed) {
     owner_->disarm(id_, which_);
   }
 }
@@ -98,6 +100,9 @@ void readiness_wait::disarm() noexcept {
 std::error_code readiness_wait::result() noexcept {
   if (status_ == wait_status::closed) {
     return std::make_error_code(std::errc::operation_canceled);
+  }
+  if (status_ == wait_status::busy) {
+    return std::make_error_code(std::errc::connection_already_in_progress);
   }
   if (owner_->has_error(id_)) {
     return socket_error(fd_);

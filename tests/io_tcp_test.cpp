@@ -422,3 +422,77 @@ TEST_CASE("the last bytes and the peer's FIN in one edge: a short read, then EOF
   }
   CHECK(open_fd_count() == fds_before);
 }
+
+namespace {
+
+// Reads once into `buffer`; the error form, so a refusal is a value.
+template <class Stream>
+task<std::size_t> read_once(Stream* stream, std::span<std::byte> buffer, std::error_code* error) {
+  co_return co_await stream->read_some(buffer, *error);
+}
+
+// Two tasks read one stream at once (a misuse: one operation per direction
+// at a time). Exactly one of them is refused with EALREADY at once; the
+// other gets the bytes; a read after both works. Returns the bytes read.
+template <class Stream>
+task<std::size_t> two_readers(Stream* reader, Stream* writer) {
+  std::array<std::byte, 16> first_buffer{};
+  std::array<std::byte, 16> second_buffer{};
+  std::error_code first_error;
+  std::error_code second_error;
+  auto first = canopy::spawn(read_once(reader, std::span(first_buffer), &first_error));
+  // Let the first read arm; if it has not, the second arms and the first
+  // is the one refused: either way one waits while the other starts.
+  co_await canopy::sleep_for(std::chrono::milliseconds(50));
+  auto second = canopy::spawn(read_once(reader, std::span(second_buffer), &second_error));
+  co_await canopy::sleep_for(std::chrono::milliseconds(50));
+  co_await writer->write_all(bytes_of("ping"));
+  const std::size_t first_got = co_await first;
+  const std::size_t second_got = co_await second;
+  const std::error_code busy = std::make_error_code(std::errc::connection_already_in_progress);
+  CHECK(((first_error == busy) != (second_error == busy)));
+  CHECK(first_got + second_got == 4);
+  CHECK((first_error == busy ? second_error : first_error) == std::error_code());
+  // Nothing of the refused read stays behind: the next read works.
+  co_await writer->write_all(bytes_of("pong"));
+  std::array<std::byte, 16> third_buffer{};
+  std::error_code third_error;
+  const std::size_t third = co_await reader->read_some(third_buffer, third_error);
+  CHECK_FALSE(third_error);
+  co_return first_got + second_got + third;
+}
+
+}  // namespace
+
+TEST_CASE("a second read in the same direction is refused with EALREADY, not left waiting") {
+  const canopy::testing::watchdog guard("two readers", 60);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    canopy::io::reactor_timers timers(pool);  // for the test's sleep_for
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    const endpoint server = listener.local_endpoint();
+    auto tcp = pool.spawn(
+        [](reactor* owner, tcp_listener* listener, endpoint server) -> task<std::size_t> {
+          tcp_stream client = co_await tcp_stream::connect(*owner, server);
+          tcp_stream accepted = co_await listener->accept();
+          co_return co_await two_readers(&accepted, &client);
+        }(&owner, &listener, server));
+    REQUIRE(tcp.wait_for(std::chrono::seconds(20)));
+    CHECK(tcp.get() == 8);
+
+    // A Unix stream (readiness waits on both backends).
+    int ends[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends) == 0);
+    std::error_code error;
+    canopy::io::unix_stream reader(owner, ends[0], error);
+    REQUIRE_FALSE(error);
+    canopy::io::unix_stream writer(owner, ends[1], error);
+    REQUIRE_FALSE(error);
+    auto unix_pair = pool.spawn(two_readers(&reader, &writer));
+    REQUIRE(unix_pair.wait_for(std::chrono::seconds(20)));
+    CHECK(unix_pair.get() == 8);
+  }
+  CHECK(open_fd_count() == fds_before);
+}

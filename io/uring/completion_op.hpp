@@ -139,6 +139,9 @@ class completion_op {
       case reactor::completion_status::failed:
         finish(error);
         return false;
+      case reactor::completion_status::busy:
+        finish(std::make_error_code(std::errc::connection_already_in_progress));
+        return false;
       case reactor::completion_status::closed:
       case reactor::completion_status::completed:
         break;
@@ -158,6 +161,7 @@ class completion_op {
         return absorb(answer);
       case reactor::completion_status::closed:
       case reactor::completion_status::failed:
+      case reactor::completion_status::busy:
         break;
     }
     in_flight_ = false;

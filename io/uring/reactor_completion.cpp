@@ -203,6 +203,9 @@ reactor::completion_status reactor::start_completion(registration_id id, directi
       return completion_status::closed;
     }
     registration_entry::completion& op = target->completions[index];
+    if (op.in_flight || op.done) {
+      return completion_status::busy;  // another task's request (one per direction)
+    }
     op.sequence = static_cast<std::uint16_t>((op.sequence + 1) & sequence_mask);
     op.generation = id.generation;
     op.forget_result();
