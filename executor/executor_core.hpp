@@ -347,8 +347,9 @@ class executor_core final : private sleep_probe {
   // its LIFO slot or the tree), or null.
   // `target` is task `id`'s slot (arena_.slot(id.slot)).
   worker_state* claim_pending(task_id id, task_slot& target);
-  // KeepForSpawn: a retired slot may be kept as self's child slot
-  // (the coroutine take-over, whose awaiter most likely forks again next).
+  // KeepForSpawn: an adopted task's slot may be kept for self's next
+  // spawn (kept_slots: the coroutine take-over, whose awaiter most likely
+  // forks again next).
   template <bool KeepForSpawn>
   pending_run run_or_adopt(task_id id, const adoption& adopt);
   // Run a task claimed by claim_pending nested in the running one.

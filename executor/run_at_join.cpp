@@ -171,8 +171,9 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
     return;
   }
   target.vtable = nullptr;  // as retire_unrun: a free slot has no vtable
-  // release: as retire_unrun's; the slot stays this worker's, so nobody
-  // else reads it until spawn_child publishes it again.
+  // release: as retire_unrun's (a stale waker that reads the new
+  // generation gives up). The slot then stays this worker's: nobody else
+  // takes it until it is spawned into again or goes back to the arena.
   target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
   worker_counters::bump(self.counters.tasks_run);
   worker_counters::bump(self.counters.finished);

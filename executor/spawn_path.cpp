@@ -7,7 +7,6 @@
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <utility>
 
 #include "../embed/host_runner.hpp"
 #include "core_inline.hpp"
