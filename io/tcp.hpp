@@ -15,7 +15,9 @@
 // (MSG_NOSIGNAL): a write to a reset connection gives EPIPE or ECONNRESET.
 //
 // Threads: one operation per direction at a time on a stream (one reader
-// and one writer may run concurrently in different tasks); close() from any
+// and one writer may run concurrently in different tasks; a second one in
+// a direction where another task's operation waits fails at once with
+// errc::connection_already_in_progress); close() from any
 // thread, but not while another thread still uses the object. Destroying a
 // stream or listener closes its descriptor, after removing its registration.
 // The task forms are canopy::task<T> (co_await them inside a canopy::task);

@@ -9,7 +9,8 @@
 //
 // Who may call: the operations are canopy::task<T> awaited inside a task
 // (the fibers' forms are in <canopy/io/fiber.hpp>); one operation per
-// direction at a time; close() from any thread. Errors: each operation has
+// direction at a time (a second one while another task's waits fails with
+// errc::connection_already_in_progress); close() from any thread. Errors: each operation has
 // a std::error_code& form that never throws for I/O errors and a form that
 // throws std::system_error with the same code; EAGAIN and EINTR never
 // surface. A datagram larger than the buffer is cut: the receive reports
