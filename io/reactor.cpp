@@ -211,10 +211,8 @@ wait_status reactor::ready_or_arm(registration_id id, direction which, const wak
       tick = target.tick;
       return wait_status::ready;
     }
-    // A waker left here belongs to a live wait: every way a wait ends takes
-    // its waker out (the event's dispatch, disarm, remove, the failed add
-    // below). Another task's wait in the same direction is a misuse that
-    // would leave one of the two waiting for ever: refuse the newcomer.
+    // A stored waker is a live wait's (each way a wait ends takes it out):
+    // another task's wait here would strand one of the two, so refuse it.
     if (target.waiters[index].valid() && !(target.waiters[index] == waiter)) {
       return wait_status::busy;
     }
@@ -248,11 +246,10 @@ std::uint64_t reactor::tick(registration_id id) noexcept {
 void reactor::clear_ready(registration_id id, direction which, std::uint64_t tick) noexcept {
   slab_.with_live(id, false, [&](registration_entry& target) {
     if (target.tick == tick) {
-      // EAGAIN proves the socket has no EOF or error to report in this
-      // direction now (those return 0 or the error, never EAGAIN): a hang-up
-      // or error flag is stale — e.g. EPOLLHUP reported for a socket that
-      // epoll saw before its connect(2) — and must not keep the direction
-      // ready, or the operation would spin on EAGAIN.
+      // EAGAIN proves no EOF or error is due in this direction (those
+      // return 0 or the error): a hang-up or error flag is stale (EPOLLHUP
+      // for a socket epoll saw before its connect(2)) and must not keep
+      // the direction ready, or the operation would spin on EAGAIN.
       target.ready[static_cast<std::size_t>(which)] = false;
       target.error = false;
       if (which == direction::read) {
@@ -460,8 +457,7 @@ std::size_t reactor::dispatch() noexcept {
   delivered += static_cast<std::size_t>(collected);
   // A busy worker's poll, or a park whose epoll_wait came back full: look
   // for more without blocking. Right after a park that collected less than
-  // a full batch, that syscall would find what arrived in the last few µs
-  // at best, and cost ~2 µs on every timer and readiness wake-up.
+  // a full batch, that syscall would find at best what arrived since.
   if (!fresh_from_wait_) {
     polls_.fetch_add(1, sync::relaxed);
     const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);

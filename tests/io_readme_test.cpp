@@ -112,7 +112,7 @@ TEST_CASE("bad addresses and ports: clear errors in both forms, never a crash") 
   std::error_code error;
   (void)io::endpoint::parse("not an address", 80, error);
   CHECK(error == std::errc::invalid_argument);
-  CHECK_THROWS_AS((void)io::endpoint::parse("256.1.1.1", 80), std::system_error);
+  CHECK_THROWS_AS((void)io::endpoint::parse("127.0.0.256", 80), std::system_error);
   CHECK_THROWS_AS((void)io::endpoint::parse("", 80), std::system_error);
 
   // A port already listened on: address_in_use, reported or thrown.
