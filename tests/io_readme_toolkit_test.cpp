@@ -18,6 +18,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -149,4 +150,23 @@ TEST_CASE("http server and curl: a header line over the head limit and too many 
   std::remove(file.c_str());
   server.cancel();
   pool.shutdown();
+}
+
+TEST_CASE("reactor_options: a ring_entries of 0 is refused, named, on every backend") {
+  // Before, automatic fell back to epoll without a word and io_uring threw
+  // io_uring_setup's bare EINVAL.
+  for (canopy::io::io_backend backend :
+       {canopy::io::io_backend::automatic, canopy::io::io_backend::epoll,
+        canopy::io::io_backend::io_uring}) {
+    bool named = false;
+    try {
+      (void)canopy::io::with_reactor({}, {.backend = backend, .ring_entries = 0});
+    } catch (const std::invalid_argument& error) {
+      named = std::string(error.what()).find("ring_entries") != std::string::npos;
+    }
+    CHECK(named);
+  }
+  // The smallest ring works.
+  executor pool(canopy::io::with_reactor(io_config(1), {.ring_entries = 1}));
+  CHECK(pool.spawn([] { return 5; }).get() == 5);
 }
