@@ -18,6 +18,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -169,4 +170,21 @@ TEST_CASE("reactor_options: a ring_entries of 0 is refused, named, on every back
   // The smallest ring works.
   executor pool(canopy::io::with_reactor(io_config(1), {.ring_entries = 1}));
   CHECK(pool.spawn([] { return 5; }).get() == 5);
+}
+
+TEST_CASE("signal_set: an async_wait pending at shutdown is destroyed with its captures") {
+  canopy::io::block_signals({SIGUSR1});
+  watchdog dog("async_wait at shutdown", 60);
+  auto held = std::make_shared<int>(1);
+  std::atomic<bool> called{false};
+  {
+    executor pool(io_config(2));
+    signal_set set(canopy::io::reactor::of(pool), {SIGUSR1});
+    set.async_wait(pool, [held, &called](int, std::error_code) { called = true; });
+    CHECK(held.use_count() == 2);
+    std::this_thread::sleep_for(20ms);
+    pool.shutdown();
+    CHECK(held.use_count() == 1);  // the callback went with its task
+  }
+  CHECK_FALSE(called.load());
 }
