@@ -496,3 +496,27 @@ TEST_CASE("fibers: stack sizes, exceptions, awaiting coroutine handles and back,
     CHECK(destroyed.load() == 2);
   }
 }
+
+TEST_CASE(
+    "stats(): live_tasks, capacity; a cancel counts as finished, shutdown's leftovers as dropped") {
+  watchdog dog("stats", 60);
+  executor pool(config_with(2));
+  CHECK(pool.stats().capacity == pool.capacity());
+  async_event never;
+  std::atomic<int> destroyed{0};
+  std::atomic<int> started{0};
+  auto cancelled = pool.spawn(wait_and_count(never, destroyed, 1, started));
+  auto left = pool.spawn(wait_and_count(never, destroyed, 2, started));
+  REQUIRE(eventually([&] { return started.load() == 2; }));
+  CHECK(pool.stats().live_tasks == 2);
+  CHECK(cancelled.cancel());
+  CHECK(eventually([&] { return pool.stats().live_tasks == 1; }));
+  CHECK(pool.stats().total().finished == 1);
+  CHECK(pool.stats().dropped_tasks == 0);
+  pool.shutdown();
+  const canopy::executor_stats after = pool.stats();
+  CHECK(after.live_tasks == 0);
+  CHECK(after.dropped_tasks == 1);
+  CHECK(after.total().finished == 1);
+  CHECK(destroyed.load() == 2);
+}
