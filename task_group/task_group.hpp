@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -160,6 +161,11 @@ auto start_made(Made&& made) {
   }
 }
 
+template <class C>
+struct is_std_function : std::false_type {};
+template <class Signature>
+struct is_std_function<std::function<Signature>> : std::true_type {};
+
 // Child is a task<T>, a fiber description, or a callable making one (called
 // here, so that a lambda's captures live in this frame as long as the child
 // runs: a coroutine lambda reads them through its closure).
@@ -248,7 +254,8 @@ class task_group {
   // taking a std::stop_token (the group's) or nothing and returning one of
   // those. Inside a running task only (std::logic_error otherwise); spawn
   // errors as canopy::spawn; std::logic_error after close();
-  // std::invalid_argument for an empty task.
+  // std::invalid_argument for an empty task, a null function pointer or an
+  // empty std::function.
   template <class X>
   void spawn(X&& child) {
     using C = std::decay_t<X>;
@@ -258,6 +265,14 @@ class task_group {
                     "task_group<T>::spawn: the child must be a task<T>");
       if (!child.valid()) {
         throw std::invalid_argument("canopy::task_group::spawn: an empty task");
+      }
+    } else if constexpr (std::is_pointer_v<C> || detail::is_std_function<C>::value) {
+      // Refused here: called later in the child, it would fail far from the
+      // mistake (a null pointer's call crashes), or vanish if cancelled first.
+      if (!child) {
+        throw std::invalid_argument(
+            "canopy::task_group::spawn: an empty callable (a null function pointer or an empty "
+            "std::function)");
       }
     }
     launch(C(std::forward<X>(child)));

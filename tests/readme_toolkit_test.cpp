@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -251,19 +252,29 @@ TEST_CASE("task_group: close() while children wait cancels them; the destructor 
     (void)canopy::block_on(pool, body());
     CHECK(eventually([&] { return destroyed.load() == 4; }));
   }
-  SUBCASE("an empty task is refused, named") {
-    auto body = [&]() -> task<bool> {
+  SUBCASE("an empty task, a null std::function or function pointer is refused at spawn") {
+    // Before, a null callable was spawned and failed later with
+    // bad_function_call (or a null call), or vanished if close() cancelled it.
+    auto body = [&]() -> task<int> {
       canopy::task_group<int> group;
-      bool refused = false;
-      try {
-        group.spawn(task<int>{});
-      } catch (const std::invalid_argument&) {
-        refused = true;
-      }
+      int refused = 0;
+      const auto refuse = [&](auto&& child) {
+        try {
+          group.spawn(std::forward<decltype(child)>(child));
+        } catch (const std::invalid_argument& error) {
+          refused += std::string(error.what()).find("empty") != std::string::npos ? 1 : 0;
+        }
+      };
+      refuse(task<int>{});
+      refuse(std::function<task<int>()>{});
+      refuse(std::function<task<int>(std::stop_token)>{});
+      refuse(static_cast<task<int> (*)()>(nullptr));
+      group.spawn(std::function<task<int>()>([] { return value_of(4); }));
+      const std::optional<int> four = co_await group.next();
       co_await group.close();
-      co_return refused;
+      co_return refused * 10 + four.value_or(0);
     };
-    CHECK(canopy::block_on(pool, body()));
+    CHECK(canopy::block_on(pool, body()) == 44);
   }
 }
 
