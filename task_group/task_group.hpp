@@ -20,7 +20,6 @@
 #include <cstddef>
 #include <deque>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -161,11 +160,6 @@ auto start_made(Made&& made) {
   }
 }
 
-template <class C>
-struct is_std_function : std::false_type {};
-template <class Signature>
-struct is_std_function<std::function<Signature>> : std::true_type {};
-
 // Child is a task<T>, a fiber description, or a callable making one (called
 // here, so that a lambda's captures live in this frame as long as the child
 // runs: a coroutine lambda reads them through its closure).
@@ -266,14 +260,8 @@ class task_group {
       if (!child.valid()) {
         throw std::invalid_argument("canopy::task_group::spawn: an empty task");
       }
-    } else if constexpr (std::is_pointer_v<C> || detail::is_std_function<C>::value) {
-      // Refused here: called later in the child, it would fail far from the
-      // mistake (a null pointer's call crashes), or vanish if cancelled first.
-      if (!child) {
-        throw std::invalid_argument(
-            "canopy::task_group::spawn: an empty callable (a null function pointer or an empty "
-            "std::function)");
-      }
+    } else {
+      detail::refuse_empty_callable(child, "canopy::task_group::spawn");
     }
     launch(C(std::forward<X>(child)));
   }

@@ -531,3 +531,28 @@ TEST_CASE(
   CHECK(after.total().finished == 1);
   CHECK(destroyed.load() == 2);
 }
+
+TEST_CASE("a null function pointer or an empty std::function is refused by every spawn verb") {
+  // Before, a null pointer crashed the worker that called it (SIGSEGV) and
+  // an empty std::function failed only at get() with bad_function_call.
+  watchdog dog("empty callables", 60);
+  executor pool(config_with(1));
+  using pointer = int (*)();
+  const auto refused = [](auto&& spawn_it) {
+    try {
+      spawn_it();
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what()).find("empty callable") != std::string::npos;
+    }
+    return false;
+  };
+  CHECK(refused([&] { (void)pool.spawn(pointer{}); }));
+  CHECK(refused([&] { (void)pool.spawn(std::function<int()>{}); }));
+  CHECK(refused([&] { (void)pool.try_spawn(pointer{}); }));
+  CHECK(refused([&] { pool.spawn_detached(std::function<void()>{}); }));
+  CHECK(refused([&] { pool.post(static_cast<void (*)()>(nullptr)); }));
+  CHECK(refused([&] { (void)pool.spawn(canopy::fiber(pointer{})); }));
+  CHECK(refused([&] { (void)pool.spawn(canopy::fiber(std::function<int()>{})); }));
+  CHECK(pool.spawn(std::function<int()>([] { return 6; })).get() == 6);  // a full one runs
+  CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));       // nothing refused was left
+}
