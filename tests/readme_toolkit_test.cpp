@@ -1,11 +1,9 @@
 // The README's toolkit promises, checked as a user would rely on them,
-// through the public headers only: executor_config's ranges, the trace
-// file, task_group's failure and cancel rules, the blocking pool's limits
-// and errors, channels closed under waiters, the semaphore's bad
-// arguments, async_event's manual reset, and fibers' stacks, exceptions
-// and unwinding.
+// through the public headers only: task_group's failure and cancel rules,
+// the blocking pool's limits and errors, channels closed under waiters, the
+// semaphore's bad arguments, async_event's manual reset, and fibers' stacks,
+// exceptions and unwinding (executor-level promises: readme_executor_test).
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <canopy/blocking.hpp>
@@ -15,9 +13,6 @@
 #include <canopy/sync.hpp>
 #include <canopy/task_group.hpp>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -31,7 +26,6 @@
 
 using canopy::async_event;
 using canopy::executor;
-using canopy::executor_config;
 using canopy::task;
 using canopy::testing::config_with;
 using canopy::testing::eventually;
@@ -39,21 +33,6 @@ using canopy::testing::watchdog;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Checks that constructing an executor with `config` throws
-// std::invalid_argument whose message names `field`.
-void check_refused(const executor_config& config, const std::string& field) {
-  INFO("field: ", field);
-  bool thrown = false;
-  try {
-    executor pool(config);
-  } catch (const std::invalid_argument& error) {
-    thrown = true;
-    INFO("message: ", error.what());
-    CHECK(std::string(error.what()).find(field) != std::string::npos);
-  }
-  CHECK(thrown);
-}
 
 // Counts destructor runs, to see a cancelled task's frame or stack unwound.
 struct counted {
@@ -89,81 +68,6 @@ task<int> fail_with(const char* message) {
 }
 
 }  // namespace
-
-TEST_CASE("executor_config: every documented range is checked, the field named") {
-  watchdog dog("executor_config ranges", 60);
-  auto base = [] { return config_with(1); };
-  executor_config config = base();
-  config.worker_count = executor_config::max_worker_count + 1;
-  check_refused(config, "worker_count");
-  for (std::size_t bad : {std::size_t{0}, std::size_t{3}, std::size_t{128}}) {
-    config = base();
-    config.signals_per_leaf = bad;
-    check_refused(config, "signals_per_leaf");
-  }
-  config = base();
-  config.max_leaves = 0;
-  check_refused(config, "max_leaves");
-  config = base();
-  config.max_leaves = executor_config::max_leaf_limit + 1;
-  check_refused(config, "max_leaves");
-  config = config_with(4);
-  config.max_leaves = 2;  // "at least worker_count"
-  check_refused(config, "max_leaves");
-  config = base();
-  config.idle_yield_rounds = 100'001;
-  check_refused(config, "idle_yield_rounds");
-  for (std::uint32_t bad : {0u, 1'000'001u}) {
-    config = base();
-    config.driver_poll_interval = bad;
-    check_refused(config, "driver_poll_interval");
-  }
-  for (std::size_t bad :
-       {executor_config::min_trace_events - 1, executor_config::max_trace_events + 1}) {
-    config = base();
-    config.trace_events_per_worker = bad;
-    check_refused(config, "trace_events_per_worker");
-  }
-  config = base();
-  config.pin_workers = true;
-  config.worker_cpus = {1 << 20};  // no process may use CPU 1048576
-  check_refused(config, "worker_cpus");
-  // The edges of each range are accepted.
-  config = base();
-  config.signals_per_leaf = 1;
-  config.max_leaves = 1;
-  config.idle_yield_rounds = 100'000;
-  config.driver_poll_interval = 1'000'000;
-  config.trace_events_per_worker = executor_config::min_trace_events;
-  executor edges(config);
-  CHECK(edges.spawn([] { return 7; }).get() == 7);
-}
-
-TEST_CASE("trace_path: shutdown writes JSON that loads, and an SVG beside it") {
-  watchdog dog("trace file", 60);
-  const std::string path = "/tmp/canopy_readme_trace_" + std::to_string(::getpid()) + ".json";
-  const std::string svg = path.substr(0, path.size() - 5) + ".svg";
-  std::remove(path.c_str());
-  std::remove(svg.c_str());
-  {
-    executor_config config = config_with(2);
-    config.trace_path = path;
-    executor pool(config);
-    std::vector<canopy::join_handle<int>> handles;
-    for (int i = 0; i < 200; ++i) handles.push_back(pool.spawn([i] { return i; }));
-    for (auto& each : handles) (void)each.get();
-    pool.shutdown();
-  }
-  const std::string check = "python3 -m json.tool " + path + " > /dev/null";
-  CHECK(std::system(check.c_str()) == 0);
-  std::ifstream image(svg);
-  CHECK(image.good());
-  std::string head;
-  std::getline(image, head);
-  CHECK(head.find("<") != std::string::npos);
-  std::remove(path.c_str());
-  std::remove(svg.c_str());
-}
 
 TEST_CASE("task_group: a failing child, with and without cancel_on_failure") {
   watchdog dog("task_group failures", 60);
@@ -506,53 +410,4 @@ TEST_CASE("fibers: stack sizes, exceptions, awaiting coroutine handles and back,
     CHECK_THROWS_AS((void)handle.get(), canopy::task_cancelled);
     CHECK(destroyed.load() == 2);
   }
-}
-
-TEST_CASE(
-    "stats(): live_tasks, capacity; a cancel counts as finished, shutdown's leftovers as dropped") {
-  watchdog dog("stats", 60);
-  executor pool(config_with(2));
-  CHECK(pool.stats().capacity == pool.capacity());
-  async_event never;
-  std::atomic<int> destroyed{0};
-  std::atomic<int> started{0};
-  auto cancelled = pool.spawn(wait_and_count(never, destroyed, 1, started));
-  auto left = pool.spawn(wait_and_count(never, destroyed, 2, started));
-  REQUIRE(eventually([&] { return started.load() == 2; }));
-  CHECK(pool.stats().live_tasks == 2);
-  CHECK(cancelled.cancel());
-  CHECK(eventually([&] { return pool.stats().live_tasks == 1; }));
-  CHECK(pool.stats().total().finished == 1);
-  CHECK(pool.stats().dropped_tasks == 0);
-  pool.shutdown();
-  const canopy::executor_stats after = pool.stats();
-  CHECK(after.live_tasks == 0);
-  CHECK(after.dropped_tasks == 1);
-  CHECK(after.total().finished == 1);
-  CHECK(destroyed.load() == 2);
-}
-
-TEST_CASE("a null function pointer or an empty std::function is refused by every spawn verb") {
-  // Before, a null pointer crashed the worker that called it (SIGSEGV) and
-  // an empty std::function failed only at get() with bad_function_call.
-  watchdog dog("empty callables", 60);
-  executor pool(config_with(1));
-  using pointer = int (*)();
-  const auto refused = [](auto&& spawn_it) {
-    try {
-      spawn_it();
-    } catch (const std::invalid_argument& error) {
-      return std::string(error.what()).find("empty callable") != std::string::npos;
-    }
-    return false;
-  };
-  CHECK(refused([&] { (void)pool.spawn(pointer{}); }));
-  CHECK(refused([&] { (void)pool.spawn(std::function<int()>{}); }));
-  CHECK(refused([&] { (void)pool.try_spawn(pointer{}); }));
-  CHECK(refused([&] { pool.spawn_detached(std::function<void()>{}); }));
-  CHECK(refused([&] { pool.post(static_cast<void (*)()>(nullptr)); }));
-  CHECK(refused([&] { (void)pool.spawn(canopy::fiber(pointer{})); }));
-  CHECK(refused([&] { (void)pool.spawn(canopy::fiber(std::function<int()>{})); }));
-  CHECK(pool.spawn(std::function<int()>([] { return 6; })).get() == 6);  // a full one runs
-  CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));       // nothing refused was left
 }
