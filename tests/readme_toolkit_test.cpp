@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -45,7 +46,9 @@ struct counted {
 task<int> wait_and_count(async_event& event, std::atomic<int>& destroyed, int value,
                          std::atomic<int>& started) {
   counted guard(destroyed);
-  started.fetch_add(1, std::memory_order_relaxed);
+  // Pairs with until_started's acquire load: what the child's maker wrote
+  // before it started (a stop_token kept by the test) is visible there.
+  started.fetch_add(1, std::memory_order_release);
   co_await event;
   co_return value;
 }
@@ -54,10 +57,12 @@ task<int> wait_and_count(async_event& event, std::atomic<int>& destroyed, int va
 // started has no locals whose destructors could run), for at most 10 s.
 task<void> until_started(std::atomic<int>& started, int count) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (started.load() < count && std::chrono::steady_clock::now() < deadline) {
+  // Acquire: pairs with wait_and_count's release increment.
+  while (started.load(std::memory_order_acquire) < count &&
+         std::chrono::steady_clock::now() < deadline) {
     co_await canopy::yield_now();
   }
-  CHECK(started.load() == count);
+  CHECK(started.load(std::memory_order_acquire) == count);  // as above
 }
 
 task<int> value_of(int value) { co_return value; }
@@ -131,18 +136,21 @@ TEST_CASE("task_group: close() while children wait cancels them; the destructor 
     auto body = [&]() -> task<int> {
       canopy::task_group<int> group;
       for (int i = 0; i < 4; ++i) group.spawn(wait_and_count(never, destroyed, i, started));
-      group.spawn([](std::stop_token token) -> task<int> {
-        CHECK_FALSE(token.stop_requested());
-        co_return 1;
+      std::stop_token seen;  // the group's, handed to a callable child
+      group.spawn([&](std::stop_token token) {
+        seen = token;
+        return wait_and_count(never, destroyed, 4, started);
       });
-      co_await until_started(started, 4);
+      co_await until_started(started, 5);
+      CHECK_FALSE(seen.stop_requested());
       co_await group.close();
+      CHECK(seen.stop_requested());
       CHECK(group.stop_token().stop_requested());
       CHECK(group.running() == 0);
       CHECK_THROWS_AS(group.spawn(value_of(1)), std::logic_error);
       co_return destroyed.load();
     };
-    CHECK(canopy::block_on(pool, body()) == 4);
+    CHECK(canopy::block_on(pool, body()) == 5);
   }
   SUBCASE("a group destroyed with children running cancels them, nothing leaks") {
     auto body = [&]() -> task<int> {
