@@ -188,3 +188,14 @@ TEST_CASE("signal_set: an async_wait pending at shutdown is destroyed with its c
   }
   CHECK_FALSE(called.load());
 }
+
+TEST_CASE("signal_set: async_wait with an empty callback is refused at once") {
+  // Before, it was accepted and failed with bad_function_call, reported to
+  // on_detached_exception only when a signal came.
+  canopy::io::block_signals({SIGUSR1});
+  watchdog dog("async_wait empty", 60);
+  executor pool(io_config(1));
+  signal_set set(canopy::io::reactor::of(pool), {SIGUSR1});
+  CHECK_THROWS_AS(set.async_wait(pool, {}), std::invalid_argument);
+  CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));  // nothing spawned
+}
