@@ -199,3 +199,21 @@ TEST_CASE("signal_set: async_wait with an empty callback is refused at once") {
   CHECK_THROWS_AS(set.async_wait(pool, {}), std::invalid_argument);
   CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));  // nothing spawned
 }
+
+TEST_CASE("callback_registration: an empty callback is refused at once, in both forms") {
+  // Before, it was accepted and its first readiness threw bad_function_call
+  // into on_detached_exception, ending the watch.
+  watchdog dog("callback empty", 60);
+  executor pool(io_config(1));
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  CHECK_THROWS_AS(
+      canopy::io::callback_registration(pool, fds[0], canopy::io::interest::readable, {}),
+      std::invalid_argument);
+  std::error_code error;
+  canopy::io::callback_registration quiet(pool, fds[0], canopy::io::interest::readable, {}, error);
+  CHECK(error == std::errc::invalid_argument);
+  CHECK_FALSE(quiet.is_open());
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
