@@ -62,6 +62,9 @@ struct blocking_pool_config {
   void validate() const;
 };
 
+// A snapshot. A call is counted as completed (and stops counting as
+// running) just after its task is woken, so a snapshot taken at once after
+// the co_await may not include it yet.
 struct blocking_pool_stats {
   std::size_t threads = 0;      // alive now
   std::size_t idle = 0;         // alive and waiting for a call

@@ -60,6 +60,8 @@
 #include <concepts>
 #include <functional>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -91,6 +93,29 @@ concept spawnable_task = requires {
   typename task_spawner<std::remove_cvref_t<Task>>::handle_type;
 };
 
+namespace detail {
+
+// A null function pointer or an empty std::function as a task's callable is
+// refused at the spawn: called on a worker it would crash it (a null
+// pointer) or fail far from the mistake (std::bad_function_call at get()).
+template <class Fn>
+struct is_std_function : std::false_type {};
+template <class Signature>
+struct is_std_function<std::function<Signature>> : std::true_type {};
+
+template <class Fn>
+void refuse_empty_callable(const Fn& fn, const char* verb) {
+  if constexpr (std::is_pointer_v<Fn> || is_std_function<Fn>::value) {
+    if (!static_cast<bool>(fn)) {
+      throw std::invalid_argument(std::string(verb) +
+                                  ": an empty callable (a null function pointer or an empty "
+                                  "std::function)");
+    }
+  }
+}
+
+}  // namespace detail
+
 // What try_spawn returns: the handle, or why the task was not accepted.
 template <class Handle>
 struct spawn_attempt {
@@ -113,6 +138,7 @@ class executor {
   requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto spawn(Fn&& fn)
       -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
+    detail::refuse_empty_callable(fn, "canopy::executor::spawn");
     auto outcome = spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::block);
     if (outcome.error) {
       throw spawn_error(static_cast<errc>(outcome.error.value()));
@@ -150,12 +176,14 @@ class executor {
   requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
       -> spawn_attempt<join_handle<std::invoke_result_t<std::decay_t<Fn>&>>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
+    detail::refuse_empty_callable(fn, "canopy::executor::try_spawn");
     return spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::fail);
   }
 
   // Spawn without a join handle (cheapest). Exceptions go to the handler.
   template <class Fn>
   requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) void spawn_detached(Fn&& fn) {
+    detail::refuse_empty_callable(fn, "canopy::executor::spawn_detached");
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
     if (const spawn_status status = spawn_body(task, spawn_mode::block, nullptr);
@@ -183,6 +211,7 @@ class executor {
   template <class Fn>
   requires std::invocable < std::decay_t<Fn>
   & > void post(Fn&& fn) {
+    detail::refuse_empty_callable(fn, "canopy::executor::post");
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
     if (const spawn_status status =

@@ -21,13 +21,17 @@ struct worker_stats {
   std::uint64_t wakes_by_shutdown = 0;  // parks ended by shutdown
   std::uint64_t spurious_wakeups = 0;   // returns from the park backend while still SLEEPING
   std::uint64_t spawned = 0;            // tasks spawned by tasks running on this worker
-  std::uint64_t finished = 0;           // tasks that completed on this worker
+  // Tasks that ended on this worker: with a value, an exception, or
+  // destroyed there after a cancel (shutdown's leftovers: dropped_tasks).
+  std::uint64_t finished = 0;
 };
 
 struct executor_stats {
-  std::vector<worker_stats> workers;   // the owned workers
-  worker_stats host;                   // runs made by host threads (executor::run_once and friends)
-  std::uint64_t dropped_tasks = 0;     // tasks destroyed without completing
+  std::vector<worker_stats> workers;  // the owned workers
+  worker_stats host;                  // runs made by host threads (executor::run_once and friends)
+  // Tasks shutdown destroyed before they ended (a cancelled task counts in
+  // the finished of the worker that destroyed it).
+  std::uint64_t dropped_tasks = 0;
   std::uint32_t sleeping_workers = 0;  // workers parked when the snapshot was taken
   // Tasks spawned and not yet ended (completed or dropped). Exact when the
   // executor is quiescent; while tasks run, a snapshot of counters read one

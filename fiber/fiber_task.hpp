@@ -262,11 +262,13 @@ struct fiber_spec {
 };
 
 // fn is moved (or copied) into the description, and from there into the
-// fiber's control block when it is spawned.
+// fiber's control block when it is spawned. A null function pointer or an
+// empty std::function: std::invalid_argument.
 template <class Fn>
 requires std::is_invocable_v < std::decay_t<Fn>
 & > fiber_spec<std::decay_t<Fn>> fiber(Fn&& fn,
                                        std::size_t stack_size = stack_pool::default_stack_size) {
+  detail::refuse_empty_callable(fn, "canopy::fiber");
   return fiber_spec<std::decay_t<Fn>>{std::forward<Fn>(fn), stack_size};
 }
 

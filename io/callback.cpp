@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -90,6 +91,10 @@ task<void> callback_loop(std::shared_ptr<state> shared) {
 callback_registration::callback_registration(executor& pool, int fd, interest what,
                                              callback on_ready, std::error_code& error) {
   error.clear();
+  if (!on_ready) {  // else bad_function_call at the first readiness, far from the mistake
+    error = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
   reactor& owner = reactor::of(pool);
   auto shared = std::make_shared<state>();
   shared->keep_alive = pool.core().config().driver;
@@ -111,6 +116,9 @@ callback_registration::callback_registration(executor& pool, int fd, interest wh
 
 callback_registration::callback_registration(executor& pool, int fd, interest what,
                                              callback on_ready) {
+  if (!on_ready) {
+    throw std::invalid_argument("canopy::io::callback_registration: an empty callback");
+  }
   std::error_code error;
   *this = callback_registration(pool, fd, what, std::move(on_ready), error);
   if (error) {

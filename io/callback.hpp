@@ -39,10 +39,12 @@ class callback_registration {
 
   callback_registration() noexcept = default;
   // Errors: those of reactor::add (invalid fd, already registered, ...),
-  // and errc::operation_canceled if the executor is shutting down.
+  // errc::operation_canceled if the executor is shutting down, and
+  // errc::invalid_argument for an empty callback.
   callback_registration(executor& pool, int fd, interest what, callback on_ready,
                         std::error_code& error);
-  // Throwing form: std::system_error naming the descriptor.
+  // Throwing form: std::system_error naming the descriptor;
+  // std::invalid_argument for an empty callback.
   callback_registration(executor& pool, int fd, interest what, callback on_ready);
   callback_registration(callback_registration&&) noexcept = default;
   callback_registration& operator=(callback_registration&& other) noexcept;

@@ -28,6 +28,14 @@ std::uint64_t cookie_of(std::uint32_t slot, std::uint32_t generation) noexcept {
 reactor::reactor() : reactor(reactor_options{}) {}
 
 reactor::reactor(reactor_options options) {
+  // Checked whichever backend runs, so that bad input fails the same way
+  // with CANOPY_IO_BACKEND set or not (io_uring_setup refuses 0 with a bare
+  // EINVAL, and automatic would fall back to epoll without a word).
+  if (options.ring_entries == 0) {
+    throw std::invalid_argument(
+        "canopy::io::reactor_options: ring_entries is 0; it must be at least 1 (rounded up to a "
+        "power of two, clamped to the kernel's maximum)");
+  }
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) {
     throw std::system_error(errno, std::system_category(), "canopy::io::reactor: epoll_create1");

@@ -87,7 +87,9 @@ struct reactor_options {
   // overrides this for every reactor of the process.
   io_backend backend = io_backend::automatic;
   // Submission-queue entries of the io_uring backend (rounded to a power of
-  // two; a full queue is submitted early, never an error).
+  // two, clamped to the kernel's maximum; a full queue is submitted early,
+  // never an error). 0: std::invalid_argument naming the field, on every
+  // backend.
   unsigned ring_entries = 4096;
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -140,6 +141,9 @@ int signal_set::try_wait(std::error_code& error) noexcept {
 }
 
 void signal_set::async_wait(executor& pool, std::function<void(int, std::error_code)> on_signal) {
+  if (!on_signal) {  // else bad_function_call when the signal comes, far from the mistake
+    throw std::invalid_argument("canopy::io::signal_set::async_wait: an empty callback");
+  }
   pool.spawn_detached(wait_then_call(*this, std::move(on_signal)));
 }
 

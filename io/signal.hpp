@@ -73,7 +73,8 @@ class signal_set {
   int try_wait(std::error_code& error) noexcept;
   // The callback form: runs `on_signal(number, error)` once, as a task on
   // `pool`, when a signal of the set arrives (or with operation_canceled
-  // after close()). Throws spawn_error if `pool` is shutting down.
+  // after close()). Throws spawn_error if `pool` is shutting down,
+  // std::invalid_argument for an empty callback.
   void async_wait(executor& pool, std::function<void(int, std::error_code)> on_signal);
 
   // Stop watching (idempotent): a waiting wait() ends with operation_canceled.

@@ -248,7 +248,8 @@ class task_group {
   // taking a std::stop_token (the group's) or nothing and returning one of
   // those. Inside a running task only (std::logic_error otherwise); spawn
   // errors as canopy::spawn; std::logic_error after close();
-  // std::invalid_argument for an empty task.
+  // std::invalid_argument for an empty task, a null function pointer or an
+  // empty std::function.
   template <class X>
   void spawn(X&& child) {
     using C = std::decay_t<X>;
@@ -259,6 +260,8 @@ class task_group {
       if (!child.valid()) {
         throw std::invalid_argument("canopy::task_group::spawn: an empty task");
       }
+    } else {
+      detail::refuse_empty_callable(child, "canopy::task_group::spawn");
     }
     launch(C(std::forward<X>(child)));
   }

@@ -15,7 +15,9 @@
 // Errors: spawn after shutdown() throws canopy::spawn_error(errc::shut_down);
 // at capacity spawn blocks (outside a worker) or throws errc::at_capacity (on
 // a worker), try_spawn returns the error instead; an invalid
-// executor_config throws std::invalid_argument naming the field; a task's
+// executor_config throws std::invalid_argument naming the field, and so does
+// a null function pointer or empty std::function given to a spawn verb or
+// post() (naming the verb); a task's
 // exception is rethrown by get(), or goes to
 // executor_config::on_detached_exception when nobody joins it (not after a
 // cancel). Every spawned task runs or is destroyed at shutdown; either way

@@ -38,7 +38,9 @@
 // the group (a coroutine task: co_await; a fiber: this_fiber::await(...)),
 // one call at a time; cancel, stop_token, running, cancelled from any thread.
 // Errors: outside a task std::logic_error (spawn); spawn errors as
-// canopy::spawn; after close() spawn/next/wait_all throw std::logic_error.
+// canopy::spawn; after close() spawn/next/wait_all throw std::logic_error;
+// spawn of an empty task, a null function pointer or an empty std::function
+// throws std::invalid_argument.
 #pragma once
 
 #include "detail/task_group/task_group.hpp"

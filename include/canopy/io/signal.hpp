@@ -18,7 +18,8 @@
 // set.async_wait(pool, callback) for plain code. Errors: a signal number
 // out of range, SIGKILL, SIGSTOP or an empty set throw std::system_error
 // (errc::invalid_argument, the message names the signal) or report it
-// through the std::error_code& forms; a wait on a closed set ends with
+// through the std::error_code& forms; an empty async_wait callback throws
+// std::invalid_argument; a wait on a closed set ends with
 // errc::operation_canceled. The full contract is at the top of
 // detail/io/signal.hpp. Link canopy.
 #pragma once
