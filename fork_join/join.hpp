@@ -33,6 +33,8 @@
 // locals by reference.
 //
 // Errors:
+//   * An empty callable (a null function pointer, an empty std::function)
+//     throws std::invalid_argument naming the call before anything runs.
 //   * If callables throw, the join still waits for all of them, then
 //     rethrows the exception of the first one in argument order that threw;
 //     the others' exceptions are dropped.
@@ -344,6 +346,7 @@ class fork_join {
 
 template <class... Fns>
 auto fork_join_here(const char* what, Fns&... fns) -> typename fork_join<Fns...>::result_type {
+  (refuse_empty_callable(fns, what), ...);
   worker_context* const worker = current_worker();
   if (worker == nullptr) {
     throw std::logic_error(std::string(what) +
@@ -356,6 +359,7 @@ auto fork_join_here(const char* what, Fns&... fns) -> typename fork_join<Fns...>
 template <class... Fns>
 auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
     typename fork_join<Fns...>::result_type {
+  (refuse_empty_callable(fns, what), ...);
   executor_core& core = pool.core();
   if (worker_context* const worker = current_worker(); worker != nullptr) {
     if (worker->core == &core) {

@@ -173,6 +173,15 @@ TEST_CASE("a null function pointer or an empty std::function is refused by every
   CHECK(refused([&] { pool.post(static_cast<void (*)()>(nullptr)); }));
   CHECK(refused([&] { (void)pool.spawn(canopy::fiber(pointer{})); }));
   CHECK(refused([&] { (void)pool.spawn(canopy::fiber(std::function<int()>{})); }));
+  // Fork-join: from outside and inside a task, join and parallel_invoke.
+  const auto one = [] { return 1; };
+  CHECK(refused([&] { (void)canopy::join(pool, pointer{}, one); }));
+  CHECK(refused([&] { (void)canopy::parallel_invoke(pool, one, std::function<int()>{}); }));
+  CHECK(pool.spawn([&refused, one] {
+              return refused([&] { (void)canopy::join(one, pointer{}); }) &&
+                     refused([&] { (void)canopy::parallel_invoke(std::function<int()>{}, one); });
+            })
+            .get());
   CHECK(pool.spawn(std::function<int()>([] { return 6; })).get() == 6);  // a full one runs
   CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));       // nothing refused was left
 }
