@@ -78,36 +78,6 @@ reactor::~reactor() {
 
 reactor* reactor::of(executor_core& core) noexcept { return dynamic_cast<reactor*>(core.driver()); }
 
-reactor& reactor::of(executor& pool) {
-  reactor* found = of(pool.core());
-  if (found == nullptr) {
-    throw std::logic_error(
-        "canopy::io::reactor::of: this executor has no reactor (set executor_config::driver, "
-        "e.g. with canopy::io::with_reactor)");
-  }
-  return *found;
-}
-
-reactor& reactor::current() {
-  worker_context* worker = current_worker();
-  if (worker == nullptr || worker->core == nullptr) {
-    throw std::logic_error(
-        "canopy::io::reactor::current() called outside a task (pass a reactor explicitly)");
-  }
-  reactor* found = of(*worker->core);
-  if (found == nullptr) {
-    throw std::logic_error(
-        "canopy::io: the executor running this task has no reactor (set executor_config::driver, "
-        "e.g. with canopy::io::with_reactor)");
-  }
-  return *found;
-}
-
-executor_config with_reactor(executor_config config, reactor_options options) {
-  config.driver = std::make_shared<reactor>(options);
-  return config;
-}
-
 using detail::registration_entry;
 
 reactor::registration_id reactor::add(int fd, interest what, std::error_code& error,
