@@ -44,15 +44,16 @@ namespace detail {
 // A coroutine child that has not started yet is taken over by its awaiter
 // instead (executor_core::take_over_pending): its slot is retired unrun
 // and its frame runs inside the awaiting task, by symmetric transfer, as
-// co_await on a task<T> runs one — no task run, no completion handshake,
-// no reference counting (docs/fork_join.md). The awaiter then
-// owns the frame and the record in front of it; the handle lets go of them.
+// co_await on a task<T> runs one — no task run, no completion handshake
+// (docs/fork_join.md). The awaiter then owns the frame, and the join state
+// goes at once: the child delivers its result into the awaiter.
 //
 // Handle is join_handle<T>& (co_await on an lvalue handle: borrowed) or
 // join_handle<T> (on an rvalue: moved into the awaiter); either way the
 // handle is consumed, like get(). The awaiter keeps the state pointer (read
-// at every step), a taken-over child's frame until it ends, and, for a
-// handle of another executor only, the link.
+// at every step), a taken-over child's frame until it ends and the result
+// it delivers, and, for a handle of another executor only, the link. It is
+// not moved once awaited (the child holds the result's address).
 template <class T, class Handle = join_handle<T>&>
 class join_awaiter {
  public:
@@ -64,13 +65,14 @@ class join_awaiter {
       : handle_(std::forward<Handle>(other.handle_)),
         state_(other.state_),
         adopted_(std::exchange(other.adopted_, {})),
+        adopted_frame_(other.adopted_frame_),
         foreign_(std::exchange(other.foreign_, nullptr)),
         taken_over_(std::exchange(other.taken_over_, false)) {}
   join_awaiter& operator=(join_awaiter&&) = delete;
   // The link has fired (or was never used) by the time the awaiter goes:
   // the child is done with it. A taken-over child that has not ended (the
   // awaiting task is destroyed while the child is suspended) is destroyed
-  // with it, as an inline-awaited task<T> is; its block goes with its frame.
+  // with it, as an inline-awaited task<T> is.
   ~join_awaiter() {
     delete foreign_;
     if (adopted_) {
@@ -102,8 +104,10 @@ class join_awaiter {
     // awaiter's, and a request made after the test finds the child
     // started, as one made after any start does.
     const bool takeable = !state_->identity_shared() && !state_->cancel_requested();
+    // An adopted child's lazy body is its frame's address: copied here.
     const executor_core::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
-                                        nullptr, 0};
+                                        static_cast<void*>(&adopted_frame_),
+                                        sizeof(adopted_frame_)};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
       case executor_core::pending_run::adopted:
         taken_over_ = true;
@@ -137,10 +141,10 @@ class join_awaiter {
 
   T await_resume() {
     if (adopted_) {
-      // The child ran to its end inside this task (its frame freed itself;
-      // its record kept the block): the value, or rethrow; the block goes.
+      // The child ran to its end inside this task (its frame freed itself):
+      // the value it delivered here, or rethrow.
       adopted_ = {};
-      return static_cast<frame_record<T>*>(state_)->take_result_and_release();
+      return adopted_result_.take();
     }
     return take_and_detach(handle_);
   }
@@ -166,18 +170,17 @@ class join_awaiter {
 
   using child_handle = typename coroutine_body<T>::handle_type;
 
-  // The slot of the child is retired; its body held the record's second
-  // reference, the handle the first: both are this awaiter's now. The
-  // child reports to this task's context and resumes this task at its end.
+  // The slot of the child is retired; its body held the join state's
+  // second reference, the handle the first: both are this awaiter's, and
+  // nobody else can reach the state (its id went stale with the slot), so
+  // it goes now. The child reports to this task's context, delivers its
+  // result into this awaiter and resumes this task at its end.
   std::coroutine_handle<> take_over(task_context& context, std::coroutine_handle<> self) noexcept {
-    auto& record = static_cast<frame_record<T>&>(*state_);
     static_cast<void>(handle_.let_go());
-    // Until the child ends, destroying its frame frees the block (~join_awaiter);
-    // its final_suspend keeps the block for await_resume.
-    record.keep_block = false;
-    adopted_ = child_handle::from_address(record.frame());
-    adopted_.promise().set_continuation(self);
-    adopted_.promise().set_context(&context);
+    // Every coroutine task's state is a pooled_join_state (spawn_coroutine).
+    static_cast<pooled_join_state<T>*>(state_)->discard_unstarted();
+    adopted_ = child_handle::from_address(adopted_frame_);
+    adopted_.promise().await_inline(&adopted_result_, self, &context);
     return adopted_;
   }
 
@@ -191,6 +194,8 @@ class join_awaiter {
   Handle handle_;
   join_state<T>* state_;
   child_handle adopted_;  // a taken-over child, until it ends
+  void* adopted_frame_ = nullptr;  // its frame, copied from its lazy body
+  inline_result<T> adopted_result_{};
   foreign_wait* foreign_ = nullptr;
   bool taken_over_ = false;  // await_ready adopted the child; await_suspend transfers to it
 };

@@ -81,10 +81,8 @@ class promise_base {
 
   [[nodiscard]] task_context* context() const noexcept { return context_; }
   void set_context(task_context* context) noexcept { context_ = context; }
-  void set_continuation(std::coroutine_handle<> next) noexcept { continuation_ = next; }
 
  protected:
-  std::coroutine_handle<> continuation_;
   task_context* context_ = nullptr;
 };
 

@@ -14,9 +14,10 @@
 //      ready, wait source not ready) -> a spurious wake: stay suspended;
 //   3. otherwise resume `resume_point` and return what the coroutine left in
 //      `signal`: suspended (waits for a wake), yielded (the worker queues
-//      it), or completed (the root ran to its end: the frame freed itself,
-//      keeping the record that holds the result, then the join state
-//      completes — so a joiner sees the frame's destructors already done).
+//      it), or completed (the root ran to its end, having written its
+//      result into the join state, and its frame freed itself; then the
+//      join state completes — so a joiner sees the frame's destructors
+//      already done).
 //      An inline-awaited task that ends hands back to its awaiter through
 //      the body (`resume_awaiter`), not by a symmetric transfer.
 // destroy(dropped) (shutdown, or a failed spawn) destroys the frame the same
@@ -110,18 +111,14 @@ struct coroutine_body {
   }
 
   // The root finished: its frame has freed itself (final_suspend) and its
-  // result is in the frame's record, which stays; then the record completes.
+  // result is in the join state, which completes now. (A detached root's
+  // exception went to the handler from unhandled_exception.)
   void deliver() noexcept {
-    frame_record<T>& record = frame_record<T>::of_frame(std::exchange(root, {}).address());
+    root = {};
     if (state == nullptr) {
-      std::exception_ptr error = record.take_error();
-      record.release_block();  // not joined: nobody else reads it
-      if (error) {
-        current_worker()->core->report_detached_exception(std::move(error));
-      }
       return;
     }
-    if (record.failed()) {
+    if (state->failed()) {
       state->complete_with_error(*current_worker()->core);
     } else {
       state->complete(join_state_base::outcome::value);
@@ -135,8 +132,7 @@ struct coroutine_body {
   }
 
   // Destroy the (suspended or never started) frame, or hand it to the link
-  // that may still fire. A joined frame handed over keeps the record alive
-  // with a reference of its own (the body's is released in finish()).
+  // that may still fire (the frame holds nothing of the join state's).
   void release_frame() noexcept {
     if (!root) {
       return;
@@ -153,13 +149,7 @@ struct coroutine_body {
     } else if (kind == wait_kind::custom) {
       context.custom_ops->disarm(waiting_on);  // the source forgets the frame now
     } else if (kind == wait_kind::link) {
-      auto* const link = static_cast<wait_link*>(waiting_on);
-      if (state != nullptr) {
-        frame_record<T>& record = frame_record<T>::of_frame(frame);
-        record.add_ref();
-        record.frame_holds_ref = true;  // published by abandon()'s release
-      }
-      if (!link->abandon(&destroy_frame, frame)) {
+      if (!static_cast<wait_link*>(waiting_on)->abandon(&destroy_frame, frame)) {
         return;  // deferred: the link's fire() destroys the frame
       }
     }
@@ -191,16 +181,13 @@ struct coroutine_body {
 
 static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);
 
-// Builds the body in its slot (spawn_body's constructor callback); `frame`
-// is the root's frame. The frame's record keeps its block for the join
-// handle when Joined (published with the slot by spawn_body).
-template <class T, bool Joined>
-void construct_body(void* storage, void* frame) {
+// Builds a detached task's body in its slot (spawn_body's constructor
+// callback); `frame` is the root's frame.
+template <class T>
+void construct_detached_body(void* storage, void* frame) {
   using body = coroutine_body<T>;
   const auto root = body::handle_type::from_address(frame);
-  frame_record<T>& record = frame_record<T>::of_frame(frame);
-  record.keep_block = Joined;
-  auto* made = ::new (storage) body{task_context(root), root, Joined ? &record : nullptr};
+  auto* made = ::new (storage) body{task_context(root), root, nullptr};
   root.promise().set_context(&made->context);
 }
 
@@ -210,8 +197,9 @@ void construct_body(void* storage, void* frame) {
 // over unstarted (coroutine/join_await.hpp), which needs only the frame.
 // A child that runs as a task (stolen, found by its worker, awaited from
 // elsewhere) or is dropped at shutdown builds its coroutine_body in place
-// first and from then on is that body (its slot's vtable says so).
-// The record's keep_block is set by the spawner before publishing the slot.
+// first and from then on is that body (its slot's vtable says so). Its
+// join state is the one the root's promise delivers to, named by the
+// spawner before the slot was published.
 template <class T>
 struct lazy_child {
   using body = coroutine_body<T>;
@@ -223,7 +211,7 @@ struct lazy_child {
   static void build(void* storage) noexcept {
     void* const frame = frame_of(storage);
     const auto root = body::handle_type::from_address(frame);
-    auto* made = ::new (storage) body{task_context(root), root, &frame_record<T>::of_frame(frame)};
+    auto* made = ::new (storage) body{task_context(root), root, root.promise().joined_state()};
     root.promise().set_context(&made->context);
     slot_of_storage(storage).vtable = &body::table;
   }
@@ -241,9 +229,10 @@ struct lazy_child {
   static constexpr task_vtable table{&run_entry, &destroy_entry};
 };
 
-// Spawn `work` on `core`; with `joined`, its frame record becomes the join
-// state (two references: the body's and the handle's) and *state points
-// at it. Nothing but the slot is allocated here.
+// Spawn `work` on `core`; with `joined`, a join state is made for it (two
+// references: the body's and the handle's), the root delivers its result
+// there, and *state points at it. A detached task allocates nothing but
+// its slot here.
 template <class T>
 spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
                              task_id* spawned, join_state<T>** state = nullptr,
@@ -251,35 +240,36 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
+  pooled_join_state<T>* const made = joined ? new pooled_join_state<T>() : nullptr;
   const typename coroutine_body<T>::handle_type root = work.release();
   spawn_status status = spawn_status::spawned;
-  frame_record<T>& record = frame_record<T>::of_frame(root.address());
   try {
+    if (made != nullptr) {
+      // Named before the slot is published: the body reads it at its build.
+      root.promise().deliver_to(made);
+    }
     if (joined && placement == spawn_placement::offered) {
-      // The fork's path: a lazy body (one pointer), the record kept for
-      // the handle before the slot is published.
-      record.keep_block = true;
+      // The fork's path: a lazy body (one pointer).
       status = core.spawn_child(&lazy_child<T>::table, root.address(), mode, spawned);
     } else if (joined) {
-      record.keep_block = true;
       status = core.spawn_body(&lazy_child<T>::table, &lazy_child<T>::construct, root.address(),
                                mode, spawned, placement);
     } else {
-      status = core.spawn_body(&coroutine_body<T>::table, &construct_body<T, false>, root.address(),
-                               mode, spawned, placement);
+      status = core.spawn_body(&coroutine_body<T>::table, &construct_detached_body<T>,
+                               root.address(), mode, spawned, placement);
     }
   } catch (...) {
-    record.keep_block = false;
-    root.destroy();  // not spawned (`keep_block` false): frees the block
+    root.destroy();  // not spawned: the frame never ran
+    delete made;
     throw;
   }
   if (status != spawn_status::spawned) {
-    record.keep_block = false;
-    root.destroy();  // not spawned: the frame never ran
+    root.destroy();
+    delete made;
     return status;
   }
   if (state != nullptr) {
-    *state = &record;
+    *state = made;
   }
   return spawn_status::spawned;
 }

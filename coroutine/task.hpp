@@ -53,165 +53,126 @@ namespace detail {
 template <class T>
 class task_promise;
 
-// The block every task frame lives in: [frame_record<T>][coroutine frame].
-//
-// The record is the task's completion record — a join_state<T> holding the
-// value or exception that return_value / unhandled_exception write — so a
-// spawned task needs no allocation besides its (pooled) frame block, and a
-// joiner reads the result from memory next to the frame it just resumed.
-// A task that runs to its end frees its own frame (final_suspend does not
-// suspend), so the record outlives the frame whenever someone still reads
-// it (`keep_block`):
-//   * not kept (a task destroyed before its end: cancelled, dropped, an
-//     unstarted task<T> going out of scope): destroying the frame frees the
-//     whole block (promise operator delete);
-//   * kept by its reader (set at final_suspend when no join handle shares
-//     it): an inline-awaited task's awaiter takes the result and frees the
-//     block; a detached root's body takes the exception and frees it;
-//   * kept by the join handle (spawned with a handle, set before it is
-//     published): the record's reference count (task body + handle)
-//     decides, and the last release_ref() frees it (destroy_self). If the
-//     frame must outlive the body (a cancelled task whose wait_link fires
-//     later), the frame takes a reference of its own (frame_holds_ref) and
-//     releases it when it is destroyed.
-// `keep_block` and `frame_holds_ref` are written by the task's owner before
-// the task is published (spawn), by the task itself at its end, or before
-// wait_link::abandon's release, and read where the frame is destroyed, after
-// the matching acquire (or on the same thread).
+// Where an inline-awaited task's result goes: into its awaiter, in the
+// awaiting coroutine's frame (task::awaiter, or a join awaiter that took an
+// unstarted child over). `awaiter` is resumed when the task ends.
 template <class T>
-class frame_record;
+struct inline_result {
+  std::coroutine_handle<> awaiter;
+  std::exception_ptr error;
+  std::optional<T> value;
+
+  T take() {
+    if (error) {
+      std::rethrow_exception(error);
+    }
+    return std::move(*value);
+  }
+};
+
+template <>
+struct inline_result<void> {
+  std::coroutine_handle<> awaiter;
+  std::exception_ptr error;
+
+  void take() const {
+    if (error) {
+      std::rethrow_exception(error);
+    }
+  }
+};
 
 // Under ASan, a coroutine body whose stack holds an instrumented local (an
 // exception_ptr temporary) cannot make its symmetric transfer a tail call,
 // and deep inline recursion then grows the stack. Under Clang (19, -O2),
 // return_value inlined into a coroutine that resumed from a custom wait
-// lost its store into the completion record, which lies in front of the
-// frame: the joiner read an unwritten value (tests/custom_wait_test.cpp,
-// "a value co_returned after a custom wait reaches the joiner"). Out of
-// line, the record is written through a pointer the coroutine passes
-// cannot follow. The promise helpers stay out of line in both cases.
+// once lost its store of the result (tests/custom_wait_test.cpp, "a value
+// co_returned after a custom wait reaches the joiner"). The promise helpers
+// stay out of line in both cases.
 #if defined(__SANITIZE_ADDRESS__) || defined(__clang__)
 #define CANOPY_PROMISE_HELPER [[gnu::noinline]]
 #else
 #define CANOPY_PROMISE_HELPER
 #endif
 
-inline constexpr std::size_t frame_alignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
-
-template <class T>
-inline constexpr std::size_t record_size = (sizeof(frame_record<T>) + frame_alignment - 1) &
-                                           ~(frame_alignment - 1);
-
-template <class T>
-class frame_record final : public join_state<T> {
- public:
-  explicit frame_record(std::uint32_t block_size) noexcept : block_size_(block_size) {}
-
-  // The record in front of `frame` (GCC and Clang: a coroutine handle's
-  // address is what the promise's operator new returned).
-  static frame_record& of_frame(void* frame) noexcept {
-    return *std::launder(
-        reinterpret_cast<frame_record*>(static_cast<std::byte*>(frame) - record_size<T>));
-  }
-  void* frame() noexcept { return reinterpret_cast<std::byte*>(this) + record_size<T>; }
-
-  [[nodiscard]] bool failed() const noexcept { return static_cast<bool>(this->error_); }
-  std::exception_ptr take_error() noexcept { return std::move(this->error_); }
-
-  // An inline-awaited task's result, after its frame freed itself: the
-  // value, or rethrow; the block is freed either way. (A joined task's
-  // result is read through join_state::take, after completion.)
-  T take_result_and_release() {
-    struct release_on_exit {
-      frame_record& record;
-      ~release_on_exit() { record.release_block(); }
-    } release{*this};
-    if (this->error_) {
-      std::rethrow_exception(this->error_);
-    }
-    if constexpr (!std::is_void_v<T>) {
-      return std::move(*this->value_);
-    }
-  }
-
-  // Promise operator delete: the frame's destructors have run.
-  void frame_destroyed() noexcept {
-    if (!keep_block) {
-      release_block();
-    } else if (frame_holds_ref) {
-      this->release_ref();
-    }
-  }
-
-  // The owner of a kept block, once it is done with the record.
-  void release_block() noexcept {
-    const std::uint32_t size = block_size_;
-    void* const block = this;
-    this->~frame_record();
-    free_block(block, size);
-  }
-
-  // These two flags and the block size fill the join state's tail padding
-  // (the record of a task<void> is 64 bytes; record_size below).
-  bool keep_block = false;
-  bool frame_holds_ref = false;
-
- private:
-  void destroy_self() noexcept override { release_block(); }
-
-  std::uint32_t block_size_;  // frames are far below 4 GiB (operator new checks)
-};
-
-// The checkers' atomics are larger than the words they model.
-#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
-static_assert(record_size<void> == 64, "a task<void>'s completion record is 64 bytes");
-#endif
-
-// The parts of a promise that know T: the block layout and the record.
+// The parts of a promise that know T: where the result goes.
+//
+// A frame is only the coroutine's own: nothing is allocated in front of it,
+// so a pending detached task is its slot and its frame. The result is
+// written where its reader is, through `result_`, a tagged pointer:
+//   * an inline_result<T> (tag 0): the task is awaited inline; at its end it
+//     names that awaiter as the next coroutine to resume;
+//   * a join_state<T> (tag 1): a root spawned with a handle (spawn.hpp);
+//   * null: a detached root: a value is dropped and an exception goes to the
+//     executor's on_detached_exception handler at once.
+// It is written by whoever owns the unstarted or suspended frame (the
+// spawner before publishing the task, an awaiter before resuming it) and
+// read by the coroutine on the thread that runs it.
 template <class T>
 class promise_of : public promise_base {
  public:
-  // Frames come from the per-thread block pool (executor/block_pool.hpp),
-  // with the record in front.
-  static void* operator new(std::size_t size) {
-    const std::size_t total = record_size<T> + size;
-    if (total > UINT32_MAX) [[unlikely]] {
-      throw std::bad_alloc();
-    }
-    void* const block = allocate_block(total);
-    return (::new (block) frame_record<T>(static_cast<std::uint32_t>(total)))->frame();
-  }
-  static void operator delete(void* frame, std::size_t /*size*/) noexcept {
-    frame_record<T>::of_frame(frame).frame_destroyed();
-  }
+  // Frames come from the per-thread block pool (executor/block_pool.hpp);
+  // the sized delete gives the block's size back, so the block holds none.
+  static void* operator new(std::size_t size) { return allocate_block(size); }
+  static void operator delete(void* frame, std::size_t size) noexcept { free_block(frame, size); }
 
-  frame_record<T>& record() noexcept {
-    return frame_record<T>::of_frame(
-        std::coroutine_handle<task_promise<T>>::from_promise(static_cast<task_promise<T>&>(*this))
-            .address());
+  // The task is awaited inline by `awaiter`, whose coroutine runs in
+  // `context`: the result goes to `result`.
+  void await_inline(inline_result<T>* result, std::coroutine_handle<> awaiter,
+                    task_context* context) noexcept {
+    result->awaiter = awaiter;
+    result_ = reinterpret_cast<std::uintptr_t>(result);
+    context_ = context;
+  }
+  // The task is a root spawned with a handle: the result goes to `state`.
+  void deliver_to(join_state<T>* state) noexcept {
+    result_ = reinterpret_cast<std::uintptr_t>(state) | joined_tag;
+  }
+  // The join state deliver_to named (a joined root), else null.
+  [[nodiscard]] join_state<T>* joined_state() const noexcept {
+    return (result_ & joined_tag) != 0
+               ? reinterpret_cast<join_state<T>*>(result_ & ~joined_tag)
+               : nullptr;
   }
 
   CANOPY_PROMISE_HELPER void unhandled_exception() noexcept {
-    record().set_error(std::current_exception());
+    if (join_state<T>* const state = joined_state()) {
+      state->set_error(std::current_exception());
+    } else if (inline_result<T>* const result = awaiting()) {
+      result->error = std::current_exception();
+    } else {
+      report_detached_exception_here(std::current_exception());
+    }
   }
 
-  // The body ended (its result is in the record): the frame frees itself
-  // as the coroutine runs off its end, in the same resumption, instead of
+  // The body ended (its result delivered): the frame frees itself as the
+  // coroutine runs off its end, in the same resumption, instead of
   // suspending and being destroyed by a second entry into the coroutine,
-  // which every task would pay at its end. The block stays for whoever reads the result. An inline-awaited task then
+  // which every task would pay at its end. An inline-awaited task then
   // names its awaiter as the next coroutine to resume (the body does that
   // at once, so the stack does not grow); a spawned root tells the body it
   // completed.
   std::suspend_never final_suspend() noexcept {
-    record().keep_block = true;
-    if (continuation_) {
-      context_->resume_point = continuation_;
+    if (inline_result<T>* const result = awaiting()) {
+      context_->resume_point = result->awaiter;
       context_->resume_awaiter = true;
     } else {
       context_->signal = run_outcome::completed;
     }
     return {};
   }
+
+ protected:
+  // The inline awaiter's result (tag 0, not null), else null.
+  [[nodiscard]] inline_result<T>* awaiting() const noexcept {
+    return (result_ & joined_tag) == 0 ? reinterpret_cast<inline_result<T>*>(result_) : nullptr;
+  }
+
+ private:
+  static constexpr std::uintptr_t joined_tag = 1;
+  static_assert(alignof(inline_result<T>) > 1 && alignof(join_state<T>) > 1);
+
+  std::uintptr_t result_ = 0;
 };
 
 template <class T>
@@ -222,7 +183,11 @@ class task_promise final : public promise_of<T> {
   template <class U = T>
   requires std::is_convertible_v<U&&, T> CANOPY_PROMISE_HELPER void return_value(
       U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
-    this->record().set_value(std::forward<U>(value));
+    if (join_state<T>* const state = this->joined_state()) {
+      state->set_value(std::forward<U>(value));
+    } else if (inline_result<T>* const result = this->awaiting()) {
+      result->value.emplace(std::forward<U>(value));
+    }
   }
 };
 
@@ -233,19 +198,12 @@ class task_promise<void> final : public promise_of<void> {
   void return_void() noexcept {}
 };
 
-// After an inline-awaited task ran to its end (its frame is gone, its block
-// kept): the value, or rethrow; the block is freed either way.
-template <class T>
-CANOPY_PROMISE_HELPER T take_inline_result(std::coroutine_handle<task_promise<T>> done) {
-  return frame_record<T>::of_frame(done.address()).take_result_and_release();
-}
-
 // Destroys a task's frame through a call the optimiser cannot see into.
 // Clang elides the heap allocation of a coroutine whose frame it can prove
-// dies inside the caller (an inline-awaited task): the frame then lives in
-// the caller's frame, and operator new — which puts the completion record
-// in front of the frame — never runs. A destroy it cannot see keeps the
-// frame on the heap. (GCC does not elide; the call costs it nothing.)
+// dies inside the caller (an inline-awaited task): the child's frame then
+// becomes part of the awaiting coroutine's frame, for every await in it,
+// awaited or not. A destroy it cannot see keeps every frame in its own
+// pooled block. (GCC does not elide; the call costs it nothing.)
 #if defined(__clang__)
 [[gnu::noinline]] inline void destroy_frame_opaque(void* frame) noexcept {
   std::coroutine_handle<>::from_address(frame).destroy();
@@ -287,23 +245,26 @@ class [[nodiscard]] task {
   }
 
   // co_await task: run it inline in the awaiting task (symmetric transfer),
-  // then return its value or rethrow its exception. The task ran to its end
-  // and freed its frame; the awaiter takes the result out of the block,
-  // frees it, and leaves the task empty. (If the awaiting task is destroyed
+  // then return its value or rethrow its exception. The task wrote its
+  // result into the awaiter and freed its frame at its end; the awaiter
+  // leaves the task empty. (If the awaiting task is destroyed
   // while the awaited one is suspended, ~task destroys the frame.)
   struct awaiter {
     using canopy_awaiter = void;
     task& awaited;
+    detail::inline_result<T> result{};
 
     bool await_ready() const noexcept { return false; }
     template <class Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> parent) noexcept {
       const std::coroutine_handle<promise_type> child = awaited.handle_;
-      child.promise().set_continuation(parent);
-      child.promise().set_context(parent.promise().context());
+      child.promise().await_inline(&result, parent, parent.promise().context());
       return child;
     }
-    T await_resume() { return detail::take_inline_result<T>(std::exchange(awaited.handle_, {})); }
+    T await_resume() {
+      awaited.handle_ = {};  // the frame freed itself at its end
+      return result.take();
+    }
   };
   awaiter operator co_await() && noexcept { return awaiter{*this}; }
   awaiter operator co_await() & noexcept { return awaiter{*this}; }

@@ -182,4 +182,8 @@ bool join_state_base::cancel_and_wake() noexcept {
   return true;
 }
 
+void detail::report_detached_exception_here(std::exception_ptr error) noexcept {
+  current_worker()->core->report_detached_exception(error);
+}
+
 }  // namespace canopy

@@ -14,10 +14,7 @@
 //
 // Lifetime: intrusive reference count, one reference for the task body and
 // one for the join handle; the last release calls destroy_self(), which
-// deletes a heap state (a pooled_join_state, below, for callables and
-// fibers). A coroutine task's state is not a heap object of its
-// own: it is the header of the task's frame block (frame_record in coroutine/task.hpp
-// overrides destroy_self to free the block).
+// deletes the state (a pooled_join_state, below, for every kind of task).
 #pragma once
 
 #include <cstdint>
@@ -130,6 +127,8 @@ class join_state_base {
   }
 
   void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
+  // Task side, before complete(): whether set_error() was called.
+  [[nodiscard]] bool failed() const noexcept { return static_cast<bool>(error_); }
   // Task side: complete(outcome::error) and, if the handle was detached
   // before, hand the exception (nobody will join it) to `core`'s
   // on_detached_exception handler. Call after set_error().
@@ -144,9 +143,10 @@ class join_state_base {
   // deadline passes (false; steady-clock ns, negative: none).
   bool wait_outcome_until(std::int64_t steady_deadline_ns) noexcept;
 
-  // Called by the last release_ref(); private, but a derived record that
-  // lives elsewhere (a coroutine frame block) overrides it.
-  virtual void destroy_self() noexcept { delete this; }
+  // Called by the last release_ref(): the virtual destructor finds the
+  // most derived class's operator delete (the block pool's, for
+  // pooled_join_state).
+  void destroy_self() noexcept { delete this; }
 
   static constexpr std::uint32_t outcome_mask = 3;
   static constexpr std::uint32_t continuation_bit = 1U << 2;
@@ -157,8 +157,7 @@ class join_state_base {
   sync::atomic<std::uint32_t> word_{0};
   sync::atomic<std::uint32_t> refs_{2};
   // resume == nullptr: schedule the task whose id set_waiting_task stored
-  // in `context` on task_core_ (one field less in every completion record,
-  // which is the header of a coroutine task's frame block).
+  // in `context` on task_core_ (one field less in every join state).
   continuation continuation_{};
   task_id task_{};
   executor_core* task_core_ = nullptr;
@@ -221,8 +220,7 @@ class join_state<void> : public join_state_base {
 // (executor/block_pool.hpp) instead of malloc: a task's state is usually
 // allocated by its spawner and freed by the worker that finished it (or by
 // the joiner), and glibc's cross-thread free is what the pool avoids.
-// Callable and fiber tasks use it; a coroutine task's state lives in its
-// frame block instead.
+// Every kind of task uses it.
 template <class T>
 class pooled_join_state final : public join_state<T> {
  public:
@@ -230,6 +228,21 @@ class pooled_join_state final : public join_state<T> {
   static void operator delete(void* block, std::size_t size) noexcept {
     detail::free_block(block, size);
   }
+
+  // The state of a task that never ran, whose every reference the caller
+  // holds (a join awaiter that took its unstarted task over): no value, no
+  // exception, no continuation, so nothing the destructors would release;
+  // its block goes back without the virtual destructor's call.
+  void discard_unstarted() noexcept { detail::free_block(this, sizeof(pooled_join_state)); }
 };
+
+namespace detail {
+
+// Hands `error` to the on_detached_exception handler of the executor whose
+// worker calls this (a detached coroutine task's body, which always runs on
+// a worker or a host thread acting as one).
+void report_detached_exception_here(std::exception_ptr error) noexcept;
+
+}  // namespace detail
 
 }  // namespace canopy

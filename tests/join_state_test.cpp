@@ -27,17 +27,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A record that counts its destruction (the last release_ref's destroy_self).
+// A record that counts its destruction (the last release_ref's delete).
 template <class T>
 class counted_state final : public canopy::join_state<T> {
  public:
   explicit counted_state(std::atomic<int>& destroyed) : destroyed_(&destroyed) {}
+  counted_state(const counted_state&) = delete;
+  counted_state& operator=(const counted_state&) = delete;
+  ~counted_state() override { destroyed_->fetch_add(1); }
 
  private:
-  void destroy_self() noexcept override {
-    destroyed_->fetch_add(1);
-    delete this;
-  }
   std::atomic<int>* destroyed_;
 };
 
