@@ -106,7 +106,7 @@ TEST_CASE("http parser: malformed requests name what is wrong") {
         parse_error::bad_content_length);
   CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n") ==
         parse_error::bad_content_length);
-  // Transfer-Encoding: chunked alone is read (http_chunked_test.cpp); any
+  // Transfer-Encoding: chunked alone is read (http_chunked_parser_test.cpp); any
   // other coding is not implemented, and with a Content-Length it is refused.
   CHECK(error_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n") ==
         parse_error::unsupported_transfer_encoding);

@@ -92,13 +92,15 @@ bool reference_decode(std::string_view bytes, std::string& body, std::size_t& ta
   for (;;) {
     std::uint64_t size = 0;
     std::size_t digits = 0;
+    std::size_t significant = 0;  // leading zeros do not count towards overflow
     while (at < bytes.size() && std::isxdigit(static_cast<unsigned char>(bytes[at])) != 0) {
       const char c = bytes[at++];
       size = size * 16 + static_cast<std::uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
       ++digits;
+      significant += size != 0 ? 1 : 0;
     }
     const std::size_t line_end = bytes.find("\r\n", at);
-    if (digits == 0 || digits > 16 || line_end == std::string_view::npos) {
+    if (digits == 0 || significant > 16 || line_end == std::string_view::npos) {
       return false;
     }
     at = line_end + 2;
