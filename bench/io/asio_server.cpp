@@ -125,7 +125,9 @@ class http_connection : public std::enable_shared_from_this<http_connection> {
       if (outcome.status == http::parse_status::incomplete) {
         break;
       }
-      if (outcome.status == http::parse_status::invalid) {
+      // A chunked body (chunked_body) is refused as before: this peer
+      // answers GETs; request_reader would be needed to decode one.
+      if (outcome.status != http::parse_status::complete) {
         output_.append(
             "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         closing = true;

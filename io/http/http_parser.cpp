@@ -2,40 +2,14 @@
 
 #include <algorithm>
 
+#include "http_chars.hpp"
+
 namespace canopy::io::http {
 
 namespace {
 
-constexpr bool is_token_char(char c) noexcept {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-    return true;
-  }
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-constexpr bool is_visible(char c) noexcept {
-  const auto byte = static_cast<unsigned char>(c);
-  return byte > 0x20 && byte != 0x7F;  // VCHAR and obs-text (0x80..0xFF)
-}
+using detail::is_field_char;
+using detail::is_token_char;
 
 // A request target is ASCII (RFC 9112 3.2, RFC 3986): VCHAR only, no
 // obs-text — a byte of 0x80 or above is invalid, not passed on.
@@ -43,8 +17,6 @@ constexpr bool is_target_char(char c) noexcept {
   const auto byte = static_cast<unsigned char>(c);
   return byte > 0x20 && byte < 0x7F;
 }
-
-constexpr bool is_field_char(char c) noexcept { return is_visible(c) || c == ' ' || c == '\t'; }
 
 constexpr char lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
@@ -151,8 +123,43 @@ std::string_view request::find(std::string_view name) const noexcept {
   return {};
 }
 
-parse_outcome parse_request(std::string_view input, request& out,
-                            const request_limits& limits) noexcept {
+namespace {
+
+// What the Transfer-Encoding fields of a request list, in order.
+struct transfer_codings {
+  bool present = false;
+  std::size_t count = 0;    // codings listed, in all fields
+  std::size_t chunked = 0;  // how many of them are `chunked`
+  bool last_chunked = false;
+
+  void add(std::string_view value) noexcept {
+    present = true;
+    while (!value.empty()) {
+      const std::size_t comma = value.find(',');
+      const std::string_view item = trim(value.substr(0, comma));
+      if (!item.empty()) {  // empty list elements are allowed (RFC 9110 5.6.1)
+        ++count;
+        last_chunked = equals_ignoring_case(item, "chunked");
+        chunked += last_chunked ? 1 : 0;
+      }
+      if (comma == std::string_view::npos) {
+        break;
+      }
+      value.remove_prefix(comma + 1);
+    }
+  }
+
+  // none: chunked alone; else why the request is refused.
+  [[nodiscard]] parse_error check(bool have_length, int version_minor) const noexcept {
+    if (have_length || version_minor == 0 || count == 0 || chunked > 1) {
+      return parse_error::bad_transfer_encoding;
+    }
+    return count == 1 && last_chunked ? parse_error::none
+                                      : parse_error::unsupported_transfer_encoding;
+  }
+};
+
+parse_outcome parse(std::string_view input, request& out, const request_limits& limits) noexcept {
   out.header_count = 0;
   out.body = {};
   // RFC 9112 2.2: ignore at least one empty line before a request line.
@@ -202,6 +209,7 @@ parse_outcome parse_request(std::string_view input, request& out,
   std::size_t content_length = 0;
   bool close = false;
   bool keep_alive = false;
+  transfer_codings codings;
   while (!rest.empty()) {
     line_end = rest.find("\r\n");
     const std::string_view line = rest.substr(0, line_end);
@@ -229,10 +237,16 @@ parse_outcome parse_request(std::string_view input, request& out,
       have_length = true;
       content_length = length;
     } else if (equals_ignoring_case(name, "transfer-encoding")) {
-      return fail(parse_error::unsupported_transfer_encoding);
+      codings.add(value);
     } else if (equals_ignoring_case(name, "connection")) {
       close = close || lists_token(value, "close");
       keep_alive = keep_alive || lists_token(value, "keep-alive");
+    }
+  }
+  if (codings.present) {
+    if (const parse_error error = codings.check(have_length, out.version_minor);
+        error != parse_error::none) {
+      return fail(error);
     }
   }
   if (content_length > limits.max_body_bytes) {
@@ -241,11 +255,77 @@ parse_outcome parse_request(std::string_view input, request& out,
   out.keep_alive = out.version_minor == 1 ? !close : (keep_alive && !close);
 
   const std::size_t body_start = head_end + 4;
+  if (codings.present) {
+    return {parse_status::chunked_body, parse_error::none, body_start};
+  }
   if (input.size() - body_start < content_length) {
     return {};
   }
   out.body = input.substr(body_start, content_length);
   return {parse_status::complete, parse_error::none, body_start + content_length};
+}
+
+parse_error error_of(detail::chunk_error error) noexcept {
+  switch (error) {
+    case detail::chunk_error::none:
+      return parse_error::none;
+    case detail::chunk_error::bad_size:
+      return parse_error::bad_chunk_size;
+    case detail::chunk_error::bad_data_end:
+      return parse_error::bad_chunk_ending;
+    case detail::chunk_error::bad_trailer:
+      return parse_error::bad_header;
+    case detail::chunk_error::bad_line_ending:
+      return parse_error::bad_line_ending;
+    case detail::chunk_error::too_large:
+      return parse_error::too_large;
+  }
+  return parse_error::bad_chunk_size;
+}
+
+}  // namespace
+
+parse_outcome parse_request(std::string_view input, request& out,
+                            const request_limits& limits) noexcept {
+  parse_outcome outcome = parse(input, out, limits);
+  if (outcome.status == parse_status::incomplete) {
+    outcome.keep = input.size();
+  }
+  return outcome;
+}
+
+parse_outcome request_reader::read(std::span<char> input, request& out) noexcept {
+  // The head again (it may have moved): as cheap as for a Content-Length
+  // body, and the decoder does not depend on it.
+  parse_outcome head = parse_request(std::string_view(input.data(), input.size()), out, limits_);
+  if (head.status != parse_status::chunked_body) {
+    in_body_ = false;
+    return head;
+  }
+  if (!in_body_) {
+    body_.reset();
+    in_body_ = true;
+  }
+  const std::span<char> body = input.subspan(head.consumed);
+  const detail::chunk_limits limits{limits_.max_body_bytes, limits_.max_head_bytes,
+                                    limits_.max_headers};
+  const detail::chunk_outcome decoded = body_.decode(body, limits);
+  switch (decoded.status) {
+    case detail::chunk_status::incomplete:
+      return {parse_status::incomplete, parse_error::none, 0, head.consumed + body_.decoded()};
+    case detail::chunk_status::invalid:
+      in_body_ = false;
+      return fail(error_of(decoded.error));
+    case detail::chunk_status::complete:
+      break;
+  }
+  in_body_ = false;
+  out.body = std::string_view(body.data(), body_.decoded());
+  return {parse_status::complete, parse_error::none, head.consumed + body_.consumed()};
+}
+
+int status_of(parse_error error) noexcept {
+  return error == parse_error::unsupported_transfer_encoding ? 501 : 400;
 }
 
 std::string_view describe(parse_error error) noexcept {
@@ -265,11 +345,18 @@ std::string_view describe(parse_error error) noexcept {
     case parse_error::bad_content_length:
       return "invalid or conflicting Content-Length";
     case parse_error::unsupported_transfer_encoding:
-      return "Transfer-Encoding is not supported";
+      return "this transfer coding is not implemented (only chunked alone is)";
     case parse_error::too_large:
       return "the request head or body is over the size limit";
     case parse_error::bad_line_ending:
       return "a line of the head ends in a bare LF or CR (CRLF is required)";
+    case parse_error::bad_transfer_encoding:
+      return "Transfer-Encoding with Content-Length, in an HTTP/1.0 request, empty, or chunked "
+             "twice";
+    case parse_error::bad_chunk_size:
+      return "a chunk-size line is not hex, overflows, is too long or holds a bad byte";
+    case parse_error::bad_chunk_ending:
+      return "chunk data is not followed by CRLF";
   }
   return "unknown error";
 }

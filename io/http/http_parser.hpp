@@ -1,37 +1,64 @@
 // http_parser — a small HTTP/1.1 request parser: pure (no I/O, no
 // allocation), so it can be fuzzed on its own.
 //
-//   canopy::io::http::request req;
-//   auto outcome = canopy::io::http::parse_request(bytes, req);   // bytes: what arrived so far
+// A connection reads its requests with a request_reader, which also
+// decodes chunked bodies (in place, in the caller's buffer):
+//
+//   canopy::io::http::request_reader reader(limits);     // one per connection
+//   auto outcome = reader.read(pending, req);   // pending: std::span<char>, unanswered bytes
 //   switch (outcome.status) {
-//     case parse_status::complete:   /* req is valid; outcome.consumed bytes were one request */
-//     case parse_status::incomplete: /* read more, then call again with the longer buffer */
-//     case parse_status::invalid:    /* answer 400 and close; outcome.error says why */
+//     case parse_status::complete:   /* req is valid; the first outcome.consumed bytes were it */
+//     case parse_status::incomplete: /* keep the first outcome.keep bytes of pending (a chunked
+//                                       body's spent framing lies after them: drop it), append
+//                                       what arrives next, call again */
+//     case parse_status::invalid:    /* answer (status_of(outcome.error)) and close */
 //   }
+//
+// parse_request(bytes, req) is the same parser without state, for input
+// that is not a chunked body: it reads the head and a Content-Length body
+// from a read-only buffer, and for a chunked request stops after the head
+// (parse_status::chunked_body, consumed = the head's bytes; request_reader
+// decodes the body that follows).
 //
 // What it accepts (RFC 9112, strictly): a request line `METHOD SP target SP
 // HTTP/1.x CRLF` (method a token, target visible ASCII: no control, space or
 // byte of 0x80 and above), header lines `name: value CRLF` (name a token;
 // value printable, obs-text, SP and HTAB; surrounding whitespace dropped; no
-// obsolete line folding), an empty line, and a body of Content-Length bytes.
-// Every line of the head ends in CRLF: a bare LF or CR is `invalid`
-// (bad_line_ending) as soon as it is seen, not tolerated as RFC 9112 2.2
-// allows (a lenient reader that a proxy in front disagrees with is how
-// requests get smuggled). Transfer-Encoding is not supported (invalid), nor
-// are two different Content-Length values. The views in `request` point
-// into the caller's buffer: they are valid while it is.
+// obsolete line folding), an empty line, and a body: Content-Length bytes,
+// or `Transfer-Encoding: chunked` (chunked_decoder.hpp: chunk extensions
+// ignored, trailer fields read and discarded), decoded into `body` as a
+// Content-Length body would be. Every line of the head ends in CRLF: a bare
+// LF or CR is `invalid` (bad_line_ending) as soon as it is seen, not
+// tolerated as RFC 9112 2.2 allows (a lenient reader that a proxy in front
+// disagrees with is how requests get smuggled). Transfer-Encoding:
+//   * `chunked` alone (any case; in one field or split over several) is
+//     supported;
+//   * any other coding or list (gzip, identity, `gzip, chunked`, unknown)
+//     is unsupported_transfer_encoding: 501 Not Implemented;
+//   * with a Content-Length, in an HTTP/1.0 request, empty, or chunked
+//     twice: bad_transfer_encoding (400: RFC 9112 6.1, 6.3 — a message read
+//     two ways is how requests get smuggled).
+// Two different Content-Length values are invalid. The views in `request`
+// point into the caller's buffer: they are valid while it is (and a
+// chunked body lies where request_reader decoded it, in that buffer).
 //
 // Limits (request_limits): the head (request line + headers) beyond
 // max_head_bytes, more than max_headers headers, or a body over
 // max_body_bytes is `invalid` with errc too_large — decided as soon as the
-// bytes seen exceed the limit, so a client cannot make the server buffer
-// an unbounded head.
+// bytes seen exceed the limit (for a chunked body: as soon as a
+// chunk-size takes the decoded total over it), so a client cannot make the
+// server buffer an unbounded head or body. A chunked body's trailer section
+// has the head's limits (max_head_bytes in all, max_headers fields), and a
+// chunk-size line longer than max_head_bytes is bad_chunk_size.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
+
+#include "chunked_decoder.hpp"
 
 namespace canopy::io::http {
 
@@ -63,7 +90,14 @@ struct request {
   [[nodiscard]] std::string_view find(std::string_view name) const noexcept;
 };
 
-enum class parse_status : std::uint8_t { complete, incomplete, invalid };
+enum class parse_status : std::uint8_t {
+  complete,
+  incomplete,
+  invalid,
+  // parse_request only: the head is complete (and `request` holds it) and a
+  // chunked body follows at `consumed`; request_reader decodes it.
+  chunked_body,
+};
 
 enum class parse_error : std::uint8_t {
   none,
@@ -75,18 +109,46 @@ enum class parse_error : std::uint8_t {
   bad_content_length,
   unsupported_transfer_encoding,
   too_large,
-  bad_line_ending,  // a bare LF or CR in the head (RFC 9112 2.2: CRLF only here)
+  bad_line_ending,        // a bare LF or CR in the head (RFC 9112 2.2: CRLF only here)
+  bad_transfer_encoding,  // with Content-Length, in HTTP/1.0, empty, or chunked twice
+  bad_chunk_size,         // a chunk-size line: not hex, overflow, too long, a bad byte
+  bad_chunk_ending,       // chunk data not followed by CRLF
 };
 
 struct parse_outcome {
   parse_status status = parse_status::incomplete;
   parse_error error = parse_error::none;
-  std::size_t consumed = 0;  // bytes of the request, when complete
+  std::size_t consumed = 0;  // bytes of the request, when complete (of the head: chunked_body)
+  // When incomplete: how many bytes of the input to keep for the next call
+  // (all of them, but for a chunked body's spent framing: request_reader).
+  std::size_t keep = 0;
 };
 
 // Parse one request from the start of `input`.
 [[nodiscard]] parse_outcome parse_request(std::string_view input, request& out,
                                           const request_limits& limits = {}) noexcept;
+
+// Reads the requests of one connection, one at a time: parse_request, and
+// for a chunked body a chunked_decoder that keeps its place between calls,
+// so a body that arrives in pieces is decoded once, not again per piece.
+// Each call gets the unanswered bytes at the front of `input`: after
+// `incomplete`, its first `keep` bytes (moved or not) followed by what
+// arrived since; after `complete` or `invalid`, a new request.
+class request_reader {
+ public:
+  explicit request_reader(const request_limits& limits = {}) noexcept : limits_(limits) {}
+
+  [[nodiscard]] parse_outcome read(std::span<char> input, request& out) noexcept;
+
+ private:
+  request_limits limits_;
+  bool in_body_ = false;  // a chunked body is being decoded
+  detail::chunked_decoder body_;
+};
+
+// The status code that answers `error`: 501 for a transfer coding this
+// parser does not implement, 400 for every other.
+[[nodiscard]] int status_of(parse_error error) noexcept;
 
 // A short description of `error`, for logs.
 [[nodiscard]] std::string_view describe(parse_error error) noexcept;

@@ -47,6 +47,13 @@ class input_buffer {
   [[nodiscard]] std::string_view pending() const noexcept {
     return {data_.data() + begin_, end_ - begin_};
   }
+  // The same bytes, writable: request_reader decodes a chunked body in place.
+  [[nodiscard]] std::span<char> pending_bytes() noexcept {
+    return {data_.data() + begin_, end_ - begin_};
+  }
+  // Drops the pending bytes after the first `count` (a chunked body's
+  // framing, already decoded).
+  void keep(std::size_t count) noexcept { end_ = begin_ + std::min(count, end_ - begin_); }
   void consume(std::size_t count) noexcept {
     begin_ += count;
     if (begin_ == end_) {
@@ -80,6 +87,8 @@ std::string_view reason_of(int status) noexcept {
       return "Bad Request";
     case 408:
       return "Request Timeout";
+    case 501:
+      return "Not Implemented";
     default:
       return "Error";
   }
@@ -258,10 +267,15 @@ void append_response(std::string& out, int status, std::string_view reason,
 task<void> serve_connection(tcp_stream stream, server_options options, handler respond) {
   check_serving(options, respond);
   add(totals.connections, 1);
-  const std::size_t buffer_limit = options.limits.max_head_bytes + options.limits.max_body_bytes;
+  // The head and the largest body, and room to read a chunked body's last
+  // chunk and trailers into (its framing is dropped as it is decoded, but
+  // needs room to arrive in).
+  const std::size_t buffer_limit =
+      options.limits.max_head_bytes + options.limits.max_body_bytes + 4096;
   input_buffer input(std::min<std::size_t>(4096, buffer_limit));
   std::string output;
   request req;
+  request_reader reader(options.limits);
   // Counted however the connection ends (also when shutdown destroys it).
   struct tally_on_exit {
     std::uint64_t served = 0;
@@ -279,8 +293,9 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     // Answer every complete request that arrived, in order.
     bool answered = false;
     while (!closing) {
-      const parse_outcome outcome = parse_request(input.pending(), req, options.limits);
+      const parse_outcome outcome = reader.read(input.pending_bytes(), req);
       if (outcome.status == parse_status::incomplete) {
+        input.keep(outcome.keep);
         if (!continued && expects_continue(input.pending())) {
           output.append("HTTP/1.1 100 Continue\r\n\r\n");
           continued = true;
@@ -289,7 +304,9 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       }
       if (outcome.status == parse_status::invalid) {
         add(totals.bad_requests, 1);
-        append_response(output, 400, reason_of(400), "text/plain", describe(outcome.error), true);
+        const int status = status_of(outcome.error);
+        append_response(output, status, reason_of(status), "text/plain", describe(outcome.error),
+                        true);
         closing = true;
         break;
       }

@@ -14,16 +14,23 @@
 //   * HEAD: the server sends only the head of the handler's response (the
 //     body is dropped), so a handler answers HEAD as it answers GET and
 //     the Content-Length is the GET answer's;
+//   * request bodies: Content-Length, or `Transfer-Encoding: chunked`
+//     (decoded in place as it arrives: the handler sees req.body as for
+//     Content-Length; extensions ignored, trailers discarded); both within
+//     limits.max_body_bytes;
 //   * pipelining: every complete request in what arrived is answered, in
-//     order, and the answers go out in one write;
+//     order, and the answers go out in one write (also after a chunked
+//     body);
 //   * `Expect: 100-continue` (HTTP/1.1): once the head has arrived and
 //     passed the limits, the interim `100 Continue` goes out, so the
 //     client sends its body at once instead of after its own timeout; a
 //     head over the limits gets the 400 instead;
 //   * a malformed request (also a bare LF line ending, or a byte of 0x80
-//     and above in the target: http_parser.hpp), or a head / body over the
-//     limits: `400 Bad Request` with `Connection: close`, then the
-//     connection is closed;
+//     and above in the target: http_parser.hpp; a malformed chunk;
+//     Transfer-Encoding with Content-Length or in HTTP/1.0), or a head /
+//     body over the limits: `400 Bad Request` with `Connection: close`,
+//     then the connection is closed; a transfer coding other than chunked
+//     alone (gzip, `gzip, chunked`, ...): `501 Not Implemented`, the same way;
 //   * a request that starts but does not arrive in full within
 //     request_timeout of the previous answer (or of the accept): `408
 //     Request Timeout` and close — so a client that sends its headers too

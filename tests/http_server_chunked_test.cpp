@@ -1,0 +1,362 @@
+// Chunked request bodies through the HTTP/1.1 server (io/http/http_server.hpp)
+// on 127.0.0.1: curl streaming stdin from a pipe (as `-T -`, which sends
+// `Expect: 100-continue`, and as a POST with `Transfer-Encoding: chunked`),
+// a raw socket sending the body a few bytes at a time with a pipelined
+// request after it, 100-continue, the body limit, 501 for other codings,
+// 400 for Transfer-Encoding with Content-Length or in HTTP/1.0, and a client
+// that closes mid-chunk. Run once per backend (run.sh's http_server pattern).
+// curl is installed by ./run.sh; a missing curl fails the test.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <canopy/io.hpp>
+#include <canopy/io/http.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+namespace io = canopy::io;
+namespace http = canopy::io::http;
+using canopy::testing::watchdog;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t body_limit = 256 * 1024;
+
+// Echoes the body: "<size>\n" then the body itself.
+void echo(const http::request& req, std::string& out) {
+  http::append_response(out, 200, "OK", "text/plain",
+                        std::to_string(req.body.size()) + "\n" + std::string(req.body),
+                        !req.keep_alive);
+}
+
+std::string echoed(std::string_view body) {
+  return std::to_string(body.size()) + "\n" + std::string(body);
+}
+
+// An HTTP server on a free port of 127.0.0.1 for one test case.
+class echo_server {
+ public:
+  echo_server() : pool_(canopy::testing::io_config(2)), timers_(pool_) {
+    listener_ = io::tcp_listener::bind(io::reactor::of(pool_), io::endpoint::loopback_v4(0));
+    port_ = listener_.local_endpoint().port();
+    http::server_options options;
+    options.limits.max_body_bytes = body_limit;
+    server_ = pool_.spawn(http::serve(listener_, options, &echo));
+  }
+  ~echo_server() {
+    server_.cancel();
+    pool_.shutdown();
+    listener_.close();
+  }
+  echo_server(const echo_server&) = delete;
+  echo_server& operator=(const echo_server&) = delete;
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+
+ private:
+  canopy::executor pool_;
+  io::reactor_timers timers_;
+  io::tcp_listener listener_;
+  std::uint16_t port_ = 0;
+  canopy::task_handle<std::error_code> server_;
+};
+
+// A blocking client with a receive timeout (a silent server fails the test
+// instead of hanging it) and TCP_NODELAY, so that each send leaves at once
+// and the server sees the body in the pieces it was sent in.
+class raw_client {
+ public:
+  explicit raw_client(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    REQUIRE(fd_ >= 0);
+    timeval timeout{static_cast<time_t>(10 * canopy::testing::timeout_scale()), 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    const int on = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
+  ~raw_client() { close(); }
+  raw_client(const raw_client&) = delete;
+  raw_client& operator=(const raw_client&) = delete;
+
+  void send(std::string_view data) const {
+    while (!data.empty()) {
+      const ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      REQUIRE(sent > 0);
+      data.remove_prefix(static_cast<std::size_t>(sent));
+    }
+  }
+  // Reads until `text` has arrived (true) or the connection ends or times out.
+  bool read_until(std::string_view text) {
+    while (received.find(text) == std::string::npos) {
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got <= 0) {
+        return false;
+      }
+      received.append(buffer, static_cast<std::size_t>(got));
+    }
+    return true;
+  }
+  // Reads until the server closes (true) or the receive times out (false).
+  bool read_to_eof() {
+    for (;;) {
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got == 0) {
+        return true;
+      }
+      if (got < 0) {
+        return errno == ECONNRESET;
+      }
+      received.append(buffer, static_cast<std::size_t>(got));
+    }
+  }
+  void close() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+
+  std::string received;
+
+ private:
+  int fd_;
+};
+
+// `sh -c command` as a child process, its stdout and stderr read here, for
+// at most `seconds` (scaled; then it is killed). The exit status (128 + the
+// signal if one ended it) and the output.
+struct shell_run {
+  int status = -1;
+  std::string output;
+};
+shell_run run_shell(const std::string& command, double seconds) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::string shell = "sh";
+  std::string flag = "-c";
+  std::string script = command;
+  char* argv[] = {shell.data(), flag.data(), script.data(), nullptr};
+  pid_t pid = -1;
+  const int failed = ::posix_spawnp(&pid, "sh", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  REQUIRE_MESSAGE(failed == 0, "cannot run sh: ", std::strerror(failed));
+  shell_run run;
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(seconds * canopy::testing::timeout_scale()));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd readable{fds[0], POLLIN, 0};
+    const int ready = ::poll(&readable, 1, static_cast<int>(left.count()) + 1);
+    if (ready < 0 && errno == EINTR) {
+      continue;
+    }
+    char buffer[65536];
+    const ssize_t got = ready > 0 ? ::read(fds[0], buffer, sizeof buffer) : 0;
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      break;
+    }
+    run.output.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+// What `seq 1 count` prints.
+std::string seq_output(int count) {
+  std::string text;
+  for (int i = 1; i <= count; ++i) {
+    text += std::to_string(i) + "\n";
+  }
+  return text;
+}
+
+// `body` chunked, `piece` bytes a chunk.
+std::string chunked(std::string_view body, std::size_t piece) {
+  std::string out;
+  char size[32];
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    const std::string_view chunk = body.substr(at, piece);
+    std::snprintf(size, sizeof size, "%zx", chunk.size());
+    out += size;
+    out += "\r\n";
+    out += chunk;
+    out += "\r\n";
+  }
+  return out + "0\r\n\r\n";
+}
+
+const std::string chunked_head =
+    "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+}  // namespace
+
+TEST_CASE("http server chunked: curl streaming a pipe (-T -, and POST with chunked)") {
+  watchdog guard("http chunked curl", 120);
+  echo_server server;
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/up";
+  const std::string body = seq_output(20000);  // about 106 KiB: several chunks
+  // -T - streams stdin as chunks (PUT) and asks Expect: 100-continue; -v
+  // shows the interim answer arriving (--stderr -: in order with the body).
+  const shell_run put =
+      run_shell("seq 1 20000 | curl -sS -v --stderr - --max-time 30 -T - " + url, 60);
+  CHECK(put.status == 0);
+  CHECK(put.output.find("> Transfer-Encoding: chunked") != std::string::npos);
+  CHECK(put.output.find("< HTTP/1.1 100 Continue") != std::string::npos);
+  CHECK(put.output.find("< HTTP/1.1 200 OK") != std::string::npos);
+  CHECK(put.output.find(echoed(body)) != std::string::npos);
+
+  const shell_run post = run_shell(
+      "seq 1 20000 | curl -sS --max-time 30 -H 'Transfer-Encoding: chunked' --data-binary @- " +
+          url,
+      60);
+  CHECK(post.status == 0);
+  CHECK(post.output == echoed(body));
+}
+
+TEST_CASE("http server chunked: a body sent a few bytes at a time, then a pipelined request") {
+  watchdog guard("http chunked pieces", 60);
+  echo_server server;
+  raw_client client(server.port());
+  const std::string body = "Chunked bodies arrive split anywhere: in a size, a CRLF, the data.";
+  const std::string request = chunked_head + chunked(body, 7);
+  for (std::size_t at = 0; at < request.size(); at += 3) {
+    client.send(std::string_view(request).substr(at, 3));
+    std::this_thread::sleep_for(1ms);  // separate reads at the server, most of the time
+  }
+  REQUIRE(client.read_until("\r\n\r\n" + echoed(body)));
+  CHECK(client.received.rfind("HTTP/1.1 200 OK", 0) == 0);
+
+  // A chunked request with extensions and trailers, and a plain one after
+  // it in the same write: both answered, in order, on the same connection.
+  client.received.clear();
+  client.send(chunked_head + "3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\nGET /next HTTP/1.1\r\n\r\n");
+  REQUIRE(client.read_until("\r\n\r\n" + echoed("")));
+  const std::size_t first = client.received.find(echoed("abc"));
+  CHECK(first != std::string::npos);
+  CHECK(client.received.find(echoed(""), first) != std::string::npos);
+}
+
+TEST_CASE("http server chunked: Expect: 100-continue gets 100 Continue before the body") {
+  watchdog guard("http chunked 100-continue", 60);
+  echo_server server;
+  raw_client client(server.port());
+  client.send("PUT /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+  REQUIRE(client.read_until("\r\n\r\n"));
+  CHECK(client.received == "HTTP/1.1 100 Continue\r\n\r\n");
+  client.send(chunked("after the interim answer", 5));
+  REQUIRE(client.read_until(echoed("after the interim answer")));
+  CHECK(client.received.find("HTTP/1.1 200 OK") != std::string::npos);
+}
+
+TEST_CASE("http server chunked: over the limit, other codings, TE with CL or in HTTP/1.0") {
+  watchdog guard("http chunked refusals", 60);
+  echo_server server;
+  SUBCASE("exactly the limit is served; a size past it is refused before its data") {
+    raw_client at_limit(server.port());
+    const std::string body(body_limit, 'L');
+    at_limit.send(chunked_head + chunked(body, 60000));
+    CHECK(at_limit.read_until("\r\n\r\n" + echoed(body)));
+
+    raw_client over(server.port());
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", body_limit + 1);
+    over.send(chunked_head + size);  // no data follows: the size alone is refused
+    CHECK(over.read_to_eof());
+    CHECK(over.received.rfind("HTTP/1.1 400 Bad Request", 0) == 0);
+    CHECK(over.received.find("limit") != std::string::npos);
+
+    raw_client in_pieces(server.port());
+    in_pieces.send(chunked_head + "20000\r\n" + std::string(0x20000, 'a') + "\r\n20001\r\n");
+    CHECK(in_pieces.read_to_eof());
+    CHECK(in_pieces.received.rfind("HTTP/1.1 400 Bad Request", 0) == 0);
+  }
+  SUBCASE("malformed chunks: 400 and a close") {
+    for (const std::string_view chunks :
+         {"zz\r\n", "5\r\nhelloXX", "5\nhello\r\n0\r\n\r\n", "10000000000000000\r\n"}) {
+      CAPTURE(chunks);
+      raw_client client(server.port());
+      client.send(chunked_head + std::string(chunks));
+      CHECK(client.read_to_eof());
+      CHECK(client.received.rfind("HTTP/1.1 400 Bad Request", 0) == 0);
+      CHECK(client.received.find("Connection: close") != std::string::npos);
+    }
+  }
+  SUBCASE("a coding other than chunked alone: 501 and a close") {
+    for (const std::string_view codings : {"gzip", "identity", "gzip, chunked", "x-new"}) {
+      CAPTURE(codings);
+      raw_client client(server.port());
+      client.send("POST / HTTP/1.1\r\nTransfer-Encoding: " + std::string(codings) +
+                  "\r\n\r\n0\r\n\r\n");
+      CHECK(client.read_to_eof());
+      CHECK(client.received.rfind("HTTP/1.1 501 Not Implemented", 0) == 0);
+      CHECK(client.received.find("Connection: close") != std::string::npos);
+    }
+  }
+  SUBCASE("Transfer-Encoding with Content-Length, or in HTTP/1.0: 400 and a close") {
+    for (const std::string_view head :
+         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+          "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+          "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+      CAPTURE(head);
+      raw_client client(server.port());
+      client.send(std::string(head) + "0\r\n\r\n");
+      CHECK(client.read_to_eof());
+      CHECK(client.received.rfind("HTTP/1.1 400 Bad Request", 0) == 0);
+    }
+  }
+  SUBCASE("clients that close mid-chunk do not disturb the next one") {
+    for (int round = 0; round < 10; ++round) {
+      raw_client quitter(server.port());
+      quitter.send(chunked_head + (round % 2 == 0 ? "1f" : "10\r\nonly eight"));
+      quitter.close();
+    }
+    raw_client next(server.port());
+    next.send(chunked_head + chunked("still served", 4));
+    CHECK(next.read_until("\r\n\r\n" + echoed("still served")));
+  }
+}
