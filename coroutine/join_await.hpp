@@ -177,8 +177,7 @@ class join_awaiter {
   // result into this awaiter and resumes this task at its end.
   std::coroutine_handle<> take_over(task_context& context, std::coroutine_handle<> self) noexcept {
     static_cast<void>(handle_.let_go());
-    // Every coroutine task's state is a pooled_join_state (spawn_coroutine).
-    static_cast<pooled_join_state<T>*>(state_)->discard_unstarted();
+    discard_unstarted(state_);
     adopted_ = child_handle::from_address(adopted_frame_);
     adopted_.promise().await_inline(&adopted_result_, self, &context);
     return adopted_;

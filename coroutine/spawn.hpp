@@ -229,18 +229,51 @@ struct lazy_child {
   static constexpr task_vtable table{&run_entry, &destroy_entry};
 };
 
+// The join state of a coroutine task spawned with a handle: in the block
+// the spawning worker (`spawner`, when a task spawns it) kept from its last
+// take-over if it has the size (a fork's spawn follows its last join), else
+// from the pool.
+template <class T>
+pooled_join_state<T>* make_join_state(worker_context* spawner) {
+  if (spawner != nullptr && spawner->kept_join_state_size == sizeof(pooled_join_state<T>)) {
+    spawner->kept_join_state_size = 0;
+    return pooled_join_state<T>::make_in(std::exchange(spawner->kept_join_state, nullptr));
+  }
+  return new pooled_join_state<T>();
+}
+
+// The state of a coroutine task taken over unstarted, every reference of
+// which the caller holds: it never held a value, an exception or a
+// continuation, so nothing its destructors would release, and its block
+// goes without them: kept by the calling worker for its next coroutine
+// spawn if it keeps none, else back to the pool.
+template <class T>
+void discard_unstarted(join_state<T>* state) noexcept {
+  // Every coroutine task's state is a pooled_join_state (spawn_coroutine).
+  void* const block = static_cast<pooled_join_state<T>*>(state);
+  worker_context& worker = *current_worker();
+  if (worker.kept_join_state == nullptr) {
+    worker.kept_join_state = block;
+    worker.kept_join_state_size = sizeof(pooled_join_state<T>);
+  } else {
+    free_block(block, sizeof(pooled_join_state<T>));
+  }
+}
+
 // Spawn `work` on `core`; with `joined`, a join state is made for it (two
 // references: the body's and the handle's), the root delivers its result
 // there, and *state points at it. A detached task allocates nothing but
-// its slot here.
+// its slot here. `spawner`: the calling worker's context when a task of
+// `core` spawns (offered placement), else null.
 template <class T>
 spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
                              task_id* spawned, join_state<T>** state = nullptr,
-                             spawn_placement placement = spawn_placement::anywhere) {
+                             spawn_placement placement = spawn_placement::anywhere,
+                             worker_context* spawner = nullptr) {
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
-  pooled_join_state<T>* const made = joined ? new pooled_join_state<T>() : nullptr;
+  pooled_join_state<T>* const made = joined ? make_join_state<T>(spawner) : nullptr;
   const typename coroutine_body<T>::handle_type root = work.release();
   spawn_status status = spawn_status::spawned;
   try {
@@ -276,11 +309,12 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
 
 template <class T>
 spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode, task_handle<T>& out,
-                          spawn_placement placement = spawn_placement::anywhere) {
+                          spawn_placement placement = spawn_placement::anywhere,
+                          worker_context* spawner = nullptr) {
   task_id id;
   join_state<T>* state = nullptr;
   if (const spawn_status status =
-          spawn_coroutine(core, std::move(work), true, mode, &id, &state, placement);
+          spawn_coroutine(core, std::move(work), true, mode, &id, &state, placement, spawner);
       status != spawn_status::spawned) {
     return status;
   }
@@ -316,11 +350,13 @@ struct task_spawner<task<T>> {
 // as a hint (docs/architecture.md, "Offered callables").
 template <class T>
 task_handle<T> spawn(task<T> work) {
-  executor_core& core = detail::current_core("canopy::spawn(task)");
+  worker_context& worker = detail::current_worker_for("canopy::spawn(task)");
+  executor_core& core = *worker.core;
   task_id id;
   join_state<T>* state = nullptr;
-  if (const spawn_status status = detail::spawn_coroutine(
-          core, std::move(work), true, spawn_mode::block, &id, &state, spawn_placement::offered);
+  if (const spawn_status status =
+          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state,
+                                  spawn_placement::offered, &worker);
       status != spawn_status::spawned) {
     throw spawn_error(status);
   }
@@ -333,9 +369,10 @@ task_handle<T> spawn(task<T> work) {
 template <class T>
 spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
   spawn_attempt<task_handle<T>> attempt;
-  attempt.error = to_error_code(
-      detail::spawn_joined(detail::current_core("canopy::try_spawn(task)"), std::move(work),
-                           spawn_mode::fail, attempt.handle, spawn_placement::offered));
+  worker_context& worker = detail::current_worker_for("canopy::try_spawn(task)");
+  attempt.error = to_error_code(detail::spawn_joined(*worker.core, std::move(work),
+                                                     spawn_mode::fail, attempt.handle,
+                                                     spawn_placement::offered, &worker));
   return attempt;
 }
 

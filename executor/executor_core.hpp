@@ -32,6 +32,7 @@
 #include "../signal_waker/sleep_module.hpp"
 #include "../summary_tree/summary_tree.hpp"
 #include "../sync/atomics.hpp"
+#include "block_pool.hpp"
 #include "config.hpp"
 #include "errors.hpp"
 #include "idle_driver.hpp"
@@ -51,10 +52,27 @@ class host_runner;
 
 // Per worker thread: who am I, and what am I running.
 struct worker_context {
+  worker_context() = default;
+  worker_context(const worker_context&) = delete;
+  worker_context& operator=(const worker_context&) = delete;
+  ~worker_context() {
+    if (kept_join_state != nullptr) {
+      detail::free_block(kept_join_state, kept_join_state_size);
+    }
+  }
+
   executor_core* core = nullptr;
   std::size_t index = 0;
   task_id running{};
   bool has_running = false;
+  // A join state's block that a coroutine's take-over of its unstarted
+  // child gave up, kept for this worker's next coroutine spawn of that
+  // size (coroutine/spawn.hpp, discard_unstarted and make_join_state): in
+  // a fork the next spawn follows the take-over, and this skips the block
+  // pool's two calls. Touched only by the thread this context is current
+  // on; freed with the worker.
+  void* kept_join_state = nullptr;
+  std::size_t kept_join_state_size = 0;
 };
 
 // A nested run (run-at-join, a stolen join callable) changes which task the

@@ -229,11 +229,11 @@ class pooled_join_state final : public join_state<T> {
     detail::free_block(block, size);
   }
 
-  // The state of a task that never ran, whose every reference the caller
-  // holds (a join awaiter that took its unstarted task over): no value, no
-  // exception, no continuation, so nothing the destructors would release;
-  // its block goes back without the virtual destructor's call.
-  void discard_unstarted() noexcept { detail::free_block(this, sizeof(pooled_join_state)); }
+  // A state in `block`, a block the pool gave for a pooled_join_state<T>
+  // (one a worker kept: worker_context::kept_join_state).
+  static pooled_join_state* make_in(void* block) noexcept {
+    return ::new (block) pooled_join_state();
+  }
 };
 
 namespace detail {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -290,20 +291,34 @@ TEST_CASE("with_timeout: on timeout the child is destroyed before the result, it
     CHECK(timers.queue().pending() == 0);
   }
   SUBCASE("a running child that throws after the timeout: no detached exception") {
-    std::atomic<int> destroyed{0};
-    const bool ok = canopy::block_on(pool, [](std::atomic<int>& count) -> task<bool> {
-      auto got = co_await canopy::with_timeout(1ms, [](std::atomic<int>& c) -> task<int> {
-        const canopy::testing::destroy_flag flag(c);
-        co_await canopy::yield_now();  // started: runs on until its next suspension
-        const auto until = clock_type::now() + 30ms;
-        while (clock_type::now() < until) {
-        }
-        throw std::runtime_error("thrown while being cancelled");
-        co_return 1;
-      }(count));
-      co_return !got && got.error() == canopy::io::errc::timed_out && count.load() == 1;
-    }(destroyed));
-    CHECK(ok);
+    // The child spins 30 ms past a 1 ms timeout. On a loaded machine the
+    // awaiting task may not run before the child has thrown: then both are
+    // ready, the child's end wins and its exception is rethrown, as
+    // documented. That round says nothing about this case: try again.
+    int timed_out_rounds = 0;
+    for (int round = 0; round < 10 && timed_out_rounds == 0; ++round) {
+      std::atomic<int> destroyed{0};
+      try {
+        const bool ok = canopy::block_on(pool, [](std::atomic<int>& count) -> task<bool> {
+          auto got = co_await canopy::with_timeout(1ms, [](std::atomic<int>& c) -> task<int> {
+            const canopy::testing::destroy_flag flag(c);
+            co_await canopy::yield_now();  // started: runs on until its next suspension
+            const auto until = clock_type::now() + 30ms;
+            while (clock_type::now() < until) {
+            }
+            throw std::runtime_error("thrown while being cancelled");
+            co_return 1;
+          }(count));
+          co_return !got && got.error() == canopy::io::errc::timed_out && count.load() == 1;
+        }(destroyed));
+        CHECK(ok);
+        ++timed_out_rounds;
+      } catch (const std::runtime_error& error) {
+        CHECK(std::string_view(error.what()) == "thrown while being cancelled");
+        MESSAGE("round " << round << ": the child ended before the timeout was seen");
+      }
+    }
+    CHECK(timed_out_rounds == 1);
     pool.shutdown();  // whatever is left ran or was dropped: reports are in
     CHECK(reported.load() == 0);
   }
