@@ -192,7 +192,7 @@ class join_awaiter {
 
   Handle handle_;
   join_state<T>* state_;
-  child_handle adopted_;  // a taken-over child, until it ends
+  child_handle adopted_;           // a taken-over child, until it ends
   void* adopted_frame_ = nullptr;  // its frame, copied from its lazy body
   inline_result<T> adopted_result_{};
   foreign_wait* foreign_ = nullptr;

@@ -370,9 +370,9 @@ template <class T>
 spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
   spawn_attempt<task_handle<T>> attempt;
   worker_context& worker = detail::current_worker_for("canopy::try_spawn(task)");
-  attempt.error = to_error_code(detail::spawn_joined(*worker.core, std::move(work),
-                                                     spawn_mode::fail, attempt.handle,
-                                                     spawn_placement::offered, &worker));
+  attempt.error =
+      to_error_code(detail::spawn_joined(*worker.core, std::move(work), spawn_mode::fail,
+                                         attempt.handle, spawn_placement::offered, &worker));
   return attempt;
 }
 

@@ -130,9 +130,8 @@ class promise_of : public promise_base {
   }
   // The join state deliver_to named (a joined root), else null.
   [[nodiscard]] join_state<T>* joined_state() const noexcept {
-    return (result_ & joined_tag) != 0
-               ? reinterpret_cast<join_state<T>*>(result_ & ~joined_tag)
-               : nullptr;
+    return (result_ & joined_tag) != 0 ? reinterpret_cast<join_state<T>*>(result_ & ~joined_tag)
+                                       : nullptr;
   }
 
   CANOPY_PROMISE_HELPER void unhandled_exception() noexcept {
