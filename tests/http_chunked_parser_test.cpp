@@ -215,10 +215,11 @@ TEST_CASE(
   CHECK(read_all(chunked_head + "6\r\nabcdef\r\n4\r\nghij\r\n0\r\n\r\n", 0, limits).bodies ==
         std::vector<std::string>{"abcdefghij"});
   // Eleven bytes: refused at the size digit, before any data is sent.
-  CHECK(error_of(chunked_head + "b", limits) == parse_error::too_large);
-  CHECK(error_of(chunked_head + "6\r\nabcdef\r\n5", limits) == parse_error::too_large);
+  CHECK(error_of(chunked_head + "b", limits) == parse_error::body_too_large);
+  CHECK(error_of(chunked_head + "6\r\nabcdef\r\n5", limits) == parse_error::body_too_large);
   // A huge size is refused at once as well, not buffered.
-  CHECK(error_of(chunked_head + "fffffff", limits) == parse_error::too_large);
+  CHECK(error_of(chunked_head + "fffffff", limits) == parse_error::body_too_large);
+  CHECK(http::status_of(parse_error::body_too_large) == 413);
 }
 
 TEST_CASE("http chunked: trailers are bounded by the head's limits and checked as fields") {
@@ -226,10 +227,12 @@ TEST_CASE("http chunked: trailers are bounded by the head's limits and checked a
   limits.max_headers = 2;
   limits.max_head_bytes = 100;
   CHECK(read_all(chunked_head + "0\r\nA: 1\r\nB: 2\r\n\r\n", 0, limits).bodies.size() == 1);
+  // Trailer fields are header fields: over the head's limits, as the head is (431).
   CHECK(error_of(chunked_head + "0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits) ==
-        parse_error::too_large);
+        parse_error::head_too_large);
   CHECK(error_of(chunked_head + "0\r\nA: " + std::string(120, 'v'), limits) ==
-        parse_error::too_large);
+        parse_error::head_too_large);
+  CHECK(http::status_of(parse_error::head_too_large) == 431);
   CHECK(error_of(chunked_head + "0\r\nNoColon\r\n\r\n") == parse_error::bad_header);
   CHECK(error_of(chunked_head + "0\r\nBad Name: x\r\n\r\n") == parse_error::bad_header);
   CHECK(error_of(chunked_head + "0\r\n folded: x\r\n\r\n") == parse_error::bad_header);

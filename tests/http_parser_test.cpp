@@ -122,16 +122,36 @@ TEST_CASE("http parser: limits on the head, the header count and the body") {
   limits.max_headers = 2;
   limits.max_body_bytes = 4;
   // An unfinished head longer than the limit is rejected without waiting.
-  CHECK(error_of("GET /" + std::string(100, 'a'), limits) == parse_error::too_large);
+  CHECK(error_of("GET /" + std::string(100, 'a'), limits) == parse_error::head_too_large);
   CHECK(error_of("GET / HTTP/1.1\r\nA: " + std::string(60, 'b') + "\r\n\r\n", limits) ==
-        parse_error::too_large);
+        parse_error::head_too_large);
   CHECK(error_of("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits) ==
-        parse_error::too_large);
-  CHECK(error_of("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", limits) == parse_error::too_large);
+        parse_error::head_too_large);
+  // The body limit is decided from the Content-Length, before any body byte.
+  CHECK(error_of("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", limits) ==
+        parse_error::body_too_large);
+  CHECK(error_of("POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", limits) ==
+        parse_error::body_too_large);
   request req;
   CHECK(parse_request("POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd", req, limits).status ==
         parse_status::complete);
-  CHECK(canopy::io::http::describe(parse_error::too_large).find("limit") != std::string::npos);
+  CHECK(canopy::io::http::describe(parse_error::head_too_large).find("limit") != std::string::npos);
+  CHECK(canopy::io::http::describe(parse_error::body_too_large).find("body") != std::string::npos);
+}
+
+TEST_CASE("http parser: each limit has its status code, every other error 400 or 501") {
+  using canopy::io::http::status_of;
+  CHECK(status_of(parse_error::body_too_large) == 413);
+  CHECK(status_of(parse_error::head_too_large) == 431);
+  CHECK(status_of(parse_error::unsupported_transfer_encoding) == 501);
+  for (const parse_error error :
+       {parse_error::bad_request_line, parse_error::bad_method, parse_error::bad_target,
+        parse_error::bad_version, parse_error::bad_header, parse_error::bad_content_length,
+        parse_error::bad_line_ending, parse_error::bad_transfer_encoding,
+        parse_error::bad_chunk_size, parse_error::bad_chunk_ending}) {
+    CAPTURE(static_cast<int>(error));
+    CHECK(status_of(error) == 400);
+  }
 }
 
 TEST_CASE("http parser: a bare LF or CR line ending is invalid as soon as it is seen") {

@@ -461,17 +461,41 @@ TEST_CASE("http server: a malformed request gets 400 and the connection closed")
     CHECK(all.rfind(hello_response, 0) == 0);
     CHECK(all.find("HTTP/1.1 400 Bad Request") != std::string::npos);
   }
-  SUBCASE("headers over the size limit") {
+}
+
+// As nginx and hyper answer them (RFC 6585 5, RFC 9110 15.5.14), so a
+// client or proxy can tell "too big" from "malformed".
+TEST_CASE("http server: a head over the limits gets 431, a body over them 413, then a close") {
+  canopy::testing::watchdog guard("http limits", 60);
+  test_server server;  // max_head_bytes 1024; max_headers and max_body_bytes the defaults
+  const auto refused_with = [](const std::string& all, std::string_view status_line) {
+    CHECK(all.rfind(status_line, 0) == 0);
+    CHECK(all.find("Connection: close") != std::string::npos);
+  };
+  SUBCASE("a header over the head limit") {
     client peer(server.port());
     peer.send("GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
-    const std::string all = peer.read_to_eof();
-    CHECK(all.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+    refused_with(peer.read_to_eof(), "HTTP/1.1 431 Request Header Fields Too Large\r\n");
   }
   SUBCASE("an unfinished head over the limit is refused without waiting for its end") {
     client peer(server.port());
     peer.send("GET /" + std::string(2000, 'a'));
-    const std::string all = peer.read_to_eof();
-    CHECK(all.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+    refused_with(peer.read_to_eof(), "HTTP/1.1 431 Request Header Fields Too Large\r\n");
+  }
+  SUBCASE("more header fields than max_headers, in few bytes") {
+    std::string head = "GET / HTTP/1.1\r\n";
+    for (std::size_t i = 0; i <= http::request_limits{}.max_headers; ++i) {
+      head += "A: 1\r\n";
+    }
+    client peer(server.port());
+    peer.send(head + "\r\n");
+    refused_with(peer.read_to_eof(), "HTTP/1.1 431 Request Header Fields Too Large\r\n");
+  }
+  SUBCASE("a Content-Length over max_body_bytes, refused from the head alone") {
+    client peer(server.port());
+    peer.send("POST / HTTP/1.1\r\nContent-Length: " +
+              std::to_string(http::request_limits{}.max_body_bytes + 1) + "\r\n\r\n");
+    refused_with(peer.read_to_eof(), "HTTP/1.1 413 Content Too Large\r\n");
   }
 }
 

@@ -294,7 +294,7 @@ TEST_CASE("http server: request bodies in pieces, at the limit, over it, and cut
           std::string::npos);
     CHECK(client.received.find("\r\n\r\n0 0") != std::string::npos);
   }
-  SUBCASE("exactly the limit is served; one byte more is 400 and a close") {
+  SUBCASE("exactly the limit is served; one byte more is 413 and a close") {
     raw_client at_limit(server.port());
     const std::string body = pattern_body(body_limit);
     at_limit.send(post_head(body.size()) + body);
@@ -304,7 +304,8 @@ TEST_CASE("http server: request bodies in pieces, at the limit, over it, and cut
     raw_client over(server.port());
     over.send(post_head(body_limit + 1));
     CHECK(over.read_to_eof());
-    CHECK(over.received.rfind("HTTP/1.1 400 Bad Request", 0) == 0);
+    CHECK(over.received.rfind("HTTP/1.1 413 Content Too Large\r\n", 0) == 0);
+    CHECK(over.received.find("Connection: close") != std::string::npos);
   }
   SUBCASE("malformed lengths, and Transfer-Encoding with Content-Length: 400 and a close") {
     for (const std::string_view head :
@@ -353,7 +354,8 @@ TEST_CASE("http server: Expect: 100-continue gets 100 Continue before the body i
   raw_client too_big(server.port());
   too_big.send(post_head(body_limit + 1, "Expect: 100-continue\r\n"));
   CHECK(too_big.read_to_eof());
-  CHECK(too_big.received.rfind("HTTP/1.1 400 Bad Request", 0) == 0);
+  CHECK(too_big.received.rfind("HTTP/1.1 413 Content Too Large", 0) == 0);
+  CHECK(too_big.received.find("100 Continue") == std::string::npos);
 
   // The body sent at once with the head (the client did not wait): one
   // answer, the final one, and no stray 100 after it.

@@ -100,7 +100,7 @@ class http_connection : public std::enable_shared_from_this<http_connection> {
         end_ -= begin_;
         begin_ = 0;
       } else {
-        close();  // a head over the buffer: the parser reports too_large first
+        close();  // a head over the buffer: the parser reports head_too_large first
         return;
       }
     }

@@ -65,7 +65,7 @@ chunk_error chunked_decoder::step(char c, const chunk_limits& limits) noexcept {
   }
   const bool trailer = phase_ >= phase::trailer_start && phase_ <= phase::final_lf;
   if (trailer && ++trailer_bytes_ > limits.max_line_bytes) {
-    return chunk_error::too_large;
+    return chunk_error::trailers_too_large;
   }
   switch (phase_) {
     case phase::size:
@@ -78,7 +78,7 @@ chunk_error chunked_decoder::step(char c, const chunk_limits& limits) noexcept {
         // Refused as soon as the size says the body will not fit: the data
         // is never read, let alone buffered.
         if (size_ > limits.max_body_bytes - decoded_) {
-          return chunk_error::too_large;
+          return chunk_error::body_too_large;
         }
         return chunk_error::none;
       }
@@ -151,7 +151,7 @@ chunk_error chunked_decoder::step(char c, const chunk_limits& limits) noexcept {
         return chunk_error::bad_trailer;  // also obsolete folding (a leading space)
       }
       if (++trailers_ > limits.max_trailers) {
-        return chunk_error::too_large;
+        return chunk_error::trailers_too_large;
       }
       phase_ = phase::trailer_name;
       return chunk_error::none;

@@ -25,10 +25,12 @@
 // whitespace and `;` chunk extensions (visible bytes, SP, HTAB: ignored),
 // then CRLF; chunk data is followed by CRLF; a trailer field line is
 // `name: value` as in the head. A bare LF or CR is an error, as in the
-// head. Limits: the body as decoded over max_body_bytes is too_large as
-// soon as a chunk-size says so (before its data arrives); a chunk-size
+// head. Limits: the body as decoded over max_body_bytes is body_too_large
+// as soon as a chunk-size says so (before its data arrives; so a size too
+// big for 64 bits is body_too_large, not bad_size, under any smaller limit:
+// the limit is passed digit by digit, before the overflow); a chunk-size
 // line over max_line_bytes is bad_size; the trailer section over
-// max_line_bytes bytes or max_trailers fields is too_large.
+// max_line_bytes bytes or max_trailers fields is trailers_too_large.
 #pragma once
 
 #include <cstddef>
@@ -47,11 +49,12 @@ enum class chunk_status : std::uint8_t { incomplete, complete, invalid };
 
 enum class chunk_error : std::uint8_t {
   none,
-  bad_size,         // not hex, no digit, overflow, a line too long, a bad byte in it
-  bad_data_end,     // chunk data not followed by CRLF
-  bad_trailer,      // a malformed trailer field line
-  bad_line_ending,  // a bare LF, or a CR not followed by LF
-  too_large,        // the body or the trailer section over the limits
+  bad_size,            // not hex, no digit, overflow, a line too long, a bad byte in it
+  bad_data_end,        // chunk data not followed by CRLF
+  bad_trailer,         // a malformed trailer field line
+  bad_line_ending,     // a bare LF, or a CR not followed by LF
+  body_too_large,      // the decoded body over max_body_bytes
+  trailers_too_large,  // the trailer section over max_line_bytes or max_trailers
 };
 
 struct chunk_outcome {

@@ -171,7 +171,7 @@ parse_outcome parse(std::string_view input, request& out, const request_limits& 
   const std::size_t head_end = input.find("\r\n\r\n", start);
   if (head_end == std::string_view::npos) {
     if (input.size() - start > limits.max_head_bytes) {
-      return fail(parse_error::too_large);
+      return fail(parse_error::head_too_large);
     }
     // A byte no request head may hold, or a bare line ending (an LF not
     // after a CR, a CR before anything but an LF; a CR at the end may still
@@ -194,7 +194,7 @@ parse_outcome parse(std::string_view input, request& out, const request_limits& 
     return {};
   }
   if (head_end - start + 4 > limits.max_head_bytes) {
-    return fail(parse_error::too_large);
+    return fail(parse_error::head_too_large);
   }
 
   std::string_view rest = input.substr(start, head_end - start + 2);  // lines, each with CRLF
@@ -224,7 +224,7 @@ parse_outcome parse(std::string_view input, request& out, const request_limits& 
       return fail(has_bare_line_end(line) ? parse_error::bad_line_ending : parse_error::bad_header);
     }
     if (out.header_count == limits.max_headers || out.header_count == request::header_capacity) {
-      return fail(parse_error::too_large);
+      return fail(parse_error::head_too_large);
     }
     const std::string_view value = trim(raw_value);
     out.headers[out.header_count++] = header{name, value};
@@ -250,7 +250,7 @@ parse_outcome parse(std::string_view input, request& out, const request_limits& 
     }
   }
   if (content_length > limits.max_body_bytes) {
-    return fail(parse_error::too_large);
+    return fail(parse_error::body_too_large);
   }
   out.keep_alive = out.version_minor == 1 ? !close : (keep_alive && !close);
 
@@ -277,8 +277,10 @@ parse_error error_of(detail::chunk_error error) noexcept {
       return parse_error::bad_header;
     case detail::chunk_error::bad_line_ending:
       return parse_error::bad_line_ending;
-    case detail::chunk_error::too_large:
-      return parse_error::too_large;
+    case detail::chunk_error::body_too_large:
+      return parse_error::body_too_large;
+    case detail::chunk_error::trailers_too_large:
+      return parse_error::head_too_large;
   }
   return parse_error::bad_chunk_size;
 }
@@ -325,7 +327,16 @@ parse_outcome request_reader::read(std::span<char> input, request& out) noexcept
 }
 
 int status_of(parse_error error) noexcept {
-  return error == parse_error::unsupported_transfer_encoding ? 501 : 400;
+  switch (error) {
+    case parse_error::body_too_large:
+      return 413;
+    case parse_error::head_too_large:
+      return 431;
+    case parse_error::unsupported_transfer_encoding:
+      return 501;
+    default:
+      return 400;
+  }
 }
 
 std::string_view describe(parse_error error) noexcept {
@@ -346,8 +357,10 @@ std::string_view describe(parse_error error) noexcept {
       return "invalid or conflicting Content-Length";
     case parse_error::unsupported_transfer_encoding:
       return "this transfer coding is not implemented (only chunked alone is)";
-    case parse_error::too_large:
-      return "the request head or body is over the size limit";
+    case parse_error::head_too_large:
+      return "the request head or the chunked body's trailers are over the size limits";
+    case parse_error::body_too_large:
+      return "the request body is over the size limit";
     case parse_error::bad_line_ending:
       return "a line of the head ends in a bare LF or CR (CRLF is required)";
     case parse_error::bad_transfer_encoding:

@@ -43,13 +43,16 @@
 // chunked body lies where request_reader decoded it, in that buffer).
 //
 // Limits (request_limits): the head (request line + headers) beyond
-// max_head_bytes, more than max_headers headers, or a body over
-// max_body_bytes is `invalid` with errc too_large — decided as soon as the
-// bytes seen exceed the limit (for a chunked body: as soon as a
-// chunk-size takes the decoded total over it), so a client cannot make the
-// server buffer an unbounded head or body. A chunked body's trailer section
-// has the head's limits (max_head_bytes in all, max_headers fields), and a
-// chunk-size line longer than max_head_bytes is bad_chunk_size.
+// max_head_bytes or more than max_headers headers is `invalid` with
+// head_too_large (431), a body over max_body_bytes with body_too_large (413)
+// — decided as soon as the bytes seen exceed the limit (for a
+// Content-Length body: from the header, before any of the body arrives; for
+// a chunked body: as soon as a chunk-size takes the decoded total over it),
+// so a client cannot make the server buffer an unbounded head or body. A
+// chunked body's trailer section has the head's limits (max_head_bytes in
+// all, max_headers fields) and is head_too_large over them: trailer fields
+// are header fields, which is what 431 names. A chunk-size line longer than
+// max_head_bytes is bad_chunk_size.
 #pragma once
 
 #include <array>
@@ -108,7 +111,8 @@ enum class parse_error : std::uint8_t {
   bad_header,
   bad_content_length,
   unsupported_transfer_encoding,
-  too_large,
+  head_too_large,         // the head, or a chunked body's trailers, over the limits: 431
+  body_too_large,         // Content-Length or the decoded chunked body over max_body_bytes: 413
   bad_line_ending,        // a bare LF or CR in the head (RFC 9112 2.2: CRLF only here)
   bad_transfer_encoding,  // with Content-Length, in HTTP/1.0, empty, or chunked twice
   bad_chunk_size,         // a chunk-size line: not hex, overflow, too long, a bad byte
@@ -146,8 +150,10 @@ class request_reader {
   detail::chunked_decoder body_;
 };
 
-// The status code that answers `error`: 501 for a transfer coding this
-// parser does not implement, 400 for every other.
+// The status code that answers `error`: 413 Content Too Large for
+// body_too_large (RFC 9110 15.5.14), 431 Request Header Fields Too Large for
+// head_too_large (RFC 6585 5), 501 for a transfer coding this parser does
+// not implement, 400 for every other.
 [[nodiscard]] int status_of(parse_error error) noexcept;
 
 // A short description of `error`, for logs.

@@ -87,6 +87,10 @@ std::string_view reason_of(int status) noexcept {
       return "Bad Request";
     case 408:
       return "Request Timeout";
+    case 413:
+      return "Content Too Large";  // RFC 9110 15.5.14 (was "Payload Too Large")
+    case 431:
+      return "Request Header Fields Too Large";  // RFC 6585 5
     case 501:
       return "Not Implemented";
     default:

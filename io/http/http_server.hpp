@@ -24,13 +24,19 @@
 //   * `Expect: 100-continue` (HTTP/1.1): once the head has arrived and
 //     passed the limits, the interim `100 Continue` goes out, so the
 //     client sends its body at once instead of after its own timeout; a
-//     head over the limits gets the 400 instead;
+//     head over the limits gets the 431 instead, a Content-Length over
+//     limits.max_body_bytes the 413 (the body is never asked for);
 //   * a malformed request (also a bare LF line ending, or a byte of 0x80
 //     and above in the target: http_parser.hpp; a malformed chunk;
-//     Transfer-Encoding with Content-Length or in HTTP/1.0), or a head /
-//     body over the limits: `400 Bad Request` with `Connection: close`,
-//     then the connection is closed; a transfer coding other than chunked
-//     alone (gzip, `gzip, chunked`, ...): `501 Not Implemented`, the same way;
+//     Transfer-Encoding with Content-Length or in HTTP/1.0): `400 Bad
+//     Request` with `Connection: close`, then the connection is closed; a
+//     body over limits.max_body_bytes (a Content-Length over it, decided
+//     from the head; a chunked body once its decoded size would pass it):
+//     `413 Content Too Large`, the same way; a head over the limits
+//     (max_head_bytes, max_headers; also a chunked body's trailers): `431
+//     Request Header Fields Too Large`, the same way; a transfer coding
+//     other than chunked alone (gzip, `gzip, chunked`, ...): `501 Not
+//     Implemented`, the same way;
 //   * a request that starts but does not arrive in full within
 //     request_timeout of the previous answer (or of the accept): `408
 //     Request Timeout` and close — so a client that sends its headers too

@@ -5,7 +5,9 @@
 //     target, header names and values, body) lies inside the consumed
 //     bytes, header_count is within both capacities, the body has the
 //     Content-Length, and the version is HTTP/1.0 or 1.1;
-//   * `invalid` names an error; `incomplete` names none;
+//   * `invalid` names an error (413 only for body_too_large, decided once
+//     the head is complete; 431 only for head_too_large); `incomplete`
+//     names none;
 //   * it is incremental: every proper prefix of a complete request is
 //     `incomplete` (never invalid or complete), and the request alone (with
 //     the bytes after it cut off) parses the same;
@@ -247,6 +249,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       if (http::describe(outcome.error).empty()) {
         fail("an error without a description", static_cast<long>(outcome.error));
+      }
+      // Each limit has its own answer, and nothing else gets it.
+      if ((http::status_of(outcome.error) == 413) !=
+              (outcome.error == http::parse_error::body_too_large) ||
+          (http::status_of(outcome.error) == 431) !=
+              (outcome.error == http::parse_error::head_too_large)) {
+        fail("a limit answered with the wrong status", static_cast<long>(outcome.error));
+      }
+      // Without a chunked body the body limit is decided from the
+      // Content-Length field, so only once the whole head has arrived.
+      if (outcome.error == http::parse_error::body_too_large &&
+          whole.find("\r\n\r\n") == std::string_view::npos) {
+        fail("body_too_large before the head ended", 0);
       }
       return 0;
     case http::parse_status::incomplete:
