@@ -182,7 +182,7 @@ bool join_state_base::cancel_and_wake() noexcept {
   return true;
 }
 
-void detail::report_detached_exception_here(std::exception_ptr error) noexcept {
+void detail::report_detached_exception_here(const std::exception_ptr& error) noexcept {
   current_worker()->core->report_detached_exception(error);
 }
 

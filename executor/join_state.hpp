@@ -241,7 +241,7 @@ namespace detail {
 // Hands `error` to the on_detached_exception handler of the executor whose
 // worker calls this (a detached coroutine task's body, which always runs on
 // a worker or a host thread acting as one).
-void report_detached_exception_here(std::exception_ptr error) noexcept;
+void report_detached_exception_here(const std::exception_ptr& error) noexcept;
 
 }  // namespace detail
 
