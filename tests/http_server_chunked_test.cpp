@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/http_test_support.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -54,99 +55,20 @@ std::string echoed(std::string_view body) {
   return std::to_string(body.size()) + "\n" + std::string(body);
 }
 
-// An HTTP server on a free port of 127.0.0.1 for one test case.
-class echo_server {
+// The echo handler on a free port of 127.0.0.1, bodies up to body_limit.
+class echo_server : public canopy::testing::http_test_server {
  public:
-  echo_server() : pool_(canopy::testing::io_config(2)), timers_(pool_) {
-    listener_ = io::tcp_listener::bind(io::reactor::of(pool_), io::endpoint::loopback_v4(0));
-    port_ = listener_.local_endpoint().port();
-    http::server_options options;
-    options.limits.max_body_bytes = body_limit;
-    server_ = pool_.spawn(http::serve(listener_, options, &echo));
-  }
-  ~echo_server() {
-    server_.cancel();
-    pool_.shutdown();
-    listener_.close();
-  }
-  echo_server(const echo_server&) = delete;
-  echo_server& operator=(const echo_server&) = delete;
-  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  echo_server() : http_test_server(options(), &echo) {}
 
  private:
-  canopy::executor pool_;
-  io::reactor_timers timers_;
-  io::tcp_listener listener_;
-  std::uint16_t port_ = 0;
-  canopy::task_handle<std::error_code> server_;
+  static http::server_options options() {
+    http::server_options made;
+    made.limits.max_body_bytes = body_limit;
+    return made;
+  }
 };
 
-// A blocking client with a receive timeout (a silent server fails the test
-// instead of hanging it) and TCP_NODELAY, so that each send leaves at once
-// and the server sees the body in the pieces it was sent in.
-class raw_client {
- public:
-  explicit raw_client(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    REQUIRE(fd_ >= 0);
-    timeval timeout{static_cast<time_t>(10 * canopy::testing::timeout_scale()), 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    const int on = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  }
-  ~raw_client() { close(); }
-  raw_client(const raw_client&) = delete;
-  raw_client& operator=(const raw_client&) = delete;
-
-  void send(std::string_view data) const {
-    while (!data.empty()) {
-      const ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      REQUIRE(sent > 0);
-      data.remove_prefix(static_cast<std::size_t>(sent));
-    }
-  }
-  // Reads until `text` has arrived (true) or the connection ends or times out.
-  bool read_until(std::string_view text) {
-    while (received.find(text) == std::string::npos) {
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (got <= 0) {
-        return false;
-      }
-      received.append(buffer, static_cast<std::size_t>(got));
-    }
-    return true;
-  }
-  // Reads until the server closes (true) or the receive times out (false).
-  bool read_to_eof() {
-    for (;;) {
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (got == 0) {
-        return true;
-      }
-      if (got < 0) {
-        return errno == ECONNRESET;
-      }
-      received.append(buffer, static_cast<std::size_t>(got));
-    }
-  }
-  void close() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-
-  std::string received;
-
- private:
-  int fd_;
-};
+using canopy::testing::raw_client;
 
 // `sh -c command` as a child process, its stdout and stderr read here, for
 // at most `seconds` (scaled; then it is killed). The exit status (128 + the

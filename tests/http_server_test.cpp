@@ -35,6 +35,7 @@
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
 #include "io/timer/timer_binding.hpp"
+#include "tests/http_test_support.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -76,37 +77,23 @@ void answer(const http::request& req, std::string& out) {
   }
 }
 
-// A server on a free port of 127.0.0.1 for the duration of a test case.
-class test_server {
+// answer() on a free port of 127.0.0.1 for the duration of a test case,
+// heads up to 1024 bytes.
+class test_server : public canopy::testing::http_test_server {
  public:
   explicit test_server(std::chrono::milliseconds request_timeout = 5s,
                        std::chrono::milliseconds write_timeout = 30s)
-      : pool_(canopy::testing::io_config(2)), timers_(pool_) {
-    listener_ = canopy::io::tcp_listener::bind(canopy::io::reactor::of(pool_),
-                                               canopy::io::endpoint::loopback_v4(0));
-    port_ = listener_.local_endpoint().port();
-    http::server_options options;
-    options.request_timeout = request_timeout;
-    options.write_timeout = write_timeout;
-    options.limits.max_head_bytes = 1024;
-    server_ = pool_.spawn(http::serve(listener_, options, &answer));
-  }
-  ~test_server() {
-    server_.cancel();
-    pool_.shutdown();
-    listener_.close();
-  }
-  test_server(const test_server&) = delete;
-  test_server& operator=(const test_server&) = delete;
-
-  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+      : http_test_server(options(request_timeout, write_timeout), &answer) {}
 
  private:
-  canopy::executor pool_;
-  canopy::io::reactor_timers timers_;
-  canopy::io::tcp_listener listener_;
-  std::uint16_t port_ = 0;
-  canopy::task_handle<std::error_code> server_;
+  static http::server_options options(std::chrono::milliseconds request_timeout,
+                                      std::chrono::milliseconds write_timeout) {
+    http::server_options made;
+    made.request_timeout = request_timeout;
+    made.write_timeout = write_timeout;
+    made.limits.max_head_bytes = 1024;
+    return made;
+  }
 };
 
 // How a read to the end of a connection ended.

@@ -25,6 +25,7 @@
 #include <system_error>
 #include <utility>
 
+#include "tests/http_test_support.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -163,96 +164,20 @@ void body_summary(const http::request& req, std::string& out) {
 
 constexpr std::size_t body_limit = 64 * 1024;
 
-// An HTTP server on a free port of 127.0.0.1 for one test case.
-class body_server {
+// body_summary on a free port of 127.0.0.1, bodies up to body_limit.
+class body_server : public canopy::testing::http_test_server {
  public:
-  body_server() : pool_(reactor_config(2)), timers_(pool_) {
-    listener_ = io::tcp_listener::bind(io::reactor::of(pool_), io::endpoint::loopback_v4(0));
-    port_ = listener_.local_endpoint().port();
-    http::server_options options;
-    options.limits.max_body_bytes = body_limit;
-    server_ = pool_.spawn(http::serve(listener_, options, &body_summary));
-  }
-  ~body_server() {
-    server_.cancel();
-    pool_.shutdown();
-    listener_.close();
-  }
-  body_server(const body_server&) = delete;
-  body_server& operator=(const body_server&) = delete;
-  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  body_server() : http_test_server(options(), &body_summary) {}
 
  private:
-  canopy::executor pool_;
-  io::reactor_timers timers_;
-  io::tcp_listener listener_;
-  std::uint16_t port_ = 0;
-  canopy::task_handle<std::error_code> server_;
+  static http::server_options options() {
+    http::server_options made;
+    made.limits.max_body_bytes = body_limit;
+    return made;
+  }
 };
 
-// A blocking client with a receive timeout: a server that never answers
-// fails the test instead of hanging it.
-class raw_client {
- public:
-  explicit raw_client(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    REQUIRE(fd_ >= 0);
-    timeval timeout{static_cast<time_t>(10 * canopy::testing::timeout_scale()), 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  }
-  ~raw_client() { close(); }
-  raw_client(const raw_client&) = delete;
-  raw_client& operator=(const raw_client&) = delete;
-
-  void send(std::string_view data) const {
-    while (!data.empty()) {
-      const ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      REQUIRE(sent > 0);
-      data.remove_prefix(static_cast<std::size_t>(sent));
-    }
-  }
-  // Reads until `text` has arrived (true) or the connection ends or times out.
-  bool read_until(std::string_view text) {
-    while (received.find(text) == std::string::npos) {
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (got <= 0) {
-        return false;
-      }
-      received.append(buffer, static_cast<std::size_t>(got));
-    }
-    return true;
-  }
-  // Reads until the server closes (true) or the receive times out (false).
-  bool read_to_eof() {
-    for (;;) {
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (got == 0) {
-        return true;
-      }
-      if (got < 0) {
-        return errno == ECONNRESET;
-      }
-      received.append(buffer, static_cast<std::size_t>(got));
-    }
-  }
-  void close() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-
-  std::string received;
-
- private:
-  int fd_;
-};
+using canopy::testing::raw_client;
 
 std::string post_head(std::size_t length, std::string_view extra = "") {
   return "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) + "\r\n" +
