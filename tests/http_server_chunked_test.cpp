@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/child_process.hpp"
 #include "tests/http_test_support.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -58,14 +59,7 @@ std::string echoed(std::string_view body) {
 // The echo handler on a free port of 127.0.0.1, bodies up to body_limit.
 class echo_server : public canopy::testing::http_test_server {
  public:
-  echo_server() : http_test_server(options(), &echo) {}
-
- private:
-  static http::server_options options() {
-    http::server_options made;
-    made.limits.max_body_bytes = body_limit;
-    return made;
-  }
+  echo_server() : http_test_server(canopy::testing::with_body_limit(body_limit), &echo) {}
 };
 
 using canopy::testing::raw_client;
@@ -78,54 +72,10 @@ struct shell_run {
   std::string output;
 };
 shell_run run_shell(const std::string& command, double seconds) {
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  std::string shell = "sh";
-  std::string flag = "-c";
-  std::string script = command;
-  char* argv[] = {shell.data(), flag.data(), script.data(), nullptr};
-  pid_t pid = -1;
-  const int failed = ::posix_spawnp(&pid, "sh", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  REQUIRE_MESSAGE(failed == 0, "cannot run sh: ", std::strerror(failed));
+  canopy::testing::child_process shell({"sh", "-c", command});
   shell_run run;
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(seconds * canopy::testing::timeout_scale()));
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    pollfd readable{fds[0], POLLIN, 0};
-    const int ready = ::poll(&readable, 1, static_cast<int>(left.count()) + 1);
-    if (ready < 0 && errno == EINTR) {
-      continue;
-    }
-    char buffer[65536];
-    const ssize_t got = ready > 0 ? ::read(fds[0], buffer, sizeof buffer) : 0;
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got <= 0) {
-      break;
-    }
-    run.output.append(buffer, static_cast<std::size_t>(got));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.status = shell.wait(seconds);
+  run.output = shell.output();
   return run;
 }
 

@@ -21,6 +21,13 @@
 
 namespace canopy::testing {
 
+// Server options with default limits but for the body's.
+inline io::http::server_options with_body_limit(std::size_t max_body_bytes) {
+  io::http::server_options options;
+  options.limits.max_body_bytes = max_body_bytes;
+  return options;
+}
+
 // `respond` serving on a free port of 127.0.0.1 with `options`, on two
 // workers with a reactor and its timers, until the test case ends.
 class http_test_server {

@@ -167,14 +167,7 @@ constexpr std::size_t body_limit = 64 * 1024;
 // body_summary on a free port of 127.0.0.1, bodies up to body_limit.
 class body_server : public canopy::testing::http_test_server {
  public:
-  body_server() : http_test_server(options(), &body_summary) {}
-
- private:
-  static http::server_options options() {
-    http::server_options made;
-    made.limits.max_body_bytes = body_limit;
-    return made;
-  }
+  body_server() : http_test_server(canopy::testing::with_body_limit(body_limit), &body_summary) {}
 };
 
 using canopy::testing::raw_client;
