@@ -29,7 +29,9 @@ inline io::http::server_options with_body_limit(std::size_t max_body_bytes) {
 }
 
 // `respond` serving on a free port of 127.0.0.1 with `options`, on two
-// workers with a reactor and its timers, until the test case ends.
+// workers with a reactor and its timers, until the test case ends. When it
+// is gone, so is every descriptor opened since it was made (the clients of
+// a test are made after it, so they are gone too).
 class http_test_server {
  public:
   http_test_server(const io::http::server_options& options, io::http::handler respond)
@@ -49,6 +51,15 @@ class http_test_server {
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
 
  private:
+  // First, so that it is destroyed last: after the executor and the
+  // listener have closed theirs.
+  struct descriptor_check {
+    std::size_t before = open_fd_count();
+    descriptor_check() = default;
+    descriptor_check(const descriptor_check&) = delete;
+    descriptor_check& operator=(const descriptor_check&) = delete;
+    ~descriptor_check() { CHECK(open_fd_count() == before); }
+  } descriptors_;
   executor pool_;
   io::reactor_timers timers_;
   io::tcp_listener listener_;
