@@ -237,18 +237,24 @@ TEST_CASE("shutdown: tasks cancelled, running calls waited for, queued calls dro
     std::atomic<bool> running_ended{false};
     std::atomic<bool> queued_ran{false};
     std::atomic<bool> started{false};
+    std::atomic<int> queued_frames_destroyed{0};
     auto running = [&]() -> task<int> {
       co_return co_await canopy::run_blocking([&](std::stop_token token) {
         started = true;
         while (!token.stop_requested()) {
           std::this_thread::sleep_for(1ms);
         }
+        // Held until the executor's shutdown has destroyed the queued
+        // call's task too: a thread freed before that could take the call
+        // while its task was still alive, and run it.
+        CHECK(eventually([&] { return queued_frames_destroyed.load() == 1; }));
         std::this_thread::sleep_for(20ms);  // still running when shutdown waits
         running_ended = true;
         return 1;
       });
     };
     auto queued = [&]() -> task<int> {
+      destroy_flag flag(queued_frames_destroyed);
       co_return co_await canopy::run_blocking([&] {
         queued_ran = true;
         return 2;
