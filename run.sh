@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake relacy-dev curl apache2-utils liburing-dev)
-bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace
+bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace wrk nginx
   cargo rustc librust-rayon-dev librust-tokio-dev librust-libc-dev)
 
 ensure_packages() {
@@ -178,7 +178,7 @@ run_tests() {
   local uring_usable=1 probe_line runs=() binary
   probe_line=$(env -u CANOPY_IO_BACKEND "${runner[@]}" "$dir/tests/io_uring_test" \
     --test-case='probe:*' 2>&1 | grep -m1 '^canopy-io-probe: ' || true)
-  if [[ "$probe_line" != *"automatic=io_uring"* ]]; then
+  if [[ "$probe_line" != *"io_uring=runs"* ]]; then
     uring_usable=0
     if [ -z "$probe_line" ]; then
       record_failure "io_uring probe FAILED: $dir/tests/io_uring_test printed no probe line"

@@ -546,6 +546,15 @@ def main():
                             "--storm-threads", str(arguments.threads),
                             "--rust-peers", str(peer_binary(arguments, "tokio"))],
                            check=False)
+            # The examples as shipped (their default backend and worker
+            # count, the load generator on the same cores) beside each
+            # backend forced, the previous commit's build, tokio, Asio and
+            # nginx: where a default that got slower shows.
+            subprocess.run([sys.executable,
+                            str(Path(__file__).resolve().parent / "io" / "defaults_bench.py"),
+                            str(build_directory), "--rounds", str(arguments.rounds),
+                            "--results", str(arguments.results),
+                            "--rust-peers", str(arguments.rust_peers)], check=False)
             # The embedding hand-off (loop thread -> pool -> loop thread) beside Asio.
             handoff = build_directory / "bench" / "handoff_bench"
             if subprocess.run(["ninja", "-C", str(build_directory), "bench/handoff_bench"],

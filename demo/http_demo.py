@@ -148,7 +148,7 @@ def main():
               "a JEC wake: work posted\n                      without a permit while too few "
               "workers were awake; docs/architecture.md)")
         print(f"  server I/O backend  {stats.get('io_backend', 'unknown')}"
-              " (CANOPY_IO_BACKEND=epoll|io_uring chooses; auto takes io_uring where it runs)")
+              " (CANOPY_IO_BACKEND=epoll|io_uring chooses; auto takes epoll)")
         if stats.get("io_backend") == "io_uring":
             print("  server ring         "
                   f"io_uring_enter calls {stats.get('ring_enters', 0):,}, completions "

@@ -5,7 +5,8 @@
 // Listens on 127.0.0.1:PORT (0 or no PORT: a free port) and prints
 // "listening on 127.0.0.1:PORT". Every connection is one task that reads
 // what arrives and writes it back until the peer closes. Serves until
-// SIGINT or SIGTERM, then prints one line of statistics and exits. One
+// SIGINT or SIGTERM, then prints the I/O backend it ran on ("io_backend
+// NAME") and one line of statistics, and exits. One
 // worker per hardware thread unless --threads says otherwise.
 #include <array>
 #include <atomic>
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
   const canopy::io::reactor_stats io = reactor.stats();
   pool.shutdown();  // destroys the accept loop and every open connection
   listener.close();
+  std::printf("io_backend %s\n", canopy::io::to_string(reactor.backend()));
   std::printf(
       "stats connections=%llu reactor_blocking_waits=%llu reactor_polls=%llu "
       "reactor_events=%llu reactor_notifies=%llu\n",

@@ -74,8 +74,8 @@ struct completion_request;
 
 // Which kernel interface carries the I/O.
 enum class io_backend : std::uint8_t {
-  automatic,  // io_uring where the kernel allows it (io_uring_setup works and
-              // has synchronous cancel, Linux 6.0), else epoll
+  automatic,  // epoll today: io_uring is slower than epoll for the examples
+              // as shipped (docs/io.md, "Which is faster")
   epoll,
   io_uring,
 };

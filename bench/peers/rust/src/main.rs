@@ -16,6 +16,7 @@ mod probes;
 mod rayon_peer;
 mod timer_storm;
 mod tokio_peer;
+mod tokio_server;
 mod tokio_toolkit;
 
 use std::process::ExitCode;
@@ -123,6 +124,10 @@ fn main() -> ExitCode {
     // The I/O bench's timer storm (bench/io_bench.py): its own options and line.
     if arguments.first().map(String::as_str) == Some("timer_storm") {
         return ExitCode::from(timer_storm::run(&arguments[1..]));
+    }
+    // The shipped-defaults server bench's tokio servers (bench/io/defaults_bench.py).
+    if arguments.first().map(String::as_str) == Some("tokio_server") {
+        return tokio_server::run(&arguments[1..]);
     }
     ExitCode::from(run(&arguments))
 }
