@@ -89,6 +89,14 @@ struct fiber_frame {
   run_outcome signal = run_outcome::suspended;
   join_state_base::outcome result = join_state_base::outcome::pending;
   bool unwinding = false;  // the next resume throws fiber_unwind
+  // A cancel found the fiber waiting on `armed` and handed the cancel on
+  // to what it waits for (wait_link::disarm): it now waits for the link to
+  // fire, then unwinds (fiber_task.cpp, cancel_waiting).
+  bool cancel_forwarded = false;
+  // `armed` fires from a task of this fiber's executor (this_fiber::await
+  // on a handle of it), so its fire() comes before that executor's
+  // shutdown ends: a fiber dropped while waiting there ends from that fire().
+  bool armed_here = false;
   fiber_stack stack;       // empty until the fiber first runs
 #if defined(CANOPY_TSAN_FIBERS)
   void* tsan_fiber = nullptr;
