@@ -6,10 +6,13 @@
 // The body (16 + 24 bytes, inline in the slot) is the root coroutine handle,
 // the join state (null when detached) and the task_context its coroutines
 // report to. run():
-//   1. cancellation requested    -> release the recorded wait (disarm a
-//      wait source, abandon a link, cancel an awaited child), destroy the
-//      frame, complete "cancelled" (release_frame: the one place a waiting
-//      frame ends without resuming, also used by destroy(dropped));
+//   1. cancellation requested    -> if it waits for another task's end
+//      (an awaited handle, a link that cannot be taken back), cancel that
+//      task and stay suspended until it ended (awaited_end_reached); then
+//      release the recorded wait (disarm a wait source, abandon a link),
+//      destroy the frame, complete "cancelled" (release_frame: the one
+//      place a waiting frame ends without resuming, also used by
+//      destroy(dropped), which cannot wait);
 //   2. the wait not over (armed link not fired yet, awaited join state not
 //      ready, wait source not ready) -> a spurious wake: stay suspended;
 //   3. otherwise resume `resume_point` and return what the coroutine left in

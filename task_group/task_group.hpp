@@ -227,9 +227,9 @@ task<void> group_child(Child child, child_end<T> end, std::stop_token token) {
     }();
     using made_type = decltype(made);
     if constexpr (is_task<made_type>::value) {
-      static_assert(std::is_same_v<std::decay_t<produced_t<made_type>>, std::decay_t<T>> ||
-                        std::is_void_v<T>,
-                    "task_group<T>::spawn: the child must produce a T");
+      static_assert(
+          std::is_same_v<std::decay_t<produced_t<made_type>>, std::decay_t<T>> || std::is_void_v<T>,
+          "task_group<T>::spawn: the child must produce a T");
       if constexpr (std::is_void_v<T>) {
         co_await made;
         end.succeed();

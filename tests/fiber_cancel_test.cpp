@@ -122,31 +122,32 @@ TEST_CASE("a group's close() and cancel(): a fiber child has unwound when the wa
   for (const std::size_t workers : worker_counts) {
     executor pool(config_with(workers));
     for (const bool use_close : {true, false}) {
-      const int early = pool.spawn([](long count, bool close) -> task<int> {
-                              int early = 0;
-                              for (long round = 0; round < count; ++round) {
-                                // The owner's frame holds what the fiber borrows.
-                                tracked borrowed;
-                                tracked nested;
-                                task_group<int> group;
-                                if (round % 2 == 0) {
-                                  group.spawn(yielding_fiber(borrowed));
-                                } else {
-                                  group.spawn(awaiting_fiber(borrowed, nested));
-                                }
-                                co_await canopy::yield_now();
-                                if (close) {
-                                  co_await group.close();
-                                } else {
-                                  group.cancel();
-                                  co_await group.wait_all();
-                                }
-                                early += borrowed.alive.load() || (round % 2 == 1 && nested.alive.load()) ? 1 : 0;
-                                early += group.cancelled() == 1 ? 0 : 1;
-                              }
-                              co_return early;
-                            }(rounds(300), use_close))
-                              .get();
+      const int early =
+          pool.spawn([](long count, bool close) -> task<int> {
+                int early = 0;
+                for (long round = 0; round < count; ++round) {
+                  // The owner's frame holds what the fiber borrows.
+                  tracked borrowed;
+                  tracked nested;
+                  task_group<int> group;
+                  if (round % 2 == 0) {
+                    group.spawn(yielding_fiber(borrowed));
+                  } else {
+                    group.spawn(awaiting_fiber(borrowed, nested));
+                  }
+                  co_await canopy::yield_now();
+                  if (close) {
+                    co_await group.close();
+                  } else {
+                    group.cancel();
+                    co_await group.wait_all();
+                  }
+                  early += borrowed.alive.load() || (round % 2 == 1 && nested.alive.load()) ? 1 : 0;
+                  early += group.cancelled() == 1 ? 0 : 1;
+                }
+                co_return early;
+              }(rounds(300), use_close))
+              .get();
       CHECK_MESSAGE(early == 0, workers << " workers, " << (use_close ? " close()" : " cancel()"));
     }
   }
@@ -157,22 +158,21 @@ TEST_CASE("with_timeout over a task awaiting a fiber returns after the fiber unw
   for (const std::size_t workers : worker_counts) {
     executor pool(config_with(workers));
     canopy::io::timer_thread timers(pool);
-    const int early =
-        pool.spawn([](long count) -> task<int> {
-              int early = 0;
-              for (long round = 0; round < count; ++round) {
-                tracked borrowed;
-                // The fiber is spawned by the timed task (a handle dropped
-                // unjoined would detach it, not cancel it).
-                auto waiter = [](tracked& target) -> task<int> {
-                  co_return co_await canopy::spawn(yielding_fiber(target));
-                };
-                auto result = co_await canopy::with_timeout(100us, waiter(borrowed));
-                early += result || borrowed.alive.load() ? 1 : 0;
-              }
-              co_return early;
-            }(rounds(200)))
-            .get();
+    const int early = pool.spawn([](long count) -> task<int> {
+                            int early = 0;
+                            for (long round = 0; round < count; ++round) {
+                              tracked borrowed;
+                              // The fiber is spawned by the timed task (a handle dropped
+                              // unjoined would detach it, not cancel it).
+                              auto waiter = [](tracked& target) -> task<int> {
+                                co_return co_await canopy::spawn(yielding_fiber(target));
+                              };
+                              auto result = co_await canopy::with_timeout(100us, waiter(borrowed));
+                              early += result || borrowed.alive.load() ? 1 : 0;
+                            }
+                            co_return early;
+                          }(rounds(200)))
+                          .get();
     CHECK_MESSAGE(early == 0, workers << " workers");
   }
 }

@@ -355,35 +355,32 @@ TEST_CASE("storm: a child that throws after the stop was requested is reported, 
     CAPTURE(workers);
     executor pool(config_with(workers));
     std::atomic<int> thrown{0};
-    const int reported = pool.spawn([](long count, std::atomic<int>& thrown) -> task<int> {
-                               int reported = 0;
-                               for (long round = 0; round < count; ++round) {
-                                 task_group<int> group;
-                                 // A task, a callable making a task, a callable
-                                 // making a fiber, a fiber.
-                                 group.spawn(late_task(group.stop_token(), thrown));
-                                 group.spawn([&thrown](std::stop_token token) {
-                                   return late_task(token, thrown);
-                                 });
-                                 group.spawn([&thrown](std::stop_token token) {
-                                   return late_fiber(token, thrown);
-                                 });
-                                 group.spawn(late_fiber(group.stop_token(), thrown));
-                                 for (long yields = round % 5; yields > 0; --yields) {
-                                   co_await canopy::yield_now();
-                                 }
-                                 try {
-                                   co_await group.close();
-                                 } catch (const late_failure&) {
-                                   ++reported;
-                                 }
-                                 reported += static_cast<int>(group.failures().size());
-                                 CHECK(group.running() == 0);
-                                 CHECK(group.cancelled() + group.failures().size() <= 4);
-                               }
-                               co_return reported;
-                             }(rounds, thrown))
-                             .get();
+    const int reported =
+        pool.spawn([](long count, std::atomic<int>& thrown) -> task<int> {
+              int reported = 0;
+              for (long round = 0; round < count; ++round) {
+                task_group<int> group;
+                // A task, a callable making a task, a callable
+                // making a fiber, a fiber.
+                group.spawn(late_task(group.stop_token(), thrown));
+                group.spawn([&thrown](std::stop_token token) { return late_task(token, thrown); });
+                group.spawn([&thrown](std::stop_token token) { return late_fiber(token, thrown); });
+                group.spawn(late_fiber(group.stop_token(), thrown));
+                for (long yields = round % 5; yields > 0; --yields) {
+                  co_await canopy::yield_now();
+                }
+                try {
+                  co_await group.close();
+                } catch (const late_failure&) {
+                  ++reported;
+                }
+                reported += static_cast<int>(group.failures().size());
+                CHECK(group.running() == 0);
+                CHECK(group.cancelled() + group.failures().size() <= 4);
+              }
+              co_return reported;
+            }(rounds, thrown))
+            .get();
     CHECK(reported == thrown.load());
   }
 }
