@@ -211,13 +211,14 @@ TEST_CASE("shutdown: a fiber's handle is released only after its stack unwound")
       tracked inner;
       std::atomic<bool> released{false};
       std::thread joiner;
+      // What the fibers use outlives the pool (its shutdown unwinds them).
+      canopy::async_event handed;
+      canopy::async_event started;
+      canopy::task_handle<int> child;
       {
         executor pool(config_with(workers));
         // The parent is spawned before its child (shutdown then tends to
         // destroy it first, while its child can still fire its wait).
-        canopy::async_event handed;
-        canopy::async_event started;
-        canopy::task_handle<int> child;
         auto handle = pool.spawn(canopy::fiber([&] {
           const unwinds_last mine{&outer, 1ms};
           canopy::this_fiber::await(handed);
