@@ -6,10 +6,13 @@
 // The body (16 + 24 bytes, inline in the slot) is the root coroutine handle,
 // the join state (null when detached) and the task_context its coroutines
 // report to. run():
-//   1. cancellation requested    -> release the recorded wait (disarm a
-//      wait source, abandon a link, cancel an awaited child), destroy the
-//      frame, complete "cancelled" (release_frame: the one place a waiting
-//      frame ends without resuming, also used by destroy(dropped));
+//   1. cancellation requested    -> if it waits for another task's end
+//      (an awaited handle, a link that cannot be taken back), cancel that
+//      task and stay suspended until it ended (awaited_end_reached); then
+//      release the recorded wait (disarm a wait source, abandon a link),
+//      destroy the frame, complete "cancelled" (release_frame: the one
+//      place a waiting frame ends without resuming, also used by
+//      destroy(dropped), which cannot wait);
 //   2. the wait not over (armed link not fired yet, awaited join state not
 //      ready, wait source not ready) -> a spurious wake: stay suspended;
 //   3. otherwise resume `resume_point` and return what the coroutine left in
@@ -126,9 +129,46 @@ struct coroutine_body {
   }
 
   run_outcome cancel_now() noexcept {
+    if (!awaited_end_reached()) {
+      return run_outcome::suspended;  // the awaited task's end wakes it
+    }
     release_frame();
     state->complete(join_state_base::outcome::cancelled);
     return run_outcome::completed;
+  }
+
+  // A cancelled task that waits for another task's end (a handle of this
+  // executor; a wait_link that cannot be taken back: await_all, a handle
+  // of another executor) asks that task to stop and ends only after it
+  // ended, so that a child (a fiber above all, whose stack unwinds when it
+  // next runs) never outlives the frame it may borrow from. A wait that
+  // can be taken back (an async_event) is, and the task ends now; a link
+  // that cannot be and has no way to pass the cancel on (a foreign
+  // awaitable) is left to fire later (release_frame). True once the frame
+  // may go.
+  bool awaited_end_reached() noexcept {
+    if (context.kind == wait_kind::join) {
+      auto* const awaited = static_cast<join_state_base*>(context.waiting_on);
+      if (awaited->ready()) {
+        return true;
+      }
+      if (!std::exchange(context.cancel_forwarded, true)) {
+        awaited->cancel_and_wake();
+      }
+      return false;
+    }
+    if (context.kind == wait_kind::link) {
+      auto& link = *static_cast<wait_link*>(context.waiting_on);
+      if (link.has_fired() || link.disarm == nullptr) {
+        return true;
+      }
+      if (!std::exchange(context.cancel_forwarded, true) && link.disarm(link)) {
+        context.clear_wait();  // unregistered: no fire() will come
+        return true;
+      }
+      return false;
+    }
+    return true;
   }
 
   // Destroy the (suspended or never started) frame, or hand it to the link
@@ -149,7 +189,8 @@ struct coroutine_body {
     } else if (kind == wait_kind::custom) {
       context.custom_ops->disarm(waiting_on);  // the source forgets the frame now
     } else if (kind == wait_kind::link) {
-      if (!static_cast<wait_link*>(waiting_on)->abandon(&destroy_frame, frame)) {
+      auto* const link = static_cast<wait_link*>(waiting_on);
+      if (!link->has_fired() && !link->abandon(&destroy_frame, frame)) {
         return;  // deferred: the link's fire() destroys the frame
       }
     }

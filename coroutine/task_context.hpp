@@ -50,6 +50,9 @@ struct task_context {
   // ran (coroutine/join_await.hpp), never one that did: its coroutines
   // point at this context.
   bool started = false;
+  // A cancel found the task waiting for another task's end and asked that
+  // one to stop: the task now waits for that end (coroutine/spawn.hpp).
+  bool cancel_forwarded = false;
 
   // An awaiter about to suspend `self` records what the wait is; every
   // suspension comes through here (it sets `signal`, which the body does

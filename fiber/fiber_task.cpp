@@ -40,7 +40,7 @@ struct fiber_body {
         if (!cancel_requested()) {
           return run_outcome::suspended;  // woken, but not by what it waits for
         }
-        return cancel_now();
+        return cancel_waiting(current);
       }
       current.armed = nullptr;
     }
@@ -84,33 +84,77 @@ struct fiber_body {
     }
   }
 
+  // Cancelled while waiting on a link that has not fired. The fiber ends
+  // only once its stack has unwound, and the join state completes only
+  // then, so whoever waits for this fiber's end never sees it ended while
+  // its destructors are still to run. A source that can take the
+  // registration back (an async_event) does so, and the fiber unwinds now.
+  // One that cannot (a join state) cancels what it waits for instead
+  // (join_wait::disarm); the fiber stays suspended until the link fires,
+  // then unwinds here, on a worker of its own executor.
+  run_outcome cancel_waiting(fiber_frame& current) noexcept {
+    wait_link& link = *current.armed;
+    if (!current.cancel_forwarded) {
+      current.cancel_forwarded = true;
+      if (link.disarm != nullptr && link.disarm(link)) {
+        current.armed = nullptr;  // unregistered: no fire() will come
+        return cancel_now();
+      }
+    }
+    return run_outcome::suspended;  // until the link fires (spurious wakes land here too)
+  }
+
+  // Unwind the fiber (it waits on no link), then complete "cancelled".
   run_outcome cancel_now() noexcept {
-    release_fiber();
+    unwind_and_free(std::exchange(frame, nullptr));
     state->complete(join_state_base::outcome::cancelled);
     return run_outcome::completed;
   }
 
-  // Unwind the fiber now, or leave it to the link that may still fire.
-  void release_fiber() noexcept {
+  // Dropped (shutdown): the fiber is unwound and its join state completed
+  // as "cancelled", in that order. True if that is done; false if both are
+  // left to the fire() of the link it waits on (which then also releases
+  // the body's reference on the state): a link that cannot be taken back,
+  // fired by a task of this executor, which the same shutdown ends.
+  // A link fired from another executor may fire after this one is gone:
+  // the state completes now (a joiner may use this executor's core while
+  // the state is pending), and that fire() unwinds the stack later.
+  bool release_dropped() noexcept {
     fiber_frame* const current = std::exchange(frame, nullptr);
-    if (current == nullptr) {
-      return;
-    }
     wait_link* const link = std::exchange(current->armed, nullptr);
-    if (link != nullptr &&
-        !link->abandon(
-            [](void* owner) noexcept { unwind_and_free(static_cast<fiber_frame*>(owner)); },
-            current)) {
-      return;  // deferred: fire() unwinds and frees it
+    if (link == nullptr || link->has_fired()) {
+      unwind_and_free(current);
+      return true;
+    }
+    if (current->armed_here) {
+      if (!link->abandon(&unwind_then_complete, current)) {
+        return false;  // deferred: unwind_then_complete ends the task
+      }
+    } else if (!link->abandon(
+                   [](void* owner) noexcept { unwind_and_free(static_cast<fiber_frame*>(owner)); },
+                   current)) {
+      return true;  // deferred: fire() unwinds and frees it
     }
     unwind_and_free(current);
+    return true;
+  }
+
+  // A dropped fiber's deferred end (release_dropped), from the link's fire().
+  static void unwind_then_complete(void* owner) noexcept {
+    auto* const current = static_cast<fiber_frame*>(owner);
+    join_state_base* const ended = current->state;
+    unwind_and_free(current);
+    ended->complete(join_state_base::outcome::cancelled);
+    ended->release_ref();  // the body's reference, handed over by release_dropped
   }
 
   static run_outcome run_entry(void* storage) { return static_cast<fiber_body*>(storage)->run(); }
   static void destroy_entry(void* storage, task_end end) noexcept {
     auto* body = static_cast<fiber_body*>(storage);
     if (end == task_end::dropped) {
-      body->release_fiber();
+      if (body->frame != nullptr && !body->release_dropped()) {
+        return;  // the state and the body's reference on it now belong to the link's fire()
+      }
       body->state->complete(join_state_base::outcome::cancelled);
     }
     body->state->release_ref();

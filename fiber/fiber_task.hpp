@@ -33,7 +33,15 @@
 //
 // Cancellation and shutdown unwind the fiber: it is resumed with a request
 // to unwind, and its pending suspension point throws canopy::fiber_unwind,
-// which runs the destructors on its stack. Do not swallow fiber_unwind
+// which runs the destructors on its stack. A cancelled fiber counts as
+// ended only once its stack has unwound: its join state (get(), co_await,
+// this_fiber::await, a group's wait) completes after every destructor on
+// the stack ran. A fiber cancelled while it awaits a task's handle cancels
+// that task and unwinds once that task ended. Dropped at shutdown while it
+// awaits a task of its own executor, it unwinds, and its handle completes,
+// when that task is destroyed by the same shutdown; awaiting another
+// executor's task, its handle completes at once and its stack unwinds when
+// that task ends (on the thread that ends it). Do not swallow fiber_unwind
 // (catch (...) must rethrow it); a fiber that does is not resumed again:
 // every later suspension point (yield, await, wait_on, sleeping) throws
 // fiber_unwind at once, and whatever the fiber returns is discarded (its
@@ -89,6 +97,14 @@ struct fiber_frame {
   run_outcome signal = run_outcome::suspended;
   join_state_base::outcome result = join_state_base::outcome::pending;
   bool unwinding = false;  // the next resume throws fiber_unwind
+  // A cancel found the fiber waiting on `armed` and handed the cancel on
+  // to what it waits for (wait_link::disarm): it now waits for the link to
+  // fire, then unwinds (fiber_task.cpp, cancel_waiting).
+  bool cancel_forwarded = false;
+  // `armed` fires from a task of this fiber's executor (this_fiber::await
+  // on a handle of it), so its fire() comes before that executor's
+  // shutdown ends: a fiber dropped while waiting there ends from that fire().
+  bool armed_here = false;
   fiber_stack stack;       // empty until the fiber first runs
 #if defined(CANOPY_TSAN_FIBERS)
   void* tsan_fiber = nullptr;

@@ -42,14 +42,15 @@ namespace canopy::this_fiber {
 namespace detail {
 
 // Suspend on a wait (canopy::detail::join_wait, async_event::wait) until its
-// link fires.
+// link fires. `fires_here`: a task of this fiber's executor fires it.
 template <class Wait>
-void suspend_on(Wait& wait, const char* what) {
+void suspend_on(Wait& wait, const char* what, bool fires_here = false) {
   canopy::detail::fiber_frame& frame = canopy::detail::checked_current_fiber(what);
   if (wait.ready()) {
     return;
   }
   frame.armed = &wait.link();
+  frame.armed_here = fires_here;
   if (!wait.arm()) {
     frame.armed = nullptr;  // became ready meanwhile
     return;
@@ -158,11 +159,13 @@ T await(join_handle<T>& handle) {
   // it is a fiber: switch_into saves and restores the current fiber and the
   // sanitizers' view of it).
   executor_core* const here = current_worker()->core;
-  if (join_state<T>* state = handle.state(); state->has_task_on(here) && !state->ready()) {
+  join_state<T>* const state = handle.state();
+  const bool child_here = state->has_task_on(here);
+  if (child_here && !state->ready()) {
     canopy::detail::run_pending_child(*here, state->task());
   }
-  canopy::detail::join_wait<T> wait(handle.state());
-  detail::suspend_on(wait, "this_fiber::await(handle)");
+  canopy::detail::join_wait<T> wait(state);
+  detail::suspend_on(wait, "this_fiber::await(handle)", child_here);
   return canopy::detail::take_and_detach(handle);
 }
 

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,8 @@
 #include <vector>
 
 namespace canopy {
+
+class fiber_unwind;
 
 struct task_group_options {
   // The first child that fails (throws) cancels the others, as cancel().
@@ -96,10 +99,24 @@ class child_end {
     outcome_.value.emplace(std::forward<V>(value)...);
   }
   void fail(std::exception_ptr error) noexcept { outcome_.error = std::move(error); }
+  // A fiber child reports into `box` from its own stack (fiber_reporter):
+  // what it ended with, even when its task was cancelled meanwhile (its
+  // handle then says task_cancelled), is the child's outcome.
+  void report_from(std::shared_ptr<typename group_state<T>::outcome> box) noexcept {
+    box_ = std::move(box);
+  }
 
   ~child_end() {
     if (state_ == nullptr) {
       return;
+    }
+    // The wrapper ends only after the fiber ended (a cancelled coroutine
+    // waits for the task it awaits: coroutine/spawn.hpp), and the fiber's
+    // writes to the box happen before its join state completes (release;
+    // the wrapper saw it ready with acquire). Only a shutdown may destroy
+    // the wrapper first; its box is then not read again.
+    if (box_ != nullptr && !outcome_.error && !outcome_.value) {
+      outcome_ = std::move(*box_);
     }
     group_state<T>& state = *state_;
     const std::lock_guard lock(state.mutex);
@@ -130,7 +147,47 @@ class child_end {
   std::shared_ptr<group_state<T>> state_;
   std::size_t slot_;
   typename group_state<T>::outcome outcome_;
+  std::shared_ptr<typename group_state<T>::outcome> box_;
 };
+
+// fiber_unwind (fiber/fiber_task.hpp, which this header does not include:
+// a group of coroutines needs no Boost.Context), named only where a fiber
+// child is instantiated, when the fiber headers are in.
+template <class Unwind, class>
+struct dependent_type {
+  using type = Unwind;
+};
+
+// A fiber child's callable: runs the user's fn on the fiber and puts what it
+// returned or threw into the box (the child_end reads it when the wrapper
+// ends). fiber_unwind passes through: the fiber is being cancelled.
+template <class T, class Fn>
+struct fiber_reporter {
+  Fn fn;
+  std::shared_ptr<typename group_state<T>::outcome> box;
+
+  void operator()() {
+    try {
+      if constexpr (std::is_void_v<T>) {
+        std::invoke(fn);
+        box->value.emplace();
+      } else {
+        box->value.emplace(std::invoke(fn));
+      }
+    } catch (const typename dependent_type<fiber_unwind, Fn>::type&) {
+      throw;
+    } catch (...) {
+      box->error = std::current_exception();
+    }
+  }
+};
+
+// The same fiber description with fn wrapped in a fiber_reporter.
+template <class T, template <class> class Spec, class Fn>
+auto reporting(Spec<Fn>&& spec, std::shared_ptr<typename group_state<T>::outcome> box) {
+  return Spec<fiber_reporter<T, Fn>>{fiber_reporter<T, Fn>{std::move(spec.fn), std::move(box)},
+                                     spec.stack_size};
+}
 
 template <class T>
 struct is_task : std::false_type {};
@@ -147,42 +204,48 @@ U produced_by(const join_handle<U>*);
 template <class Awaited>
 using produced_t = decltype(produced_by(static_cast<const Awaited*>(nullptr)));
 
-// A task is awaited inline (in the wrapper's frame); anything else
-// canopy::spawn takes (a fiber) is spawned beside the wrapper and its handle
-// awaited (cancelling the wrapper cancels it too).
-template <class Made>
-auto start_made(Made&& made) {
-  if constexpr (is_task<std::decay_t<Made>>::value) {
-    return std::forward<Made>(made);
-  } else {
-    using canopy::spawn;
-    return spawn(std::forward<Made>(made));  // ADL: the fiber overloads
-  }
-}
-
 // Child is a task<T>, a fiber description, or a callable making one (called
 // here, so that a lambda's captures live in this frame as long as the child
-// runs: a coroutine lambda reads them through its closure).
+// runs: a coroutine lambda reads them through its closure, a fiber's fn may
+// borrow them too). A task is awaited inline (in the wrapper's frame). A
+// fiber is spawned beside the wrapper and its handle awaited: cancelling the
+// wrapper cancels it, and the wrapper (with its child_end) ends only after
+// the fiber ended, its stack unwound. The fiber reports its own outcome
+// through a box (fiber_reporter), so that an exception it throws after the
+// group's stop was requested is reported, not lost to the cancel.
 template <class T, class Child>
 task<void> group_child(Child child, child_end<T> end, std::stop_token token) {
   try {
-    auto awaited = [&] {
+    auto made = [&] {
       if constexpr (std::is_invocable_v<Child&, std::stop_token>) {
-        return start_made(child(token));
+        return child(token);
       } else if constexpr (std::is_invocable_v<Child&>) {
-        return start_made(child());
+        return child();
       } else {
-        return start_made(std::move(child));
+        return std::move(child);
       }
     }();
-    static_assert(std::is_same_v<std::decay_t<produced_t<decltype(awaited)>>, std::decay_t<T>> ||
-                      std::is_void_v<T>,
-                  "task_group<T>::spawn: the child must produce a T");
-    if constexpr (std::is_void_v<T>) {
-      co_await awaited;
-      end.succeed();
+    using made_type = decltype(made);
+    if constexpr (is_task<made_type>::value) {
+      static_assert(
+          std::is_same_v<std::decay_t<produced_t<made_type>>, std::decay_t<T>> || std::is_void_v<T>,
+          "task_group<T>::spawn: the child must produce a T");
+      if constexpr (std::is_void_v<T>) {
+        co_await made;
+        end.succeed();
+      } else {
+        end.succeed(co_await made);
+      }
     } else {
-      end.succeed(co_await awaited);
+      using fn_type = decltype(made.fn);
+      static_assert(std::is_same_v<std::decay_t<std::invoke_result_t<fn_type&>>, std::decay_t<T>> ||
+                        std::is_void_v<T>,
+                    "task_group<T>::spawn: the child must produce a T");
+      auto box = std::make_shared<typename group_state<T>::outcome>();
+      end.report_from(box);
+      using canopy::spawn;
+      // Rethrows only what the fiber could not start with (no stack).
+      co_await spawn(reporting<T>(std::move(made), std::move(box)));  // ADL: the fiber overloads
     }
   } catch (...) {
     end.fail(std::current_exception());

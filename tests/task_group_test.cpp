@@ -305,3 +305,82 @@ TEST_CASE("bad input: used after close, an empty task, spawn outside a task") {
   CHECK_THROWS_AS(outside.spawn(value_after_yields(1, 0)), std::logic_error);
   CHECK(outside.running() == 0);
 }
+
+namespace {
+
+// A child that sees the group's stop late: it spins between its suspension
+// points, and once it reads the stop request it throws (counted in
+// `thrown` first). A cancel that finds it suspended destroys it instead.
+struct late_failure : std::runtime_error {
+  late_failure() : std::runtime_error("saw the stop late") {}
+};
+void spin_a_little() {
+  const auto until = std::chrono::steady_clock::now() + 5us;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+task<int> late_task(std::stop_token token, std::atomic<int>& thrown) {
+  for (int step = 0;; ++step) {
+    if (token.stop_requested()) {
+      thrown.fetch_add(1);
+      throw late_failure();
+    }
+    if (step % 8 == 0) {
+      co_await canopy::yield_now();
+    }
+    spin_a_little();
+  }
+}
+auto late_fiber(std::stop_token token, std::atomic<int>& thrown) {
+  return canopy::fiber([token, &thrown]() -> int {
+    for (int step = 0;; ++step) {
+      if (token.stop_requested()) {
+        thrown.fetch_add(1);
+        throw late_failure();
+      }
+      if (step % 8 == 0) {
+        canopy::this_fiber::yield();
+      }
+      spin_a_little();
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("storm: a child that throws after the stop was requested is reported, every kind") {
+  watchdog dog("task_group late failures", 120);
+  const long rounds = std::max(1L, 200 / canopy::testing::stress_divisor());
+  for (std::size_t workers : {1, 2, 4}) {
+    CAPTURE(workers);
+    executor pool(config_with(workers));
+    std::atomic<int> thrown{0};
+    const int reported =
+        pool.spawn([](long count, std::atomic<int>& thrown) -> task<int> {
+              int reported = 0;
+              for (long round = 0; round < count; ++round) {
+                task_group<int> group;
+                // A task, a callable making a task, a callable
+                // making a fiber, a fiber.
+                group.spawn(late_task(group.stop_token(), thrown));
+                group.spawn([&thrown](std::stop_token token) { return late_task(token, thrown); });
+                group.spawn([&thrown](std::stop_token token) { return late_fiber(token, thrown); });
+                group.spawn(late_fiber(group.stop_token(), thrown));
+                for (long yields = round % 5; yields > 0; --yields) {
+                  co_await canopy::yield_now();
+                }
+                try {
+                  co_await group.close();
+                } catch (const late_failure&) {
+                  ++reported;
+                }
+                reported += static_cast<int>(group.failures().size());
+                CHECK(group.running() == 0);
+                CHECK(group.cancelled() + group.failures().size() <= 4);
+              }
+              co_return reported;
+            }(rounds, thrown))
+            .get();
+    CHECK(reported == thrown.load());
+  }
+}

@@ -31,9 +31,15 @@
 // Cancellation: a child suspended in any await is destroyed at once (its
 // destructors run), one running code is destroyed at its next suspension; a
 // plain loop or a blocking call sees it only by reading stop_token() (or a
-// token passed to it). Cancelled children are counted by cancelled(), never
-// reported as failures; every exception a child throws is reported once:
-// by next(), or rethrown by wait_all()/close(), or kept in failures().
+// token passed to it). A child counts as ended (close(), wait_all() and
+// next() see it so) only once it is gone: a coroutine's frame destroyed, a
+// fiber's stack unwound, every destructor run. Cancelled children are
+// counted by cancelled(), never reported as failures; every exception a
+// child throws is reported once, also one thrown after the stop was
+// requested (a child that saw the token late): by next(), or rethrown by
+// wait_all()/close(), or kept in failures(). (At the executor's shutdown
+// the group's owner and its children are destroyed in no particular order
+// and their outcomes are discarded.)
 // Who may call: spawn, next, wait_all and close only from the task that owns
 // the group (a coroutine task: co_await; a fiber: this_fiber::await(...)),
 // one call at a time; cancel, stop_token, running, cancelled from any thread.
