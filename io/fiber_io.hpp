@@ -14,7 +14,8 @@
 //
 // Only inside a fiber (elsewhere std::logic_error, this_fiber's rule). The
 // error convention is the task forms' (docs/io.md). A cancelled fiber
-// unwinds from its wait after the wait was released.
+// unwinds from its wait after the wait was released; a TCP read's bytes
+// that came meanwhile are kept for the stream's next read (tcp.hpp).
 #pragma once
 
 #include <cstddef>

@@ -154,6 +154,7 @@ void reactor::remove(registration_id id) noexcept {
         positions[which] = op.position;
       }
     }
+    target.forget_kept();  // nobody reads on: a closed stream's kept bytes go
     target.live = false;
     target.fd = -1;
     // A new generation: events still queued with the old cookie, and a

@@ -27,6 +27,13 @@
 // Result: io_result{count, error}; errc::operation_canceled when the
 // registration was removed (the socket closed) during the wait,
 // errc::bad_file_descriptor when it was never open.
+//
+// A read consumes in ready() or arm(), so whoever calls them takes
+// result() once either said the operation ended: a task's resumption
+// (coroutine/spawn.hpp tests the cancel before it asks ready(), and resumes
+// the task after a true), a fiber's loop (this_fiber::wait_on), and
+// with_timeout's timed_source::result(). A disarm never consumes, so a read
+// cancelled or timed out while it waits leaves the bytes in the socket.
 #pragma once
 
 #include <sys/types.h>

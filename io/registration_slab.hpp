@@ -19,9 +19,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -76,6 +78,9 @@ struct registration_entry {
     bool done = false;               // completed, result not yet taken
     bool yields_descriptor = false;  // an accept: a result >= 0 is a descriptor
     std::int32_t result = 0;
+    // A receive's buffer: where the kernel put the bytes of a result > 0,
+    // kept (below) if the waiter leaves without them. Null for the others.
+    const std::byte* receive_buffer = nullptr;
 
     // A result nobody will take: an accepted descriptor is closed, not leaked.
     void drop(std::int32_t dropped) const noexcept {
@@ -92,6 +97,36 @@ struct registration_entry {
     }
   };
   completion completions[2];
+  // Bytes a receive took from the socket after its waiter left (a timeout,
+  // a cancel, a destroyed task: reactor::abandon_completion), from
+  // kept_from on. The registration's next receive returns them before it
+  // asks the kernel for more, so no byte is lost and the order holds. Empty
+  // but for the moments after such a race; cleared when the registration is
+  // removed.
+  std::vector<std::byte> kept;
+  std::size_t kept_from = 0;
+
+  [[nodiscard]] bool has_kept() const noexcept { return kept_from < kept.size(); }
+  // Copy up to `size` kept bytes to `into`; how many.
+  std::size_t take_kept(std::byte* into, std::size_t size) noexcept {
+    const std::size_t count = std::min(size, kept.size() - kept_from);
+    std::memcpy(into, kept.data() + kept_from, count);
+    kept_from += count;
+    if (kept_from == kept.size()) {
+      forget_kept();  // lost races are rare: no memory held between them
+    }
+    return count;
+  }
+  // Keep the `count` bytes at `from` after those already kept. Allocates:
+  // std::bad_alloc ends the program here (the callers are noexcept), as
+  // dropping the bytes would corrupt the stream.
+  void keep(const std::byte* from, std::size_t count) noexcept {
+    kept.insert(kept.end(), from, from + count);
+  }
+  void forget_kept() noexcept {
+    kept = std::vector<std::byte>();
+    kept_from = 0;
+  }
 };
 
 class registration_slab {

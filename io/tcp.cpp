@@ -90,6 +90,14 @@ std::error_code tcp_stream::set_no_delay(bool on) noexcept {
 
 std::size_t tcp_stream::try_read_some(std::span<std::byte> buffer,
                                       std::error_code& error) noexcept {
+  const registration& reg = socket_.reg();
+  if (reg.owner() != nullptr && reg.owner()->backend() == io_backend::io_uring && !buffer.empty()) {
+    // Bytes a receive that lost a race kept come before the socket's.
+    if (const std::size_t kept = reg.owner()->take_kept(reg.id(), buffer); kept > 0) {
+      error.clear();
+      return kept;
+    }
+  }
   const io_result done = detail::try_io(socket_.reg(), direction::read,
                                         detail::recv_attempt(socket_.fd(), buffer), buffer.size());
   error = done.error;

@@ -57,6 +57,10 @@ class tcp_stream {
   static task<tcp_stream> connect(endpoint peer);
 
   // At least one byte, or 0 at EOF (or on error with the error_code form).
+  // Cancel-safe: a read that loses a race (with_timeout, with_deadline, a
+  // cancel through its task's or fiber's handle) loses no bytes; the next
+  // read of any form returns them first (docs/io.md, "Reads that lose a
+  // race"). What the buffer holds after such a read is unspecified.
   task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
   task<std::size_t> read_some(std::span<std::byte> buffer);
   // Every byte, or an error (then some prefix may have been sent).
@@ -64,7 +68,10 @@ class tcp_stream {
   task<void> write_all(std::span<const std::byte> data);
 
   // Without waiting: one recv/send; errc::resource_unavailable_try_again
-  // when it would block. For callback-style code (io/callback.hpp).
+  // when it would block. For callback-style code (io/callback.hpp). A read
+  // returns bytes an earlier read kept (read_some above) without a recv;
+  // readiness (readable(), a callback's edge) does not count those, so
+  // after a read lost a race, read before waiting for the next edge.
   std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
   std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
 

@@ -269,7 +269,9 @@ TEST_CASE("with_timeout: a child sleeping as long as the timeout, many times in 
   pool.shutdown();
 }
 
-TEST_CASE("with_timeout: on timeout the child is destroyed before the result, its error dropped") {
+TEST_CASE(
+    "with_timeout: on timeout the child is destroyed before the result, its error dropped, its "
+    "value kept") {
   canopy::testing::watchdog guard("with_timeout child", 60);
   std::atomic<int> reported{0};
   canopy::executor_config config = reactor_config(2);
@@ -321,6 +323,24 @@ TEST_CASE("with_timeout: on timeout the child is destroyed before the result, it
     CHECK(timed_out_rounds == 1);
     pool.shutdown();  // whatever is left ran or was dropped: reports are in
     CHECK(reported.load() == 0);
+  }
+  SUBCASE("a running child that returns after the timeout: its value, not timed_out") {
+    // The child spins 30 ms past a 1 ms timeout and returns: the cancel
+    // lands while it runs, and what it returned is its completed result.
+    std::atomic<int> destroyed{0};
+    const int got = canopy::block_on(pool, [](std::atomic<int>& count) -> task<int> {
+      auto result = co_await canopy::with_timeout(1ms, [](std::atomic<int>& c) -> task<int> {
+        const canopy::testing::destroy_flag flag(c);
+        co_await canopy::yield_now();  // started: runs on until its next suspension
+        const auto until = clock_type::now() + 30ms;
+        while (clock_type::now() < until) {
+        }
+        co_return 7;
+      }(count));
+      co_return result ? *result : -1;
+    }(destroyed));
+    CHECK(got == 7);
+    CHECK(destroyed.load() == 1);
   }
   SUBCASE("a cancelled parent cancels the child it waits for") {
     std::atomic<int> destroyed{0};

@@ -22,8 +22,10 @@
 //   * x anything else a canopy::task can co_await (a task<T>, a join
 //     handle): x is awaited by a spawned child task; on timeout the child is
 //     cancelled (a suspended child is destroyed, a running one at its next
-//     suspension), with_timeout returns once the child's frame is gone, and
-//     the child's outcome is dropped (an exception included).
+//     suspension) and with_timeout returns once the child's frame is gone.
+//     A child that returned a value meanwhile won the race: that value is
+//     returned, never dropped. Any other outcome (task_cancelled, an
+//     exception thrown after the deadline) is dropped: errc::timed_out.
 // The result is io::timeout_result<T>: the value, or the error
 // errc::timed_out. An exception from x is rethrown.
 #pragma once
@@ -218,15 +220,55 @@ class end_signal {
   std::shared_ptr<std::atomic<bool>> ended_;
 };
 
+// What the general with_timeout's child returned, kept beside the join
+// state: a cancel that lands after the child returned makes the join state
+// say cancelled (the handle's contract), yet the value is the child's
+// completed result, which with_timeout returns. Written by the child before
+// its frame ends; read by the parent once the child has ended (after the
+// acquire of `ended`, or of the join).
+template <class T>
+struct child_result {
+  std::atomic<bool> ended{false};
+  std::optional<T> value;
+};
+template <>
+struct child_result<void> {
+  std::atomic<bool> ended{false};
+  bool returned = false;
+};
+
 // The child that awaits a task for the general with_timeout. The parent
 // waits on the flag, not on the handle's ready(): the handle turns ready
 // only after the child's body has returned to the worker, so a parent woken
 // here and run at once by another worker would find it not ready and sleep
 // for good.
 template <class T>
-task<T> await_and_wake(task<T> work, end_signal on_end) {
+task<void> await_and_wake(task<T> work, std::shared_ptr<child_result<T>> out, end_signal on_end) {
   static_cast<void>(on_end);  // destroyed with the frame
-  co_return co_await std::move(work);
+  if constexpr (std::is_void_v<T>) {
+    co_await std::move(work);
+    out->returned = true;
+  } else {
+    out->value.emplace(co_await std::move(work));
+  }
+}
+
+// The child's value, if it returned one (it has ended).
+template <class T>
+bool has_returned(const child_result<T>& result) noexcept {
+  if constexpr (std::is_void_v<T>) {
+    return result.returned;
+  } else {
+    return result.value.has_value();
+  }
+}
+template <class T>
+timeout_result<T> returned_value(child_result<T>& result) {
+  if constexpr (std::is_void_v<T>) {
+    return {};
+  } else {
+    return timeout_result<T>(std::move(*result.value));
+  }
 }
 
 // Ready when a spawned child's frame is gone (the flag above). The child
@@ -275,43 +317,48 @@ template <canopy::wait_source W>
 // the time is up the child is cancelled, as tokio's timeout drops its
 // future: a suspended child is destroyed at once (its wait released, its
 // destructors run), a running one at its next suspension; with_timeout
-// returns errc::timed_out only after the child's frame is gone, and drops
-// whatever the child ended with (an exception thrown meanwhile goes
-// nowhere, not to on_detached_exception). A task awaiting with_timeout that
-// is cancelled or destroyed cancels the child too (a running child ends at
-// its next suspension point, after the awaiting task has gone).
+// returns only after the child's frame is gone. The child's completed
+// result is never dropped: a child that returned a value before the cancel
+// landed (it was already running when the deadline passed) gives that
+// value, not errc::timed_out, so a read raced against
+// the deadline never loses the bytes it took. Otherwise the result is
+// errc::timed_out, and whatever else the child ended with is dropped (an
+// exception thrown meanwhile goes nowhere, not to on_detached_exception).
+// A task awaiting with_timeout that is cancelled or destroyed cancels the
+// child too (a running child ends at its next suspension point, after the
+// awaiting task has gone).
 template <class Rep, class Period, class T>
 task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> duration,
                                          task<T> work) {
   const auto deadline = canopy::detail::steady_deadline_after(duration);
-  auto ended = std::make_shared<std::atomic<bool>>(false);
-  task_handle<T> child = canopy::spawn(
-      io::detail::await_and_wake(std::move(work), io::detail::end_signal(current_waker(), ended)));
+  auto result = std::make_shared<io::detail::child_result<T>>();
+  // The flag shares the result's allocation (the aliasing constructor).
+  std::shared_ptr<std::atomic<bool>> ended(result, &result->ended);
+  task_handle<void> child = canopy::spawn(io::detail::await_and_wake(
+      std::move(work), result, io::detail::end_signal(current_waker(), ended)));
   const canopy::detail::cancel_unjoined_on_exit cancel_on_exit(child);
   io::detail::child_done_source done{std::move(ended)};
   io::detail::timed_source<io::detail::child_done_source> timed(done, deadline);
   const io::timeout_result<void> finished = co_await canopy::wait_on(timed);
   if (!finished) {
-    // Joined, not detached: the child's end is awaited and what it ended
-    // with (task_cancelled, or an exception it threw before its next
+    // Joined, not detached: the child's end is awaited. A child that
+    // returned before the cancel landed (it was running when the deadline
+    // passed) won the race: its value is returned, since it may hold what
+    // the child took (a read's bytes). What else it ended with
+    // (task_cancelled, or an exception it threw before its next
     // suspension) is dropped here.
     child.cancel();
     try {
-      if constexpr (std::is_void_v<T>) {
-        co_await child;
-      } else {
-        static_cast<void>(co_await child);
-      }
+      co_await child;
     } catch (...) {  // NOLINT(bugprone-empty-catch): the timed-out child's outcome is not wanted
+    }
+    if (io::detail::has_returned(*result)) {
+      co_return io::detail::returned_value(*result);
     }
     co_return io::timeout_result<T>::timed_out();
   }
-  if constexpr (std::is_void_v<T>) {
-    co_await child;
-    co_return io::timeout_result<void>();
-  } else {
-    co_return co_await child;
-  }
+  co_await child;  // rethrows the child's exception
+  co_return io::detail::returned_value(*result);
 }
 
 }  // namespace canopy

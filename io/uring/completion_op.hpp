@@ -10,7 +10,10 @@
 // is cancelled synchronously, and disarm() (or remove()) returns only once
 // its completion has been reaped (reactor::abandon_completion). So when a
 // wait is over, the kernel no longer touches what the request pointed at,
-// and the memory may go. docs/io.md, "The io_uring backend".
+// and the memory may go. docs/io.md, "The io_uring backend". A receive that
+// completed with bytes all the same has them copied into its registration
+// there, and the registration's next receive returns them without a
+// request (start_completion answers `completed`).
 //
 // A send goes straight to the socket (one non-blocking send, as the
 // readiness path does) when no other request waits in the submission
@@ -132,10 +135,14 @@ class completion_op {
       rest.size = request_.size;
     }
     std::error_code error;
-    switch (owner_->start_completion(id_, which_, waiter_, rest, sequence_, error)) {
+    std::int32_t kept = 0;
+    switch (owner_->start_completion(id_, which_, waiter_, rest, sequence_, kept, error)) {
       case reactor::completion_status::in_flight:
         in_flight_ = true;
         return true;
+      case reactor::completion_status::completed:
+        finish_count(static_cast<std::size_t>(kept));  // bytes a receive that lost a race kept
+        return false;
       case reactor::completion_status::failed:
         finish(error);
         return false;
@@ -143,7 +150,6 @@ class completion_op {
         finish(std::make_error_code(std::errc::connection_already_in_progress));
         return false;
       case reactor::completion_status::closed:
-      case reactor::completion_status::completed:
         break;
     }
     finish(std::make_error_code(std::errc::operation_canceled));

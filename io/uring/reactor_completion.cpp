@@ -6,7 +6,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -94,6 +96,18 @@ io_backend chosen_backend(io_backend configured) {
   }
   throw std::invalid_argument("canopy::io::reactor: CANOPY_IO_BACKEND='" + std::string(name) +
                               "' is not a backend (use auto, epoll or io_uring)");
+}
+
+// A receive whose waiter left got `result` bytes (the kernel wrote them
+// into its buffer, still alive while abandon_completion waits): keep them in
+// the registration for its next read, unless it was removed (the stream is
+// closing: nobody reads on). `target`'s lock held.
+void keep_received(registration_entry& target, const registration_entry::completion& op,
+                   std::int32_t result) noexcept {
+  if (op.receive_buffer != nullptr && result > 0 && target.live &&
+      target.generation == op.generation) {
+    target.keep(op.receive_buffer, static_cast<std::size_t>(result));
+  }
 }
 
 }  // namespace
@@ -187,7 +201,7 @@ bool reactor::has_queued_requests() const noexcept {
 reactor::completion_status reactor::start_completion(registration_id id, direction which,
                                                      const waker& waiter,
                                                      const completion_request& request,
-                                                     std::uint16_t& sequence,
+                                                     std::uint16_t& sequence, std::int32_t& result,
                                                      std::error_code& error) noexcept {
   registration_entry* target = slab_.find(id.slot);
   if (target == nullptr || ring_ == nullptr) {
@@ -205,12 +219,25 @@ reactor::completion_status reactor::start_completion(registration_id id, directi
     if (op.in_flight || op.done) {
       return completion_status::busy;  // another task's request (one per direction)
     }
+    if (target->has_kept() && request.kind == completion_kind::receive && request.size > 0)
+        [[unlikely]] {
+      // Bytes a receive that lost a race took: they come before anything
+      // the socket holds now.
+      const std::size_t room =
+          std::min<std::size_t>(request.size, std::numeric_limits<std::int32_t>::max());
+      result =
+          static_cast<std::int32_t>(target->take_kept(static_cast<std::byte*>(request.data), room));
+      return completion_status::completed;
+    }
     op.sequence = static_cast<std::uint16_t>((op.sequence + 1) & sequence_mask);
     op.generation = id.generation;
     op.forget_result();
     op.in_flight = true;
     op.abandoned = false;
     op.yields_descriptor = request.kind == completion_kind::accept;
+    op.receive_buffer = request.kind == completion_kind::receive
+                            ? static_cast<const std::byte*>(request.data)
+                            : nullptr;
     target->waiters[index] = waiter;
     const std::uint64_t tag = request_tag(id, index, op.sequence);
     if (!ring_->queue([&](io_uring_sqe* entry) { prepare(entry, request, tag); }, error,
@@ -270,6 +297,11 @@ void reactor::abandon_completion(registration_id id, direction which,
     if (op.generation != id.generation || op.sequence != sequence) {
       return;  // not this request (a remove() already waited for it)
     }
+    if (op.done) {
+      // Completed, but its waiter leaves without the result: a receive's
+      // bytes are kept for the next read.
+      keep_received(*target, op, op.result);
+    }
     op.forget_result();
     if (!op.in_flight) {
       return;
@@ -281,6 +313,12 @@ void reactor::abandon_completion(registration_id id, direction which,
     }
   }
   cancel_request(id, index, sequence, position);
+}
+
+std::size_t reactor::take_kept(registration_id id, std::span<std::byte> buffer) noexcept {
+  return slab_.with_live(id, std::size_t{0}, [&](registration_entry& target) {
+    return target.has_kept() ? target.take_kept(buffer.data(), buffer.size()) : 0;
+  });
 }
 
 void reactor::cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
@@ -371,8 +409,12 @@ void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32
     }
     op.in_flight = false;
     if (op.abandoned) {
+      // Its waiter left: an accepted connection is closed, a receive's
+      // bytes are kept (its waiter is still in abandon_completion, waiting
+      // for this completion, so the buffer is still there).
       op.abandoned = false;
-      op.drop(result);  // its waiter left: an accepted connection is closed
+      keep_received(*target, op, result);
+      op.drop(result);
       return;
     }
     op.done = true;
