@@ -9,7 +9,7 @@
 //   }
 //
 // The run ends with run_outcome::to_host: the task goes to the host
-// channel's queue (embed/host_channel.hpp), the notify descriptor becomes
+// channel's queue (executor/host/host_channel.hpp), the notify descriptor becomes
 // readable if the host sleeps, and the host's next run function resumes it.
 // After its next suspension the task is an ordinary task again: a wake
 // schedules it on any worker (await resume_on_host() again to come back).

@@ -66,12 +66,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "../embed/host_runner.hpp"
 #include "callable_task.hpp"
 #include "config.hpp"
 #include "deadline.hpp"
 #include "errors.hpp"
 #include "executor_core.hpp"
+#include "host/host_runner.hpp"
 #include "join_handle.hpp"
 #include "stats.hpp"
 

@@ -12,12 +12,12 @@
 #include <string>
 #include <system_error>
 
-#include "../embed/host_runner.hpp"
 #include "../summary_tree/partition.hpp"
 #include "core_inline.hpp"
 #include "cpu_pinning.hpp"
 #include "drain_check.hpp"
 #include "driver_park_backend.hpp"
+#include "host/host_runner.hpp"
 
 namespace canopy {
 

@@ -13,9 +13,10 @@
 // allocation, scheduling), worker_loop.cpp (the worker loop, work search,
 // task runs, the sleep probe) and run_at_join.cpp (a pending task taken
 // back at its join; fork-join's services); core_inline.hpp holds the steps
-// more than one of them inlines. Fork-join (fork_join/) sits above: each
-// worker_state holds a detail::join_worker, the one fork_join/ header
-// included here. The host role is embed/host_runner.
+// more than one of them inlines. Each worker_state holds a
+// detail::join_worker (join_worker.hpp), the owner of the worker's offer
+// deque; fork-join (fork_join/) sits above it. The host role is
+// host/host_runner.
 #pragma once
 
 #include <chrono>
@@ -28,7 +29,6 @@
 #include <thread>
 #include <vector>
 
-#include "../fork_join/join_worker.hpp"
 #include "../signal_waker/sleep_module.hpp"
 #include "../summary_tree/summary_tree.hpp"
 #include "../sync/atomics.hpp"
@@ -36,6 +36,7 @@
 #include "config.hpp"
 #include "errors.hpp"
 #include "idle_driver.hpp"
+#include "join_worker.hpp"
 #include "lifo_slot.hpp"
 #include "stats.hpp"
 #include "task_arena.hpp"
@@ -98,7 +99,7 @@ class restore_running_on_exit {
 // The calling thread's worker context, or nullptr on a non-worker thread.
 worker_context* current_worker() noexcept;
 // The calling thread's worker-context pointer itself: the host role binds
-// it while a host thread runs tasks (embed/host_runner.cpp).
+// it while a host thread runs tasks (executor/host/host_runner.cpp).
 worker_context*& current_worker_slot() noexcept;
 
 // How spawn_body() behaves when every slot is taken.
@@ -201,7 +202,7 @@ class executor_core final : private sleep_probe {
   // shows the run. pending_run::none: another worker has it, or it ended.
   pending_run take_back_unrun(task_id id);
 
-  // Fork-join's services (fork_join/join_worker.cpp), for the worker
+  // Fork-join's services (executor/join_worker.cpp), for the worker
   // `worker` (an index of worker_state: the owned workers, then the host).
   // Its fork-join state:
   detail::join_worker& joins_of(std::size_t worker) noexcept { return workers_[worker]->joins; }
@@ -216,7 +217,7 @@ class executor_core final : private sleep_probe {
   // A hint for sleepers that an offer waits in a deque.
   void announce_offer() noexcept;
 
-  // The host role (embed/host_runner.hpp): executor::run_once/.../run and
+  // The host role (executor/host/host_runner.hpp): executor::run_once/.../run and
   // notify_fd go there.
   [[nodiscard]] detail::host_runner& host() noexcept { return *host_; }
   // get()/wait_for() on a handle of this executor, or canopy::join, from a

@@ -2,7 +2,7 @@
 // back (claim_pending: its worker's offer deque, LIFO slot or tree bit) and
 // runs it nested, adopts its body (fibers, coroutines), or retires it unrun
 // (canopy::join's take-back past its deque); and the services fork-join's
-// join_worker (fork_join/join_worker.cpp) runs on: requeue or run an
+// join_worker (executor/join_worker.cpp) runs on: requeue or run an
 // offered task, count a steal, announce an offer.
 #include <cstdint>
 #include <cstring>

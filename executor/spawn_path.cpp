@@ -8,9 +8,9 @@
 #include <mutex>
 #include <thread>
 
-#include "../embed/host_runner.hpp"
 #include "core_inline.hpp"
 #include "executor_core.hpp"
+#include "host/host_runner.hpp"
 
 namespace canopy {
 

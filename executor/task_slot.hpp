@@ -36,7 +36,7 @@ enum class run_outcome : std::uint8_t {
   completed,  // the body is finished; the slot is freed
   suspended,  // waiting for a wake(); the slot stays, idle
   yielded,    // runnable again at once, after other ready tasks
-  to_host,    // runnable again at once, on the host thread (embed/host_channel.hpp)
+  to_host,    // runnable again at once, on the host thread (executor/host/host_channel.hpp)
 };
 
 // Why a body is destroyed.

@@ -13,11 +13,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "../embed/host_runner.hpp"
 #include "../summary_tree/partition.hpp"
 #include "core_inline.hpp"
 #include "cpu_pinning.hpp"
 #include "executor_core.hpp"
+#include "host/host_runner.hpp"
 
 namespace canopy {
 

@@ -9,7 +9,7 @@
 // What runs where:
 //   * canopy::join(f, g) inside a task (a callable, a coroutine, a fiber, or
 //     a task the host thread runs) of an executor: g is offered on the
-//     calling thread's deque (fork_join/offer_deque.hpp), f runs at once on
+//     calling thread's deque (executor/offer_deque.hpp), f runs at once on
 //     the calling thread, then g is taken back and run here if no idle
 //     worker stole it meanwhile. parallel_invoke(f1, ..., fn) runs f1 here
 //     and offers f2..fn, taking them back in that order. A thief runs a
@@ -106,9 +106,9 @@
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
 #include "../executor/executor_core.hpp"
+#include "../executor/join_worker.hpp"
 #include "../executor/task_slot.hpp"
 #include "join_branch.hpp"
-#include "join_worker.hpp"
 
 namespace canopy {
 

@@ -16,10 +16,10 @@
 
 #include "../executor/errors.hpp"
 #include "../executor/executor_core.hpp"
+#include "../executor/offer_deque.hpp"
 #include "../executor/task_slot.hpp"
 #include "../sync/atomics.hpp"
 #include "../sync/futex.hpp"
-#include "offer_deque.hpp"
 
 namespace canopy {
 

@@ -7,7 +7,7 @@
 # Last line: "cited paths: N checked, M missing".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-folders='sync|summary_tree|signal_waker|executor|wait|coroutine|fiber|io|embed|tests|bench|docs|examples|demo|soak|packaging|include'
+folders='sync|summary_tree|signal_waker|executor|fork_join|wait|coroutine|fiber|io|embed|task_sync|blocking|task_group|tests|bench|docs|examples|demo|soak|packaging|include'
 pattern="(^|[^A-Za-z0-9_./-])(${folders})/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(hpp|cpp|h|md|sh|py|rs|build|txt|in|ini|json)\b"
 checked=0
 missing=0
@@ -26,7 +26,8 @@ done < <(
   {
     echo README.md
     find docs -maxdepth 1 -name '*.md'
-    find sync summary_tree signal_waker executor wait coroutine fiber io embed include tests bench \
+    find sync summary_tree signal_waker executor fork_join wait coroutine fiber io embed task_sync \
+      blocking task_group include tests bench \
       examples demo soak -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.sh' -o -name '*.py' \
       -o -name 'meson.build' -o -name '*.rs' \) -not -path '*/corpus/*' 2>/dev/null
     find . -maxdepth 1 -name meson.build

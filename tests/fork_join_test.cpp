@@ -206,7 +206,7 @@ TEST_CASE("nested joins compute fib(20) on a worker, from outside, and on one wo
 
 TEST_CASE("a join's callables are not tasks; one taken back is part of the joining task") {
   // On one worker nobody steals: every offered callable goes into the
-  // worker's deque and is taken back (fork_join/offer_deque.hpp), so a join
+  // worker's deque and is taken back (executor/offer_deque.hpp), so a join
   // spawns no task, and current_waker() inside names the joiner's task.
   // Tracing changes neither.
   canopy::testing::watchdog guard("join accounting", 60);

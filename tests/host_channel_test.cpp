@@ -1,10 +1,10 @@
-// host_channel (embed/host_channel.hpp), driven directly: the pinned-task
+// host_channel (executor/host/host_channel.hpp), driven directly: the pinned-task
 // queue (FIFO, counted, cleared), the descriptor readable exactly while an
 // armed host has work, arm_and_recheck's two answers, leave_readable, and
 // the handshake under a race: posters on other threads against a host that
 // arms and blocks, with no lost wake-up (a lost one hangs: the watchdog
 // fails the case) and no descriptor left readable for nothing.
-#include "embed/host_channel.hpp"
+#include "executor/host/host_channel.hpp"
 
 #include <doctest/doctest.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-// canopy::spawn's offered children (fork_join/offer_deque.hpp) and the
+// canopy::spawn's offered children (executor/offer_deque.hpp) and the
 // take-over of a never-started child by the coroutine that awaits it
 // (coroutine/join_await.hpp): what a user can observe of both.
 #include <doctest/doctest.h>

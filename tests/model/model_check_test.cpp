@@ -3,7 +3,7 @@
 // interleaving of producers and parking workers within a preemption bound,
 // looking for a lost wakeup (a task left unclaimed while every worker that
 // could run it is parked) and for broken sleeper bookkeeping. The host
-// thread's notify descriptor (embed/host_channel.cpp) is checked the
+// thread's notify descriptor (executor/host/host_channel.cpp) is checked the
 // same way: posters against a host that blocks on it.
 #include <doctest/doctest.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "embed/host_channel.hpp"
+#include "executor/host/host_channel.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
 #include "sync/atomics.hpp"
@@ -276,7 +276,7 @@ canopy::model::exploration_result check_case(
       preemption_bound, max_executions, 20000, mode);
 }
 
-// The host thread and its notify descriptor (embed/host_channel.hpp):
+// The host thread and its notify descriptor (executor/host/host_channel.hpp):
 // posters push pinned tasks; the host runs them and, finding none, arms the
 // channel, re-checks and blocks on the descriptor. Two ways to block, as in
 // host_runner: inside the run function (run_for: loop's wait), or in

@@ -73,10 +73,10 @@ mutants=(
   "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%not-needed"
   "work_found never wakes a sleeper (the chain wake removed)%signal_waker/sleep_module.hpp%s/if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/if (false) {/%caught"
   "work_found looks at the tree before it stops counting itself idle%signal_waker/sleep_module.hpp%s/const atomic_counters::counters after = counters_\.sub_inactive\(\);\n    if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/const bool seen_before = more_work_visible();\n    const atomic_counters::counters after = counters_.sub_inactive();\n    if (after.sleeping() > 0 && after.awake_but_idle() == 0 && seen_before) {/%caught"
-  "host: re-check for work after arming removed%embed/host_channel.hpp%s/if \(has_work\(\)\) \{/if (false) {/%caught"
-  "host: push notifies before it publishes the task%embed/host_channel.cpp%s/queued_\.fetch_add\(1, sync::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, sync::seq_cst);/%caught"
-  "host: disarm forgets the write of a poster that took the flag%embed/host_channel.cpp%s/if \(!armed_\.exchange\(false, sync::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, sync::seq_cst)) {\n/%caught"
-  "host: notify writes without taking the armed flag%embed/host_channel.cpp%s/if \(armed_\.load\(sync::seq_cst\) && armed_\.exchange\(false, sync::seq_cst\)\) \{/if (armed_.load(sync::seq_cst)) {/%caught"
+  "host: re-check for work after arming removed%executor/host/host_channel.hpp%s/if \(has_work\(\)\) \{/if (false) {/%caught"
+  "host: push notifies before it publishes the task%executor/host/host_channel.cpp%s/queued_\.fetch_add\(1, sync::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, sync::seq_cst);/%caught"
+  "host: disarm forgets the write of a poster that took the flag%executor/host/host_channel.cpp%s/if \(!armed_\.exchange\(false, sync::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, sync::seq_cst)) {\n/%caught"
+  "host: notify writes without taking the armed flag%executor/host/host_channel.cpp%s/if \(armed_\.load\(sync::seq_cst\) && armed_\.exchange\(false, sync::seq_cst\)\) \{/if (armed_.load(sync::seq_cst)) {/%caught"
   "poller: wakers never claim a sleeper parked in the driver%signal_waker/sleep_module.cpp%s/if \(pass == 0 && waker\.parks_on_other_backend\(\)\) \{/if (waker.parks_on_other_backend()) {/%caught"
   "poller: a parking worker never takes the poller token%signal_waker/sleep_module.cpp%s/const bool polling = poller_backend_ != nullptr && try_take_poller\(\);/const bool polling = false;/%caught"
   "poller: a self-claiming poller skips the sleeper bookkeeping%signal_waker/sleep_module.cpp%s/if \(self_claimed\) \{\n    forget_sleeper\(\);/if (false) {\n    forget_sleeper();/%caught"
@@ -112,9 +112,9 @@ mutants=(
 relacy_mutants=(
   "activate_root's root RMW (fetch_or) seq_cst -> acq_rel%summary_tree/summary_tree.cpp%s/root_words_\[leaf \/ bits_per_word\]\.value\.fetch_or\(mask, sync::seq_cst\)/root_words_[leaf \/ bits_per_word].value.fetch_or(mask, sync::acq_rel)/%caught"
   "the final probe's root load (any_active) seq_cst -> acquire%summary_tree/summary_tree.cpp%s/if \(root_words_\[index\]\.value\.load\(sync::seq_cst\) != 0\)/if (root_words_[index].value.load(sync::acquire) != 0)/%caught"
-  "offer_deque: pop's exchange on bottom -> relaxed store%fork_join/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, sync::seq_cst\)\);/bottom_.store(bottom, sync::relaxed);/%caught"
-  "offer_deque: pop's load of top seq_cst -> acquire%fork_join/offer_deque.hpp%s/std::int64_t top = top_\.load\(sync::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(sync::acquire);\n    if (top > bottom)/%caught"
-  "offer_deque: push publishes bottom relaxed, not release%fork_join/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, sync::release\);/bottom_.store(bottom + 1, sync::relaxed);/%caught"
+  "offer_deque: pop's exchange on bottom -> relaxed store%executor/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, sync::seq_cst\)\);/bottom_.store(bottom, sync::relaxed);/%caught"
+  "offer_deque: pop's load of top seq_cst -> acquire%executor/offer_deque.hpp%s/std::int64_t top = top_\.load\(sync::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(sync::acquire);\n    if (top > bottom)/%caught"
+  "offer_deque: push publishes bottom relaxed, not release%executor/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, sync::release\);/bottom_.store(bottom + 1, sync::relaxed);/%caught"
 )
 
 # The translation units and flags of each checker (as tests/meson.build
@@ -123,7 +123,7 @@ model_units=(tests/model/model_check_test.cpp tests/model/model_poller_test.cpp 
   tests/model/model_task_sync_test.cpp tests/model/model_ring_test.cpp
   tests/model/model_checker.cpp tests/test_main.cpp summary_tree/permit_semaphore.cpp
   summary_tree/summary_tree.cpp signal_waker/park_backend.cpp signal_waker/signal_waker.cpp
-  signal_waker/sleep_module.cpp embed/host_channel.cpp embed/notify_descriptor.cpp)
+  signal_waker/sleep_module.cpp executor/host/host_channel.cpp executor/host/notify_descriptor.cpp)
 model_flags=(-std=c++20 -O2 -DCANOPY_MODEL_CHECK)
 model_libs=(-lboost_context -pthread)
 relacy_units=(tests/relacy/wake_protocol_relacy.cpp tests/relacy/offer_deque_relacy.cpp

@@ -1,4 +1,4 @@
-// Weak-memory check of the offer deque (fork_join/offer_deque.hpp): the real
+// Weak-memory check of the offer deque (executor/offer_deque.hpp): the real
 // basic_offer_deque, with a capacity of 4 so that schedules wrap around,
 // under Relacy's simulation of the C++ memory model. The owner pushes and
 // pops as nested joins and awaited spawns do (callables and task entries
@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "fork_join/offer_deque.hpp"
+#include "executor/offer_deque.hpp"
 #include "sync/atomics.hpp"  // first: Relacy, then its allocation macros taken back
 
 namespace {

@@ -28,8 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../executor/task_slot.hpp"
 #include "../sync/atomics.hpp"
+#include "task_slot.hpp"
 
 namespace canopy {
 

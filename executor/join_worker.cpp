@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../executor/executor_core.hpp"
+#include "executor_core.hpp"
 
 namespace canopy::detail {
 

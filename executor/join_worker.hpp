@@ -1,9 +1,8 @@
-// join_worker — one worker thread's side of fork-join, and the one hook
-// through which the executor reaches fork-join (as rayon's join/ sits on its
-// WorkerThread): the worker's offer deque (offer_deque.hpp), the count of
-// spawned tasks in it, and where on the thread's stack a waiting joiner may
-// help. The executor's worker_state holds one; this header is the only
-// fork_join/ header the executor includes.
+// join_worker — the owner of one worker thread's offer deque (as rayon's
+// WorkerThread owns its deque, and rayon's join/ sits on top of it): the
+// deque (offer_deque.hpp), the count of spawned tasks in it, and where on
+// the thread's stack a waiting joiner may help. The executor's worker_state
+// holds one; fork_join/ (canopy::join) builds on it.
 //
 // Who calls what:
 //   * The executor, on the owning thread: offer_task (canopy::spawn's
@@ -22,9 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../executor/task_slot.hpp"
 #include "../sync/atomics.hpp"
 #include "offer_deque.hpp"
+#include "task_slot.hpp"
 
 namespace canopy {
 

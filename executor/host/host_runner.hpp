@@ -29,8 +29,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../executor/executor_core.hpp"
-#include "../sync/atomics.hpp"
+#include "../../sync/atomics.hpp"
+#include "../executor_core.hpp"
 #include "host_channel.hpp"
 
 namespace canopy {

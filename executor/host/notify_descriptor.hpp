@@ -13,7 +13,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "../sync/atomics.hpp"
+#include "../../sync/atomics.hpp"
 
 namespace canopy {
 
