@@ -1,17 +1,14 @@
-// The reactor's io_uring backend (io/reactor.hpp): choosing it, the
-// poller's wait on the ring, reaping completions, and the life of a
-// completion request (start, poll, abandon). The epoll half is in
-// io/reactor.cpp; the rules are in docs/io.md, "The io_uring backend".
+// The reactor's io_uring backend (io/reactor.hpp): the poller's wait on
+// the ring, reaping completions, and the life of a
+// completion request (start, poll, abandon). Choosing it is in
+// backend_choice.cpp, the epoll half in io/reactor.cpp; the rules are in docs/io.md, "The io_uring backend".
 #include <poll.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 
 #include "../../executor/executor_core.hpp"
 #include "../reactor.hpp"
@@ -77,27 +74,6 @@ void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64
   io_uring_sqe_set_data64(entry, tag);
 }
 
-// CANOPY_IO_BACKEND, if set, over `configured`.
-io_backend chosen_backend(io_backend configured) {
-  // Read once per reactor, while it is constructed; Canopy never sets it.
-  const char* value = std::getenv("CANOPY_IO_BACKEND");  // NOLINT(concurrency-mt-unsafe)
-  if (value == nullptr || *value == '\0') {
-    return configured;
-  }
-  const std::string_view name(value);
-  if (name == "auto") {
-    return io_backend::automatic;
-  }
-  if (name == "epoll") {
-    return io_backend::epoll;
-  }
-  if (name == "io_uring") {
-    return io_backend::io_uring;
-  }
-  throw std::invalid_argument("canopy::io::reactor: CANOPY_IO_BACKEND='" + std::string(name) +
-                              "' is not a backend (use auto, epoll or io_uring)");
-}
-
 // A receive whose waiter left got `result` bytes (the kernel wrote them
 // into its buffer, still alive while abandon_completion waits): keep them in
 // the registration for its next read, unless it was removed (the stream is
@@ -111,35 +87,6 @@ void keep_received(registration_entry& target, const registration_entry::complet
 }
 
 }  // namespace
-
-const char* to_string(io_backend backend) noexcept {
-  switch (backend) {
-    case io_backend::automatic:
-      return "auto";
-    case io_backend::epoll:
-      return "epoll";
-    case io_backend::io_uring:
-      return "io_uring";
-  }
-  return "unknown";
-}
-
-void reactor::open_ring(io_backend requested, unsigned entries) {
-  // automatic takes epoll: io_uring is chosen only when asked for, until it
-  // is at least as fast as epoll in every configuration of the examples as
-  // shipped (docs/io.md, "Which is faster").
-  if (chosen_backend(requested) != io_backend::io_uring) {
-    return;
-  }
-  std::error_code error;
-  std::string why;
-  ring_ = detail::completion_ring::open(entries, error, why);
-  if (ring_ == nullptr) {
-    throw std::system_error(error, "canopy::io::reactor: the io_uring backend cannot run here (" +
-                                       why + "); use io_backend::epoll or automatic");
-  }
-  backend_ = io_backend::io_uring;
-}
 
 // The ring watches the eventfd (notify) and the epoll descriptor (the
 // readiness registrations) with multishot polls, one completion per wake-up
