@@ -30,6 +30,32 @@ thread_local const blocking_pool* current_pool = nullptr;
 
 }  // namespace
 
+namespace detail {
+
+bool blocking_job::may_start() const noexcept {
+  // acquire: pairs with the release store in mark_abandoned(); the
+  // executor's flag: see executor_shutting_down().
+  return !abandoned_.load(std::memory_order_acquire) && !executor_shutting_down();
+}
+
+bool blocking_job::executor_shutting_down() const noexcept {
+  // Relaxed, as its store (executor_core::shutdown, step 1): it publishes
+  // nothing. A pool thread freed by the stop request that the shutdown's
+  // destruction of a task makes is ordered after the store by that request
+  // (release/acquire on the stop state), so it reads true, as does a task
+  // ordered after a refused spawn; a read that misses the store comes
+  // before it in the flag's order: the call started before the shutdown
+  // began.
+  return executor_shutdown_->begun.load(sync::relaxed);
+}
+
+void blocking_job::mark_abandoned() noexcept {
+  // release: pairs with the acquire load in may_start().
+  abandoned_.store(true, std::memory_order_release);
+}
+
+}  // namespace detail
+
 void blocking_pool_config::validate() const {
   if (max_threads < 1 || max_threads > 65536) {
     throw std::invalid_argument("blocking_pool_config::max_threads must be in 1..65536, got " +
@@ -85,6 +111,11 @@ void blocking_pool::submit(std::shared_ptr<detail::blocking_job> job) {
       throw std::system_error(make_error_code(errc::shut_down),
                               "canopy::run_blocking: the blocking pool has shut down");
     }
+    if (job->executor_shutting_down()) {
+      // Its task is about to be destroyed: the call would never start.
+      throw std::system_error(make_error_code(errc::shut_down),
+                              "canopy::run_blocking: the executor is shutting down");
+    }
     const bool thread_free = stats_.idle > queue_.size();
     if (!thread_free && threads_.size() >= config_.max_threads && config_.max_queued != 0 &&
         queue_.size() >= config_.max_queued) {
@@ -132,7 +163,7 @@ void blocking_pool::thread_main(std::list<std::thread>::iterator self) {
     }
     std::shared_ptr<detail::blocking_job> job = std::move(queue_.front());
     queue_.pop_front();
-    if (job->abandoned()) {
+    if (!job->may_start()) {
       ++stats_.dropped;
       lock.unlock();
       job.reset();  // the last reference may free the job: outside the lock

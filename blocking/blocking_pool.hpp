@@ -15,6 +15,17 @@
 // process-wide default pool, made on first use with a default config and
 // shut down at process exit (process_default()).
 //
+// Starting a call: a thread takes the oldest queued call and starts it only
+// if blocking_job::may_start() holds (under the pool's mutex): its waiting
+// task is still waiting (not destroyed, no cancel taken effect) and the
+// shutdown of the executor whose task submitted it has not begun (a flag the
+// executor sets at its shutdown's first step, before it destroys any task:
+// executor_core::shutdown). Otherwise the call is dropped unrun (counted in
+// stats().dropped) and its task is left to the shutdown or the cancel that
+// destroys it. A call whose executor's shutdown began is also refused when
+// submitted (errc::shut_down). This holds for an attached pool and for the
+// default pool, which serves many executors.
+//
 // Shutdown (shutdown(), the destructor; the default pool at exit), in order:
 //   1. new calls are refused (std::system_error, errc::shut_down);
 //   2. calls still queued are failed: their waiting tasks resume with that
@@ -22,16 +33,17 @@
 //   3. running calls are waited for (a thread cannot be interrupted; their
 //      std::stop_token is requested), then every thread is joined.
 // An attached pool shuts its executor down first (executor::shutdown is
-// idempotent): the tasks waiting on its calls are destroyed as any
-// suspended task at shutdown (their handles report task_cancelled), which
-// drops their queued calls and requests stop on their running ones; then
-// steps 1-3. Declared after the executor, as reactor_timers is, its
-// destructor does all of this. Destroy or shut it down from a thread that is
-// not a worker of its executor.
+// idempotent): from its first step no queued call starts (above); the tasks
+// waiting on its calls are destroyed as any suspended task at shutdown
+// (their handles report task_cancelled), which requests stop on their
+// running calls; then steps 1-3. Declared after the executor, as
+// reactor_timers is, its destructor does all of this. Destroy or shut it
+// down from a thread that is not a worker of its executor.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -42,12 +54,14 @@
 #include <mutex>
 #include <stop_token>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace canopy {
 
 class executor;
 class executor_core;
+struct shutdown_flag;  // executor/executor_core.hpp
 
 struct blocking_pool_config {
   // Threads at most (tokio: 512). 1..65536.
@@ -82,14 +96,35 @@ namespace detail {
 // the waiting task (until its wait ended): whichever lets go last frees it.
 class blocking_job {
  public:
+  // `executor_shutdown`: the shutdown flag of the executor whose task
+  // submits the call.
+  explicit blocking_job(std::shared_ptr<const shutdown_flag> executor_shutdown) noexcept
+      : executor_shutdown_(std::move(executor_shutdown)) {}
+  blocking_job(const blocking_job&) = delete;
+  blocking_job& operator=(const blocking_job&) = delete;
   virtual ~blocking_job() = default;
   // Runs the call on a pool thread; the job finishes by itself (stores the
   // outcome, wakes the task if it still waits).
   virtual void run() noexcept = 0;
   // Never run: the pool shut down first. Fails the waiting task.
   virtual void fail_shut_down() noexcept = 0;
-  // The waiting task is gone: run() would only waste a thread.
-  [[nodiscard]] virtual bool abandoned() const noexcept = 0;
+
+  // Whether a pool thread may start the call: false once the waiting task
+  // is gone (its wait ended unfinished: it was destroyed, or its cancel
+  // took effect) or its executor's shutdown began (which will destroy the
+  // task). The one decision every pool thread makes, under the pool's
+  // mutex, before it starts a call; a call refused here is dropped unrun.
+  [[nodiscard]] bool may_start() const noexcept;
+  // Whether the submitting executor's shutdown began (submit refuses then).
+  [[nodiscard]] bool executor_shutting_down() const noexcept;
+
+ protected:
+  // The task is gone: a call that has not started never starts.
+  void mark_abandoned() noexcept;
+
+ private:
+  std::atomic<bool> abandoned_{false};
+  std::shared_ptr<const shutdown_flag> executor_shutdown_;
 };
 
 }  // namespace detail
@@ -116,8 +151,8 @@ class blocking_pool {
   static blocking_pool& process_default();
 
   // Queue a call (run_blocking's step). Throws std::system_error:
-  // errc::shut_down after shutdown began, errc::at_capacity when
-  // max_queued calls already wait.
+  // errc::shut_down after this pool's or the job's executor's shutdown
+  // began, errc::at_capacity when max_queued calls already wait.
   void submit(std::shared_ptr<detail::blocking_job> job);
 
  private:

@@ -11,7 +11,9 @@
 // so after disarm no wake is in flight: the waker never outlives the task
 // (nor its executor, which destroys its suspended tasks before it goes).
 // A disarm before the call ended means the task is gone: the call's
-// std::stop_token is requested, and a call still queued never runs.
+// std::stop_token is requested, and a call still queued never starts
+// (blocking_job::may_start, which also refuses once the executor's shutdown
+// began: blocking/blocking_pool.hpp).
 #pragma once
 
 #include <atomic>
@@ -50,7 +52,8 @@ class blocking_call final : public blocking_job {
   using result_type = blocking_result_t<F>;
   using stored_type = std::conditional_t<std::is_void_v<result_type>, std::monostate, result_type>;
 
-  explicit blocking_call(F&& fn) : fn_(std::move(fn)) {}
+  blocking_call(F&& fn, std::shared_ptr<const shutdown_flag> executor_shutdown)
+      : blocking_job(std::move(executor_shutdown)), fn_(std::move(fn)) {}
 
   void run() noexcept override {
     try {
@@ -78,12 +81,6 @@ class blocking_call final : public blocking_job {
     finish();
   }
 
-  [[nodiscard]] bool abandoned() const noexcept override {
-    // Pairs with the release store in disarm(): a thread that sees the task
-    // gone skips the call.
-    return abandoned_.load(std::memory_order_acquire);
-  }
-
   // The wait source's side (called by the waiting task's worker).
   [[nodiscard]] bool ready() const noexcept {
     // Pairs with the release store in finish(): value_ / error_ are written.
@@ -106,13 +103,18 @@ class blocking_call final : public blocking_job {
   }
   // The task is gone before it armed (cancelled, or the wait never began).
   void abandon() noexcept {
-    // Pairs with the acquire load in abandoned().
-    abandoned_.store(true, std::memory_order_release);
+    mark_abandoned();
     stop_.request_stop();
   }
+  // Once, by the waiting task, after ready().
   result_type take() {
     if (error_) {
-      std::rethrow_exception(error_);
+      // Moved out: the task then holds the exception's last reference, so
+      // the pool thread, which may drop the call last, never frees the
+      // exception while the task's handler still reads it (its reference
+      // count lives in the uninstrumented C++ runtime, which
+      // ThreadSanitizer cannot see), as join_state::take does.
+      std::rethrow_exception(std::exchange(error_, nullptr));
     }
     if constexpr (!std::is_void_v<result_type>) {
       return std::move(*value_);
@@ -141,7 +143,6 @@ class blocking_call final : public blocking_job {
   std::optional<stored_type> value_;
   std::exception_ptr error_;
   std::atomic<bool> done_{false};
-  std::atomic<bool> abandoned_{false};
   std::mutex mutex_;
   waker waker_;
 };
@@ -183,7 +184,8 @@ blocking_wait<F> submit_blocking(F&& fn, const char* what) {
       throw std::invalid_argument(std::string(what) + ": an empty callable");
     }
   }
-  auto call = std::make_shared<blocking_call<F>>(std::move(fn));
+  auto call =
+      std::make_shared<blocking_call<F>>(std::move(fn), worker->core->shared_shutdown_flag());
   blocking_pool::for_executor(*worker->core).submit(call);
   return blocking_wait<F>(std::move(call));
 }
@@ -201,9 +203,12 @@ task<blocking_result_t<F>> run_blocking_task(blocking_wait<F> wait) {
 // with fn's value, or fn's exception rethrown. Only inside a running task of
 // an executor (else std::logic_error, thrown by this call; an empty
 // std::function or null pointer: std::invalid_argument). fn is submitted
-// here, before the co_await; the pool's refusals (errc::shut_down,
-// errc::at_capacity) are thrown here too. fn's stop_token is requested when
-// the waiting task is cancelled or destroyed, or the pool shuts down.
+// here, before the co_await; the pool's refusals (errc::shut_down, also
+// once the executor's shutdown began; errc::at_capacity) are thrown here
+// too. fn's stop_token is requested when the waiting task is destroyed or
+// its cancel takes effect, or the pool shuts down. A queued fn never
+// starts once its executor's shutdown began or its task's cancel took
+// effect (include/canopy/blocking.hpp says when that is).
 template <class F>
 requires detail::blocking_callable<std::decay_t<F>>
 [[nodiscard]] task<detail::blocking_result_t<std::decay_t<F>>> run_blocking(F&& fn) {

@@ -147,6 +147,16 @@ void executor_core::shutdown() {
     //    reads accepting_ == false under capacity_mutex_ and never waits.
     //    A host thread in run() is woken: every run function returns once
     //    it sees accepting_ == false.
+    //    First the shared flag: work handed to other threads that has not
+    //    started must not start now (a queued blocking call). Relaxed: it
+    //    publishes nothing, and what needs it is ordered after it by other
+    //    means: it is sequenced before step 5, which destroys the tasks and
+    //    so requests stop on their running blocking calls, so a pool thread
+    //    freed by such a request (a release/acquire pair on the stop state)
+    //    reads true; and before the accepting_ store, so whoever sees a
+    //    spawn refused sees it too. A read that misses it is earlier than
+    //    the shutdown in the flag's order (the call started first).
+    shutdown_flag_->begun.store(true, sync::relaxed);
     accepting_.store(false, sync::seq_cst);
     {
       const std::lock_guard lock(capacity_mutex_);

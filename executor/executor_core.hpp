@@ -122,6 +122,14 @@ enum class spawn_placement {
 
 class join_state_base;
 
+// Whether an executor's shutdown began (its step 1), for work it handed to
+// threads it does not own (a blocking call queued in a blocking pool): such
+// work holds a reference, so it may read the flag after the executor is
+// gone. Written once, by shutdown(); see there for the ordering.
+struct shutdown_flag {
+  sync::atomic<bool> begun{false};
+};
+
 // What executor_core::run_host_until did.
 enum class host_drive : std::uint8_t {
   ran,             // took the host role and ran tasks (until ready, the deadline or shutdown)
@@ -237,6 +245,10 @@ class executor_core final : private sleep_probe {
   // destroy what is left. Idempotent. Not from a worker thread
   // (std::system_error with errc::worker_thread).
   void shutdown();
+  // This executor's shutdown_flag (a reference; any thread).
+  [[nodiscard]] std::shared_ptr<const shutdown_flag> shared_shutdown_flag() const {
+    return shutdown_flag_;
+  }
 
   [[nodiscard]] executor_stats stats() const;
 
@@ -441,6 +453,7 @@ class executor_core final : private sleep_probe {
   sync::atomic<bool> draining_{false};
   sync::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;
+  const std::shared_ptr<shutdown_flag> shutdown_flag_ = std::make_shared<shutdown_flag>();
   std::mutex drain_mutex_;
   std::condition_variable drain_cv_;
 

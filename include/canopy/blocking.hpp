@@ -22,19 +22,30 @@
 // from one of its own threads nor a worker of its attached executor.
 // Errors: outside a task std::logic_error; std::system_error with
 // errc::at_capacity when max_queued calls already wait, errc::shut_down
-// after the pool shut down (thrown by run_blocking itself, or at the
-// co_await for a queued call the shutdown dropped); fn's exception is
-// rethrown at the co_await. blocking_pool_config errors:
-// std::invalid_argument naming the field; a second pool attached to one
-// executor: std::logic_error.
-// Shutdown: the executor's shutdown destroys the tasks waiting on blocking
-// calls (their handles report task_cancelled); their queued calls never run,
-// their running calls run to the end on the pool thread, stop requested,
-// and their results are dropped. The pool's shutdown (an attached pool's
-// destructor, which shuts its executor down first; the default pool at
-// process exit) waits for the running calls and joins its threads
-// (detail/blocking/blocking_pool.hpp has the steps). Link canopy (the
-// canopy_blocking library is part of the package).
+// after the pool shut down or once the executor's shutdown began (thrown by
+// run_blocking itself, or at the co_await for a queued call the pool's
+// shutdown dropped); fn's exception is rethrown at the co_await.
+// blocking_pool_config errors: std::invalid_argument naming the field; a
+// second pool attached to one executor: std::logic_error.
+// When a queued call starts: a pool thread starts a queued call only if its
+// waiting task is still waiting and its executor's shutdown has not begun;
+// otherwise the call never starts (stats().dropped counts it). So once an
+// executor's shutdown begins (executor::shutdown, its destructor, or an
+// attached pool's shutdown), no queued call of its tasks starts, in its
+// attached pool or in the default pool; a call already running runs to its
+// end. The shutdown then destroys the tasks waiting on blocking calls
+// (their handles report task_cancelled), which requests stop on their
+// running calls and drops their results. A task cancelled while its call is
+// queued: once the cancel took effect (the task was destroyed; its handle
+// reports task_cancelled) the call never starts. The cancel takes effect
+// when a worker next runs the task, normally at once; a pool thread that
+// frees up in between may still start the call, which then runs with its
+// stop_token requested as soon as the cancel takes effect, its result
+// dropped. The pool's shutdown (an attached pool's destructor, which shuts
+// its executor down first; the default pool at process exit) waits for the
+// running calls and joins its threads (detail/blocking/blocking_pool.hpp has
+// the steps). Link canopy (the canopy_blocking library is part of the
+// package).
 #pragma once
 
 #include "detail/blocking/blocking_pool.hpp"
