@@ -11,6 +11,7 @@
 #include <exception>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "../summary_tree/partition.hpp"
 #include "core_inline.hpp"
@@ -194,8 +195,11 @@ void executor_core::shutdown() {
     }
     // 5. Destroy every task still alive (suspended, or pending under
     //    cancel_pending, or pinned for a host that never ran it): its
-    //    destructor runs, its join handle says cancelled. The driver ends
-    //    its requests in flight first (idle_driver::workers_stopped).
+    //    destructor runs, its join handle says cancelled. A task that
+    //    cancels another while it is destroyed (a group's children, the
+    //    child it awaits) destroys that one at once (wake_cancelled), so
+    //    what a task owns goes before its frame. The driver ends its
+    //    requests in flight first (idle_driver::workers_stopped).
     if (config_.driver != nullptr) {
       config_.driver->workers_stopped();
     }
@@ -204,19 +208,47 @@ void executor_core::shutdown() {
   });
 }
 
+namespace {
+// The executor whose leftover tasks this thread is destroying (shutdown's
+// step 5), or null: wake_cancelled destroys at once only there.
+thread_local executor_core* destroying_leftovers_of = nullptr;
+}  // namespace
+
 void executor_core::destroy_leftovers() {
-  arena_.for_each_live([this](std::uint32_t slot) {
-    task_slot& target = arena_.slot(slot);
-    if (target.vtable == nullptr) {
-      return;
-    }
-    const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
-    target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
-    target.vtable->destroy(target.storage, task_end::dropped);
-    target.vtable = nullptr;
-    arena_.release(slot);
-    dropped_tasks_.fetch_add(1, sync::relaxed);
-  });
+  destroying_leftovers_of = this;
+  arena_.for_each_live([this](std::uint32_t slot) { destroy_leftover(slot); });
+  destroying_leftovers_of = nullptr;
+}
+
+void executor_core::destroy_leftover(std::uint32_t slot) noexcept {
+  task_slot& target = arena_.slot(slot);
+  // Taken before the destroy runs: a cancel of this task from inside its
+  // own destruction (wake_cancelled) finds it gone, as does the iteration
+  // when it reaches a slot a nested cancel destroyed first.
+  const task_vtable* const vtable = std::exchange(target.vtable, nullptr);
+  if (vtable == nullptr) {
+    return;
+  }
+  const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+  target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
+  vtable->destroy(target.storage, task_end::dropped);
+  arena_.release(slot);
+  dropped_tasks_.fetch_add(1, sync::relaxed);
+}
+
+void executor_core::wake_cancelled(task_id id) noexcept {
+  if (destroying_leftovers_of != this) [[likely]] {
+    schedule(id);
+    return;
+  }
+  // The workers are joined and this thread alone touches the slots: a
+  // relaxed read of the generation is enough to tell a live task from a
+  // stale id.
+  task_slot& target = arena_.slot(id.slot);
+  if (target.vtable != nullptr &&
+      task_slot::generation_of(target.state.load(sync::relaxed)) == id.generation) {
+    destroy_leftover(id.slot);
+  }
 }
 
 bool executor_core::is_quiescent() noexcept {

@@ -171,6 +171,15 @@ class executor_core final : private sleep_probe {
   // (the destructor waits for calls already inside).
   bool schedule(task_id id) noexcept;
 
+  // A cancel's wake (join_state_base::cancel_and_wake): schedule(id), except
+  // on the thread that is destroying this executor's leftover tasks
+  // (shutdown's step 5), where nothing will run the task again: there it
+  // is destroyed at once, before the cancel returns. So a task destroyed
+  // at shutdown that cancels what it owns (a task_group's children, the
+  // child it awaits, with_timeout's child) sees them gone, their stacks
+  // unwound and destructors run, before its own frame goes.
+  void wake_cancelled(task_id id) noexcept;
+
   // Called by a task running on one of this executor's workers that is about
   // to wait for task `id`: if `id` is runnable but not started — in this
   // worker's LIFO slot or with its bit set in the tree — take it and run it
@@ -399,6 +408,8 @@ class executor_core final : private sleep_probe {
   void count_spawn(worker_state* self) noexcept;  // self: null off the workers
   bool is_quiescent() noexcept;
   void destroy_leftovers();
+  // destroy_leftovers' step for one slot; also wake_cancelled's during it.
+  void destroy_leftover(std::uint32_t slot) noexcept;
 
   // schedule()'s two halves: the wake itself, and the counted wake from a
   // thread that is not this executor's (foreign_wakes_).

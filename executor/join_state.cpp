@@ -177,7 +177,7 @@ bool join_state_base::cancel_and_wake() noexcept {
     return false;
   }
   if (task_core_ != nullptr) {
-    task_core_->schedule(task_);  // stale (already finished) is a no-op
+    task_core_->wake_cancelled(task_);  // stale (already finished) is a no-op
   }
   return true;
 }

@@ -13,7 +13,8 @@
 // The group's waits (next, wait_all, close) are wait sources
 // (coroutine/custom_wait.hpp) over that state; a guard wakes the waiting
 // task under the state's mutex, and disarm takes the same mutex, so no wake
-// reaches a task that stopped waiting.
+// reaches a task that stopped waiting. group_state.hpp holds the shared
+// state and child_end.
 #pragma once
 
 #include <canopy/task.hpp>
@@ -32,123 +33,13 @@
 #include <variant>
 #include <vector>
 
+#include "group_state.hpp"
+
 namespace canopy {
 
 class fiber_unwind;
 
-struct task_group_options {
-  // The first child that fails (throws) cancels the others, as cancel().
-  bool cancel_on_failure = false;
-};
-
 namespace detail {
-
-template <class T>
-using group_value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
-
-template <class T>
-struct group_state {
-  struct outcome {
-    std::optional<group_value_t<T>> value;
-    std::exception_ptr error;
-  };
-
-  explicit group_state(task_group_options opts) : options(opts) {}
-
-  // Everything below under `mutex`.
-  std::mutex mutex;
-  task_group_options options;
-  std::stop_source stop;
-  // One per child, reused: the wrapper's handle, stored by launch() once
-  // the spawn returned (the child may end before that: `ended`).
-  struct slot {
-    join_handle<void> handle;
-    bool ended = false;
-  };
-  std::vector<slot> slots;
-  std::vector<std::size_t> free_slots;
-  std::size_t running = 0;
-  std::size_t cancelled = 0;
-  std::deque<outcome> finished;  // ended with a value or an exception, not taken yet
-  waker waiter;                  // the task in next / wait_all / close, if any
-
-  // Ask every running child to stop: request the token, cancel the tasks
-  // (each is destroyed at its next suspension, or at once if suspended).
-  void cancel_locked() noexcept {
-    stop.request_stop();
-    for (slot& each : slots) {
-      if (each.handle.valid()) {
-        each.handle.cancel();
-      }
-    }
-  }
-};
-
-// Reports the child's end to the group (see the top of the file).
-template <class T>
-class child_end {
- public:
-  child_end(std::shared_ptr<group_state<T>> state, std::size_t slot) noexcept
-      : state_(std::move(state)), slot_(slot) {}
-  // Moved into the wrapper's frame; the moved-from one reports nothing.
-  child_end(child_end&& other) noexcept = default;
-  child_end& operator=(child_end&&) = delete;
-
-  template <class... V>
-  void succeed(V&&... value) {
-    outcome_.value.emplace(std::forward<V>(value)...);
-  }
-  void fail(std::exception_ptr error) noexcept { outcome_.error = std::move(error); }
-  // A fiber child reports into `box` from its own stack (fiber_reporter):
-  // what it ended with, even when its task was cancelled meanwhile (its
-  // handle then says task_cancelled), is the child's outcome.
-  void report_from(std::shared_ptr<typename group_state<T>::outcome> box) noexcept {
-    box_ = std::move(box);
-  }
-
-  ~child_end() {
-    if (state_ == nullptr) {
-      return;
-    }
-    // The wrapper ends only after the fiber ended (a cancelled coroutine
-    // waits for the task it awaits: coroutine/spawn.hpp), and the fiber's
-    // writes to the box happen before its join state completes (release;
-    // the wrapper saw it ready with acquire). Only a shutdown may destroy
-    // the wrapper first; its box is then not read again.
-    if (box_ != nullptr && !outcome_.error && !outcome_.value) {
-      outcome_ = std::move(*box_);
-    }
-    group_state<T>& state = *state_;
-    const std::lock_guard lock(state.mutex);
-    // This task is ending: its handle only needs letting go (detaching a
-    // task that ends with no exception discards nothing). If launch() has
-    // not stored it yet, launch() lets go of it and frees the slot.
-    auto& slot = state.slots[slot_];
-    if (slot.handle.valid()) {
-      slot.handle.detach();
-      state.free_slots.push_back(slot_);
-    } else {
-      slot.ended = true;
-    }
-    --state.running;
-    if (outcome_.error || outcome_.value) {
-      const bool failed = outcome_.error != nullptr;
-      state.finished.push_back(std::move(outcome_));
-      if (failed && state.options.cancel_on_failure && !state.stop.stop_requested()) {
-        state.cancel_locked();
-      }
-    } else {
-      ++state.cancelled;
-    }
-    state.waiter.wake();
-  }
-
- private:
-  std::shared_ptr<group_state<T>> state_;
-  std::size_t slot_;
-  typename group_state<T>::outcome outcome_;
-  std::shared_ptr<typename group_state<T>::outcome> box_;
-};
 
 // fiber_unwind (fiber/fiber_task.hpp, which this header does not include:
 // a group of coroutines needs no Boost.Context), named only where a fiber
@@ -300,10 +191,14 @@ class task_group {
   // Cancels the children still running; cannot wait for them (co_await
   // close() first to wait). Their outcomes are discarded.
   ~task_group() {
-    const std::lock_guard lock(state_->mutex);
-    if (state_->running != 0) {
-      state_->cancel_locked();
+    std::vector<join_state_base*> cancelling;
+    {
+      const std::lock_guard lock(state_->mutex);
+      if (state_->running != 0) {
+        cancelling = state_->stop_locked();
+      }
     }
+    detail::group_state<T>::cancel_taken(cancelling);
   }
 
   // Spawn a child on the current executor: a canopy::task<T>, a fiber
@@ -385,18 +280,19 @@ class task_group {
       co_return;
     }
     closed_ = true;
-    {
-      const std::lock_guard lock(state_->mutex);
-      state_->cancel_locked();
-    }
+    cancel();
     co_await wait_on(detail::group_wait<T>(*state_, false));
     collect();
   }
 
   // Cancel the running children without waiting (close() waits). Any thread.
   void cancel() noexcept {
-    const std::lock_guard lock(state_->mutex);
-    state_->cancel_locked();
+    std::vector<join_state_base*> cancelling;
+    {
+      const std::lock_guard lock(state_->mutex);
+      cancelling = state_->stop_locked();
+    }
+    detail::group_state<T>::cancel_taken(cancelling);
   }
 
   // Requested by cancel(), close(), the destructor, and the first failure

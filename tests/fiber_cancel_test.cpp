@@ -250,3 +250,85 @@ TEST_CASE("shutdown: a fiber's handle is released only after its stack unwound")
     CHECK_MESSAGE(early == 0, workers << " workers");
   }
 }
+
+namespace {
+
+// Marks `owner` dead when the owning task's frame goes.
+struct owner_frame_marker {
+  tracked* owner;
+  explicit owner_frame_marker(tracked* into) : owner(into) { owner->alive.store(true); }
+  owner_frame_marker(const owner_frame_marker&) = delete;
+  owner_frame_marker& operator=(const owner_frame_marker&) = delete;
+  ~owner_frame_marker() { owner->alive.store(false); }
+};
+
+// A child's local: counts a violation if, when it is destroyed, the frame
+// of the task that owns the child's group is already gone.
+struct checks_owner {
+  tracked* owner;
+  std::atomic<int>* late;
+  checks_owner(tracked* of, std::atomic<int>* violations) : owner(of), late(violations) {}
+  checks_owner(const checks_owner&) = delete;
+  checks_owner& operator=(const checks_owner&) = delete;
+  ~checks_owner() {
+    if (!owner->alive.load()) {
+      late->fetch_add(1);
+    }
+  }
+};
+
+task<int> coroutine_child(tracked* owner, std::atomic<int>* late, std::atomic<int>* started,
+                          canopy::async_event* never) {
+  const checks_owner guard{owner, late};
+  started->fetch_add(1);
+  co_await *never;
+  co_return 0;
+}
+
+// Owns a group of a fiber child and a coroutine child that both wait on an
+// event nobody sets, and waits on one itself: only the shutdown ends them.
+task<void> group_owner(tracked* owner, std::atomic<int>* late, std::atomic<int>* started,
+                       canopy::async_event* never, bool fiber_first) {
+  const owner_frame_marker marker{owner};
+  task_group<int> group;
+  const auto spawn_fiber = [&] {
+    group.spawn(canopy::fiber([owner, late, started, never] {
+      const checks_owner guard{owner, late};
+      started->fetch_add(1);
+      canopy::this_fiber::await(*never);
+      return 0;
+    }));
+  };
+  if (fiber_first) {
+    spawn_fiber();
+  }
+  group.spawn(coroutine_child(owner, late, started, never));
+  if (!fiber_first) {
+    spawn_fiber();
+  }
+  co_await *never;
+}
+
+}  // namespace
+
+TEST_CASE("shutdown: a group's owner destroyed at shutdown sees its children gone first") {
+  // The shutdown destroys leftover tasks in slot order; a task destroyed
+  // there that cancels what it owns (its group's children) destroys them at
+  // once, so their destructors still find the owner's frame.
+  const watchdog guard("shutdown group", 120);
+  for (const std::size_t workers : worker_counts) {
+    std::atomic<int> late{0};
+    for (long round = 0; round < rounds(200); ++round) {
+      tracked owner;
+      std::atomic<int> started{0};
+      canopy::async_event never;  // outlives the pool: the children await it
+      {
+        executor pool(config_with(workers));
+        pool.spawn_detached(group_owner(&owner, &late, &started, &never, round % 2 == 0));
+        REQUIRE(canopy::testing::eventually([&] { return started.load() == 2; }));
+      }  // shutdown
+      CHECK_FALSE(owner.alive.load());
+    }
+    CHECK_MESSAGE(late.load() == 0, workers << " workers");
+  }
+}

@@ -37,9 +37,11 @@
 // counted by cancelled(), never reported as failures; every exception a
 // child throws is reported once, also one thrown after the stop was
 // requested (a child that saw the token late): by next(), or rethrown by
-// wait_all()/close(), or kept in failures(). (At the executor's shutdown
-// the group's owner and its children are destroyed in no particular order
-// and their outcomes are discarded.)
+// wait_all()/close(), or kept in failures(). At the executor's shutdown an
+// owner destroyed with its group still running destroys the children first
+// (the group's destructor cancels them, and a cancel at shutdown destroys
+// at once), so their destructors run while the owner's frame is alive;
+// their outcomes are discarded.
 // Who may call: spawn, next, wait_all and close only from the task that owns
 // the group (a coroutine task: co_await; a fiber: this_fiber::await(...)),
 // one call at a time; cancel, stop_token, running, cancelled from any thread.
