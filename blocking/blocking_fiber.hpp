@@ -3,10 +3,10 @@
 // runs on a blocking-pool thread, and its worker runs other tasks.
 #pragma once
 
-#include <canopy/fiber.hpp>
 #include <type_traits>
 #include <utility>
 
+#include "../fiber/fiber.hpp"
 #include "run_blocking.hpp"
 
 namespace canopy::this_fiber {

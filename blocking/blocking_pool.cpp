@@ -4,11 +4,12 @@
 #include "blocking/blocking_pool.hpp"
 
 #include <algorithm>
-#include <canopy/executor.hpp>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
+
+#include "../executor/executor.hpp"
 
 namespace canopy {
 

@@ -17,7 +17,6 @@
 #pragma once
 
 #include <atomic>
-#include <canopy/task.hpp>
 #include <concepts>
 #include <exception>
 #include <memory>
@@ -31,6 +30,9 @@
 #include <utility>
 #include <variant>
 
+#include "../coroutine/await_all.hpp"
+#include "../coroutine/coroutine.hpp"
+#include "../executor/executor.hpp"
 #include "blocking_pool.hpp"
 
 namespace canopy {

@@ -3,7 +3,6 @@
 // design at its top; include/canopy/task_group.hpp has the user's contract).
 #pragma once
 
-#include <canopy/task.hpp>
 #include <cstddef>
 #include <deque>
 #include <exception>
@@ -15,6 +14,9 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "../coroutine/coroutine.hpp"
+#include "../executor/executor.hpp"
 
 namespace canopy {
 

@@ -17,7 +17,6 @@
 // state and child_end.
 #pragma once
 
-#include <canopy/task.hpp>
 #include <cstddef>
 #include <deque>
 #include <exception>
@@ -33,6 +32,9 @@
 #include <variant>
 #include <vector>
 
+#include "../coroutine/await_all.hpp"
+#include "../coroutine/coroutine.hpp"
+#include "../executor/executor.hpp"
 #include "group_state.hpp"
 
 namespace canopy {
