@@ -195,8 +195,10 @@ TEST_CASE("sleep_module: a worker parks after its rounds; new_jobs wakes it via 
   canopy::testing::watchdog guard("sleep module", 30);
   idle_workers idle(1, 3);
   REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));
-  CHECK(idle.permits.load().sleepers == 1);
-  CHECK(idle.probe.blocks.load() == 1);
+  // The sleeping count goes up before the semaphore's sleeper count, the
+  // final probe and the block, so those are seen a moment later.
+  REQUIRE(eventually([&] { return idle.permits.load().sleepers == 1; }));
+  REQUIRE(eventually([&] { return idle.probe.blocks.load() == 1; }));
   CHECK(idle.sleep.new_jobs(1) == 1);  // nobody awake and idle: wake the sleeper
   REQUIRE(eventually([&] { return idle.worker(0).parks.load() == 1; }));
   CHECK(idle.worker(0).jec_wakes.load() == 1);
@@ -214,7 +216,7 @@ TEST_CASE("sleep_module: a permit wake takes its permit along; the other sleeper
   canopy::testing::watchdog guard("permit wake", 30);
   idle_workers idle(2, 0);
   REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 2; }));
-  REQUIRE(idle.permits.load().sleepers == 2);
+  REQUIRE(eventually([&] { return idle.permits.load().sleepers == 2; }));
   const std::uint32_t granted = idle.permits.release(1);  // what a root bit 0 -> 1 does
   CHECK(granted == 1);
   CHECK(idle.sleep.wake_for_permits(granted) == 1);
@@ -304,6 +306,7 @@ TEST_CASE("sleep_module: a worker whose parks are long stops spinning before it 
   // spinning, and the next idle period does not turn it back on.
   for (int park = 1; park <= 2; ++park) {
     REQUIRE(eventually([&] { return idle.sleep.counters().sleeping() == 1; }));
+    REQUIRE(eventually([&] { return idle.probe.blocks.load() == park; }));  // the park's clock runs
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     CHECK(idle.sleep.wake_for_permits(1) == 1);
     REQUIRE(eventually([&] { return idle.worker(0).parks.load() == park; }));
