@@ -92,7 +92,6 @@ int main(int argc, char** argv) {
   canopy::executor_config config;
   config.worker_count = threads;
   canopy::executor pool(canopy::io::with_reactor(config));
-  canopy::io::reactor_timers timers(pool);
   canopy::io::reactor& reactor = canopy::io::reactor::of(pool);
 
   std::error_code error;

@@ -92,6 +92,9 @@ executor_core::executor_core(executor_config config)
     sleep_.set_wake_observer(trace_.get());
   }
   worker_cpus_ = plan_worker_cpus(config_);  // throws before any thread exists
+  if (config_.driver != nullptr) {
+    config_.driver->bind(*this);
+  }
   try {
     for (std::size_t index = 0; index < workers; ++index) {
       workers_[index]->thread = std::thread([this, index] { worker_main(index); });
@@ -104,6 +107,9 @@ executor_core::executor_core(executor_config config)
         worker->thread.join();
       }
     }
+    if (config_.driver != nullptr) {
+      config_.driver->unbind(*this);
+    }
     throw;
   }
 }
@@ -114,7 +120,7 @@ executor_core::~executor_core() {
     std::terminate();
   }
   shutdown();
-  // 6. (After shutdown, before the memory goes.) Wait for wakes from
+  // 7. (After shutdown, before the memory goes.) Wait for wakes from
   //    threads that are not this executor's (schedule_from_outside): one
   //    may still be in the tail of signal_task after the task it woke ran
   //    to its end and its joiner moved on to destroy the executor.
@@ -205,6 +211,11 @@ void executor_core::shutdown() {
     }
     host_->channel().clear();
     destroy_leftovers();
+    // 6. Release the driver's services (the reactor's timers): no task is
+    //    left to use them.
+    if (config_.driver != nullptr) {
+      config_.driver->unbind(*this);
+    }
   });
 }
 

@@ -28,6 +28,7 @@
 namespace canopy {
 
 class deadline_source;
+class executor_core;
 
 class idle_driver {
  public:
@@ -62,6 +63,15 @@ class idle_driver {
   // completion backend ends every request in flight here, in one step,
   // rather than one cancel per destroyed task. Default: nothing.
   virtual void workers_stopped() noexcept {}
+  // The executor this driver serves, from its constructor before any of its
+  // workers starts: a driver that brings services of its own (the reactor's
+  // timers) attaches them here. May throw; the executor's construction then
+  // fails. A driver serves one executor at a time. Default: nothing.
+  virtual void bind(executor_core& core) { static_cast<void>(core); }
+  // That executor's shutdown is over: its tasks were destroyed (step 5), so
+  // nothing can use the services bind() attached. Also called when the
+  // executor's construction fails after bind(). Default: nothing.
+  virtual void unbind(executor_core& core) noexcept { static_cast<void>(core); }
 
   // What the trace calls this driver (the reactor: its I/O backend).
   [[nodiscard]] virtual const char* name() const noexcept { return "idle driver"; }

@@ -334,7 +334,7 @@ bool executor_core::schedule(task_id id) noexcept {
   // reads the count only after the woken task's wait is over.
   foreign_wakes_.fetch_add(1, sync::seq_cst);
   const bool scheduled = schedule_task(id);
-  // release: pairs with the destructor's acquire read (step 6).
+  // release: pairs with the destructor's acquire read (step 7).
   foreign_wakes_.fetch_sub(1, sync::release);
   return scheduled;
 }

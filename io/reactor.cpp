@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "timer/timer_queue.hpp"
 #include "uring/completion_ring.hpp"
 
 namespace canopy::io {
@@ -27,7 +28,8 @@ std::uint64_t cookie_of(std::uint32_t slot, std::uint32_t generation) noexcept {
 
 reactor::reactor() : reactor(reactor_options{}) {}
 
-reactor::reactor(reactor_options options) {
+reactor::reactor(reactor_options options)
+    : timers_(options.timers ? std::make_unique<timer_queue>() : nullptr) {
   // Checked whichever backend runs, so that bad input fails the same way
   // with CANOPY_IO_BACKEND set or not (io_uring_setup refuses 0 with a bare
   // EINVAL, and automatic would fall back to epoll without a word).

@@ -68,6 +68,8 @@
 
 namespace canopy::io {
 
+class timer_queue;
+
 namespace detail {
 class completion_ring;
 struct completion_request;
@@ -92,6 +94,13 @@ struct reactor_options {
   // never an error). 0: std::invalid_argument naming the field, on every
   // backend.
   unsigned ring_entries = 4096;
+  // The reactor brings a timer queue of its own (io/timer/timer_queue.hpp),
+  // attached to the executor it drives: canopy::sleep_for, sleep_until and
+  // with_timeout work in that executor's tasks with nothing else to create.
+  // false: no timers (a canopy::io::reactor_timers may add them later).
+  // At most 64 executors with timers exist at once; one more fails its
+  // construction with std::logic_error.
+  bool timers = true;
 };
 
 enum class interest : std::uint8_t { readable = 1, writable = 2, both = 3 };
@@ -226,6 +235,9 @@ class reactor final : public idle_driver {
   // timers are used; null to detach. The source must outlive the reactor's
   // use of it (detach before destroying it).
   void set_deadline_source(deadline_source* source) noexcept;
+  // The timer queue this reactor brought (reactor_options::timers), while it
+  // drives an executor; null otherwise.
+  [[nodiscard]] timer_queue* own_timers() noexcept { return timers_bound_ ? timers_.get() : nullptr; }
 
   // ---- idle_driver ----
   bool wait() noexcept override;
@@ -233,6 +245,11 @@ class reactor final : public idle_driver {
   std::size_t dispatch() noexcept override;
   void submit() noexcept override;
   void workers_stopped() noexcept override;
+  // Attach / detach the reactor's own timers (io/timer/reactor_timers.cpp).
+  // bind throws std::logic_error if this reactor already drives a running
+  // executor.
+  void bind(executor_core& core) override;
+  void unbind(executor_core& core) noexcept override;
   // "epoll" or "io_uring" (the trace's io_backend).
   [[nodiscard]] const char* name() const noexcept override { return to_string(backend_); }
 
@@ -288,6 +305,11 @@ class reactor final : public idle_driver {
 
   // The registrations (io/registration_slab.hpp).
   detail::registration_slab slab_;
+
+  // The executor this reactor drives (bind/unbind), and its own timers.
+  sync::atomic<executor_core*> bound_core_{nullptr};
+  std::unique_ptr<timer_queue> timers_;
+  bool timers_bound_ = false;
 
   // Poller-only state (the poller role is handed over release/acquire).
   std::array<epoll_event, max_events> collected_{};

@@ -1,8 +1,7 @@
 // <canopy/io.hpp> — readiness I/O and timers on a Canopy executor, for
 // coroutine tasks and plain callbacks.
 //
-//   canopy::executor pool(canopy::io::with_reactor(config));
-//   canopy::io::reactor_timers timers(pool);           // sleep_for, with_timeout
+//   canopy::executor pool(canopy::io::with_reactor(config));   // timers included
 //   auto listener = canopy::io::tcp_listener::bind(canopy::io::reactor::of(pool),
 //                                                  canopy::io::endpoint::loopback_v4(0));
 //   canopy::io::tcp_stream peer = co_await listener.accept();   // inside a task

@@ -1,10 +1,19 @@
-// reactor_timers — gives an executor's reactor a timer queue, so that
-// canopy::sleep_for, sleep_until and with_timeout work in its tasks, with
-// the reactor's poller (epoll_pwait2, sub-millisecond) as their driver.
+// reactor_timers — the timer queue behind canopy::sleep_for, sleep_until and
+// with_timeout on an executor with a reactor, driven by the reactor's poller
+// (epoll_pwait2 or io_uring, sub-millisecond).
 //
-//   canopy::executor pool(canopy::io::with_reactor());
+// A reactor brings its own timer queue by default (reactor_options::timers),
+// so most programs never create this type:
+//
+//   canopy::executor pool(canopy::io::with_reactor());   // timers included
+//
+// For a reactor built with timers = false, a reactor_timers adds them:
+//
+//   canopy::executor pool(canopy::io::with_reactor({}, {.timers = false}));
 //   canopy::io::reactor_timers timers(pool);
-//   ...
+//
+// On a reactor that has its own timers, a reactor_timers is only a handle to
+// them (queue()); older code that creates one keeps working.
 //
 // ~reactor_timers shuts the executor down first (shutdown() is idempotent):
 // sleeping tasks hold timers in this queue, so they are destroyed, and
@@ -13,9 +22,11 @@
 // Destroy it on a thread that is not one of the executor's workers (as the
 // executor itself).
 //
-// The constructor throws std::logic_error if the executor has no reactor
-// or already has a timer queue.
+// The constructor throws std::logic_error if the executor has no reactor,
+// or has a timer queue that is not its reactor's own.
 #pragma once
+
+#include <memory>
 
 #include "../../executor/executor.hpp"
 #include "../reactor.hpp"
@@ -25,27 +36,18 @@ namespace canopy::io {
 
 class reactor_timers {
  public:
-  explicit reactor_timers(executor& pool) : core_(&pool.core()), reactor_(&reactor::of(pool)) {
-    queue_.set_earlier_deadline_listener(&notify_reactor, reactor_);
-    timer_queue::attach(*core_, queue_);
-    reactor_->set_deadline_source(&queue_);
-  }
-  ~reactor_timers() {
-    core_->shutdown();
-    reactor_->set_deadline_source(nullptr);
-    timer_queue::detach(*core_);
-  }
+  explicit reactor_timers(executor& pool);
+  ~reactor_timers();
   reactor_timers(const reactor_timers&) = delete;
   reactor_timers& operator=(const reactor_timers&) = delete;
 
-  [[nodiscard]] timer_queue& queue() noexcept { return queue_; }
+  [[nodiscard]] timer_queue& queue() noexcept { return *queue_; }
 
  private:
-  static void notify_reactor(void* target) noexcept { static_cast<reactor*>(target)->notify(); }
-
   executor_core* core_;
   reactor* reactor_;
-  timer_queue queue_;
+  std::unique_ptr<timer_queue> added_;  // null: the reactor's own timers
+  timer_queue* queue_;
 };
 
 }  // namespace canopy::io

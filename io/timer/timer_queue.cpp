@@ -217,9 +217,16 @@ timer_queue& timer_queue::current() {
   }
   timer_queue* const queue = find(worker->core);
   if (queue == nullptr) {
+    if (worker->core->driver() != nullptr) {
+      throw std::logic_error(
+          "canopy timers: this executor's reactor was built without timers "
+          "(reactor_options::timers = false): leave them on, or create a "
+          "canopy::io::reactor_timers(pool) for it");
+    }
     throw std::logic_error(
-        "canopy timers: no timer queue drives this executor (create a canopy::io::reactor or a "
-        "canopy::io::timer_thread for it)");
+        "canopy timers: this executor has no reactor, so nothing drives its timers: build it "
+        "with canopy::io::with_reactor(config) (timers included), or create a "
+        "canopy::io::timer_thread(pool) for it");
   }
   return *queue;
 }
