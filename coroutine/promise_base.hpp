@@ -86,10 +86,11 @@ class promise_base {
   task_context* context_ = nullptr;
 };
 
-// The task context of the coroutine `self` runs in. A canopy awaitable used
-// outside a spawned task (no context) is a programming error: terminate.
+// Whether `Promise` is a canopy::task's; a compile error with the reason if
+// not. Callers branch on it with `if constexpr`, so that the message is the
+// only error (the promise's missing context() is never looked up).
 template <class Promise>
-task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
+constexpr bool is_task_promise() noexcept {
   static_assert(std::is_base_of_v<promise_base, Promise>,
                 "canopy awaitables can only be co_awaited inside a canopy::task, with the "
                 "task's own coroutine handle. If your own awaiter type wraps a Canopy "
@@ -97,12 +98,23 @@ task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
                 "in your awaiter, so that canopy::task gives it the task's handle instead of "
                 "treating it as a foreign awaitable (docs/coroutines.md, 'Composing "
                 "awaitables')");
-  task_context* context = self.promise().context();
-  if (context == nullptr) {
-    std::fputs("canopy: a canopy::task was resumed outside the executor\n", stderr);
+  return std::is_base_of_v<promise_base, Promise>;
+}
+
+// The task context of the coroutine `self` runs in. A canopy awaitable used
+// outside a spawned task (no context) is a programming error: terminate.
+template <class Promise>
+task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
+  if constexpr (!is_task_promise<Promise>()) {
     std::terminate();
+  } else {
+    task_context* context = self.promise().context();
+    if (context == nullptr) {
+      std::fputs("canopy: a canopy::task was resumed outside the executor\n", stderr);
+      std::terminate();
+    }
+    return *context;
   }
-  return *context;
 }
 
 }  // namespace canopy::detail

@@ -260,9 +260,13 @@ class [[nodiscard]] task {
     bool await_ready() const noexcept { return false; }
     template <class Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> parent) noexcept {
-      const std::coroutine_handle<promise_type> child = awaited.handle_;
-      child.promise().await_inline(&result, parent, parent.promise().context());
-      return child;
+      if constexpr (!detail::is_task_promise<Promise>()) {
+        std::terminate();
+      } else {
+        const std::coroutine_handle<promise_type> child = awaited.handle_;
+        child.promise().await_inline(&result, parent, parent.promise().context());
+        return child;
+      }
     }
     T await_resume() {
       awaited.handle_ = {};  // the frame freed itself at its end

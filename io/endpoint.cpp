@@ -27,6 +27,18 @@ endpoint endpoint::loopback_v6(std::uint16_t port) noexcept {
   return result;
 }
 
+endpoint endpoint::any_v4(std::uint16_t port) noexcept {
+  endpoint result = loopback_v4(port);
+  reinterpret_cast<sockaddr_in*>(&result.storage_)->sin_addr.s_addr = htonl(INADDR_ANY);
+  return result;
+}
+
+endpoint endpoint::any_v6(std::uint16_t port) noexcept {
+  endpoint result = loopback_v6(port);
+  reinterpret_cast<sockaddr_in6*>(&result.storage_)->sin6_addr = in6addr_any;
+  return result;
+}
+
 endpoint endpoint::parse(std::string_view address, std::uint16_t port, std::error_code& error) {
   error.clear();
   const std::string text(address);

@@ -259,3 +259,14 @@ TEST_CASE("udp bad input: wrong family, unusable address, closed socket, close d
   }
   CHECK(open_fd_count() == fds_before);
 }
+
+TEST_CASE("endpoint: any_v4 and any_v6 are the wildcard addresses, loopback_* the loopback ones") {
+  CHECK(canopy::io::endpoint::any_v4(8080).to_string() == "0.0.0.0:8080");
+  CHECK(canopy::io::endpoint::any_v4(8080).family() == AF_INET);
+  CHECK(canopy::io::endpoint::any_v6(443).family() == AF_INET6);
+  CHECK(canopy::io::endpoint::any_v6(443).port() == 443);
+  CHECK(canopy::io::endpoint::any_v6(443).to_string() ==
+        canopy::io::endpoint::parse("::", 443).to_string());
+  CHECK(canopy::io::endpoint::any_v4(1).to_string() != canopy::io::endpoint::loopback_v4(1).to_string());
+  CHECK(canopy::io::endpoint::any_v6(1).to_string() != canopy::io::endpoint::loopback_v6(1).to_string());
+}

@@ -312,6 +312,26 @@ template <canopy::wait_source W>
   return canopy::wait_on(io::detail::timed_source<W>(source, deadline));
 }
 
+// A temporary wait source would be gone while the timed wait still uses it:
+// a compile error that says so, rather than a failed reference binding.
+template <class Rep, class Period, canopy::wait_source W>
+  requires(!std::is_lvalue_reference_v<W>)
+auto with_timeout(std::chrono::duration<Rep, Period> /*duration*/, W&& /*source*/) {
+  static_assert(std::is_lvalue_reference_v<W>,
+                "canopy::with_timeout(duration, source): the wait source must be a named "
+                "object that outlives the await (e.g. `canopy::io::readiness_wait "
+                "readable(...); co_await canopy::with_timeout(5ms, readable);`); for a task, "
+                "pass the task itself: with_timeout(5ms, work())");
+}
+template <canopy::wait_source W>
+  requires(!std::is_lvalue_reference_v<W>)
+auto with_deadline(io::timer_queue::clock::time_point /*deadline*/, W&& /*source*/) {
+  static_assert(std::is_lvalue_reference_v<W>,
+                "canopy::with_deadline(deadline, source): the wait source must be a named "
+                "object that outlives the await (e.g. `canopy::io::readiness_wait "
+                "readable(...); co_await canopy::with_deadline(when, readable);`)");
+}
+
 // with_timeout on a task: `work` runs as a child task, awaited with the
 // deadline. Within the time: its value, or its exception rethrown. When
 // the time is up the child is cancelled, as tokio's timeout drops its

@@ -5,7 +5,9 @@
 # and a meson project with Canopy as its subproject. Each run must print the
 # expected line. Then every program of examples/ must build against the
 # installed tree alone (so a public header that includes one not installed
-# fails here). Run by `./run.sh test` (plain suite); needs meson, ninja, g++,
+# fails here), and every program of misuse/ must fail to compile with the
+# explanation its "// expect:" line names as the first error. Run by
+# `./run.sh test` (plain suite); needs meson, ninja, g++,
 # pkg-config, cmake, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
 set -uo pipefail
@@ -115,6 +117,27 @@ else
       passed=$((passed + 1))
     else
       echo "-- consumer (example $name) FAILED to build against the installed tree" >&2
+      failed=$((failed + 1))
+    fi
+  done
+
+  # 5. misuse: each program in misuse/ must fail to compile, and the first
+  #    error must be the one its "// expect:" line names (Canopy's own
+  #    explanation, not a symptom deep in its headers).
+  for misuse in "$here"/misuse/*.cpp; do
+    name=$(basename "$misuse" .cpp)
+    expected=$(sed -n 's|^// expect: ||p' "$misuse" | head -1)
+    # shellcheck disable=SC2046 # pkg-config's flags are words
+    if g++ -std=c++20 -fsyntax-only "$misuse" $(pkg-config --cflags canopy) \
+      >"$work/misuse.log" 2>&1; then
+      echo "-- consumer (misuse $name) FAILED: it compiled" >&2
+      failed=$((failed + 1))
+    elif [[ "$(grep -m1 'error' "$work/misuse.log")" == *"$expected"* ]]; then
+      echo "   consumer (misuse $name): the first error explains it" >&2
+      passed=$((passed + 1))
+    else
+      echo "-- consumer (misuse $name) FAILED: the first error is not \"$expected\":" >&2
+      grep -m3 'error' "$work/misuse.log" >&2
       failed=$((failed + 1))
     fi
   done
