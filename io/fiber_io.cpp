@@ -246,8 +246,18 @@ namespace this_fiber {
 
 int wait(signal_set& set, std::error_code& error) {
   const int fd = set.native_handle();
-  const io_result got =
-      fiber_io(set.reg(), direction::read, [fd]() noexcept { return detail::read_signal(fd); });
+  const auto attempt = [fd]() noexcept { return detail::read_signal(fd); };
+  if (!set.reg().valid() && set.is_open()) {
+    // A set made without a reactor: registered for this wait only.
+    const registration here(reactor::current(), fd, interest::readable, error);
+    if (error) {
+      return 0;
+    }
+    const io_result got = fiber_io(here, direction::read, attempt);
+    error = got.error;
+    return error ? 0 : static_cast<int>(got.count);
+  }
+  const io_result got = fiber_io(set.reg(), direction::read, attempt);
   error = got.error;
   return error ? 0 : static_cast<int>(got.count);
 }

@@ -116,10 +116,53 @@ signal_set::signal_set(reactor& owner, std::initializer_list<int> signals) {
   detail::throw_if(error, "canopy::io::signal_set");
 }
 
-signal_set::signal_set(std::initializer_list<int> signals)
-    : signal_set(reactor::current(), signals) {}
+void signal_set::open_unbound(std::initializer_list<int> signals) {
+  throw_bad_input(signals);
+  sigset_t set;
+  std::error_code error;
+  build_set(signals, set, error, nullptr);
+  if (const int failed = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); failed != 0) {
+    throw std::system_error(failed, std::system_category(), "canopy::io::signal_set");
+  }
+  unbound_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (unbound_fd_ < 0) {
+    throw std::system_error(errno, std::system_category(), "canopy::io::signal_set");
+  }
+}
+
+signal_set::signal_set(signal_set&& other) noexcept
+    : fd_(std::move(other.fd_)), unbound_fd_(std::exchange(other.unbound_fd_, -1)) {}
+
+signal_set& signal_set::operator=(signal_set&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = std::move(other.fd_);
+    unbound_fd_ = std::exchange(other.unbound_fd_, -1);
+  }
+  return *this;
+}
+
+void signal_set::close() noexcept {
+  fd_.close();
+  if (unbound_fd_ >= 0) {
+    ::close(std::exchange(unbound_fd_, -1));
+  }
+}
 
 task<int> signal_set::wait(std::error_code& error) {
+  if (unbound_fd_ >= 0) {
+    // Registered for this wait only (see Binding in signal.hpp); removed
+    // when the frame ends, before any close() of the descriptor.
+    const int fd = unbound_fd_;
+    const registration here(reactor::current(), fd, interest::readable, error);
+    if (error) {
+      co_return 0;
+    }
+    const detail::io_result got =
+        co_await canopy::wait_on(detail::readiness_op(here, direction::read, signal_attempt(fd)));
+    error = got.error;
+    co_return error ? 0 : static_cast<int>(got.count);
+  }
   const detail::io_result got = co_await canopy::wait_on(
       detail::readiness_op(fd_.reg(), direction::read, signal_attempt(fd_.fd())));
   error = got.error;
@@ -134,6 +177,16 @@ task<int> signal_set::wait() {
 }
 
 int signal_set::try_wait(std::error_code& error) noexcept {
+  if (unbound_fd_ >= 0) {  // nothing to wait for: the descriptor alone answers
+    error.clear();
+    const ssize_t number = detail::read_signal(unbound_fd_);
+    if (number < 0) {
+      error = errno == EAGAIN ? std::make_error_code(std::errc::resource_unavailable_try_again)
+                              : std::error_code(errno, std::system_category());
+      return 0;
+    }
+    return static_cast<int>(number);
+  }
   const detail::io_result got =
       detail::try_io(fd_.reg(), direction::read, signal_attempt(fd_.fd()));
   error = got.error;

@@ -1,10 +1,10 @@
 // signal_set — waiting for POSIX signals on the reactor, through signalfd.
 //
-//   canopy::io::block_signals({SIGINT, SIGTERM});     // in main, before the executor
+//   canopy::io::signal_set stop{SIGINT, SIGTERM};     // in main, before the executor
 //   canopy::executor pool(canopy::io::with_reactor());
 //   ... inside a task:
-//   canopy::io::signal_set stop{SIGINT, SIGTERM};
 //   int which = co_await stop.wait();                  // SIGINT or SIGTERM
+//   int which = co_await canopy::io::signal_set{SIGINT, SIGTERM}.wait();  // a set of its own
 //   int which = canopy::io::this_fiber::wait(stop);    // a fiber (io/fiber_io.hpp)
 //   stop.async_wait(pool, [](int which, std::error_code error) { ... });  // a callback
 //
@@ -17,6 +17,16 @@
 // signals in the calling thread only; it cannot reach threads that already
 // exist. The signals stay blocked after the set is destroyed (restoring a
 // mask in one thread of many would be a lie about the others).
+//
+// Binding. signal_set{SIGINT, SIGTERM} needs no reactor, so it may be
+// constructed anywhere, in main before any thread exists too: it checks
+// the signals, blocks them in the calling thread and opens the signalfd.
+// Each wait then registers the descriptor with the reactor of the task or
+// fiber that waits (async_wait: the one of `pool`) for the length of that
+// wait only, so such a set may outlive the executor (declared in main
+// before it). signal_set(reactor, {...}) registers once, for its lifetime,
+// and must be closed or destroyed before that reactor goes away, as a
+// socket. try_wait() needs no reactor.
 //
 // Several sets may watch the same signal: each pending signal is read by
 // one of them (whichever reads first). A signal that arrives while nobody
@@ -31,11 +41,15 @@
 //
 // Threads: one wait at a time on a set (from a task, a fiber, or the
 // callback form); close() from any thread, not while another thread still
-// uses the object. async_wait's set must outlive the callback's run.
+// uses the object. Closing a set made without a reactor while one of its
+// waits waits is for the waiting thread only: from elsewhere, cancel the
+// waiting task instead (its wait ends and the set stays usable).
+// async_wait's set must outlive the callback's run.
 #pragma once
 
 #include <sys/types.h>
 
+#include <concepts>
 #include <csignal>
 #include <functional>
 #include <initializer_list>
@@ -56,15 +70,21 @@ void block_signals(std::initializer_list<int> signals);
 class signal_set {
  public:
   signal_set() noexcept = default;
-  // On the current task's reactor (std::logic_error outside a task).
-  signal_set(std::initializer_list<int> signals);
+  // With no reactor (see Binding above): any thread, inside a task or not. Bad input throws
+  // std::system_error before anything else. The signals are separate arguments, not an
+  // std::initializer_list: an initializer_list temporary in a co_await expression (co_await
+  // signal_set{SIGINT}.wait()) is rejected by g++ 12 ("array used as initializer").
+  template <std::convertible_to<int>... Signals>
+  requires(sizeof...(Signals) > 0) explicit signal_set(Signals... signals) {
+    open_unbound({static_cast<int>(signals)...});
+  }
   signal_set(reactor& owner, std::initializer_list<int> signals);
   signal_set(reactor& owner, std::initializer_list<int> signals, std::error_code& error) noexcept;
-  signal_set(signal_set&&) noexcept = default;
-  signal_set& operator=(signal_set&&) noexcept = default;
+  signal_set(signal_set&& other) noexcept;
+  signal_set& operator=(signal_set&& other) noexcept;
   signal_set(const signal_set&) = delete;
   signal_set& operator=(const signal_set&) = delete;
-  ~signal_set() = default;
+  ~signal_set() { close(); }
 
   // The next signal of the set (its number); 0 with the error_code form on error.
   task<int> wait(std::error_code& error);
@@ -78,13 +98,20 @@ class signal_set {
   void async_wait(executor& pool, std::function<void(int, std::error_code)> on_signal);
 
   // Stop watching (idempotent): a waiting wait() ends with operation_canceled.
-  void close() noexcept { fd_.close(); }
-  [[nodiscard]] bool is_open() const noexcept { return fd_.is_open(); }
-  [[nodiscard]] int native_handle() const noexcept { return fd_.fd(); }
+  void close() noexcept;
+  [[nodiscard]] bool is_open() const noexcept { return fd_.is_open() || unbound_fd_ >= 0; }
+  [[nodiscard]] int native_handle() const noexcept {
+    return unbound_fd_ >= 0 ? unbound_fd_ : fd_.fd();
+  }
+  // The registration with the set's reactor; an empty one for a set made
+  // without a reactor (each of its waits registers on its own).
   [[nodiscard]] const registration& reg() const noexcept { return fd_.reg(); }
 
  private:
-  detail::owned_socket fd_;  // the signalfd
+  void open_unbound(std::initializer_list<int> signals);
+
+  detail::owned_socket fd_;  // the signalfd of a set made with a reactor
+  int unbound_fd_ = -1;      // the signalfd of a set made without one
 };
 
 namespace detail {

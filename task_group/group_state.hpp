@@ -53,8 +53,12 @@ struct group_state {
   std::vector<std::size_t> free_slots;
   std::size_t running = 0;
   std::size_t cancelled = 0;
-  std::deque<outcome> finished;  // ended with a value or an exception, not taken yet
-  waker waiter;                  // the task in next / wait_all / close, if any
+  // Ended with a kept value or an exception, not taken yet. A child spawned
+  // with spawn_detached puts only an exception here: its value is dropped
+  // as it ends, so a group that lives as long as a server keeps nothing for
+  // the children that succeeded.
+  std::deque<outcome> finished;
+  waker waiter;  // the task in next / wait_all / close / all_ended, if any
 
   // Ask every running child to stop, in two steps: under `mutex`, request
   // the token and take a reference on each running child's join state;
@@ -86,8 +90,9 @@ struct group_state {
 template <class T>
 class child_end {
  public:
-  child_end(std::shared_ptr<group_state<T>> state, std::size_t slot) noexcept
-      : state_(std::move(state)), slot_(slot) {}
+  // `keep_value`: false for spawn_detached (the value is dropped at the end).
+  child_end(std::shared_ptr<group_state<T>> state, std::size_t slot, bool keep_value) noexcept
+      : state_(std::move(state)), slot_(slot), keep_value_(keep_value) {}
   // Moved into the wrapper's frame; the moved-from one reports nothing.
   child_end(child_end&& other) noexcept = default;
   child_end& operator=(child_end&&) = delete;
@@ -116,6 +121,10 @@ class child_end {
     if (box_ != nullptr && !outcome_.error && !outcome_.value) {
       outcome_ = std::move(*box_);
     }
+    const bool returned = outcome_.value.has_value();
+    if (!keep_value_ && !outcome_.error) {
+      outcome_.value.reset();  // not wanted: dropped here, outside the mutex
+    }
     group_state<T>& state = *state_;
     std::vector<join_state_base*> cancelling;
     std::unique_lock lock(state.mutex);
@@ -136,7 +145,7 @@ class child_end {
       if (failed && state.options.cancel_on_failure && !state.stop.stop_requested()) {
         cancelling = state.stop_locked();
       }
-    } else {
+    } else if (!returned) {
       ++state.cancelled;
     }
     state.waiter.wake();
@@ -147,6 +156,7 @@ class child_end {
  private:
   std::shared_ptr<group_state<T>> state_;
   std::size_t slot_;
+  bool keep_value_;
   typename group_state<T>::outcome outcome_;
   std::shared_ptr<typename group_state<T>::outcome> box_;
 };

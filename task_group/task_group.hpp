@@ -223,41 +223,55 @@ class task_group {
     } else {
       detail::refuse_empty_callable(child, "canopy::task_group::spawn");
     }
-    launch(C(std::forward<X>(child)));
+    launch(C(std::forward<X>(child)), true);
   }
+
+  // Spawn a child whose value is not kept: as spawn(x), but when the child
+  // returns its value is destroyed at once and nothing of it stays in the
+  // group (its bookkeeping is reused by the next child). An exception it
+  // throws is kept and reported like any child's: by next()/try_next(), or
+  // rethrown by wait_all()/close() (the others in failures()); a group
+  // that lives as long as a server keeps one outcome per failure not taken
+  // yet (kept()), none per success. Same errors as spawn.
+  template <class X>
+  void spawn_detached(X&& child) {
+    using C = std::decay_t<X>;
+    check_open("spawn_detached");
+    if constexpr (detail::is_task<C>::value) {
+      static_assert(std::is_same_v<C, task<T>>,
+                    "task_group<T>::spawn_detached: the child must be a task<T>");
+      if (!child.valid()) {
+        throw std::invalid_argument("canopy::task_group::spawn_detached: an empty task");
+      }
+    } else {
+      detail::refuse_empty_callable(child, "canopy::task_group::spawn_detached");
+    }
+    launch(C(std::forward<X>(child)), false);
+  }
+
+  // What next() and try_next() give: std::optional<T>, bool for void.
+  using next_type = std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>;
 
   // co_await group.next(): the next child to finish — its value (bool true
   // for task_group<void>), or its exception rethrown; std::nullopt (false)
   // once no child runs and every outcome was taken. Children cancelled by
-  // the group are not reported (cancelled() counts them).
-  auto next() -> task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> {
+  // the group are not reported (cancelled() counts them), nor the values of
+  // spawn_detached children.
+  auto next() -> task<next_type> {
     check_open("next");
     co_await wait_on(detail::group_wait<T>(*state_, true));
-    std::optional<typename detail::group_state<T>::outcome> taken;
-    {
-      const std::lock_guard lock(state_->mutex);
-      if (!state_->finished.empty()) {
-        taken.emplace(std::move(state_->finished.front()));
-        state_->finished.pop_front();
-      }
-    }
-    if constexpr (std::is_void_v<T>) {
-      if (!taken) {
-        co_return false;
-      }
-      if (taken->error) {
-        std::rethrow_exception(taken->error);
-      }
-      co_return true;
-    } else {
-      if (!taken) {
-        co_return std::nullopt;
-      }
-      if (taken->error) {
-        std::rethrow_exception(taken->error);
-      }
-      co_return std::move(*taken->value);
-    }
+    co_return deliver(take_finished());
+  }
+
+  // group.try_next(): as next() without waiting — the outcome of a child
+  // that has finished and was not taken yet (its value, or its exception
+  // rethrown), else std::nullopt (false for task_group<void>) at once, also
+  // while children still run (running() tells them apart). Never suspends;
+  // the owning task (or fiber) only, as next(); std::logic_error after
+  // close().
+  next_type try_next() {
+    check_open("try_next");
+    return deliver(take_finished());
   }
 
   // co_await group.wait_all(): wait until no child runs; the values not
@@ -303,6 +317,23 @@ class task_group {
   // a run_blocking fn it was handed to) reads it.
   [[nodiscard]] std::stop_token stop_token() const noexcept { return state_->stop.get_token(); }
 
+  // A wait source (wait/wait_source.hpp), ready once no child runs; it
+  // takes nothing. The drain with a deadline, in the owning task:
+  //   auto ended = group.all_ended();
+  //   if (!co_await canopy::with_timeout(2s, ended)) group.cancel();
+  //   auto values = co_await group.wait_all();  // after the cancelled ended
+  // with_timeout on a wait source waits in the calling task itself (no
+  // child task), so the owner rule holds; the task form,
+  // with_timeout(d, group.wait_all()), would run wait_all in another task,
+  // which the owner rule does not allow. cancel() is for good (children
+  // spawned after it are cancelled too): a drain that cancelled ends the
+  // group's use; close() it. Owner only, one wait at a time
+  // (with next, wait_all, close); it must outlive its wait, and the group
+  // must outlive it.
+  [[nodiscard]] detail::group_wait<T> all_ended() noexcept {
+    return detail::group_wait<T>(*state_, false);
+  }
+
   // Children spawned and not ended yet.
   [[nodiscard]] std::size_t running() const {
     const std::lock_guard lock(state_->mutex);
@@ -313,6 +344,15 @@ class task_group {
     const std::lock_guard lock(state_->mutex);
     return state_->cancelled;
   }
+  // Outcomes the group holds for children that ended and were not taken
+  // yet (by next, try_next, wait_all or close): the finished children's
+  // values and exceptions; for spawn_detached children the exceptions only.
+  // Any thread (a count under the group's mutex; the owner's next take
+  // may change it at once).
+  [[nodiscard]] std::size_t kept() const {
+    const std::lock_guard lock(state_->mutex);
+    return state_->finished.size();
+  }
   // The failures wait_all() and close() did not rethrow (in finishing order).
   [[nodiscard]] const std::vector<std::exception_ptr>& failures() const noexcept {
     return failures_;
@@ -322,6 +362,31 @@ class task_group {
   void check_open(const char* what) const {
     if (closed_) {
       throw std::logic_error(std::string("canopy::task_group::") + what + " after close()");
+    }
+  }
+
+  std::optional<typename detail::group_state<T>::outcome> take_finished() {
+    std::optional<typename detail::group_state<T>::outcome> taken;
+    const std::lock_guard lock(state_->mutex);
+    if (!state_->finished.empty()) {
+      taken.emplace(std::move(state_->finished.front()));
+      state_->finished.pop_front();
+    }
+    return taken;
+  }
+
+  // What next() and try_next() give for a taken outcome (or none).
+  static next_type deliver(std::optional<typename detail::group_state<T>::outcome> taken) {
+    if (taken && taken->error) {
+      std::rethrow_exception(taken->error);
+    }
+    if constexpr (std::is_void_v<T>) {
+      return taken.has_value();
+    } else {
+      if (!taken) {
+        return std::nullopt;
+      }
+      return std::move(*taken->value);
     }
   }
 
@@ -340,7 +405,7 @@ class task_group {
   // on another worker before the handle is stored: it marks its slot ended
   // then, and `running` was counted before the spawn.
   template <class Child>
-  void launch(Child child) {
+  void launch(Child child, bool keep_value) {
     const std::size_t slot = reserve_slot();
     {
       const std::lock_guard lock(state_->mutex);
@@ -349,8 +414,9 @@ class task_group {
     }
     task_handle<void> handle;
     try {
-      handle = canopy::spawn(detail::group_child<T>(
-          std::move(child), detail::child_end<T>(state_, slot), state_->stop.get_token()));
+      handle = canopy::spawn(detail::group_child<T>(std::move(child),
+                                                    detail::child_end<T>(state_, slot, keep_value),
+                                                    state_->stop.get_token()));
     } catch (...) {
       // The wrapper's frame (or the argument) was destroyed here, and its
       // child_end reported a cancelled child: a child that never was.

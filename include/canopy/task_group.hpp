@@ -14,8 +14,27 @@
 // callable making one, called with the group's std::stop_token if it takes
 // one; each runs as a task of the current executor.
 //   spawn(x)     start a child;
+//   spawn_detached(x) start a child whose value is not kept: destroyed as
+//                the child ends, nothing of the child left in the group
+//                (its bookkeeping is reused); an exception it throws is
+//                kept and reported as any child's. For a group that lives
+//                as long as a server (its connections);
 //   next()       co_await: the next child to finish, its value or its
 //                exception; std::nullopt (false for void) when none is left;
+//   try_next()   next() without waiting: a finished child's outcome not
+//                taken yet, else std::nullopt (false for void) at once;
+//   kept()       how many outcomes the group holds, not taken yet;
+//   all_ended()  a wait source, ready once no child runs. The drain with a
+//                deadline, in the owning task:
+//                  auto ended = group.all_ended();
+//                  if (!co_await canopy::with_timeout(2s, ended)) group.cancel();
+//                  auto values = co_await group.wait_all();
+//                wait_all() returns once the cancelled children have ended
+//                (destructors run), with the values of those that ended in
+//                time. with_timeout on the wait source waits in the owner
+//                itself; with_timeout(d, group.wait_all()) would run
+//                wait_all in another task, outside the owner rule. cancel()
+//                is for good: children spawned after it are cancelled too;
 //   wait_all()   co_await: wait for every child; the values not taken yet;
 //                the first failure rethrown, the others in failures();
 //   cancel()     cancel the running children, without waiting;
@@ -36,17 +55,21 @@
 // fiber's stack unwound, every destructor run. Cancelled children are
 // counted by cancelled(), never reported as failures; every exception a
 // child throws is reported once, also one thrown after the stop was
-// requested (a child that saw the token late): by next(), or rethrown by
-// wait_all()/close(), or kept in failures(). At the executor's shutdown an
+// requested (a child that saw the token late): by next() or try_next(), or
+// rethrown by wait_all()/close(), or kept in failures(). Memory: a spawn()
+// child's outcome stays in the group until taken; a spawn_detached() child
+// leaves only an exception (until taken), so such a group stays flat. At the executor's shutdown an
 // owner destroyed with its group still running destroys the children first
 // (the group's destructor cancels them, and a cancel at shutdown destroys
 // at once), so their destructors run while the owner's frame is alive;
 // their outcomes are discarded.
-// Who may call: spawn, next, wait_all and close only from the task that owns
-// the group (a coroutine task: co_await; a fiber: this_fiber::await(...)),
-// one call at a time; cancel, stop_token, running, cancelled from any thread.
-// Errors: outside a task std::logic_error (spawn); spawn errors as
-// canopy::spawn; after close() spawn/next/wait_all throw std::logic_error;
+// Who may call: spawn, spawn_detached, next, try_next, wait_all, close and
+// waits on all_ended() only from the task that owns the group (a coroutine
+// task: co_await; a fiber: this_fiber::await(...)), one call at a time;
+// cancel, stop_token, running, cancelled, kept from any thread.
+// Errors: outside a task std::logic_error (spawn, spawn_detached); spawn
+// errors as canopy::spawn; after close() spawn/spawn_detached/next/
+// try_next/wait_all throw std::logic_error;
 // spawn of an empty task, a null function pointer or an empty std::function
 // throws std::invalid_argument.
 #pragma once

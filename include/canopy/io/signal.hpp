@@ -3,8 +3,10 @@
 // canopy::io::block_signals.
 //
 //   int main() {
-//     canopy::io::block_signals({SIGINT, SIGTERM});   // first: before any thread
+//     canopy::io::signal_set stop{SIGINT, SIGTERM};   // first: before any thread
 //     canopy::executor pool(canopy::io::with_reactor());
+//     ... in a task: int which = co_await stop.wait();
+//   or, once the signals are blocked (block_signals, or a set as above) in main:
 //     ... in a task: int which = co_await canopy::io::signal_set{SIGINT, SIGTERM}.wait();
 //
 // The contract that matters: a signal reaches the set only while it is
@@ -13,7 +15,10 @@
 // Threads inherit the mask of their creator, so block the signals in main
 // before creating the executor or any other thread (block_signals, or a
 // signal_set constructed there); a signal_set only blocks them in the
-// thread that constructs it. Forms: co_await set.wait() in a task,
+// thread that constructs it. signal_set{...} needs no reactor (main is
+// fine, and it may outlive the executor): each wait registers it with the
+// waiting task's reactor for that wait; signal_set(reactor, {...})
+// registers once and must go before that reactor does. Forms: co_await set.wait() in a task,
 // canopy::io::this_fiber::wait(set) in a fiber (<canopy/io/fiber.hpp>),
 // set.async_wait(pool, callback) for plain code. Errors: a signal number
 // out of range, SIGKILL, SIGSTOP or an empty set throw std::system_error
