@@ -20,6 +20,12 @@
 // errc::connection_already_in_progress); close() from any
 // thread, but not while another thread still uses the object. Destroying a
 // stream or listener closes its descriptor, after removing its registration.
+// A read suspended in its wait does not count as using the stream: another
+// task (or thread) may end it with shutdown(SHUT_RD) (or SHUT_RDWR), after
+// which the waiting read returns 0 (EOF), or with close(), after which it
+// ends with errc::operation_canceled (the throwing form throws it); either
+// way on both I/O backends, task and fiber forms alike. (To stop a read
+// without touching the socket, race it: <canopy/race.hpp>.)
 // The task forms are canopy::task<T> (co_await them inside a canopy::task);
 // the fiber forms live in canopy::io::this_fiber (io/fiber_io.hpp) and block
 // the fiber.

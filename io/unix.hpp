@@ -20,7 +20,9 @@
 // The listener removes its own file when it is closed or destroyed.
 //
 // Error convention and threads: TCP's (io/tcp.hpp, docs/io.md); EOF is a
-// read of 0 bytes; SIGPIPE is never raised. A connect to a listener whose
+// read of 0 bytes; SIGPIPE is never raised. As there, shutdown(SHUT_RD)
+// from another task while a read waits makes that read return 0, close()
+// makes it end with errc::operation_canceled. A connect to a listener whose
 // backlog is full reports errc::resource_unavailable_try_again (the kernel
 // gives no readiness edge to wait for). The fiber forms are in
 // io/fiber_io.hpp.

@@ -1,6 +1,7 @@
 // <canopy/canopy.hpp> — Canopy without fibers: the executor
-// (<canopy/executor.hpp>), coroutine tasks (<canopy/task.hpp>) and fork-join
-// of callables (<canopy/fork_join.hpp>). Link canopy (pkg-config canopy,
+// (<canopy/executor.hpp>), coroutine tasks (<canopy/task.hpp>), race and
+// stop tokens (<canopy/race.hpp>) and fork-join of callables
+// (<canopy/fork_join.hpp>). Link canopy (pkg-config canopy,
 // CMake canopy::canopy, meson dependency('canopy')); no Boost is needed.
 //
 // Fibers are <canopy/fiber.hpp> (Boost.Context: canopy-fiber), I/O and
@@ -11,4 +12,5 @@
 
 #include "executor.hpp"
 #include "fork_join.hpp"
+#include "race.hpp"
 #include "task.hpp"

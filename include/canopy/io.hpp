@@ -11,8 +11,11 @@
 // throws for I/O errors, and one that throws std::system_error with the same
 // code; EAGAIN and EINTR never surface; EOF is a read of 0 bytes
 // (docs/io.md, "Error convention"). Threads: one operation per direction at
-// a time on a stream; close() from any thread. The full contracts are at the
-// top of each header under detail/io/. The fibers' forms are in
+// a time on a stream; close() from any thread. A read waiting on a TCP or
+// Unix stream may be ended from another task: shutdown(SHUT_RD) makes it
+// return 0, close() makes it end with errc::operation_canceled (or race it
+// against canopy::stopped(token), <canopy/race.hpp>). The full contracts
+// are at the top of each header under detail/io/. The fibers' forms are in
 // <canopy/io/fiber.hpp>, the HTTP/1.1 server the examples use in
 // <canopy/io/http.hpp>. UDP, Unix-domain streams and signals have public
 // headers of their own, included here: <canopy/io/udp.hpp>,

@@ -11,7 +11,9 @@
 // awaited inside a task, fiber forms in <canopy/io/fiber.hpp>, a
 // std::error_code& form and a throwing form of each operation. Bad names
 // (empty, too long for sockaddr_un, a NUL in a path) are errors, not
-// truncations. The stale socket file rule: bind() removes an existing
+// truncations. shutdown(SHUT_RD) from another task while a read waits
+// makes it return 0; close() makes it end with errc::operation_canceled.
+// The stale socket file rule: bind() removes an existing
 // socket file nobody accepts on; a live server's file, or a file that is
 // not a socket, makes it fail with errc::address_in_use; a listener
 // removes its own file when closed. The full contract is at the top of

@@ -1,0 +1,54 @@
+// <canopy/race.hpp> — wait for the first of several tasks (tokio's select!),
+// and for a std::stop_token's stop.
+//
+//   std::stop_source stop;   // stop.request_stop() from any thread
+//   auto got = co_await canopy::race(stream.read_some(buffer), canopy::stopped(stop.get_token()));
+//   if (got.has_value<0>()) use(buffer, got.get<0>());  // the read's byte count
+//   if (got.index() == 1) { /* stopped: the read was cancelled, its wait released */ }
+//
+// (has_value<0>(), not index() == 0: a read that returned at the moment the
+// stop won keeps its bytes in the result, see below.)
+//
+// race(task<Ts>... contenders) -> task<race_result<Ts...>>, co_awaited inside
+// a canopy::task (a fiber: this_fiber::await(race(...))):
+//   * every contender runs as a child task of the current executor
+//     (canopy::spawn; its errors, errc::at_capacity or errc::shut_down, are
+//     rethrown by race after the contenders already started have ended);
+//     an empty task among them: std::invalid_argument before any runs;
+//   * the first contender to end wins, whether it returned or threw. Every
+//     other one is cancelled as a cancelled task is (a suspended one is
+//     destroyed at once: its wait released, its destructors run; a running
+//     one at its next suspension), and race returns only after each of them
+//     has ended (frame destroyed, destructors run): contenders may borrow
+//     from the awaiting task's frame;
+//   * the winner threw: race rethrows that exception (what else the others
+//     ended with is dropped);
+//   * the winner returned: race_result holds its index (in argument order,
+//     index()) and value (get<I>(); value() when every contender has the
+//     same type); task<void> gives std::monostate. No value is lost: a
+//     contender that returned at about the same moment on another worker,
+//     before its cancel landed, keeps its value too (has_value<I>() and
+//     get<I>() for it). Exceptions of the losers are dropped, never sent to
+//     on_detached_exception;
+//   * a racing task that is itself cancelled (or dropped at shutdown) while
+//     it waits cancels every contender and ends only after all of them did.
+// Cancel-safety follows the contenders': a read_some that loses a race
+// keeps the bytes it took for the stream's next read (docs/io.md).
+// A fiber (or any join handle) races inside a task that awaits it; that
+// task, cancelled, cancels the fiber and ends once the fiber's stack is
+// unwound:
+//   auto join = [](canopy::task_handle<int> h) -> canopy::task<int> { co_return co_await h; };
+//   co_await canopy::race(join(canopy::spawn(canopy::fiber(work))), canopy::stopped(token));
+//
+// stopped(std::stop_token token) -> task<void>: ends when stop is requested
+// on the token's source (at once if it already was); a token without a
+// source (stop_possible() false) never ends it. Usable in race and wherever
+// a task<void> is (co_await; this_fiber::await). A cancel releases its
+// registration (the std::stop_callback is destroyed); request_stop() on
+// any thread only wakes the task. task_group's stop_token() works here.
+// Errors: outside a task, std::logic_error (from spawn or current_waker).
+#pragma once
+
+#include "detail/coroutine/race.hpp"
+#include "detail/coroutine/stop_wait.hpp"
+#include "task.hpp"
