@@ -106,6 +106,14 @@ task<void> racing_parent(race_probe& probe) {
                         borrowing_contender(local, probe, true));
 }
 
+// The same, with with_timeout's child (raced against its deadline).
+task<void> timing_parent(race_probe& probe, bool busy) {
+  const ends_after at_end{&probe};
+  const int local = 7;
+  probe.waiting.store(true);
+  static_cast<void>(co_await canopy::with_timeout(1h, borrowing_contender(local, probe, busy)));
+}
+
 // A connected pair: a unix_stream on the reactor and the peer's raw fd.
 struct stream_pair {
   canopy::io::unix_stream stream;
@@ -291,6 +299,25 @@ TEST_CASE("race: a cancelled racing task ends its contenders before its own fram
     parent.cancel();
     CHECK_THROWS_AS(parent.get(), canopy::task_cancelled);
     // Every guard built read the parent's local (7) before its frame went.
+    CHECK(probe.seen.load() == 7 * probe.started.load());
+    CHECK(probe.seen_at_end.load() == probe.seen.load());
+  }
+}
+
+TEST_CASE("with_timeout: a cancelled awaiting task ends its child before its own frame goes") {
+  const canopy::testing::watchdog guard("with_timeout cancelled", 60);
+  executor pool(canopy::testing::io_config(2));
+  for (long round = 0; round < scaled(200); ++round) {
+    race_probe probe;
+    const bool busy = round % 2 == 1;
+    auto parent = pool.spawn(timing_parent(probe, busy));
+    REQUIRE(canopy::testing::eventually([&] { return probe.waiting.load(); }));
+    if (busy) {
+      REQUIRE(canopy::testing::eventually([&] { return probe.started.load() == 1; }));
+      std::this_thread::sleep_for(200us);  // the child is running
+    }
+    parent.cancel();
+    CHECK_THROWS_AS(parent.get(), canopy::task_cancelled);
     CHECK(probe.seen.load() == 7 * probe.started.load());
     CHECK(probe.seen_at_end.load() == probe.seen.load());
   }

@@ -20,7 +20,8 @@
 //     armed with the task's waker; whichever is ready first wins, the other
 //     is disarmed. No allocation.
 //   * x anything else a canopy::task can co_await (a task<T>, a join
-//     handle): x is awaited by a spawned child task; on timeout the child is
+//     handle): x is awaited by a spawned child task, raced against the
+//     deadline (canopy::race); on timeout the child is
 //     cancelled (a suspended child is destroyed, a running one at its next
 //     suspension) and with_timeout returns once the child's frame is gone.
 //     A child that returned a value meanwhile won the race: that value is
@@ -39,6 +40,7 @@
 #include <utility>
 
 #include "../../coroutine/custom_wait.hpp"
+#include "../../coroutine/race.hpp"
 #include "../../coroutine/spawn.hpp"
 #include "../../coroutine/task.hpp"
 #include "../../executor/deadline.hpp"
@@ -194,95 +196,8 @@ class timed_source {
   bool timer_armed_ = false;
 };
 
-// Sets `ended` and wakes the parent when destroyed: the child's frame owns
-// one (a parameter), so however the child ends (it returns, throws, or is
-// destroyed by a cancel, started or not) the frame's destruction signals
-// it. A wake after the parent moved on is a stale wake, harmless.
-class end_signal {
- public:
-  end_signal(const waker& parent, std::shared_ptr<std::atomic<bool>> ended) noexcept
-      : parent_(parent), ended_(std::move(ended)) {}
-  end_signal(end_signal&& other) noexcept = default;
-  end_signal& operator=(end_signal&&) = delete;
-  end_signal(const end_signal&) = delete;
-  end_signal& operator=(const end_signal&) = delete;
-  ~end_signal() {
-    if (ended_ != nullptr) {  // not moved from
-      // release: pairs with child_done_source::ready()'s acquire load, so
-      // the parent sees the frame's destructors done.
-      ended_->store(true, std::memory_order_release);
-      parent_.wake();
-    }
-  }
-
- private:
-  waker parent_;
-  std::shared_ptr<std::atomic<bool>> ended_;
-};
-
-// What the general with_timeout's child returned, kept beside the join
-// state: a cancel that lands after the child returned makes the join state
-// say cancelled (the handle's contract), yet the value is the child's
-// completed result, which with_timeout returns. Written by the child before
-// its frame ends; read by the parent once the child has ended (after the
-// acquire of `ended`, or of the join).
-template <class T>
-struct child_result {
-  std::atomic<bool> ended{false};
-  std::optional<T> value;
-};
-template <>
-struct child_result<void> {
-  std::atomic<bool> ended{false};
-  bool returned = false;
-};
-
-// The child that awaits a task for the general with_timeout. The parent
-// waits on the flag, not on the handle's ready(): the handle turns ready
-// only after the child's body has returned to the worker, so a parent woken
-// here and run at once by another worker would find it not ready and sleep
-// for good.
-template <class T>
-task<void> await_and_wake(task<T> work, std::shared_ptr<child_result<T>> out, end_signal on_end) {
-  static_cast<void>(on_end);  // destroyed with the frame
-  if constexpr (std::is_void_v<T>) {
-    co_await std::move(work);
-    out->returned = true;
-  } else {
-    out->value.emplace(co_await std::move(work));
-  }
-}
-
-// The child's value, if it returned one (it has ended).
-template <class T>
-bool has_returned(const child_result<T>& result) noexcept {
-  if constexpr (std::is_void_v<T>) {
-    return result.returned;
-  } else {
-    return result.value.has_value();
-  }
-}
-template <class T>
-timeout_result<T> returned_value(child_result<T>& result) {
-  if constexpr (std::is_void_v<T>) {
-    return {};
-  } else {
-    return timeout_result<T>(std::move(*result.value));
-  }
-}
-
-// Ready when a spawned child's frame is gone (the flag above). The child
-// itself wakes the waiter, so arming registers nothing.
-struct child_done_source {
-  std::shared_ptr<std::atomic<bool>> ended;
-  [[nodiscard]] bool ready() const noexcept {
-    // acquire: pairs with the release store in ~end_signal.
-    return ended->load(std::memory_order_acquire);
-  }
-  [[nodiscard]] bool arm(const waker& /*target*/) const noexcept { return !ready(); }
-  void disarm() const noexcept {}
-  void result() const noexcept {}
-};
+// The timer's contender in the general with_timeout's race.
+inline task<void> sleep_contender(timer_queue::clock::time_point deadline);
 
 }  // namespace detail
 
@@ -332,53 +247,40 @@ auto with_deadline(io::timer_queue::clock::time_point /*deadline*/, W&& /*source
                 "readable(...); co_await canopy::with_deadline(when, readable);`)");
 }
 
-// with_timeout on a task: `work` runs as a child task, awaited with the
-// deadline. Within the time: its value, or its exception rethrown. When
-// the time is up the child is cancelled, as tokio's timeout drops its
-// future: a suspended child is destroyed at once (its wait released, its
-// destructors run), a running one at its next suspension; with_timeout
-// returns only after the child's frame is gone. The child's completed
-// result is never dropped: a child that returned a value before the cancel
-// landed (it was already running when the deadline passed) gives that
-// value, not errc::timed_out, so a read raced against
+// with_timeout on a task: `work` runs as a child task, raced against the
+// deadline (canopy::race, <canopy/race.hpp>). Within the time: its value,
+// or its exception rethrown. When the time is up the child is cancelled, as
+// tokio's timeout drops its future: a suspended child is destroyed at once
+// (its wait released, its destructors run), a running one at its next
+// suspension; with_timeout returns only after the child's frame is gone.
+// The child's completed result is never dropped: a child that returned a
+// value before the cancel landed (it was already running when the deadline
+// passed) gives that value, not errc::timed_out, so a read raced against
 // the deadline never loses the bytes it took. Otherwise the result is
 // errc::timed_out, and whatever else the child ended with is dropped (an
 // exception thrown meanwhile goes nowhere, not to on_detached_exception).
 // A task awaiting with_timeout that is cancelled or destroyed cancels the
-// child too (a running child ends at its next suspension point, after the
-// awaiting task has gone).
+// child too, and ends only after the child has ended, so the child may
+// borrow from the awaiting task's frame.
 template <class Rep, class Period, class T>
 task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> duration,
                                          task<T> work) {
   const auto deadline = canopy::detail::steady_deadline_after(duration);
-  auto result = std::make_shared<io::detail::child_result<T>>();
-  // The flag shares the result's allocation (the aliasing constructor).
-  std::shared_ptr<std::atomic<bool>> ended(result, &result->ended);
-  task_handle<void> child = canopy::spawn(io::detail::await_and_wake(
-      std::move(work), result, io::detail::end_signal(current_waker(), ended)));
-  const canopy::detail::cancel_unjoined_on_exit cancel_on_exit(child);
-  io::detail::child_done_source done{std::move(ended)};
-  io::detail::timed_source<io::detail::child_done_source> timed(done, deadline);
-  const io::timeout_result<void> finished = co_await canopy::wait_on(timed);
-  if (!finished) {
-    // Joined, not detached: the child's end is awaited. A child that
-    // returned before the cancel landed (it was running when the deadline
-    // passed) won the race: its value is returned, since it may hold what
-    // the child took (a read's bytes). What else it ended with
-    // (task_cancelled, or an exception it threw before its next
-    // suspension) is dropped here.
-    child.cancel();
-    try {
-      co_await child;
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the timed-out child's outcome is not wanted
-    }
-    if (io::detail::has_returned(*result)) {
-      co_return io::detail::returned_value(*result);
-    }
+  auto ended = co_await canopy::race(std::move(work), io::detail::sleep_contender(deadline));
+  if (!ended.template has_value<0>()) {
     co_return io::timeout_result<T>::timed_out();
   }
-  co_await child;  // rethrows the child's exception
-  co_return io::detail::returned_value(*result);
+  if constexpr (std::is_void_v<T>) {
+    co_return io::timeout_result<void>{};
+  } else {
+    co_return io::timeout_result<T>(std::move(ended.template get<0>()));
+  }
 }
+
+namespace io::detail {
+inline task<void> sleep_contender(timer_queue::clock::time_point deadline) {
+  co_await canopy::sleep_until(deadline);
+}
+}  // namespace io::detail
 
 }  // namespace canopy
