@@ -193,9 +193,9 @@ class buffered_reader {
         !scan.found) {
       co_return std::nullopt;
     }
-    const std::span<const std::byte> frame = buffer_.data().subspan(scan.offset, scan.length);
-    std::vector<std::byte> payload(frame.begin(), frame.end());
-    buffer_.consume(scan.consumed);
+    // Named, then returned: with GCC 12, `co_return buffer_.take_bytes(scan);`
+    // (a temporary converted to the optional) left the awaiting task hanging.
+    std::vector<std::byte> payload = buffer_.take_bytes(scan);
     co_return payload;
   }
   task<std::optional<std::vector<std::byte>>> read_frame(std::size_t max_size) {
@@ -237,9 +237,7 @@ class buffered_reader {
     if (!co_await run(std::move(step), scan, error) || !scan.found) {
       co_return std::nullopt;
     }
-    const std::span<const std::byte> record = buffer_.data().subspan(scan.offset, scan.length);
-    std::string text(reinterpret_cast<const char*>(record.data()), record.size());
-    buffer_.consume(scan.consumed);
+    std::string text = buffer_.take_string(scan);  // named: see read_frame
     co_return text;
   }
 

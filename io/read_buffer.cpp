@@ -41,6 +41,20 @@ std::size_t read_buffer::take(std::span<std::byte> into) noexcept {
   return count;
 }
 
+std::string read_buffer::take_string(const read_scan& scan) {
+  const std::span<const std::byte> record = data().subspan(scan.offset, scan.length);
+  std::string text(reinterpret_cast<const char*>(record.data()), record.size());
+  consume(scan.consumed);
+  return text;
+}
+
+std::vector<std::byte> read_buffer::take_bytes(const read_scan& scan) {
+  const std::span<const std::byte> record = data().subspan(scan.offset, scan.length);
+  std::vector<std::byte> bytes(record.begin(), record.end());
+  consume(scan.consumed);
+  return bytes;
+}
+
 std::span<std::byte> read_buffer::prepare(std::size_t min_total, std::size_t max_total) {
   const std::size_t held = size();
   min_total = std::max(min_total, held + 1);
@@ -192,12 +206,23 @@ read_step read_buffer::skip_through(char delimiter, bool eof, read_scan& scan) n
   return read_step::more;
 }
 
-void encode_frame_header(std::uint32_t length,
-                         std::span<std::byte, frame_header_size> into) noexcept {
+std::vector<std::byte> make_frame(std::span<const std::byte> payload, std::size_t max_size,
+                                  std::error_code& error) {
+  error.clear();
+  if (payload.size() > max_size || payload.size() > std::numeric_limits<std::uint32_t>::max()) {
+    error = std::make_error_code(std::errc::message_size);
+    return {};
+  }
+  std::vector<std::byte> frame(frame_header_size + payload.size());
+  auto length = static_cast<std::uint32_t>(payload.size());
   for (std::size_t index = frame_header_size; index-- > 0;) {
-    into[index] = static_cast<std::byte>(length & 0xFFU);
+    frame[index] = static_cast<std::byte>(length & 0xFFU);
     length >>= 8U;
   }
+  if (!payload.empty()) {
+    std::memcpy(frame.data() + frame_header_size, payload.data(), payload.size());
+  }
+  return frame;
 }
 
 }  // namespace canopy::io::detail

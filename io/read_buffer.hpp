@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -47,6 +48,11 @@ class read_buffer {
   void consume(std::size_t count) noexcept;
   // Copy up to into.size() buffered bytes into `into` and consume them.
   std::size_t take(std::span<std::byte> into) noexcept;
+
+  // A done read's record (scan.offset, scan.length) as a string or bytes;
+  // consumes scan.consumed.
+  std::string take_string(const read_scan& scan);
+  std::vector<std::byte> take_bytes(const read_scan& scan);
 
   // Room after the buffered bytes, such that size() + room >= min_total
   // (compacting, else growing: geometrically, to no more than
@@ -86,7 +92,9 @@ class read_buffer {
 
 // The 4-byte big-endian length header of a frame.
 inline constexpr std::size_t frame_header_size = 4;
-void encode_frame_header(std::uint32_t length,
-                         std::span<std::byte, frame_header_size> into) noexcept;
+// A frame for write_frame: the header, then `payload`. A payload over
+// `max_size` or 2^32 - 1: errc::message_size and an empty vector.
+std::vector<std::byte> make_frame(std::span<const std::byte> payload, std::size_t max_size,
+                                  std::error_code& error);
 
 }  // namespace canopy::io::detail

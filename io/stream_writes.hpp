@@ -11,7 +11,6 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
@@ -62,17 +61,9 @@ char > task<void> write_all(Stream& stream, std::span<Char> text) {
 template <writable_stream Stream>
 task<void> write_frame(Stream& stream, std::span<const std::byte> payload, std::error_code& error,
                        std::size_t max_size = std::numeric_limits<std::uint32_t>::max()) {
-  error.clear();
-  if (payload.size() > max_size || payload.size() > std::numeric_limits<std::uint32_t>::max()) {
-    error = std::make_error_code(std::errc::message_size);
+  const std::vector<std::byte> frame = detail::make_frame(payload, max_size, error);
+  if (error) {
     co_return;
-  }
-  std::vector<std::byte> frame(detail::frame_header_size + payload.size());
-  detail::encode_frame_header(
-      static_cast<std::uint32_t>(payload.size()),
-      std::span<std::byte, detail::frame_header_size>(frame.data(), detail::frame_header_size));
-  if (!payload.empty()) {
-    std::memcpy(frame.data() + detail::frame_header_size, payload.data(), payload.size());
   }
   co_await stream.write_all(frame, error);
 }

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
+#include "io/buffered_fiber.hpp"
 #include "io/io.hpp"
 #include "io/stream_writes.hpp"
 #include "tests/io_test_support.hpp"
@@ -354,4 +356,72 @@ TEST_CASE("the reader owns a unix_stream; write_all takes text forms") {
                        CHECK(co_await out.read_some(std::as_writable_bytes(std::span(echo))) >= 1);
                      }(left, reader));
   }
+}
+
+TEST_CASE("fiber forms: lines, a line past its maximum, exact reads, frames, text writes") {
+  const canopy::testing::watchdog guard("fiber forms", 60);
+  on_each_backend([](executor& pool, tcp_stream& stream, int peer) {
+    const auto frame = [](std::string_view payload) {
+      std::error_code error;
+      const std::vector<std::byte> bytes = canopy::io::detail::make_frame(
+          std::as_bytes(std::span(payload.data(), payload.size())), 1000, error);
+      REQUIRE_FALSE(error);
+      return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    };
+    const std::string big(300, 'b');
+    std::thread writer([&] {
+      send_text(peer,
+                "one\r\ntwo\n" + std::string(40, 'x') + "\nthree\nexact" + frame("payload") +
+                    frame(big) + frame(big) + "tail",
+                3);
+      ::shutdown(peer, SHUT_WR);
+    });
+    buffered_reader<tcp_stream&> reader(stream, 16);
+    auto done = pool.spawn(canopy::fiber([&reader, &stream, &big] {
+      namespace fiber_io = canopy::io::this_fiber;
+      CHECK(fiber_io::read_line(reader, 10) == "one");
+      CHECK(fiber_io::read_until(reader, '\n', 10) == "two\n");
+      std::error_code error;
+      CHECK_FALSE(fiber_io::read_line(reader, 10, error));
+      CHECK(error == std::errc::message_size);
+      CHECK(fiber_io::skip_until(reader, '\n'));
+      CHECK(fiber_io::read_line(reader, 10) == "three");
+      std::string exact(5, '\0');
+      fiber_io::read_exact(reader, std::span<char>(exact));
+      CHECK(exact == "exact");
+      const auto payload = fiber_io::read_frame(reader, 1000);
+      REQUIRE(payload);
+      CHECK(std::string(reinterpret_cast<const char*>(payload->data()), payload->size()) ==
+            "payload");
+      CHECK_FALSE(fiber_io::read_frame(reader, 100, error));
+      CHECK(error == std::errc::message_size);
+      CHECK(fiber_io::read_frame(reader, 1000)->size() == big.size());
+      std::array<std::byte, 4> head{};
+      fiber_io::read_exact(reader, head);  // the next frame's header, by hand
+      std::array<std::byte, 300> body{};   // as large as the buffer's capacity: read straight
+      std::size_t got = 0;
+      while (got < body.size()) {
+        got += fiber_io::read_some(reader, std::span(body).subspan(got));
+      }
+      CHECK(body[299] == std::byte{'b'});
+      CHECK(fiber_io::read_until(reader, '\n', 10) == "tail");
+      CHECK_FALSE(fiber_io::read_line(reader, 10, error));
+      CHECK_FALSE(error);
+      std::array<std::byte, 1> more{};
+      fiber_io::read_exact(reader, more, error);
+      CHECK(error == canopy::io::errc::unexpected_eof);
+      fiber_io::write_all(stream, "bye\n");
+      fiber_io::write_frame(stream, "f");
+    }));
+    done.get();
+    writer.join();
+    std::array<char, 9> back{};
+    std::size_t got = 0;
+    while (got < back.size()) {
+      const ssize_t count = ::recv(peer, back.data() + got, back.size() - got, 0);
+      REQUIRE(count > 0);
+      got += static_cast<std::size_t>(count);
+    }
+    CHECK(std::string_view(back.data(), back.size()) == std::string_view("bye\n\0\0\0\1f", 9));
+  });
 }

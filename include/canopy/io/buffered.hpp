@@ -44,7 +44,9 @@
 // is complete (the buffer grows to it, and shrinks back once it is empty).
 //
 // The full contract of each call is at the top of detail/io/buffered_reader.hpp
-// and detail/io/stream_writes.hpp. The fibers' forms are not there yet.
+// and detail/io/stream_writes.hpp. The fibers' forms, with the same results
+// and errors, are in <canopy/io/fiber.hpp>: canopy::io::this_fiber::read_line(reader,
+// max) and the rest (detail/io/buffered_fiber.hpp; link canopy-fiber).
 // Link canopy.
 #pragma once
 
