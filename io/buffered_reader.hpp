@@ -99,11 +99,11 @@ class buffered_reader {
   task<void> read_exact(std::span<std::byte> into, std::error_code& error) {
     const std::size_t count = into.size();
     detail::read_scan scan;
-    if (co_await run(
-            [this, count](bool eof, detail::read_scan& at, std::error_code& failure) {
-              return buffer_.find_exact(count, eof, at, failure);
-            },
-            scan, error)) {
+    auto step = [this, count](bool eof, detail::read_scan& at, std::error_code& failure) {
+      return buffer_.find_exact(count, eof, at, failure);
+    };
+    const bool done = co_await run(step, scan, error);  // see run() for why a named bool
+    if (done) {
       buffer_.take(into);
     }
   }
@@ -134,11 +134,10 @@ class buffered_reader {
   task<std::optional<std::string>> read_until(char delimiter, std::size_t max,
                                               std::error_code& error) {
     detail::read_scan scan;
-    co_return co_await take_string(
-        [this, delimiter, max](bool eof, detail::read_scan& at, std::error_code& failure) {
-          return buffer_.find_record(delimiter, max, eof, at, failure);
-        },
-        scan, error);
+    auto step = [this, delimiter, max](bool eof, detail::read_scan& at, std::error_code& failure) {
+      return buffer_.find_record(delimiter, max, eof, at, failure);
+    };
+    co_return co_await take_string(step, scan, error);
   }
   task<std::optional<std::string>> read_until(char delimiter, std::size_t max) {
     return throwing(read_until(delimiter, max, last_error_),
@@ -151,11 +150,10 @@ class buffered_reader {
   // a last line without "\n" as it is, then std::nullopt.
   task<std::optional<std::string>> read_line(std::size_t max_length, std::error_code& error) {
     detail::read_scan scan;
-    co_return co_await take_string(
-        [this, max_length](bool eof, detail::read_scan& at, std::error_code& failure) {
-          return buffer_.find_line(max_length, eof, at, failure);
-        },
-        scan, error);
+    auto step = [this, max_length](bool eof, detail::read_scan& at, std::error_code& failure) {
+      return buffer_.find_line(max_length, eof, at, failure);
+    };
+    co_return co_await take_string(step, scan, error);
   }
   task<std::optional<std::string>> read_line(std::size_t max_length) {
     return throwing(read_line(max_length, last_error_), "canopy::io::buffered_reader::read_line");
@@ -166,11 +164,10 @@ class buffered_reader {
   // a prefix of what it would have.
   task<bool> skip_until(char delimiter, std::error_code& error) {
     detail::read_scan scan;
-    const bool done = co_await run(
-        [this, delimiter](bool eof, detail::read_scan& at, std::error_code&) {
-          return buffer_.skip_through(delimiter, eof, at);
-        },
-        scan, error);
+    auto step = [this, delimiter](bool eof, detail::read_scan& at, std::error_code&) {
+      return buffer_.skip_through(delimiter, eof, at);
+    };
+    const bool done = co_await run(step, scan, error);
     co_return done&& scan.found;
   }
   task<bool> skip_until(char delimiter) {
@@ -185,18 +182,14 @@ class buffered_reader {
   task<std::optional<std::vector<std::byte>>> read_frame(std::size_t max_size,
                                                          std::error_code& error) {
     detail::read_scan scan;
-    if (!co_await run(
-            [this, max_size](bool eof, detail::read_scan& at, std::error_code& failure) {
-              return buffer_.find_frame(max_size, eof, at, failure);
-            },
-            scan, error) ||
-        !scan.found) {
+    auto step = [this, max_size](bool eof, detail::read_scan& at, std::error_code& failure) {
+      return buffer_.find_frame(max_size, eof, at, failure);
+    };
+    const bool done = co_await run(step, scan, error);
+    if (!done || !scan.found) {
       co_return std::nullopt;
     }
-    // Named, then returned: with GCC 12, `co_return buffer_.take_bytes(scan);`
-    // (a temporary converted to the optional) left the awaiting task hanging.
-    std::vector<std::byte> payload = buffer_.take_bytes(scan);
-    co_return payload;
+    co_return buffer_.take_bytes(scan);
   }
   task<std::optional<std::vector<std::byte>>> read_frame(std::size_t max_size) {
     return throwing(read_frame(max_size, last_error_), "canopy::io::buffered_reader::read_frame");
@@ -208,6 +201,12 @@ class buffered_reader {
  private:
   // Steps `step` until it is done (true) or failed (false, `error` set),
   // reading into the buffer between steps. Nothing is consumed here.
+  // Callers name its result before testing it, and name the step before
+  // the co_await: with GCC 12, `if (!co_await run(...)) co_return
+  // std::nullopt;` followed by `co_return <a temporary>;` left the awaiting
+  // task waiting forever (the same pair with the result in a named bool
+  // works), and a lambda temporary inside a co_await expression is the
+  // pitfall docs/toolkit.md describes.
   template <class Step>
   task<bool> run(Step step, detail::read_scan& scan, std::error_code& error) {
     error.clear();
@@ -234,11 +233,11 @@ class buffered_reader {
   template <class Step>
   task<std::optional<std::string>> take_string(Step step, detail::read_scan& scan,
                                                std::error_code& error) {
-    if (!co_await run(std::move(step), scan, error) || !scan.found) {
+    const bool done = co_await run(std::move(step), scan, error);
+    if (!done || !scan.found) {
       co_return std::nullopt;
     }
-    std::string text = buffer_.take_string(scan);  // named: see read_frame
-    co_return text;
+    co_return buffer_.take_string(scan);
   }
 
   // The throwing form of an error_code form that reports into last_error_
