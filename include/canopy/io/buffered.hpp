@@ -43,10 +43,12 @@
 // read_exact(n) and read_frame keep the whole record in the buffer until it
 // is complete (the buffer grows to it, and shrinks back once it is empty).
 //
-// The full contract of each call is at the top of detail/io/buffered_reader.hpp
-// and detail/io/stream_writes.hpp. The fibers' forms, with the same results
-// and errors, are in <canopy/io/fiber.hpp>: canopy::io::this_fiber::read_line(reader,
-// max) and the rest (detail/io/buffered_fiber.hpp; link canopy-fiber).
+// Writes do not copy the text: it must outlive the co_await (as a span's
+// bytes must). Each call's own contract is next to its declaration in
+// detail/io/buffered_reader.hpp and detail/io/stream_writes.hpp. The fibers'
+// forms, with the same results and errors, are in <canopy/io/fiber.hpp>:
+// canopy::io::this_fiber::read_line(reader, max) and the rest
+// (detail/io/buffered_fiber.hpp; link canopy-fiber).
 // Link canopy.
 #pragma once
 
