@@ -9,10 +9,12 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -423,5 +425,35 @@ TEST_CASE("fiber forms: lines, a line past its maximum, exact reads, frames, tex
       got += static_cast<std::size_t>(count);
     }
     CHECK(std::string_view(back.data(), back.size()) == std::string_view("bye\n\0\0\0\1f", 9));
+  });
+}
+
+TEST_CASE("a fiber cancelled inside read_line loses no bytes: the next read returns the line") {
+  const canopy::testing::watchdog guard("cancelled fiber", 60);
+  on_each_backend([](executor& pool, tcp_stream& stream, int peer) {
+    buffered_reader<tcp_stream&> reader(stream, 16);
+    send_text(peer, "a line longer than the buffer, in two");
+    std::atomic<bool> started{false};
+    auto fiber = pool.spawn(canopy::fiber([&reader, &started] {
+      // release: pairs with the acquire load below.
+      started.store(true, std::memory_order_release);
+      (void)canopy::io::this_fiber::read_line(reader, 100);
+    }));
+    // acquire: pairs with the release store in the fiber.
+    REQUIRE(canopy::testing::eventually([&] { return started.load(std::memory_order_acquire); }));
+    // The fiber took what came from the socket (its receive queue is
+    // empty), buffered it, and waits for the rest of the line.
+    const int fd = stream.native_handle();
+    REQUIRE(canopy::testing::eventually([fd] {
+      int queued = -1;
+      return ::ioctl(fd, FIONREAD, &queued) == 0 && queued == 0;
+    }));
+    std::this_thread::sleep_for(20ms);
+    fiber.cancel();
+    CHECK_THROWS_AS(fiber.get(), canopy::task_cancelled);
+    MESSAGE(reader.buffered().size() << " bytes buffered when the fiber was cancelled");
+    send_text(peer, " parts\n");
+    CHECK(canopy::block_on(pool, reader.read_line(100)) ==
+          "a line longer than the buffer, in two parts");
   });
 }
