@@ -17,7 +17,6 @@
 
 #include <concepts>
 #include <cstddef>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
