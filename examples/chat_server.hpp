@@ -8,11 +8,15 @@
 // The protocol. A client's first line is its name (1..32 bytes, no spaces);
 // it gets "* welcome NAME" and from then on every line it sends goes to
 // every other client as "NAME: TEXT". Lines starting with "* " are the
-// server's notices (joins, leaves, errors, shutdown). A line longer than
-// options.max_line, or a bad name, gets "* error: ..." and the connection
-// is closed.
+// server's notices (joins, leaves, errors, shutdown). A line ends at "\n"
+// (a "\r" before it is dropped); a last line the client sends without one
+// before it hangs up counts too. A line longer than options.max_line, or a
+// bad name, gets "* error: ..." and the connection is closed.
 //
 // How it uses the toolkit:
+//   * a canopy::io::buffered_reader per client for its lines (read_line,
+//     whose errc::message_size is the "line too long"), and
+//     canopy::io::write_all for the text it sends;
 //   * canopy::io::resolve for the TCP bind address (options.host);
 //   * a tcp_listener and a unix_listener (options.unix_path), each with an
 //     accept loop that hands connections to the server's task through a
@@ -46,6 +50,7 @@
 #include <canopy/blocking.hpp>
 #include <canopy/channel.hpp>
 #include <canopy/io.hpp>
+#include <canopy/io/buffered.hpp>
 #include <canopy/sync.hpp>
 #include <canopy/task_group.hpp>
 #include <cerrno>
@@ -93,41 +98,6 @@ struct report {
 };
 
 namespace detail {
-
-inline std::span<const std::byte> bytes_of(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
-
-// Splits a byte stream into lines ('\n', a '\r' before it dropped).
-class line_splitter {
- public:
-  explicit line_splitter(std::size_t max_line) : max_line_(max_line) {}
-  void append(std::span<const std::byte> bytes) {
-    pending_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  }
-  // The next complete line, if any; `too_long` when a line exceeds the limit.
-  std::optional<std::string> next(bool& too_long) {
-    const std::size_t end = pending_.find('\n', scanned_);
-    if (end == std::string::npos) {
-      scanned_ = pending_.size();
-      too_long = pending_.size() > max_line_;
-      return std::nullopt;
-    }
-    std::string line = pending_.substr(0, end);
-    pending_.erase(0, end + 1);
-    scanned_ = 0;
-    if (!line.empty() && line.back() == '\r') {
-      line.pop_back();
-    }
-    too_long = line.size() > max_line_;
-    return line;
-  }
-
- private:
-  std::size_t max_line_;
-  std::size_t scanned_ = 0;
-  std::string pending_;
-};
 
 // One connection. The room holds it from accept to the end of its task; its
 // socket is closed when the last holder lets go, after it left the room,
@@ -286,7 +256,7 @@ canopy::task<void> write_loop(std::shared_ptr<stream_member<Stream>> self) {
       batch += *more;
     }
     std::error_code error;
-    co_await self->stream.write_all(bytes_of(batch), error);
+    co_await canopy::io::write_all(self->stream, batch, error);
     if (error) {
       self->kick();  // the reader ends too
       co_return;
@@ -304,44 +274,39 @@ canopy::task<void> serve_client(room& chat_room, Stream stream, const options& c
   co_await chat_room.enter(self);
   auto writer = canopy::spawn(write_loop(self));
 
-  line_splitter lines(config.max_line);
-  std::vector<std::byte> buffer(4096);
+  // The writer task writes to the same stream meanwhile (one operation per
+  // direction is what a stream allows); kick() shuts it down, and a read
+  // waiting here then sees EOF.
+  canopy::io::buffered_reader<Stream&> reader(self->stream);
   bool named = false;
   for (bool open = true; open;) {
     std::error_code error;
-    const std::size_t got = co_await self->stream.read_some(buffer, error);
-    if (error || got == 0) {
+    std::optional<std::string> line = co_await reader.read_line(config.max_line, error);
+    if (!line && error != std::errc::message_size) {
       break;  // EOF, a reset, or kicked
     }
-    lines.append(std::span(buffer).first(got));
-    bool too_long = false;
-    for (std::optional<std::string> line = lines.next(too_long); open;
-         line = lines.next(too_long)) {
-      std::string_view problem;
-      if (too_long) {
-        problem = "line too long";
-      } else if (!line) {
-        break;  // wait for more bytes
-      } else if (!named && (line->empty() || line->size() > 32 ||
-                            line->find_first_of(" \t*:") != std::string::npos)) {
-        problem = "a name is 1..32 bytes without spaces, '*' or ':'";
+    std::string_view problem;
+    if (!line) {
+      problem = "line too long";
+    } else if (!named && (line->empty() || line->size() > 32 ||
+                          line->find_first_of(" \t*:") != std::string::npos)) {
+      problem = "a name is 1..32 bytes without spaces, '*' or ':'";
+    }
+    if (!problem.empty()) {
+      stats.rejected.fetch_add(1, std::memory_order_relaxed);
+      (void)self->outbox.try_send("* error: " + std::string(problem) + "\n");
+      open = false;
+    } else if (!named) {
+      self->name = std::move(*line);
+      named = true;
+      open = co_await chat_room.join(*self);
+      if (!open) {
+        (void)self->outbox.try_send("* server shutting down\n");
       }
-      if (!problem.empty()) {
-        stats.rejected.fetch_add(1, std::memory_order_relaxed);
-        (void)self->outbox.try_send("* error: " + std::string(problem) + "\n");
-        open = false;
-      } else if (!named) {
-        self->name = std::move(*line);
-        named = true;
-        open = co_await chat_room.join(*self);
-        if (!open) {
-          (void)self->outbox.try_send("* server shutting down\n");
-        }
-      } else {
-        std::string said = self->name + ": " + *line + "\n";
-        co_await append_transcript(transcript, said);
-        co_await chat_room.say(*self, std::move(said));
-      }
+    } else {
+      std::string said = self->name + ": " + *line + "\n";
+      co_await append_transcript(transcript, said);
+      co_await chat_room.say(*self, std::move(said));
     }
   }
   co_await chat_room.leave(*self);  // closes the outbox: the writer flushes and ends

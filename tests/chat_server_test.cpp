@@ -86,7 +86,7 @@ task<void> send_lines(Stream& stream, int count, std::size_t padding, crowd& eve
   const std::string pad(padding, 'x');
   for (int k = 0; k < count; ++k) {
     const std::string line = std::to_string(k) + " " + pad + "\n";
-    co_await stream.write_all(chat::detail::bytes_of(line));
+    co_await canopy::io::write_all(stream, line);
     if (everyone.batch != 0 && (k + 1) % everyone.batch == 0) {
       co_await everyone.progress.acquire(everyone.pacers);
     }
@@ -99,30 +99,25 @@ template <class Stream>
 task<client_log> run_client(Stream stream, std::string name, int count, std::size_t padding,
                             std::size_t expected, crowd& everyone) {
   client_log log;
-  co_await stream.write_all(chat::detail::bytes_of(name + "\n"));
-  chat::detail::line_splitter lines(1 << 20);
-  std::vector<std::byte> buffer(8192);
+  co_await canopy::io::write_all(stream, name + "\n");
+  canopy::io::buffered_reader<Stream&> lines(stream, 8192);
   std::size_t received = 0;
   bool welcomed = false;
   canopy::task_handle<void> writer;
   for (;;) {
     std::error_code error;
-    const std::size_t got = co_await stream.read_some(buffer, error);
-    if (error || got == 0) {
+    std::optional<std::string> line = co_await lines.read_line(1 << 20, error);
+    if (!line) {
       log.reached_eof = !error;
       break;
     }
-    lines.append(std::span(buffer).first(got));
-    bool too_long = false;
-    while (std::optional<std::string> line = lines.next(too_long)) {
-      if (line->starts_with("* ")) {
-        ++log.notices;
-        log.told_shutdown = log.told_shutdown || *line == "* server shutting down";
-        if (*line == "* welcome " + name) {
-          welcomed = true;
-        }
-        continue;
+    if (line->starts_with("* ")) {
+      ++log.notices;
+      log.told_shutdown = log.told_shutdown || *line == "* server shutting down";
+      if (*line == "* welcome " + name) {
+        welcomed = true;
       }
+    } else {
       const std::size_t colon = line->find(": ");
       REQUIRE(colon != std::string::npos);
       log.heard[line->substr(0, colon)].push_back(std::stoi(line->substr(colon + 2)));

@@ -21,12 +21,14 @@
 // headers of their own, included here: <canopy/io/udp.hpp>,
 // <canopy/io/unix.hpp>, <canopy/io/signal.hpp> (signals have a rule about
 // blocking them in every thread: read its contract); name resolution
-// (co_await canopy::io::resolve(host, service)) in <canopy/io/resolve.hpp>.
+// (co_await canopy::io::resolve(host, service)) in <canopy/io/resolve.hpp>;
+// buffered reads (lines, exact counts, frames) in <canopy/io/buffered.hpp>.
 // Link canopy.
 #pragma once
 
 #include "canopy.hpp"
 #include "detail/io/io.hpp"
+#include "io/buffered.hpp"
 #include "io/resolve.hpp"
 #include "io/signal.hpp"
 #include "io/udp.hpp"

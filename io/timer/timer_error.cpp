@@ -13,6 +13,8 @@ class category final : public std::error_category {
     switch (static_cast<errc>(code)) {
       case errc::timed_out:
         return "the deadline passed before the operation completed";
+      case errc::unexpected_eof:
+        return "the stream ended before the bytes the read needs";
     }
     return "unknown canopy.io error " + std::to_string(code);
   }

@@ -1,0 +1,57 @@
+// <canopy/io/buffered.hpp> — buffered reading and framing over a Canopy
+// stream: canopy::io::buffered_reader (lines, delimited records, exact
+// counts, length-prefixed frames) and the writes that go with it
+// (canopy::io::write_all for text, canopy::io::write_frame).
+//
+//   canopy::io::buffered_reader reader(std::move(stream));   // a tcp_stream, unix_stream, ...
+//   while (std::optional<std::string> line = co_await reader.read_line(4096)) {
+//     co_await canopy::io::write_all(reader.stream(), *line + "\n");
+//   }
+//
+// Streams: any type with task<std::size_t> read_some(std::span<std::byte>,
+// std::error_code&) (the concept canopy::io::readable_stream), held by
+// value (the reader owns it) or by reference (buffered_reader<tcp_stream&>);
+// the writes take any type with write_all(std::span<const std::byte>) in
+// both error forms. Text is std::string_view, std::string or
+// std::span<char> as well as std::span<std::byte>.
+//
+// Who may call, threads: one read at a time on a reader, awaited inside a
+// canopy::task (any worker; the reader is not thread-safe, and must not
+// move while a read runs). Writes go to stream() and may run in another
+// task meanwhile, as the stream allows one operation per direction.
+//
+// Errors: each read has a std::error_code& form, which never throws for
+// I/O errors, and a throwing form (std::system_error with the same code),
+// as the stream's. A read that fails consumes nothing, so the reader stays
+// usable:
+//   * std::errc::message_size — a line or record longer than its maximum
+//     (read_line, read_until), or a frame whose length header exceeds
+//     max_size (read_frame; the stream is then out of step: close it).
+//     skip_until('\n') drops an over-long line and reading goes on;
+//   * canopy::io::errc::unexpected_eof — the stream ended inside an exact
+//     read (read_exact) or a frame; the bytes that came stay buffered();
+//   * the stream's own errors (ECONNRESET, operation_canceled, ...).
+// EOF is not an error: read_line and read_until return a last record that
+// has no delimiter as it is (read_until's then lacks the delimiter), then
+// std::nullopt; read_frame returns std::nullopt at EOF between frames;
+// read_some returns 0.
+//
+// Cancel-safety: the buffer lives in the reader, so a read that loses a
+// race (with_timeout(d, reader.read_line(n)), a cancel through its task's
+// handle) loses no bytes: the next read starts where it would have. Only
+// skip_until, which discards as it goes, may have dropped a prefix.
+// read_exact(n) and read_frame keep the whole record in the buffer until it
+// is complete (the buffer grows to it, and shrinks back once it is empty).
+//
+// Writes do not copy the text: it must outlive the co_await (as a span's
+// bytes must). Each call's own contract is next to its declaration in
+// detail/io/buffered_reader.hpp and detail/io/stream_writes.hpp. The fibers'
+// forms, with the same results and errors, are in <canopy/io/fiber.hpp>:
+// canopy::io::this_fiber::read_line(reader, max) and the rest
+// (detail/io/buffered_fiber.hpp; link canopy-fiber).
+// Link canopy.
+#pragma once
+
+#include "../detail/io/buffered_reader.hpp"
+#include "../detail/io/stream_writes.hpp"
+#include "../io.hpp"
