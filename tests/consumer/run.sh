@@ -169,5 +169,33 @@ else
   failed=$((failed + 2))
 fi
 
+# 4. the libraries alone, without fibers (-Dprograms=false -Dfibers=disabled):
+#    nothing of the fibers is installed, and a program without them builds
+#    and runs against what is.
+bare="$work/bare_prefix"
+if quietly "$work/bare.log" meson setup "$work/bare_build" "$root" --prefix="$bare" \
+  --buildtype=debug -Dprograms=false -Dfibers=disabled &&
+  quietly "$work/bare.log" ninja -C "$work/bare_build" install; then
+  leftovers=$(find "$bare" -name '*fiber*' | head -3)
+  bare_pc=$(find "$bare" -name canopy.pc -print -quit)
+  if [ -n "$leftovers" ]; then
+    echo "-- consumer (without fibers) FAILED: installed anyway: $leftovers" >&2
+    failed=$((failed + 1))
+  elif [ -z "$bare_pc" ]; then
+    echo "-- consumer (without fibers) FAILED: no canopy.pc under $bare" >&2
+    failed=$((failed + 1))
+  else
+    # shellcheck disable=SC2046 # pkg-config's flags are words
+    if quietly "$work/bare.log" g++ -std=c++20 "$here/app.cpp" \
+      $(PKG_CONFIG_PATH=$(dirname "$bare_pc") pkg-config --cflags --libs canopy) -o "$work/app_bare"; then
+      check "without fibers (-Dprograms=false -Dfibers=disabled)" "$work/app_bare" "$expected_app"
+    else
+      failed=$((failed + 1))
+    fi
+  fi
+else
+  failed=$((failed + 1))
+fi
+
 echo "consumer: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
