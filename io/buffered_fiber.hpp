@@ -13,6 +13,7 @@
 // while it reads loses no buffered bytes, as a task does.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -216,9 +217,13 @@ void write_all(Stream& stream, std::string_view text) {
 template <class Stream>
 void write_frame(Stream& stream, std::span<const std::byte> payload, std::error_code& error,
                  std::size_t max_size = std::numeric_limits<std::uint32_t>::max()) {
-  const std::vector<std::byte> frame = io::detail::make_frame(payload, max_size, error);
+  const io::detail::frame_header_bytes header =
+      io::detail::frame_header(payload.size(), max_size, error);
   if (!error) {
-    canopy::io::this_fiber::write_all(stream, std::span<const std::byte>(frame), error);
+    const std::array<std::span<const std::byte>, 2> parts{std::span<const std::byte>(header),
+                                                          payload};
+    canopy::io::this_fiber::write_all(stream, std::span<const std::span<const std::byte>>(parts),
+                                      error);
   }
 }
 template <class Stream>

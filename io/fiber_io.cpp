@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "gather.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
 #include "stream_op.hpp"
@@ -81,6 +82,13 @@ void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_c
   error = canopy::this_fiber::wait_on(op).error;
 }
 
+void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> buffers,
+               std::error_code& error) {
+  detail::gather_cursor cursor(buffers);
+  auto op = detail::send_gathered_op(stream.reg(), stream.native_handle(), cursor);
+  error = canopy::this_fiber::wait_on(op).error;
+}
+
 tcp_stream connect(reactor& owner, const endpoint& peer) {
   std::error_code error;
   tcp_stream stream = connect(owner, peer, error);
@@ -107,6 +115,12 @@ std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer) {
 void write_all(tcp_stream& stream, std::span<const std::byte> data) {
   std::error_code error;
   write_all(stream, data, error);
+  throw_if(error, "canopy::io::this_fiber::write_all");
+}
+
+void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> buffers) {
+  std::error_code error;
+  write_all(stream, buffers, error);
   throw_if(error, "canopy::io::this_fiber::write_all");
 }
 
@@ -209,6 +223,14 @@ void write_all(unix_stream& stream, std::span<const std::byte> data, std::error_
               .error;
 }
 
+void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> buffers,
+               std::error_code& error) {
+  detail::gather_cursor cursor(buffers);
+  error = fiber_io(stream.reg(), direction::write,
+                   detail::send_gathered_attempt(stream.native_handle(), cursor))
+              .error;
+}
+
 unix_stream connect(reactor& owner, const unix_endpoint& peer) {
   std::error_code error;
   unix_stream stream = connect(owner, peer, error);
@@ -235,6 +257,12 @@ std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer) {
 void write_all(unix_stream& stream, std::span<const std::byte> data) {
   std::error_code error;
   write_all(stream, data, error);
+  throw_if(error, "canopy::io::this_fiber::write_all");
+}
+
+void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> buffers) {
+  std::error_code error;
+  write_all(stream, buffers, error);
   throw_if(error, "canopy::io::this_fiber::write_all");
 }
 

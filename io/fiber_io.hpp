@@ -53,11 +53,15 @@ tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error)
 tcp_stream accept(tcp_listener& listener, std::error_code& error);
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error);
 void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error);
+// Gathered: every byte of every buffer, in order (tcp_stream::write_all's).
+void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> buffers,
+               std::error_code& error);
 // Throwing forms.
 tcp_stream connect(reactor& owner, const endpoint& peer);
 tcp_stream accept(tcp_listener& listener);
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer);
 void write_all(tcp_stream& stream, std::span<const std::byte> data);
+void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> buffers);
 }  // namespace this_fiber
 
 // UDP (io/udp.hpp): the same operations as udp_socket's.
@@ -79,10 +83,13 @@ unix_stream connect(reactor& owner, const unix_endpoint& peer, std::error_code& 
 unix_stream accept(unix_listener& listener, std::error_code& error);
 std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer, std::error_code& error);
 void write_all(unix_stream& stream, std::span<const std::byte> data, std::error_code& error);
+void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> buffers,
+               std::error_code& error);
 unix_stream connect(reactor& owner, const unix_endpoint& peer);
 unix_stream accept(unix_listener& listener);
 std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer);
 void write_all(unix_stream& stream, std::span<const std::byte> data);
+void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> buffers);
 }  // namespace this_fiber
 
 // Signals (io/signal.hpp): the next signal of `set`.

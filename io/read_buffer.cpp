@@ -206,19 +206,30 @@ read_step read_buffer::skip_through(char delimiter, bool eof, read_scan& scan) n
   return read_step::more;
 }
 
+frame_header_bytes frame_header(std::size_t payload_size, std::size_t max_size,
+                                std::error_code& error) noexcept {
+  error.clear();
+  frame_header_bytes header{};
+  if (payload_size > max_size || payload_size > std::numeric_limits<std::uint32_t>::max()) {
+    error = std::make_error_code(std::errc::message_size);
+    return header;
+  }
+  auto length = static_cast<std::uint32_t>(payload_size);
+  for (std::size_t index = frame_header_size; index-- > 0;) {
+    header[index] = static_cast<std::byte>(length & 0xFFU);
+    length >>= 8U;
+  }
+  return header;
+}
+
 std::vector<std::byte> make_frame(std::span<const std::byte> payload, std::size_t max_size,
                                   std::error_code& error) {
-  error.clear();
-  if (payload.size() > max_size || payload.size() > std::numeric_limits<std::uint32_t>::max()) {
-    error = std::make_error_code(std::errc::message_size);
+  const frame_header_bytes header = frame_header(payload.size(), max_size, error);
+  if (error) {
     return {};
   }
   std::vector<std::byte> frame(frame_header_size + payload.size());
-  auto length = static_cast<std::uint32_t>(payload.size());
-  for (std::size_t index = frame_header_size; index-- > 0;) {
-    frame[index] = static_cast<std::byte>(length & 0xFFU);
-    length >>= 8U;
-  }
+  std::memcpy(frame.data(), header.data(), frame_header_size);
   if (!payload.empty()) {
     std::memcpy(frame.data() + frame_header_size, payload.data(), payload.size());
   }

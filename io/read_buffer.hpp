@@ -9,6 +9,7 @@
 // Not thread-safe: one read at a time, as the reader's contract says.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -92,8 +93,15 @@ class read_buffer {
 
 // The 4-byte big-endian length header of a frame.
 inline constexpr std::size_t frame_header_size = 4;
-// A frame for write_frame: the header, then `payload`. A payload over
-// `max_size` or 2^32 - 1: errc::message_size and an empty vector.
+using frame_header_bytes = std::array<std::byte, frame_header_size>;
+// The header of a frame of `payload_size` bytes, for write_frame's
+// gathered write. A payload over `max_size` or 2^32 - 1:
+// errc::message_size (and a zero header).
+frame_header_bytes frame_header(std::size_t payload_size, std::size_t max_size,
+                                std::error_code& error) noexcept;
+// A frame for write_frame on a stream without a gathered write: the
+// header, then `payload`, in one buffer. Errors as frame_header's (then an
+// empty vector).
 std::vector<std::byte> make_frame(std::span<const std::byte> payload, std::size_t max_size,
                                   std::error_code& error);
 

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "endpoint.hpp"
+#include "gather.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
 #include "uring/completion_op.hpp"
@@ -55,6 +56,12 @@ inline auto send_all_op(const registration& reg, int fd, std::span<const std::by
   return stream_op(
       reg, direction::write, send_all_attempt(fd, data, sent),
       {completion_kind::send_all, fd, const_cast<std::byte*>(data.data()), data.size()});
+}
+// Send every byte of every buffer of `cursor` (which must outlive the
+// wait): sendmsg on both backends.
+inline auto send_gathered_op(const registration& reg, int fd, gather_cursor& cursor) noexcept {
+  return stream_op(reg, direction::write, send_gathered_attempt(fd, cursor),
+                   {completion_kind::send_gathered, fd, &cursor, 0});
 }
 // Send what the socket takes of `data` (at least one byte).
 inline auto send_some_op(const registration& reg, int fd,

@@ -8,6 +8,7 @@
 // The text is not copied: it must outlive the co_await (as a span does).
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -54,18 +55,36 @@ char > task<void> write_all(Stream& stream, std::span<Char> text) {
   return stream.write_all(std::as_bytes(text));
 }
 
+// A stream with a gathered write_all (tcp_stream, unix_stream).
+template <class S>
+concept gathering_stream = requires(S& stream, std::span<const std::span<const std::byte>> buffers,
+                                    std::error_code& error) {
+  { stream.write_all(buffers, error) } -> std::same_as<task<void>>;
+};
+
 // One frame as buffered_reader::read_frame reads it: a 4-byte big-endian
-// length, then `payload`, in one write (the two are copied into one
-// buffer). A payload over `max_size` (at most 2^32 - 1):
-// errc::message_size, and nothing is written.
+// length, then `payload`, in one write (a gathered one where the stream
+// has it; elsewhere the two are copied into one buffer). A payload over
+// `max_size` (at most 2^32 - 1): errc::message_size, and nothing is
+// written.
 template <writable_stream Stream>
 task<void> write_frame(Stream& stream, std::span<const std::byte> payload, std::error_code& error,
                        std::size_t max_size = std::numeric_limits<std::uint32_t>::max()) {
-  const std::vector<std::byte> frame = detail::make_frame(payload, max_size, error);
-  if (error) {
-    co_return;
+  if constexpr (gathering_stream<Stream>) {
+    const detail::frame_header_bytes header = detail::frame_header(payload.size(), max_size, error);
+    if (error) {
+      co_return;
+    }
+    const std::array<std::span<const std::byte>, 2> parts{std::span<const std::byte>(header),
+                                                          payload};
+    co_await stream.write_all(std::span<const std::span<const std::byte>>(parts), error);
+  } else {
+    const std::vector<std::byte> frame = detail::make_frame(payload, max_size, error);
+    if (error) {
+      co_return;
+    }
+    co_await stream.write_all(std::span<const std::byte>(frame), error);
   }
-  co_await stream.write_all(frame, error);
 }
 template <writable_stream Stream>
 task<void> write_frame(Stream& stream, std::span<const std::byte> payload,

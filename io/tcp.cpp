@@ -138,6 +138,19 @@ task<void> tcp_stream::write_all(std::span<const std::byte> data) {
   throw_if(error, "canopy::io::tcp_stream::write_all");
 }
 
+task<void> tcp_stream::write_all(std::span<const std::span<const std::byte>> buffers,
+                                 std::error_code& error) {
+  detail::gather_cursor cursor(buffers);
+  error = (co_await canopy::wait_on(detail::send_gathered_op(socket_.reg(), socket_.fd(), cursor)))
+              .error;
+}
+
+task<void> tcp_stream::write_all(std::span<const std::span<const std::byte>> buffers) {
+  std::error_code error;
+  co_await write_all(buffers, error);
+  throw_if(error, "canopy::io::tcp_stream::write_all");
+}
+
 // connect(2) first, then the registration: epoll reports EPOLLHUP for a TCP
 // socket that is not connecting yet, and that stale hang-up would mark the
 // stream closed. Connecting, it is not assumed ready: the connection's

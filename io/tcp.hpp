@@ -4,6 +4,8 @@
 //   canopy::io::tcp_stream peer = co_await listener.accept();
 //   std::size_t got = co_await peer.read_some(buffer);    // 0: the peer closed (EOF)
 //   co_await peer.write_all(std::span(buffer).first(got));
+//   std::array<std::span<const std::byte>, 2> parts{header, body};
+//   co_await peer.write_all(parts);                        // gathered: one sendmsg
 //
 // Error convention (docs/io.md): every operation has two forms. The one
 // taking a `std::error_code&` never throws for I/O errors and reports them
@@ -72,6 +74,17 @@ class tcp_stream {
   // Every byte, or an error (then some prefix may have been sent).
   task<void> write_all(std::span<const std::byte> data, std::error_code& error);
   task<void> write_all(std::span<const std::byte> data);
+  // Gathered: every byte of every buffer, in order, without copying them
+  // into one (a header and a body in one call): sendmsg with an iovec array
+  // on both backends (IORING_OP_SENDMSG on io_uring), MSG_NOSIGNAL; over
+  // 64 buffers (IOV_MAX is the kernel's limit) take more calls. Empty buffers are
+  // skipped (none, or only empty ones: nothing is sent). A partial send
+  // goes on where it stopped (in the middle of a buffer too) once the
+  // socket takes more. Errors, threads and close() as the one-buffer form
+  // (one writer at a time: the two forms share the write direction). The
+  // buffers and the span of them must stay valid until the write ends.
+  task<void> write_all(std::span<const std::span<const std::byte>> buffers, std::error_code& error);
+  task<void> write_all(std::span<const std::span<const std::byte>> buffers);
 
   // Without waiting: one recv/send; errc::resource_unavailable_try_again
   // when it would block. For callback-style code (io/callback.hpp). A read

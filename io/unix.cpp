@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "gather.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
 
@@ -172,6 +173,21 @@ task<void> unix_stream::write_all(std::span<const std::byte> data, std::error_co
 task<void> unix_stream::write_all(std::span<const std::byte> data) {
   std::error_code error;
   co_await write_all(data, error);
+  throw_if(error, "canopy::io::unix_stream::write_all");
+}
+
+task<void> unix_stream::write_all(std::span<const std::span<const std::byte>> buffers,
+                                  std::error_code& error) {
+  detail::gather_cursor cursor(buffers);
+  error =
+      (co_await canopy::wait_on(readiness_op(socket_.reg(), direction::write,
+                                             detail::send_gathered_attempt(socket_.fd(), cursor))))
+          .error;
+}
+
+task<void> unix_stream::write_all(std::span<const std::span<const std::byte>> buffers) {
+  std::error_code error;
+  co_await write_all(buffers, error);
   throw_if(error, "canopy::io::unix_stream::write_all");
 }
 

@@ -89,6 +89,10 @@ class unix_stream {
   task<std::size_t> read_some(std::span<std::byte> buffer);
   task<void> write_all(std::span<const std::byte> data, std::error_code& error);
   task<void> write_all(std::span<const std::byte> data);
+  // Gathered (sendmsg, MSG_NOSIGNAL): every byte of every buffer, in order,
+  // as tcp_stream's (io/tcp.hpp), on both backends.
+  task<void> write_all(std::span<const std::span<const std::byte>> buffers, std::error_code& error);
+  task<void> write_all(std::span<const std::span<const std::byte>> buffers);
   std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
   std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
   std::error_code shutdown(int how) noexcept;

@@ -31,6 +31,7 @@
 #include <system_error>
 
 #include "../../wait/waker.hpp"
+#include "../gather.hpp"
 #include "../reactor.hpp"
 #include "../readiness.hpp"
 #include "../registration.hpp"
@@ -38,17 +39,21 @@
 namespace canopy::io::detail {
 
 enum class completion_kind : std::uint8_t {
-  receive,    // recv: at least one byte, 0 at EOF
-  send_some,  // send: what the socket takes, at least one byte
-  send_all,   // send until every byte went
-  accept,     // accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the new descriptor
-  connect,    // connect(2) to `address`
+  receive,        // recv: at least one byte, 0 at EOF
+  send_some,      // send: what the socket takes, at least one byte
+  send_all,       // send until every byte went
+  accept,         // accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the new descriptor
+  connect,        // connect(2) to `address`
+  send_gathered,  // sendmsg until every byte of a gather_cursor (`data`) went
 };
 
 struct completion_request {
   completion_kind kind = completion_kind::receive;
   int fd = -1;
-  void* data = nullptr;  // the buffer, or the sockaddr for connect
+  // The buffer; the sockaddr for connect; for send_gathered, the
+  // gather_cursor (completion_op) or the msghdr it built (the submitted
+  // request, whose size is then unused).
+  void* data = nullptr;
   std::size_t size = 0;  // its length
 };
 
@@ -95,11 +100,18 @@ class completion_op {
   // unless a batch is forming: then the send joins the requests already
   // queued, and one io_uring_enter carries them all.
   bool try_send_directly() noexcept {
-    if (request_.kind != completion_kind::send_all && request_.kind != completion_kind::send_some) {
+    if (request_.kind != completion_kind::send_all && request_.kind != completion_kind::send_some &&
+        request_.kind != completion_kind::send_gathered) {
       return false;
+    }
+    if (request_.kind == completion_kind::send_gathered && cursor().done()) {
+      return finish_count(0);  // no bytes at all
     }
     if (owner_->has_queued_requests()) {
       return false;
+    }
+    if (request_.kind == completion_kind::send_gathered) {
+      return try_send_gathered();
     }
     for (;;) {
       const std::size_t left = request_.size - progress_;
@@ -125,6 +137,20 @@ class completion_op {
     }
   }
 
+  bool try_send_gathered() noexcept {
+    for (;;) {
+      if (cursor().send_all(request_.fd, MSG_DONTWAIT) == 0) {
+        return finish_count(0);
+      }
+      if (is_would_block(errno)) {
+        return false;
+      }
+      if (errno != EINTR) {
+        return finish(std::error_code(errno, std::system_category()));
+      }
+    }
+  }
+
   // Submit the request (what is left of it, for sends). True while in flight.
   bool start() noexcept {
     completion_request rest = request_;
@@ -133,6 +159,9 @@ class completion_op {
     if (request_.kind == completion_kind::accept || request_.kind == completion_kind::connect) {
       rest.data = request_.data;
       rest.size = request_.size;
+    } else if (request_.kind == completion_kind::send_gathered) {
+      rest.data = cursor().message();  // stays put until this request completes
+      rest.size = 0;
     }
     std::error_code error;
     std::int32_t kept = 0;
@@ -190,6 +219,13 @@ class completion_op {
       return finish(std::error_code(failure, std::system_category()));
     }
     const auto count = static_cast<std::size_t>(answer);
+    if (request_.kind == completion_kind::send_gathered) {
+      cursor().advance(count);
+      if (!cursor().done()) {
+        return !start() && done_;
+      }
+      return finish_count(0);
+    }
     if (request_.kind == completion_kind::send_all) {
       progress_ += count;
       if (progress_ < request_.size) {
@@ -199,6 +235,8 @@ class completion_op {
     }
     return finish_count(count);
   }
+
+  gather_cursor& cursor() noexcept { return *static_cast<gather_cursor*>(request_.data); }
 
   bool finish_count(std::size_t count) noexcept {
     result_.count = count;

@@ -63,6 +63,10 @@ void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64
     case completion_kind::send_all:
       io_uring_prep_send(entry, request.fd, request.data, request.size, MSG_NOSIGNAL | MSG_WAITALL);
       break;
+    case completion_kind::send_gathered:
+      io_uring_prep_sendmsg(entry, request.fd, static_cast<const msghdr*>(request.data),
+                            MSG_NOSIGNAL | MSG_WAITALL);
+      break;
     case completion_kind::accept:
       io_uring_prep_accept(entry, request.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       break;

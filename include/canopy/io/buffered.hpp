@@ -44,7 +44,10 @@
 // is complete (the buffer grows to it, and shrinks back once it is empty).
 //
 // Writes do not copy the text: it must outlive the co_await (as a span's
-// bytes must). Each call's own contract is next to its declaration in
+// bytes must). write_frame sends the length header and the payload as one
+// gathered write (sendmsg) on a stream that has one (tcp_stream,
+// unix_stream: write_all(std::span<const std::span<const std::byte>>,
+// std::error_code&)); on another stream it copies them into one buffer. Each call's own contract is next to its declaration in
 // detail/io/buffered_reader.hpp and detail/io/stream_writes.hpp. The fibers'
 // forms, with the same results and errors, are in <canopy/io/fiber.hpp>:
 // canopy::io::this_fiber::read_line(reader, max) and the rest
