@@ -24,6 +24,31 @@
 // (co_await canopy::io::resolve(host, service)) in <canopy/io/resolve.hpp>;
 // buffered reads (lines, exact counts, frames) in <canopy/io/buffered.hpp>.
 // Link canopy.
+//
+// Reference (what is here; each call's full contract is in the header named):
+//   executor_config with_reactor(config = {}, reactor_options = {})
+//       an executor config whose driver is a fresh reactor (io/reactor.hpp);
+//       reactor_options: backend (automatic = epoll, epoll, io_uring),
+//       ring_entries, timers (true: sleep_for / with_timeout work at once).
+//       reactor::of(pool), reactor::current() (in a task), .backend().
+//   endpoint (io/endpoint.hpp): loopback_v4(port), loopback_v6(port),
+//       any_v4(port), any_v6(port), parse(text, port[, error]),
+//       .port(), .family(), .to_string().
+//   tcp_listener (io/tcp.hpp): bind(reactor, endpoint[, error], backlog,
+//       reuse_port); co_await accept([error]) -> tcp_stream; try_accept;
+//       local_endpoint(), close(), is_open(), native_handle().
+//   tcp_stream (io/tcp.hpp): co_await connect([reactor,] endpoint[, error]);
+//       co_await read_some(buffer[, error]) -> bytes (0: EOF; cancel-safe);
+//       co_await write_all(bytes[, error]), write_all(span of buffers[, error])
+//       (gathered, sendmsg); try_read_some, try_write_some; shutdown(how);
+//       close(); local_endpoint(), remote_endpoint(), native_handle().
+//   sleep_for(d), sleep_until(t), with_timeout(d, task or wait source),
+//       with_deadline(t, wait source) (io/timer/timer_wait.hpp):
+//       io::timeout_result<T>, the value or io::errc::timed_out.
+//   registration, readiness_wait (io/registration.hpp) and
+//       callback_registration (io/callback.hpp) for descriptors of your own.
+//   timer_thread(pool) (io/timer/timer_thread.hpp): timers for an executor
+//       without a reactor.
 #pragma once
 
 #include "canopy.hpp"
