@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/child_process.hpp"
 #include "tests/http_test_support.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -179,6 +180,50 @@ TEST_CASE("http handlers: the router answers 404 and 405 with Allow itself") {
         std::string::npos);
   CHECK(got.find("204 No Content\r\nContent-Length: 3\r\n\r\na/b") != std::string::npos);
   CHECK(got.ends_with("Allow: DELETE\r\n\r\nMethod Not Allowed"));
+}
+
+TEST_CASE("http handlers: curl through the router, one connection for three requests") {
+  const watchdog guard("http handlers: curl", 120 * timeout_scale());
+  std::atomic<int> hits{0};
+  http::router routes;
+  routes.get("/hits", [&hits](const http::request&) { return std::to_string(++hits); })
+      .post("/echo", [](const http::request& req) -> task<http::response> {
+        co_await canopy::sleep_for(1ms);
+        http::response answer;
+        answer.content_type = "application/octet-stream";
+        answer.body = std::string(req.body);
+        co_return answer;
+      });
+  stoppable_server server({}, std::move(routes));
+  const std::string base = "http://127.0.0.1:" + std::to_string(server.port());
+  child_process curl({"curl",
+                      "--silent",
+                      "--show-error",
+                      "--max-time",
+                      "20",
+                      "--write-out",
+                      " code=%{http_code} connects=%{num_connects}\n",
+                      base + "/hits",
+                      base + "/hits",
+                      "--next",
+                      "--silent",
+                      "--data-binary",
+                      "payload",
+                      "--write-out",
+                      " code=%{http_code}\n",
+                      base + "/echo",
+                      "--next",
+                      "--silent",
+                      "--write-out",
+                      " code=%{http_code}\n",
+                      "--request",
+                      "DELETE",
+                      base + "/hits"});
+  CHECK(curl.wait(30) == 0);
+  INFO("curl said:\n", curl.output());
+  CHECK(curl.output() ==
+        "1 code=200 connects=1\n2 code=200 connects=0\npayload code=200\n"
+        "Method Not Allowed code=405\n");
 }
 
 TEST_CASE("http handlers: bad input is refused with std::invalid_argument") {
