@@ -390,7 +390,11 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     }
     const std::span<std::byte> room = input.space(buffer_limit);
     auto next = io::detail::receive_op(stream.reg(), stream.native_handle(), room);
-    const bool arrived = next.ready() || co_await canopy::with_deadline(deadline, next);
+    bool arrived = next.ready();
+    if (!arrived) {
+      const auto waited = co_await canopy::with_deadline(deadline, next);
+      arrived = static_cast<bool>(waited);
+    }
     if (idle && idle_closer) {
       // A stop from here on finds the connection busy; it sees the stop
       // itself after its answer.

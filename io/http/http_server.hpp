@@ -91,8 +91,9 @@ void append_response(std::string& out, int status, std::string_view reason,
                      std::string_view content_type, std::string_view body, bool close);
 
 // Serves one connection until it ends. A stop of `stop` ends it gently:
-// the request under way (and any already arrived) is answered with
-// `Connection: close`, a connection idle between requests closes at once.
+// the request under way is answered with `Connection: close` (requests
+// pipelined behind it are not), a connection idle between requests closes
+// at once, one with part of a request waits for the rest as usual.
 task<void> serve_connection(tcp_stream stream, server_options options, handler respond,
                             std::stop_token stop = {});
 
