@@ -14,17 +14,14 @@ namespace canopy::io::http {
 
 namespace {
 
-// The connection tasks' exceptions (a handler's), taken from the group as
-// they come, go where a detached task's would: the group keeps none.
-void report_failures(task_group<void>& connections) {
-  for (;;) {
-    try {
-      if (!connections.try_next()) {
-        return;
-      }
-    } catch (...) {
-      current_worker()->core->report_detached_exception(std::current_exception());
-    }
+// A connection task's exception (a handler's) goes where a detached task's
+// would, as it happens: the group keeps none, so it stays flat, and the
+// report does not wait for the accept loop to look.
+task<void> reported(task<void> connection) {
+  try {
+    co_await std::move(connection);
+  } catch (...) {
+    current_worker()->core->report_detached_exception(std::current_exception());
   }
 }
 
@@ -48,7 +45,6 @@ task<std::error_code> serve(tcp_listener& listener, server_options options, hand
   task_group<void> connections;
   std::error_code failed;
   while (!stop.stop_requested()) {
-    report_failures(connections);
     std::error_code error;
     tcp_stream stream;
     if (stop.stop_possible()) {
@@ -71,19 +67,14 @@ task<std::error_code> serve(tcp_listener& listener, server_options options, hand
       break;
     }
     connections.spawn_detached(
-        serve_connection(std::move(stream), options, respond, drain.get_token()));
+        reported(serve_connection(std::move(stream), options, respond, drain.get_token())));
   }
   drain.request_stop();
   auto ended = connections.all_ended();
   if (!co_await canopy::with_timeout(options.drain_timeout, ended)) {
     connections.cancel();  // past the deadline: the rest are closed
   }
-  report_failures(connections);
-  try {
-    co_await connections.close();  // waits for the cancelled ones to end
-  } catch (...) {
-    current_worker()->core->report_detached_exception(std::current_exception());
-  }
+  co_await connections.close();  // waits for the cancelled ones to end
   co_return failed;
 }
 

@@ -84,9 +84,11 @@
 //     under way (answered with `Connection: close`), closes the connections
 //     idle between requests at once, waits up to drain_timeout, then
 //     cancels the rest (their sockets close), and returns only once every
-//     connection task has ended. Race it with canopy::stopped(token) or
-//     stop it from a signal_set task alike. Cancelling serve's task cancels
-//     every connection at once;
+//     connection task has ended. The token may come from any
+//     std::stop_source (request_stop() from any thread: a signal_set task,
+//     a task_group's stop_token()). Cancelling serve's task (or racing it
+//     with canopy::stopped and losing) cancels every connection at once,
+//     with no drain;
 //   serve_connection(stream, options, handler, stop_token = {}) -> task<void>:
 //     one connection until it ends (or, after the stop, as above);
 //   append_response(out, status, reason, content_type, body, close) and
