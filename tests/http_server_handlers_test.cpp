@@ -19,6 +19,7 @@
 #include "tests/child_process.hpp"
 #include "tests/http_test_support.hpp"
 #include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
 namespace canopy::testing {
@@ -30,8 +31,9 @@ using namespace std::chrono_literals;
 // serve() with a stop source, on two workers with a reactor and its timers.
 class stoppable_server {
  public:
-  stoppable_server(const http::server_options& options, http::handler respond)
-      : pool_(io_config(2)), timers_(pool_) {
+  stoppable_server(const http::server_options& options, http::handler respond,
+                   executor_config config = io_config(2))
+      : pool_(std::move(config)), timers_(pool_) {
     listener_ = io::tcp_listener::bind(io::reactor::of(pool_), io::endpoint::loopback_v4(0));
     port_ = listener_.local_endpoint().port();
     server_ = pool_.spawn(http::serve(listener_, options, std::move(respond), stop_.get_token()));
@@ -229,6 +231,33 @@ TEST_CASE("http handlers: curl through the router, one connection for three requ
   CHECK(curl.output() ==
         "1 code=200 connects=1\n2 code=200 connects=0\npayload code=200\n"
         "Method Not Allowed code=405\n");
+}
+
+std::atomic<int> reported_failures{0};
+
+TEST_CASE("http handlers: a coroutine handler's exception ends its connection, reported") {
+  const watchdog guard("http handlers: coroutine throws", 60 * timeout_scale());
+  reported_failures.store(0);
+  executor_config config = io_config(2);
+  config.on_detached_exception = [](std::exception_ptr) { reported_failures.fetch_add(1); };
+  stoppable_server server(
+      {},
+      [](const http::request& req) -> task<http::response> {
+        co_await canopy::sleep_for(1ms);
+        if (req.target == "/boom") {
+          throw std::runtime_error("boom");
+        }
+        co_return http::response{};
+      },
+      std::move(config));
+  raw_client boom(server.port());
+  boom.send(get("/boom"));
+  CHECK(boom.read_to_eof());
+  CHECK(boom.received.empty());
+  CHECK(eventually([] { return reported_failures.load() == 1; }));
+  raw_client fine(server.port());
+  fine.send(get("/"));
+  CHECK(fine.read_until("200 OK"));
 }
 
 TEST_CASE("http handlers: bad input is refused with std::invalid_argument") {
