@@ -11,6 +11,7 @@
 #include <canopy/io.hpp>
 #include <canopy/io/http.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -106,6 +107,23 @@ class raw_client {
       received.append(buffer, static_cast<std::size_t>(got));
     }
     return true;
+  }
+  // Reads what comes next (true), or false at EOF, an error or the timeout.
+  bool read_some() {
+    char buffer[4096];
+    const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (got <= 0) {
+      return false;
+    }
+    received.append(buffer, static_cast<std::size_t>(got));
+    return true;
+  }
+  // The receive timeout, shorter than the default's for a wait expected to
+  // find nothing.
+  void receive_timeout(std::chrono::milliseconds limit) const {
+    timeval timeout{static_cast<time_t>(limit.count() / 1000),
+                    static_cast<suseconds_t>(limit.count() % 1000 * 1000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   }
   // Reads until the server closes (true) or the receive times out (false).
   bool read_to_eof() {

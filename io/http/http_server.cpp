@@ -4,8 +4,10 @@
 
 #include <charconv>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -81,23 +83,6 @@ class input_buffer {
   std::size_t end_ = 0;
 };
 
-std::string_view reason_of(int status) noexcept {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Content Too Large";  // RFC 9110 15.5.14 (was "Payload Too Large")
-    case 431:
-      return "Request Header Fields Too Large";  // RFC 6585 5
-    case 501:
-      return "Not Implemented";
-    default:
-      return "Error";
-  }
-}
-
 // What the server adds to the response the handler appended to `out` at
 // `start`, for the requests whose answer a handler easily gets wrong:
 //   * HEAD: the head only (RFC 9110 9.3.2), so a handler answers HEAD as it
@@ -105,11 +90,15 @@ std::string_view reason_of(int status) noexcept {
 //   * HTTP/1.0 kept alive: `Connection: keep-alive` (unless the handler
 //     named a Connection), without which a 1.0 client cannot tell the
 //     connection stays open and waits for its close (RFC 9112 9.3).
+//   * a server draining (its stop was requested) ends a kept-alive
+//     connection after this answer: `Connection: close` (unless the
+//     handler named a Connection), so the client does not send another.
 // Other requests cost nothing here: the head is searched for these only.
-void complete_response(const request& req, std::string& out, std::size_t start) {
+void complete_response(const request& req, std::string& out, std::size_t start, bool draining) {
   const bool head_only = req.method == "HEAD";
-  const bool confirm_keep_alive = req.version_minor == 0 && req.keep_alive;
-  if (!head_only && !confirm_keep_alive) {
+  const bool close_now = draining && req.keep_alive;
+  const bool confirm_keep_alive = req.version_minor == 0 && req.keep_alive && !close_now;
+  if (!head_only && !confirm_keep_alive && !close_now) {
     return;
   }
   const std::size_t head_end = out.find("\r\n\r\n", start);
@@ -119,7 +108,7 @@ void complete_response(const request& req, std::string& out, std::size_t start) 
   if (head_only) {
     out.resize(head_end + 4);
   }
-  if (confirm_keep_alive) {
+  if (confirm_keep_alive || close_now) {
     bool named = false;
     constexpr std::string_view field = "\r\nconnection:";
     for (std::size_t at = out.find("\r\n", start); at < head_end && !named;
@@ -127,7 +116,7 @@ void complete_response(const request& req, std::string& out, std::size_t start) 
       named = equals_ignoring_case(std::string_view(out).substr(at, field.size()), field);
     }
     if (!named) {
-      out.insert(head_end, "\r\nConnection: keep-alive");
+      out.insert(head_end, close_now ? "\r\nConnection: close" : "\r\nConnection: keep-alive");
     }
   }
 }
@@ -161,24 +150,6 @@ bool expects_continue(std::string_view pending) noexcept {
     }
   }
   return false;
-}
-
-// Bad options are refused before anything is served: a timeout of zero or
-// less would close every connection at once, quietly, and a null handler
-// would crash at the first request.
-void check_serving(const server_options& options, handler respond) {
-  const auto check_positive = [](std::chrono::milliseconds timeout, const char* field) {
-    if (timeout <= std::chrono::milliseconds::zero()) {
-      throw std::invalid_argument(std::string("canopy::io::http::server_options::") + field +
-                                  " must be positive (milliseconds::max() for no limit), got " +
-                                  std::to_string(timeout.count()) + " ms");
-    }
-  };
-  check_positive(options.request_timeout, "request_timeout");
-  check_positive(options.write_timeout, "write_timeout");
-  if (respond == nullptr) {
-    throw std::invalid_argument("canopy::io::http: the handler is null");
-  }
 }
 
 enum class flush_outcome : std::uint8_t { sent, failed, stalled };
@@ -242,7 +213,52 @@ bool has_unread_input(const tcp_stream& stream) noexcept {
   return ::recv(stream.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
+// What a stop of serve_connection's token does to a connection waiting idle
+// for its next request (no byte of it yet): shuts its reading side, so the
+// wait ends with EOF and the connection closes (tcp.hpp allows this from
+// any thread while a read waits). A connection doing anything else sees the
+// stop itself at its next request boundary.
+struct idle_watch {
+  int fd = -1;
+  sync::atomic<bool> idle{false};
+};
+struct close_if_idle {
+  idle_watch* watch;
+  void operator()() const noexcept {
+    // Runs after request_stop() made stop_requested() true. This fence pairs
+    // with the connection's fence between its store of idle and its read of
+    // stop_requested() (serve_connection): of the two, at least one sees the
+    // other's write, so an idle connection is either shut here or sees the
+    // stop itself and closes.
+    sync::fence_seq_cst();
+    if (watch->idle.load(sync::relaxed)) {
+      ::shutdown(watch->fd, SHUT_RD);
+    }
+  }
+};
+
 }  // namespace
+
+// Bad options are refused before anything is served: a timeout of zero or
+// less would close every connection at once, quietly, and an empty handler
+// would fail at the first request.
+void detail::check_serving(const server_options& options, const handler& respond) {
+  const auto check_positive = [](std::chrono::milliseconds timeout, const char* field) {
+    if (timeout <= std::chrono::milliseconds::zero()) {
+      throw std::invalid_argument(std::string("canopy::io::http::server_options::") + field +
+                                  " must be positive (milliseconds::max() for no limit), got " +
+                                  std::to_string(timeout.count()) + " ms");
+    }
+  };
+  check_positive(options.request_timeout, "request_timeout");
+  check_positive(options.write_timeout, "write_timeout");
+  check_positive(options.drain_timeout, "drain_timeout");
+  if (!respond) {
+    throw std::invalid_argument(
+        "canopy::io::http: the handler is empty (a null function "
+        "pointer, an empty std::function or a default handler)");
+  }
+}
 
 void append_response(std::string& out, int status, std::string_view reason,
                      std::string_view content_type, std::string_view body, bool close) {
@@ -268,8 +284,9 @@ void append_response(std::string& out, int status, std::string_view reason,
   out.append(body);
 }
 
-task<void> serve_connection(tcp_stream stream, server_options options, handler respond) {
-  check_serving(options, respond);
+task<void> serve_connection(tcp_stream stream, server_options options, handler respond,
+                            std::stop_token stop) {
+  detail::check_serving(options, respond);
   add(totals.connections, 1);
   // The head and the largest body, and room to read a chunked body's last
   // chunk and trailers into (its framing is dropped as it is decoded, but
@@ -293,6 +310,11 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger_close shut the sending side already
   bool continued = false;   // `100 Continue` sent for the request now arriving
+  idle_watch watch{.fd = stream.native_handle()};
+  std::optional<std::stop_callback<close_if_idle>> idle_closer;
+  if (stop.stop_possible()) {
+    idle_closer.emplace(stop, close_if_idle{&watch});
+  }
   for (;;) {
     // Answer every complete request that arrived, in order.
     bool answered = false;
@@ -315,13 +337,20 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
         break;
       }
       const std::size_t start = output.size();
-      respond(req, output);
-      complete_response(req, output, start);
+      // A coroutine handler's task runs here, inline; `req` views `input`,
+      // which nothing touches until it is answered.
+      task<response> pending = respond(req, output);
+      if (pending.valid()) {
+        const response answer = co_await std::move(pending);
+        append_response(output, answer, !req.keep_alive);
+      }
+      const bool draining = stop.stop_requested();
+      complete_response(req, output, start, draining);
       ++tally.served;
       answered = true;
       continued = false;
       input.consume(outcome.consumed);
-      closing = !req.keep_alive;
+      closing = !req.keep_alive || draining;
     }
     if (!output.empty()) {
       const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);
@@ -351,9 +380,27 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
     // while the registration says "not ready" the next request has not
     // arrived: the helper waits for its edge without spending a recv on
     // EAGAIN; a ready socket is read without arming the timer.
+    const bool idle = input.pending().empty();
+    if (idle && idle_closer) {
+      watch.idle.store(true, sync::relaxed);
+      sync::fence_seq_cst();  // pairs with close_if_idle's fence
+      if (stop.stop_requested()) {
+        break;  // draining: an idle connection closes
+      }
+    }
     const std::span<std::byte> room = input.space(buffer_limit);
     auto next = io::detail::receive_op(stream.reg(), stream.native_handle(), room);
-    if (!next.ready() && !co_await canopy::with_deadline(deadline, next)) {
+    bool arrived = next.ready();
+    if (!arrived) {
+      const auto waited = co_await canopy::with_deadline(deadline, next);
+      arrived = static_cast<bool>(waited);
+    }
+    if (idle && idle_closer) {
+      // A stop from here on finds the connection busy; it sees the stop
+      // itself after its answer.
+      watch.idle.store(false, sync::relaxed);
+    }
+    if (!arrived) {
       if (input.pending().empty()) {
         // Idle between requests (or since the accept): close quietly, as
         // nginx does; a 408 nobody asked for would be read by the
@@ -388,25 +435,8 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
   } else if (!write_shut) {
     stream.shutdown(SHUT_WR);
   }
+  idle_closer.reset();  // waits for a close_if_idle running on another thread
   stream.close();
-}
-
-task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond) {
-  check_serving(options, respond);
-  for (;;) {
-    std::error_code error;
-    tcp_stream stream = co_await listener.accept(error);
-    if (error) {
-      if (error == std::errc::too_many_files_open ||
-          error == std::errc::too_many_files_open_in_system ||
-          error == std::errc::no_buffer_space || error == std::errc::connection_aborted) {
-        co_await canopy::sleep_for(std::chrono::milliseconds(10));  // let connections close
-        continue;
-      }
-      co_return error;
-    }
-    canopy::spawn_detached(serve_connection(std::move(stream), options, respond));
-  }
 }
 
 server_counters counters() noexcept {

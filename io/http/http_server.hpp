@@ -48,24 +48,27 @@
 //     nothing) closes the connection with a reset, dropping the unsent
 //     answer; a slow client that keeps reading is served;
 //   * I/O errors (reset, EPIPE) end the connection quietly.
-// The handler is called on the worker running the connection; it appends
-// exactly one complete response to `out` (append_response helps).
+// The handler (http_handler.hpp; its forms in <canopy/io/http.hpp>) is
+// called on the worker running the connection, one request at a time per
+// connection; a coroutine handler's task is awaited there, inline.
 //
 // The timeouts need a timer queue on the executor (io/timer/timer_binding.hpp).
-// Bad options: a request_timeout or write_timeout of zero or less, or a
-// null handler, make serve() and serve_connection() throw
+// Bad options: a request_timeout, write_timeout or drain_timeout of zero or
+// less, or an empty handler, make serve() and serve_connection() throw
 // std::invalid_argument naming the field (at their first co_await, or
 // from the spawned handle's get()); milliseconds::max() means no limit.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
 #include "../../coroutine/task.hpp"
-#include "http_parser.hpp"
 #include "../tcp.hpp"
+#include "http_handler.hpp"
+#include "http_parser.hpp"
 
 namespace canopy::io::http {
 
@@ -77,29 +80,41 @@ struct server_options {
   // The longest a write may wait without sending a byte (the client's
   // receive window stays shut) before the connection is reset.
   std::chrono::milliseconds write_timeout{30'000};
+  // serve(): how long, after its stop, connections get to finish the
+  // requests under way before the rest are cancelled (closed).
+  std::chrono::milliseconds drain_timeout{5'000};
 };
-
-// Appends one complete response to `out`; called on the connection's
-// worker, one request at a time. The request decides whether the response
-// says `Connection: close`. HEAD is answered as GET (the server sends the
-// head only), and an HTTP/1.0 keep-alive answer needs no Connection field
-// (the server adds `Connection: keep-alive`). An exception from it ends
-// the connection (the socket is closed); under serve() it then goes to the
-// executor's on_detached_exception handler (coroutine/spawn.hpp).
-using handler = void (*)(const request& req, std::string& out);
 
 // "HTTP/1.1 <status> <reason>" with Content-Length, Content-Type and, if
 // `close`, Connection: close.
 void append_response(std::string& out, int status, std::string_view reason,
                      std::string_view content_type, std::string_view body, bool close);
 
-// Serves one connection until it ends.
-task<void> serve_connection(tcp_stream stream, server_options options, handler respond);
+// Serves one connection until it ends. A stop of `stop` ends it gently:
+// the request under way is answered with `Connection: close` (requests
+// pipelined behind it are not), a connection idle between requests closes
+// at once, one with part of a request waits for the rest as usual.
+task<void> serve_connection(tcp_stream stream, server_options options, handler respond,
+                            std::stop_token stop = {});
 
-// Accepts connections forever, each served by a spawned task. Returns (with
-// the error) when accept fails for a reason other than a transient one
-// (ECONNABORTED, EMFILE, ENFILE and ENOBUFS are waited out).
-task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond);
+// Accepts connections until `stop` is requested (never, for a token
+// without a source), each served by a child task; then drains: stops
+// accepting, asks every connection to stop as serve_connection says, waits
+// up to options.drain_timeout for them to end, cancels those still
+// running (their sockets close) and returns once every connection task has
+// ended: std::error_code{} after a stop. Returns the same way, with the
+// error, when accept fails for a reason other than a transient one
+// (ECONNABORTED, EMFILE, ENFILE and ENOBUFS are waited out). A connection
+// task's exception (a handler's) goes to the executor's
+// on_detached_exception handler. Cancelling serve's task cancels every
+// connection task at once.
+task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond,
+                            std::stop_token stop = {});
+
+namespace detail {
+// std::invalid_argument for a timeout of zero or less or an empty handler.
+void check_serving(const server_options& options, const handler& respond);
+}  // namespace detail
 
 // Counters over every connection served in this process (relaxed).
 struct server_counters {

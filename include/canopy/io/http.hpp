@@ -1,8 +1,103 @@
 // <canopy/io/http.hpp> — the small HTTP/1.1 server of examples/http_hello
 // and the demo: keep-alive, pipelining, strict parsing, Content-Length and
-// chunked request bodies, request and write timeouts, a handler per request
-// (docs/io.md, "HTTP"). The contract is at the top of
-// detail/io/http/http_server.hpp. Link canopy.
+// chunked request bodies, request and write timeouts, handlers with state
+// or coroutines, a router, and a drain on a stop token (docs/io.md, "HTTP").
+// Link canopy.
+//
+//   namespace http = canopy::io::http;
+//   std::atomic<long> hits{0};
+//   canopy::mutex lock;
+//   http::router routes;
+//   routes.get("/hits", [&hits](const http::request&) {        // state
+//           return std::to_string(hits.fetch_add(1) + 1);           // 200 text/plain
+//         })
+//         .post("/put", [&lock](const http::request& req) -> canopy::task<http::response> {
+//           auto held = co_await lock.lock();                       // it may await
+//           http::response answer;
+//           answer.status = 201;
+//           answer.body = std::string(req.body);
+//           co_return answer;
+//         });
+//   std::stop_source stop;   // stop.request_stop() from any thread
+//   std::error_code error = co_await http::serve(listener, {}, std::move(routes), stop.get_token());
+//
+// Types (namespace canopy::io::http):
+//   request          what the handler gets: method, target, version_minor,
+//                    headers (find(name), case-insensitive), body (a
+//                    chunked body already decoded), keep_alive. Its views
+//                    point into the connection's buffer: valid until the
+//                    handler's answer is complete (also across a coroutine
+//                    handler's awaits), not after;
+//   response         status (200), reason (empty: the standard phrase),
+//                    content_type ("text/plain"; empty: none), headers (more
+//                    fields, as given), body, close. The server writes the
+//                    status line, Content-Length, the fields, and
+//                    `Connection: close` where the connection ends;
+//   handler          any of these, copied in once (its state shared by every
+//                    connection, never copied per request):
+//                      void (*)(const request&, std::string& out)  the plain
+//                        form: appends exactly one complete response
+//                        (append_response helps);
+//                      a callable (lambda with captures, std::function, ...)
+//                        (const request&) -> response | std::string (the body
+//                        of a 200 text/plain) | task<response>;
+//                      a callable (const request&, std::string& out) -> void
+//                        (appends) or task<response> (an empty task: it
+//                        appended; else the server awaits it — the router's
+//                        form).
+//                    It is called on the worker running the connection, one
+//                    request at a time per connection but concurrently for
+//                    different connections: its state must be safe for
+//                    that (atomics, canopy::mutex). A task<response> it
+//                    returns is awaited inline by the connection (no spawn),
+//                    so it may co_await anything a task may: a lock, a
+//                    channel, canopy::run_blocking, a sleep. An exception
+//                    from it (or from its task) ends the connection (the
+//                    socket is closed); under serve() it goes to the
+//                    executor's on_detached_exception handler. An empty
+//                    handler (a null function pointer, an empty
+//                    std::function): serve() and serve_connection() throw
+//                    std::invalid_argument;
+//   router           add(method, path, handler), get(path, h), post(path, h):
+//                    a path matches the target's path (before '?') exactly,
+//                    or, ending in '*', every path that starts with what
+//                    precedes it; the first route added that matches wins
+//                    (GET routes answer HEAD too). No path matches: 404; a
+//                    path matches but not the method: 405 with an Allow
+//                    field. Routes are added before serving (not thread-safe
+//                    while served). add() throws std::invalid_argument for an
+//                    empty method, a path not starting with '/', an empty
+//                    handler. A router is a handler (std::move it in);
+//   server_options   limits (max_head_bytes 8192, max_headers 64,
+//                    max_body_bytes 1 MiB), request_timeout (10 s),
+//                    write_timeout (30 s), drain_timeout (5 s); each timeout
+//                    positive (milliseconds::max(): no limit), else
+//                    std::invalid_argument naming the field;
+//   server_counters  counters(): connections, requests, bad_requests,
+//                    timeouts (408), idle_closes, write_timeouts, over the
+//                    process (relaxed reads).
+// Calls:
+//   serve(listener, options, handler, stop_token = {}) -> task<error_code>:
+//     accepts until the stop (never, without a stop source), one child task
+//     per connection; after the stop (or a non-transient accept error,
+//     returned) it stops accepting, lets each connection finish the request
+//     under way (answered with `Connection: close`), closes the connections
+//     idle between requests at once, waits up to drain_timeout, then
+//     cancels the rest (their sockets close), and returns only once every
+//     connection task has ended. The token may come from any
+//     std::stop_source (request_stop() from any thread: a signal_set task,
+//     a task_group's stop_token()). Cancelling serve's task (or racing it
+//     with canopy::stopped and losing) cancels every connection at once,
+//     with no drain;
+//   serve_connection(stream, options, handler, stop_token = {}) -> task<void>:
+//     one connection until it ends (or, after the stop, as above);
+//   append_response(out, status, reason, content_type, body, close) and
+//   append_response(out, response, close): append one complete response.
+// Per connection (keep-alive, HEAD answered as GET with the head only,
+// HTTP/1.0 keep-alive confirmed, pipelining, 100-continue, 400/408/413/431/
+// 501, idle close, write stalls reset): the list at the top of
+// detail/io/http/http_server.hpp. The timeouts need the executor's timers
+// (io::reactor_timers). Call serve and serve_connection inside a task.
 #pragma once
 
 #include "../detail/io/http/http_server.hpp"

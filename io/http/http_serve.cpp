@@ -1,0 +1,81 @@
+// serve(): the accept loop, and the drain that ends it (http_server.hpp).
+#include <exception>
+#include <stop_token>
+
+#include "../../coroutine/race.hpp"
+#include "../../coroutine/spawn.hpp"
+#include "../../coroutine/stop_wait.hpp"
+#include "../../executor/executor_core.hpp"
+#include "../../task_group/task_group.hpp"
+#include "../timer/timer_wait.hpp"
+#include "http_server.hpp"
+
+namespace canopy::io::http {
+
+namespace {
+
+// A connection task's exception (a handler's) goes where a detached task's
+// would, as it happens: the group keeps none, so it stays flat, and the
+// report does not wait for the accept loop to look.
+task<void> reported(task<void> connection) {
+  try {
+    co_await std::move(connection);
+  } catch (...) {
+    current_worker()->core->report_detached_exception(std::current_exception());
+  }
+}
+
+bool transient(std::error_code error) noexcept {
+  return error == std::errc::too_many_files_open ||
+         error == std::errc::too_many_files_open_in_system || error == std::errc::no_buffer_space ||
+         error == std::errc::connection_aborted;
+}
+
+}  // namespace
+
+task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond,
+                            std::stop_token stop) {
+  detail::check_serving(options, respond);
+  // The connections watch a source of serve's own, so that an accept error
+  // drains them as a stop does; the caller's stop is forwarded to it (the
+  // callback may run on any thread: request_stop() is thread-safe).
+  std::stop_source drain;
+  const auto forward = [&drain]() noexcept { drain.request_stop(); };
+  const std::stop_callback<decltype(forward)> forwarding(stop, forward);
+  task_group<void> connections;
+  std::error_code failed;
+  while (!stop.stop_requested()) {
+    std::error_code error;
+    tcp_stream stream;
+    if (stop.stop_possible()) {
+      // A race costs two child tasks per accept; a server that cannot be
+      // stopped accepts without it.
+      auto got = co_await canopy::race(listener.accept(error), canopy::stopped(stop));
+      if (!got.has_value<0>()) {
+        break;  // stopped
+      }
+      stream = std::move(got.get<0>());
+    } else {
+      stream = co_await listener.accept(error);
+    }
+    if (error) {
+      if (transient(error)) {
+        co_await canopy::sleep_for(std::chrono::milliseconds(10));  // let connections close
+        continue;
+      }
+      failed = error;
+      break;
+    }
+    connections.spawn_detached(
+        reported(serve_connection(std::move(stream), options, respond, drain.get_token())));
+  }
+  drain.request_stop();
+  auto ended = connections.all_ended();
+  if (!co_await canopy::with_timeout(options.drain_timeout, ended)) {
+    connections.cancel();  // past the deadline: the rest are closed
+  }
+  co_await connections.close();  // waits for the cancelled ones to end
+  co_return failed;
+}
+
+}  // namespace canopy::io::http
