@@ -453,9 +453,17 @@ std::size_t reactor::dispatch() noexcept {
 
 // Both backends' dispatch, last: fire the deadlines that are due.
 std::size_t reactor::expire_deadlines() noexcept {
+  const bool due = deadline_due_;
   deadline_due_ = false;
   deadline_source* source = deadline_source_pointer();
   if (source == nullptr) {
+    return 0;
+  }
+  // A busy poller's dispatch: skip the source's lock and clock unless its
+  // hint says a deadline may be due (an empty queue costs one load). A
+  // deadline armed concurrently and missed here fires at the next dispatch,
+  // as its arm notifies the poller when it is the earliest.
+  if (!due && !deadline_may_be_due()) {
     return 0;
   }
   const std::size_t fired = source->expire(std::chrono::steady_clock::now());
