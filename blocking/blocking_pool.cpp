@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "../executor/executor.hpp"
+#include "../executor/join_state.hpp"
 
 namespace canopy {
 
@@ -34,9 +35,13 @@ thread_local const blocking_pool* current_pool = nullptr;
 namespace detail {
 
 bool blocking_job::may_start() const noexcept {
-  // acquire: pairs with the release store in mark_abandoned(); the
-  // executor's flag: see executor_shutting_down().
-  return !abandoned_.load(std::memory_order_acquire) && !executor_shutting_down();
+  if (executor_shutting_down()) {
+    return false;
+  }
+  const std::lock_guard lock(guard_);
+  // Not abandoned: the task's body, and the reference it holds on its join
+  // state, are alive until mark_abandoned() takes this lock.
+  return !abandoned_ && (cancel_state_ == nullptr || !cancel_state_->cancel_requested());
 }
 
 bool blocking_job::executor_shutting_down() const noexcept {
@@ -51,8 +56,8 @@ bool blocking_job::executor_shutting_down() const noexcept {
 }
 
 void blocking_job::mark_abandoned() noexcept {
-  // release: pairs with the acquire load in may_start().
-  abandoned_.store(true, std::memory_order_release);
+  const std::lock_guard lock(guard_);
+  abandoned_ = true;
 }
 
 }  // namespace detail

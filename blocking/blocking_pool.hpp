@@ -17,7 +17,8 @@
 //
 // Starting a call: a thread takes the oldest queued call and starts it only
 // if blocking_job::may_start() holds (under the pool's mutex): its waiting
-// task is still waiting (not destroyed, no cancel taken effect) and the
+// task is still waiting (not destroyed, and no cancel requested for it,
+// even one that its worker has not acted on yet) and the
 // shutdown of the executor whose task submitted it has not begun (a flag the
 // executor sets at its shutdown's first step, before it destroys any task:
 // executor_core::shutdown). Otherwise the call is dropped unrun (counted in
@@ -61,6 +62,7 @@ namespace canopy {
 
 class executor;
 class executor_core;
+class join_state_base;
 struct shutdown_flag;  // executor/executor_core.hpp
 
 struct blocking_pool_config {
@@ -98,8 +100,13 @@ class blocking_job {
  public:
   // `executor_shutdown`: the shutdown flag of the executor whose task
   // submits the call.
-  explicit blocking_job(std::shared_ptr<const shutdown_flag> executor_shutdown) noexcept
-      : executor_shutdown_(std::move(executor_shutdown)) {}
+  // `cancel_state`: the join state whose cancel ends the submitting task
+  // (executor_core::running_cancel_state; null: none). Read only while the
+  // task has not abandoned the call, which it does before its body lets
+  // go of that state.
+  blocking_job(std::shared_ptr<const shutdown_flag> executor_shutdown,
+               const join_state_base* cancel_state) noexcept
+      : executor_shutdown_(std::move(executor_shutdown)), cancel_state_(cancel_state) {}
   blocking_job(const blocking_job&) = delete;
   blocking_job& operator=(const blocking_job&) = delete;
   virtual ~blocking_job() = default;
@@ -111,8 +118,9 @@ class blocking_job {
 
   // Whether a pool thread may start the call: false once the waiting task
   // is gone (its wait ended unfinished: it was destroyed, or its cancel
-  // took effect) or its executor's shutdown began (which will destroy the
-  // task). The one decision every pool thread makes, under the pool's
+  // took effect), a cancel was requested for it (its worker may not have
+  // acted on it yet), or its executor's shutdown began (which will destroy
+  // the task). The one decision every pool thread makes, under the pool's
   // mutex, before it starts a call; a call refused here is dropped unrun.
   [[nodiscard]] bool may_start() const noexcept;
   // Whether the submitting executor's shutdown began (submit refuses then).
@@ -123,8 +131,13 @@ class blocking_job {
   void mark_abandoned() noexcept;
 
  private:
-  std::atomic<bool> abandoned_{false};
+  // Guards abandoned_, and with it the life of *cancel_state_: may_start()
+  // reads the state only before mark_abandoned(), which the task passes
+  // before its state can be freed.
+  mutable std::mutex guard_;
+  bool abandoned_ = false;
   std::shared_ptr<const shutdown_flag> executor_shutdown_;
+  const join_state_base* cancel_state_;
 };
 
 }  // namespace detail

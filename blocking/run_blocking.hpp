@@ -12,8 +12,9 @@
 // (nor its executor, which destroys its suspended tasks before it goes).
 // A disarm before the call ended means the task is gone: the call's
 // std::stop_token is requested, and a call still queued never starts
-// (blocking_job::may_start, which also refuses once the executor's shutdown
-// began: blocking/blocking_pool.hpp).
+// (blocking_job::may_start, which also refuses once a cancel was requested
+// for the task, before its worker acts on it, or once the executor's
+// shutdown began: blocking/blocking_pool.hpp).
 #pragma once
 
 #include <atomic>
@@ -54,8 +55,9 @@ class blocking_call final : public blocking_job {
   using result_type = blocking_result_t<F>;
   using stored_type = std::conditional_t<std::is_void_v<result_type>, std::monostate, result_type>;
 
-  blocking_call(F&& fn, std::shared_ptr<const shutdown_flag> executor_shutdown)
-      : blocking_job(std::move(executor_shutdown)), fn_(std::move(fn)) {}
+  blocking_call(F&& fn, std::shared_ptr<const shutdown_flag> executor_shutdown,
+                const join_state_base* cancel_state)
+      : blocking_job(std::move(executor_shutdown), cancel_state), fn_(std::move(fn)) {}
 
   void run() noexcept override {
     try {
@@ -186,8 +188,9 @@ blocking_wait<F> submit_blocking(F&& fn, const char* what) {
       throw std::invalid_argument(std::string(what) + ": an empty callable");
     }
   }
-  auto call =
-      std::make_shared<blocking_call<F>>(std::move(fn), worker->core->shared_shutdown_flag());
+  auto call = std::make_shared<blocking_call<F>>(std::move(fn),
+                                                 worker->core->shared_shutdown_flag(),
+                                                 worker->core->running_cancel_state(*worker));
   blocking_pool::for_executor(*worker->core).submit(call);
   return blocking_wait<F>(std::move(call));
 }

@@ -217,7 +217,10 @@ struct coroutine_body {
     body->finish(end);
     body->~coroutine_body();
   }
-  static constexpr task_vtable table{&run_entry, &destroy_entry};
+  static const join_state_base* cancel_state_entry(const void* storage) noexcept {
+    return static_cast<const coroutine_body*>(storage)->state;
+  }
+  static constexpr task_vtable table{&run_entry, &destroy_entry, &cancel_state_entry};
 };
 
 static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);

@@ -262,6 +262,21 @@ void executor_core::wake_cancelled(task_id id) noexcept {
   }
 }
 
+const join_state_base* executor_core::running_cancel_state(
+    const worker_context& worker) const noexcept {
+  if (!worker.has_running) {
+    return nullptr;
+  }
+  // The running task's own thread: its slot's vtable and body are stable
+  // while it runs.
+  const task_slot& target = arena_.slot(worker.running.slot);
+  const task_vtable* const kind = target.vtable;
+  if (kind == nullptr || kind->cancel_state == nullptr) {
+    return nullptr;
+  }
+  return kind->cancel_state(target.storage);
+}
+
 bool executor_core::is_quiescent() noexcept {
   std::vector<std::uint64_t> epochs(config_.worker_count);
   return pool_is_quiescent(sleep_, tree_, epochs);

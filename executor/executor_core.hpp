@@ -180,6 +180,12 @@ class executor_core final : private sleep_probe {
   // unwound and destructors run, before its own frame goes.
   void wake_cancelled(task_id id) noexcept;
 
+  // The join state whose cancel ends the task running on `worker` (one of
+  // this executor's, on its own thread; null: none, e.g. detached). Alive
+  // as long as that task's body is (task_vtable::cancel_state).
+  [[nodiscard]] const join_state_base* running_cancel_state(
+      const worker_context& worker) const noexcept;
+
   // Called by a task running on one of this executor's workers that is about
   // to wait for task `id`: if `id` is runnable but not started — in this
   // worker's LIFO slot or with its bit set in the tree — take it and run it

@@ -31,6 +31,8 @@
 
 namespace canopy {
 
+class join_state_base;
+
 // What one run of a task body ended with.
 enum class run_outcome : std::uint8_t {
   completed,  // the body is finished; the slot is freed
@@ -51,6 +53,10 @@ enum class task_end : std::uint8_t {
 struct task_vtable {
   run_outcome (*run)(void* storage);
   void (*destroy)(void* storage, task_end end) noexcept;
+  // The join state whose cancel request ends the task (null: none, e.g. a
+  // detached task). Asked only by the thread running the task, which keeps
+  // the body, and the state it holds a reference on, alive meanwhile.
+  const join_state_base* (*cancel_state)(const void* storage) noexcept = nullptr;
 };
 
 struct alignas(sync::cache_line) task_slot {

@@ -159,7 +159,10 @@ struct fiber_body {
     }
     body->state->release_ref();
   }
-  static constexpr task_vtable table{&run_entry, &destroy_entry};
+  static const join_state_base* cancel_state_entry(const void* storage) noexcept {
+    return static_cast<const fiber_body*>(storage)->state;
+  }
+  static constexpr task_vtable table{&run_entry, &destroy_entry, &cancel_state_entry};
 };
 
 static_assert(sizeof(fiber_body) <= task_slot::storage_size);

@@ -229,6 +229,63 @@ TEST_CASE("cancelling a task while fn runs: stop requested, late result dropped 
   }
 }
 
+// The window between a cancel's request and its worker acting on it: the
+// only worker is kept busy, so the cancelled task cannot run its cancel
+// while the pool thread frees up and takes its queued call.
+TEST_CASE("a queued call whose task's cancel is requested never starts, before its worker acts") {
+  watchdog dog("run_blocking cancel window", 60);
+  for (const bool as_fiber : {false, true}) {
+    CAPTURE(as_fiber);
+    executor pool(config_with(1));
+    blocking_pool blocking(pool, small_pool(1));
+    gate first_release;
+    gate worker_release;
+    std::atomic<bool> first_started{false};
+    std::atomic<bool> queued_ran{false};
+    std::atomic<bool> worker_busy{false};
+    auto first_call = [&]() -> task<int> {
+      co_return co_await canopy::run_blocking([&] {
+        first_started = true;
+        return first_release.wait() ? 1 : 0;
+      });
+    };
+    auto first = pool.spawn(first_call());
+    REQUIRE(eventually([&] { return first_started.load(); }));
+    auto queued_body = [&] {
+      queued_ran = true;
+      return 2;
+    };
+    auto queued_call = [&]() -> task<int> {
+      co_return co_await canopy::run_blocking(queued_body);
+    };
+    canopy::task_handle<int> queued;
+    if (as_fiber) {
+      queued = pool.spawn(
+          canopy::fiber([&] { return canopy::this_fiber::run_blocking(queued_body); }));
+    } else {
+      queued = pool.spawn(queued_call());
+    }
+    REQUIRE(eventually([&] { return blocking.stats().queued == 1; }));
+    auto busy = pool.spawn([&] {
+      worker_busy = true;
+      return worker_release.wait();
+    });
+    REQUIRE(eventually([&] { return worker_busy.load(); }));
+    CHECK(queued.cancel());  // requested; the busy worker cannot act on it yet
+    first_release.open = true;
+    REQUIRE(eventually([&] {
+      const auto stats = blocking.stats();
+      return stats.queued == 0 && stats.running == 0 && stats.completed + stats.dropped == 2;
+    }));
+    CHECK_FALSE(queued_ran.load());
+    CHECK(blocking.stats().dropped == 1);
+    worker_release.open = true;
+    CHECK(busy.get());
+    CHECK(first.get() == 1);
+    CHECK_THROWS_AS(queued.get(), canopy::task_cancelled);
+  }
+}
+
 TEST_CASE("shutdown: tasks cancelled, running calls waited for, queued calls dropped") {
   watchdog dog("run_blocking shutdown", 30);
   for (std::size_t workers : {1, 2}) {

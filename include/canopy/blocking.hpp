@@ -36,12 +36,13 @@
 // end. The shutdown then destroys the tasks waiting on blocking calls
 // (their handles report task_cancelled), which requests stop on their
 // running calls and drops their results. A task cancelled while its call is
-// queued: once the cancel took effect (the task was destroyed; its handle
-// reports task_cancelled) the call never starts. The cancel takes effect
-// when a worker next runs the task, normally at once; a pool thread that
-// frees up in between may still start the call, which then runs with its
-// stop_token requested as soon as the cancel takes effect, its result
-// dropped. The pool's shutdown (an attached pool's destructor, which shuts
+// queued (its handle's cancel(), a group's cancel() or close(), with_timeout,
+// race, a cancelled parent): from the moment the cancel is requested the
+// call never starts, even before a worker has run the task to act on the
+// cancel. A call that already started runs to its end with its stop_token
+// requested once the cancel takes effect, its result dropped. A task that
+// was spawned detached has no cancel request; its queued call is dropped
+// only when the task is destroyed. The pool's shutdown (an attached pool's destructor, which shuts
 // its executor down first; the default pool at process exit) waits for the
 // running calls and joins its threads (detail/blocking/blocking_pool.hpp has
 // the steps). Link canopy (the canopy_blocking library is part of the
