@@ -1,5 +1,11 @@
+"""A/B of echo servers: echo_ab.py ROUNDS BINARY... (each BINARY an
+echo_server-like program that prints "listening on 127.0.0.1:PORT"). Each
+round serves demo/canopy_load (echo, 50 connections, 64-byte messages, one
+client thread, 4 s) from each binary in turn, on the same cores; prints the
+medians of requests/s, server CPU per round trip (/proc) and p99.
+CANOPY_LOAD names the load generator (default build-release/demo/canopy_load)."""
 import subprocess, sys, time, os, json, statistics
-load = "/work/main/build-release/demo/canopy_load"
+load = os.environ.get("CANOPY_LOAD", "build-release/demo/canopy_load")
 bins = sys.argv[2:]
 rounds = int(sys.argv[1])
 res = {b: [] for b in bins}
@@ -20,6 +26,5 @@ for r in range(rounds):
         n = j.get("requests") or j.get("round_trips") or j.get("operations")
         rps = j.get("requests_per_second") or j.get("rate")
         res[b].append((rps, (c1-c0)*1e6/ n if n else 0, j.get("p99_us")))
-        if r == 0 and b == bins[0]: print(j.keys())
 for b in bins:
     print(os.path.basename(b), "req/s med %.0f" % statistics.median(x[0] for x in res[b]), "cpu us/req med %.2f" % statistics.median(x[1] for x in res[b]), "p99", statistics.median(x[2] or 0 for x in res[b]))
