@@ -291,6 +291,50 @@ race_result<Ts...> make_race_result(std::size_t winner, std::tuple<race_slot<Ts>
   return result;
 }
 
+template <class T>
+inline constexpr bool is_task = false;
+template <class T>
+inline constexpr bool is_task<task<T>> = true;
+
+// The awaiter that co_await of an rvalue `A` uses: what its member
+// operator co_await returns (a channel's recv(), a mutex's lock()), or `A`.
+template <class A>
+struct awaiter_of {
+  using type = A;
+};
+template <class A>
+requires requires(A&& awaitable) { std::move(awaitable).operator co_await(); }
+struct awaiter_of<A> {
+  using type = decltype(std::declval<A&&>().operator co_await());
+};
+
+// What co_await of an rvalue `A` gives, a reference decayed to a value
+// (race keeps results in its own slots).
+template <class A>
+using awaited_result_t =
+    decltype(std::declval<typename awaiter_of<A>::type&>().await_resume());
+template <class A>
+using awaited_value_t = std::conditional_t<std::is_void_v<awaited_result_t<A>>, void,
+                                           std::decay_t<awaited_result_t<A>>>;
+
+// An awaiter as a contender: a task that owns it (moved into the frame)
+// and awaits it when it runs; it is lazy, as every task, so nothing waits
+// before race spawns it. A cancel destroys the suspended frame, which
+// releases the awaiter's wait as a cancelled task's wait is released.
+template <class A>
+task<awaited_value_t<A>> await_in_task(A awaitable) {
+  co_return co_await std::move(awaitable);
+}
+
+template <class C>
+auto as_contender(C&& contender) {
+  if constexpr (is_task<std::remove_cvref_t<C>>) {
+    return std::remove_cvref_t<C>(std::forward<C>(contender));
+  } else {
+    return await_in_task<std::remove_cvref_t<C>>(std::forward<C>(contender));
+  }
+}
+
 }  // namespace detail
 
 // See <canopy/race.hpp>.
@@ -324,6 +368,15 @@ requires(sizeof...(Ts) > 0) task<race_result<Ts...>> race(task<Ts>... contenders
     std::rethrow_exception(spawn_failure);
   }
   co_return detail::make_race_result<Ts...>(winner, slots);
+}
+
+// See <canopy/race.hpp>: contenders that are Canopy awaiters (a channel's
+// recv(), a mutex's lock(), a semaphore's acquire(), sleep_for) as well as
+// tasks. Each awaiter runs inside a task of its own.
+template <class... Cs>
+requires(sizeof...(Cs) > 0 && !(detail::is_task<std::remove_cvref_t<Cs>> && ...))
+auto race(Cs&&... contenders) {
+  return race(detail::as_contender(std::forward<Cs>(contenders))...);
 }
 
 }  // namespace canopy

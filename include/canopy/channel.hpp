@@ -37,6 +37,10 @@
 //     that had been woken for a value and is cancelled before taking it
 //     passes the value on to the next receiver. Nothing in the channel is
 //     lost.
+//   * To give up a wait when a std::stop_token is stopped, race it:
+//     co_await canopy::race(ch.recv(), canopy::stopped(token))
+//     (<canopy/race.hpp>); a value that arrives as the stop wins is kept in
+//     the result, never lost.
 //   * A capacity of 0 throws std::invalid_argument (no rendezvous channel).
 //   * No allocation per message: the ring is allocated once; a waiting
 //     task's queue node lives in its own frame or fiber stack. A oneshot

@@ -10,7 +10,17 @@
 // stop won keeps its bytes in the result, see below.)
 //
 // race(task<Ts>... contenders) -> task<race_result<Ts...>>, co_awaited inside
-// a canopy::task (a fiber: this_fiber::await(race(...))):
+// a canopy::task (a fiber: this_fiber::await(race(...))). A contender may
+// also be a Canopy awaiter, which then runs inside a task of its own, and
+// its co_await result is its value: a channel's recv() (std::optional<T>),
+// a mutex's lock() (mutex::guard), a semaphore's acquire() (void: has_value
+// means a permit is held), sleep_for/sleep_until, any wait_on(source). So
+// every wait observes a stop token the same way:
+//   auto got = co_await canopy::race(jobs.recv(), canopy::stopped(token));
+//   if (got.has_value<0>()) run(*got.get<0>());   // a value is never lost
+//   auto held = co_await canopy::race(room.lock(), canopy::stopped(token));
+//   if (held.has_value<0>()) { /* held.get<0>() owns the lock */ }
+// Rules for every contender:
 //   * every contender runs as a child task of the current executor
 //     (canopy::spawn; its errors, errc::at_capacity or errc::shut_down, are
 //     rethrown by race after the contenders already started have ended);

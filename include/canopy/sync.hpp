@@ -18,6 +18,10 @@
 //   * try_lock, unlock, guard::unlock, try_acquire, release, event.set() and
 //     reset(): from any thread, in a task or not; they never wait.
 //   * The mutex, semaphore or event must outlive every task waiting on it.
+//   * To give up a wait when a std::stop_token is stopped, race it:
+//     co_await canopy::race(m.lock(), canopy::stopped(token)) or
+//     race(sem.acquire(), ...) (<canopy/race.hpp>): a lock or permit granted
+//     as the stop wins is in the result (has_value<0>()), never leaked.
 // Semantics:
 //   * mutex: one holder; waiters get the lock in the order they asked. The
 //     guard unlocks when destroyed; guard::release() gives up ownership for a
