@@ -5,18 +5,21 @@
 //
 // Listens on 127.0.0.1:PORT (0 or no PORT: a free port). Prints
 // "listening on 127.0.0.1:PORT" once it accepts connections, serves until
-// SIGINT or SIGTERM, then drains (serve()'s stop token: no new connections,
-// a request under way is answered with Connection: close, idle keep-alive
-// connections close at once, the rest are cut after 5 s), prints one line
-// of statistics ("stats key=value ...": the executor's and the reactor's
-// counters, requests served) and exits. One worker per hardware thread unless --threads says
-// otherwise. Keep-alive (HTTP/1.0 too: confirmed with Connection: keep-alive), pipelining,
-// Connection: close, HEAD (the GET answer's head, no body), 400 on malformed or oversized requests,
-// 408 for a request that starts but does not arrive within the request timeout, a quiet close of a
-// connection idle that long, and a reset of one whose client reads nothing for the write timeout
-// (io/http/http_server.hpp). --coroutine answers the same bytes from a stateful coroutine handler
-// (a lambda counting its answers, returning canopy::task<response>) instead of the function
-// pointer, to compare the two forms' cost.
+// SIGINT or SIGTERM, then drains (serve()'s stop token: no new
+// connections, a request under way is answered with Connection: close,
+// idle keep-alive connections close at once, the rest are cut after 5 s),
+// prints one line of statistics ("stats key=value ...": the executor's and
+// the reactor's counters, requests served) and exits. One worker per
+// hardware thread unless --threads says otherwise. Keep-alive (HTTP/1.0
+// too: confirmed with Connection: keep-alive), pipelining, Connection:
+// close, HEAD (the GET answer's head, no body), 400 on malformed or
+// oversized requests, 408 for a request that starts but does not arrive
+// within the request timeout, a quiet close of a connection idle that
+// long, and a reset of one whose client reads nothing for the write
+// timeout (io/http/http_server.hpp). --coroutine answers the same bytes
+// from a stateful coroutine handler (a lambda counting its answers,
+// returning canopy::task<response>) instead of the function pointer, to
+// compare the two forms' cost.
 #include <atomic>
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>
