@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -180,10 +181,15 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
   const long rss = rss_kib_of(server.pid());
   MESSAGE(total, " connections in ", took, " s; descriptors ", settled_fds, " -> ",
           descriptors_of(server.pid()), "; RSS ", warm_rss, " -> ", rss, " KiB");
-  // A leak of 100 bytes per connection would add 9 MB over 9*10^4; the
-  // sanitizers' allocators (quarantine, shadow) grow on their own.
-  const long bound_kib = canopy::testing::stress_divisor() == 1 ? 6 * 1024 : 96 * 1024;
-  CHECK(rss - warm_rss <= bound_kib);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' allocators hold freed memory back (ASan's quarantine
+  // alone is 256 MB), so RSS says nothing here; under ASan the server's
+  // exit status below carries LeakSanitizer's verdict instead.
+  (void)rss;
+#else
+  // A leak of 100 bytes per connection would add 9 MB over 9*10^4.
+  CHECK(rss - warm_rss <= 6 * 1024);
+#endif
 
   server.signal(SIGTERM);
   CHECK(server.wait(60) == 0);
