@@ -374,7 +374,8 @@ TEST_CASE("http handlers: http_hello, the example, drains on SIGTERM") {
   const watchdog guard("http handlers: http_hello drain", 120 * timeout_scale());
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  const std::string program = (self.parent_path().parent_path() / "examples" / "http_hello").string();
+  const std::string program =
+      (self.parent_path().parent_path() / "examples" / "http_hello").string();
   REQUIRE_MESSAGE(::access(program.c_str(), X_OK) == 0, "no ", program,
                   ": build examples/http_hello (meson builds it with the tests)");
   child_process server({program, "0", "--threads", "2"});
