@@ -13,6 +13,8 @@ held; otherwise the first failed check is printed and the exit is 1.
 
 import json
 import os
+import random
+import re
 import signal
 import socket
 import subprocess
@@ -237,6 +239,20 @@ def case_replies(server):
     check(stats["stats_requests"] == 1, "stats_requests %d" % stats["stats_requests"])
     check(server.stats()["stats_requests"] == 2, "the handler's own count did not grow")
 
+    # Garbage: random bytes, a line at a time; each gets exactly one reply
+    # of a known form (nearly all -ERR), and the server stays up.
+    shapes = re.compile(r"^(\+OK|\+PONG|\$.*|\(nil\)|:-?[0-9]+|-ERR .+)$", re.S)
+    generator = random.Random(40)
+    c = Client(server.port)
+    for _ in range(max(50, 500 // DIVISOR)):
+        junk = bytes(generator.choice([b for b in range(256) if b != 10])
+                     for _ in range(generator.randrange(0, 120)))
+        c.send(junk + b"\n")
+        got = c.line()
+        check(got is not None and shapes.match(got), "reply to %r: %r" % (junk, got))
+    expect(c, "PING", "+PONG")
+    c.close()
+
 
 def case_sigterm(server):
     # Writers hammer SETs with unique values; SIGTERM mid-load. The server
@@ -291,6 +307,9 @@ def case_sigterm(server):
     check(not errors, "; ".join(errors[:3]))
     check(status == 0, "exit status %d after SIGTERM; output: %s" % (status, rest))
     check("stopped by SIGTERM" in rest, "no 'stopped by SIGTERM' line: %r" % rest)
+    backend = os.environ.get("CANOPY_IO_BACKEND")
+    if backend in ("epoll", "io_uring"):
+        check("io_backend=" + backend in rest, "not on %s: %r" % (backend, rest))
     check(took < 3 * SCALE, "SIGTERM under load took %.2f s" % took)
     with open(server.log, encoding="latin-1") as log:
         logged = set(log.read().splitlines())

@@ -38,8 +38,8 @@
 // request already read is answered), the HTTP server drains, connections
 // still busy after --drain-ms (default 2000) are cancelled (their
 // unacknowledged writes may or may not be logged), the log writer appends
-// what is queued, and the process prints one "stopped by ..." line and
-// exits 0.
+// what is queued, and the process prints one "stopped by ..." line (its
+// counters and the I/O backend) and exits 0.
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>
 #include <canopy/io/http.hpp>
@@ -227,12 +227,12 @@ int main(int argc, char** argv) {
                                                     std::chrono::milliseconds(chosen.drain_ms)));
     std::printf(
         "stopped by %s: accepted=%zu commands=%zu errors=%zu logged=%zu forced=%d "
-        "drain_ms=%lld\n",
+        "drain_ms=%lld io_backend=%s\n",
         done.signal == SIGINT ? "SIGINT" : "SIGTERM",
         stats.accepted.load(std::memory_order_relaxed),
         stats.commands.load(std::memory_order_relaxed),
         stats.errors.load(std::memory_order_relaxed), log.written(), done.forced ? 1 : 0,
-        static_cast<long long>(done.drain_time.count()));
+        static_cast<long long>(done.drain_time.count()), canopy::io::to_string(reactor.backend()));
   } catch (const std::exception& failure) {
     std::fprintf(stderr, "kv_server: %s\n", failure.what());
     return 1;
