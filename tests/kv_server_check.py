@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drives examples/kv_server with real clients; tests/kv_server_test.cpp runs it.
 
-    kv_server_check.py SERVER_BINARY CASE     (CASE: replies, sigterm)
+    kv_server_check.py SERVER_BINARY CASE     (CASE: replies, sigterm, deadline)
 
 Each case starts the server (ports 0, a log in a fresh temporary directory),
 checks what it names, stops the server with SIGTERM and requires exit 0.
@@ -322,16 +322,54 @@ def case_sigterm(server):
     print("sigterm: %d acknowledged SETs, all in the log; exit after %.0f ms" % (total, took * 1e3))
 
 
+def case_deadline(server):
+    # A client that sends GETs of a large value and never reads: the
+    # server's write to it blocks. SIGTERM: the idle client is let go at
+    # once, the stuck one is cancelled at --drain-ms (300), and the server
+    # still exits 0, saying forced=1.
+    setter = Client(server.port)
+    expect(setter, "SET big " + "v" * 4000, "+OK")
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.settimeout(10 * SCALE)
+    stuck.connect(("127.0.0.1", server.port))
+    stuck.setblocking(False)
+    flood = b"GET big\n" * 1000
+    sent, deadline = 0, time.monotonic() + 10 * SCALE
+    while time.monotonic() < deadline:
+        try:
+            sent += stuck.send(flood)
+        except BlockingIOError:
+            time.sleep(0.2)  # both directions full: the server waits to write
+            try:
+                sent += stuck.send(flood)
+            except BlockingIOError:
+                break
+    check(sent > 0, "could not fill the connection")
+    began = time.monotonic()
+    status, rest = server.stop(within=10)
+    took = time.monotonic() - began
+    check(status == 0, "exit status %d; output: %s" % (status, rest))
+    check("forced=1" in rest, "the stuck connection was not forced: %r" % rest)
+    check(0.25 <= took < 3 * SCALE, "SIGTERM to exit took %.2f s with a 0.3 s deadline" % took)
+    check(setter.at_eof(), "the idle client was not let go")
+    setter.close()
+    stuck.close()
+    print("deadline: exit after %.0f ms" % (took * 1e3))
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in ("replies", "sigterm"):
+    if len(sys.argv) != 3 or sys.argv[2] not in ("replies", "sigterm", "deadline"):
         print(__doc__)
         return 2
     binary, case = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="kv_server_check_") as directory:
-        server = Server(binary, directory)
+        server = Server(binary, directory,
+                        ["--drain-ms", "300"] if case == "deadline" else [])
         try:
-            {"replies": case_replies, "sigterm": case_sigterm}[case](server)
-            if case != "sigterm":
+            {"replies": case_replies, "sigterm": case_sigterm,
+             "deadline": case_deadline}[case](server)
+            if case == "replies":
                 status, rest = server.stop()
                 check(status == 0, "exit status %d after SIGTERM; output: %s" % (status, rest))
         except CheckFailed as failure:

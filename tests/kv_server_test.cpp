@@ -1,7 +1,8 @@
 // examples/kv_server driven as a user would: the built binary, real
 // clients. tests/kv_server_check.py (Python sockets, curl) checks every
 // reply of many concurrent clients, bad input, expiry, the JSON stats page,
-// and SIGTERM under load (exit 0, every acknowledged SET in the log); the
+// SIGTERM under load (exit 0, every acknowledged SET in the log) and the
+// drain deadline (a client that never reads is cut at --drain-ms); the
 // churn case here opens 10^5 short connections (fewer under sanitizers)
 // from plain C++ sockets and asserts the server's descriptors come back to
 // where they were and its RSS stays within a bound. Every wait is bounded.
@@ -142,6 +143,10 @@ TEST_CASE("kv_server: every reply of many concurrent clients, bad input, expiry,
 
 TEST_CASE("kv_server: SIGTERM under load exits 0 with every acknowledged SET in the log") {
   run_check_script("sigterm");
+}
+
+TEST_CASE("kv_server: a connection stuck writing is cancelled at the drain deadline, exit 0") {
+  run_check_script("deadline");
 }
 
 TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {

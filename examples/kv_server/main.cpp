@@ -88,11 +88,16 @@ canopy::task<int> wait_for_signal(std::stop_source stop) {
   co_return which;
 }
 
+struct drained {
+  bool forced = false;
+  std::chrono::steady_clock::time_point stopped_at;
+};
+
 // Accepts until the stop, one detached child per connection; then drains
 // them within the deadline and cancels the rest.
-canopy::task<bool> accept_and_drain(canopy::io::tcp_listener& listener, kv::store& data,
-                                    kv::counters& stats, std::stop_token stop,
-                                    std::chrono::milliseconds deadline) {
+canopy::task<drained> accept_and_drain(canopy::io::tcp_listener& listener, kv::store& data,
+                                       kv::counters& stats, std::stop_token stop,
+                                       std::chrono::milliseconds deadline) {
   canopy::task_group<void> clients;
   for (;;) {
     std::error_code error;
@@ -110,14 +115,16 @@ canopy::task<bool> accept_and_drain(canopy::io::tcp_listener& listener, kv::stor
     stats.accepted.fetch_add(1, std::memory_order_relaxed);
     clients.spawn_detached(kv::serve_client(std::move(got.get<0>()), data, stats, stop));
   }
+  drained outcome;
+  outcome.stopped_at = std::chrono::steady_clock::now();
   listener.close();
   auto ended = clients.all_ended();
-  const bool forced = !co_await canopy::with_timeout(deadline, ended);
-  if (forced) {
+  outcome.forced = !co_await canopy::with_timeout(deadline, ended);
+  if (outcome.forced) {
     clients.cancel();
   }
   co_await clients.close();
-  co_return forced;
+  co_return outcome;
 }
 
 canopy::task<summary> run(canopy::io::tcp_listener& kv_listener,
@@ -134,9 +141,8 @@ canopy::task<summary> run(canopy::io::tcp_listener& kv_listener,
   auto admin = canopy::spawn(
       http::serve(http_listener, options, kv::stats_routes(data, stats, log), stop.get_token()));
 
-  const bool forced =
+  const drained clients =
       co_await accept_and_drain(kv_listener, data, stats, stop.get_token(), deadline);
-  const auto stopped_at = std::chrono::steady_clock::now();
   const std::error_code http_error = co_await admin;
   if (http_error) {
     std::fprintf(stderr, "kv_server: http: %s\n", http_error.message().c_str());
@@ -147,9 +153,9 @@ canopy::task<summary> run(canopy::io::tcp_listener& kv_listener,
   co_await writer;
   summary done;
   done.signal = co_await signalled;
-  done.forced = forced;
+  done.forced = clients.forced;
   done.drain_time = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - stopped_at);
+      std::chrono::steady_clock::now() - clients.stopped_at);
   co_return done;
 }
 
