@@ -93,7 +93,12 @@ inline command parse(std::string_view line) {
     }
   }
   if (found == nullptr) {
-    return detail::invalid("unknown command '" + std::string(name.substr(0, 32)) + "'");
+    // Echoed back printable: at most 32 bytes, others shown as '?'.
+    std::string shown(name.substr(0, 32));
+    for (char& c : shown) {
+      c = (c >= 0x20 && c < 0x7f) ? c : '?';
+    }
+    return detail::invalid("unknown command '" + shown + "'");
   }
   command parsed;
   parsed.what = found->what;
