@@ -173,7 +173,7 @@ run_tests() {
   # on this machine; where it does not, that is said once with the reason,
   # the io_uring tests accept it (CANOPY_IO_URING_UNAVAILABLE_OK=1) and the
   # rest of the I/O suite runs on epoll only.
-  local io_tests='^(io_[a-z_]+|timer|cancel_race|http_server(_[a-z]+)?|chat_server|buffered_reader)_test$'
+  local io_tests='^(io_[a-z_]+|timer|cancel_race|http_server(_[a-z]+)?|chat_server|kv_server|buffered_reader)_test$'
   local uring_tests='^io_uring(_[a-z]+)?_test$'
   local uring_usable=1 probe_line runs=() binary
   probe_line=$(env -u CANOPY_IO_BACKEND "${runner[@]}" "$dir/tests/io_uring_test" \

@@ -5,16 +5,19 @@
 //
 // Listens on 127.0.0.1:PORT (0 or no PORT: a free port). Prints
 // "listening on 127.0.0.1:PORT" once it accepts connections, serves until
-// SIGINT or SIGTERM, then prints one line of statistics ("stats key=value
-// ...": the executor's and the reactor's counters, requests served) and
-// exits. One worker per hardware thread unless --threads says otherwise.
-// Keep-alive (HTTP/1.0 too: confirmed with Connection: keep-alive),
-// pipelining, Connection: close, HEAD (the GET answer's head, no body), 400
-// on malformed or oversized requests, 408 for a request that starts but
-// does not arrive within the request timeout, a quiet close of a connection
-// idle that long, and a reset of one whose client reads nothing for the
-// write timeout (io/http/http_server.hpp). --coroutine answers the same
-// bytes from a stateful coroutine handler (a lambda counting its answers,
+// SIGINT or SIGTERM, then drains (serve()'s stop token: no new
+// connections, a request under way is answered with Connection: close,
+// idle keep-alive connections close at once, the rest are cut after 5 s),
+// prints one line of statistics ("stats key=value ...": the executor's and
+// the reactor's counters, requests served) and exits. One worker per
+// hardware thread unless --threads says otherwise. Keep-alive (HTTP/1.0
+// too: confirmed with Connection: keep-alive), pipelining, Connection:
+// close, HEAD (the GET answer's head, no body), 400 on malformed or
+// oversized requests, 408 for a request that starts but does not arrive
+// within the request timeout, a quiet close of a connection idle that
+// long, and a reset of one whose client reads nothing for the write
+// timeout (io/http/http_server.hpp). --coroutine answers the same bytes
+// from a stateful coroutine handler (a lambda counting its answers,
 // returning canopy::task<response>) instead of the function pointer, to
 // compare the two forms' cost.
 #include <atomic>
@@ -26,8 +29,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stop_token>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace {
 
@@ -136,18 +141,24 @@ int main(int argc, char** argv) {
   if (coroutine) {
     respond = counting_coroutine(answered);
   }
-  auto server = pool.spawn(http::serve(listener, options, std::move(respond)));
+  std::stop_source stop;
+  auto server = pool.spawn(http::serve(listener, options, std::move(respond), stop.get_token()));
   std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
   std::fflush(stdout);
 
-  // Serve until SIGINT or SIGTERM, read through signalfd on the reactor.
-  canopy::io::signal_set stop(reactor, {SIGINT, SIGTERM});
-  (void)canopy::block_on(pool, stop.wait());
+  // Serve until SIGINT or SIGTERM, read through signalfd on the reactor;
+  // then the drain, and serve() returns once every connection ended.
+  canopy::io::signal_set signals(reactor, {SIGINT, SIGTERM});
+  (void)canopy::block_on(pool, signals.wait());
+  stop.request_stop();
+  const std::error_code failed = server.get();
+  if (failed) {
+    std::fprintf(stderr, "http_hello: accept failed: %s\n", failed.message().c_str());
+  }
 
   const canopy::worker_stats work = pool.stats().total();
   const canopy::io::reactor_stats io = reactor.stats();
-  server.cancel();
-  pool.shutdown();  // destroys the accept loop and every open connection
+  pool.shutdown();
   listener.close();
   const http::server_counters served = http::counters();
   std::printf("io_backend %s\n", canopy::io::to_string(reactor.backend()));

@@ -103,6 +103,8 @@ class child_process {
   }
 
   void signal(int number) const { REQUIRE(::kill(pid_, number) == 0); }
+  // The child's process id (-1 once reaped).
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   [[nodiscard]] const std::string& output() const noexcept { return output_; }
   [[nodiscard]] bool timed_out() const noexcept { return timed_out_; }
 

@@ -1,6 +1,7 @@
 // The HTTP server's handler forms (stateful callables, coroutine handlers,
 // the response type), its router (404, 405 with Allow) and serve()'s drain on
-// a stop token, over real sockets on 127.0.0.1; on both I/O backends.
+// a stop token, over real sockets on 127.0.0.1; on both I/O backends; and
+// examples/http_hello's drain on SIGTERM.
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
@@ -9,11 +10,14 @@
 #include <canopy/io/http.hpp>
 #include <canopy/sync.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "tests/child_process.hpp"
@@ -361,6 +365,43 @@ TEST_CASE("http handlers: past the drain deadline the rest are closed") {
   CHECK(stuck.read_to_eof());
   CHECK(stuck.received.empty());
   CHECK_FALSE(finished.load());
+}
+
+// examples/http_hello drains on SIGTERM: a request half sent before the
+// signal is still answered (with Connection: close), an idle keep-alive
+// connection is closed, and the example exits 0 with its stats line.
+TEST_CASE("http handlers: http_hello, the example, drains on SIGTERM") {
+  const watchdog guard("http handlers: http_hello drain", 120 * timeout_scale());
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::string program =
+      (self.parent_path().parent_path() / "examples" / "http_hello").string();
+  REQUIRE_MESSAGE(::access(program.c_str(), X_OK) == 0, "no ", program,
+                  ": build examples/http_hello (meson builds it with the tests)");
+  child_process server({program, "0", "--threads", "2"});
+  REQUIRE(server.read_until("\n", 30));
+  INFO("http_hello said:\n", server.output());
+  const std::string_view prefix = "listening on 127.0.0.1:";
+  REQUIRE(server.output().rfind(prefix, 0) == 0);
+  const auto port = static_cast<std::uint16_t>(std::stoul(server.output().substr(prefix.size())));
+  raw_client idle(port);
+  idle.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(idle.read_until("Hello, World!"));
+  raw_client half(port);
+  half.send("GET / HTTP/1.1\r\nHost: x\r\n");
+  std::this_thread::sleep_for(100ms);  // the head's first part is read before the stop
+  server.signal(SIGTERM);
+  idle.received.clear();
+  CHECK(idle.read_to_eof());
+  CHECK(idle.received.empty());
+  std::this_thread::sleep_for(100ms);
+  half.send("\r\n");
+  CHECK(half.read_to_eof());
+  CHECK(half.received.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(half.received.find("Connection: close\r\n") != std::string::npos);
+  CHECK(half.received.find("Hello, World!") != std::string::npos);
+  CHECK(server.wait(30) == 0);
+  CHECK(server.output().find(" requests=2 ") != std::string::npos);
 }
 
 }  // namespace
