@@ -14,23 +14,28 @@ just before the usage block.
                               (bounded by a timeout) when it has a main; the
                               default for a ```cpp block with no annotation
   <!-- compile: fragment -->  the default for a header's usage block. Its
-                              includes go first, then doc_prelude.hpp (every
-                              public header and the free names fragments use:
-                              pool, stream, buffer, work(i), ...); its
-                              top-level definitions (functions, types,
-                              templates) go to namespace scope, every other
-                              line into the body of a canopy::task<void>.
-                              A "..." standing alone is elided code.
+                              includes go first, then every installed public
+                              header and doc_prelude.hpp (the free names
+                              fragments use: pool, stream, buffer, work(i),
+                              ...); its top-level definitions (a line at
+                              column 0 opening a function with its "{", a
+                              struct, class, template, using or namespace)
+                              go to namespace scope, every other line into
+                              the body of a canopy::task<void>. A "..."
+                              standing alone is elided code.
   <!-- compile: file -->      as fragment, but the whole block at namespace
                               scope (declarations that later ones use)
-  <!-- compile: skip REASON --> not C++ (pseudo-code, a synopsis of forms):
-                              not compiled; the reason is printed
+  <!-- compile: skip REASON --> not C++ (pseudo-code, a diagram, a synopsis
+                              of forms): not compiled; the reason is printed
 
-Fragments are compiled with -fsyntax-only, all in one translation unit (each
-in a namespace of its own), and one by one only when that fails, to name the
-block at fault. Blocks that name fibers need the canopy-fiber package; without
-it they are skipped with that reason. Last line:
-"docs: N compiled, R ran, S skipped, F failed".
+Fragments are checked with -fsyntax-only, all in one translation unit (each
+in a namespace of its own); an error (or the "required from here" of one in
+a header) is blamed on the block whose lines it names, and an error no block
+owns fails them all. Blocks that name fibers need the canopy-fiber package;
+without it they are skipped with that reason. The test fails if a block does
+not compile, a program exits non-zero or past its timeout, a skip gives no
+reason or an annotation is unknown. Last line:
+"docs: N compiled, R ran, S skipped, F failed (of B blocks)".
 """
 import argparse
 import concurrent.futures
@@ -57,6 +62,7 @@ class Block:
         words = mode.split(None, 1)
         self.mode = words[0] if words else ""
         self.reason = words[1] if len(words) > 1 else ""
+        self.annotated = "(no annotation)" not in mode
         if self.mode.startswith("skip"):
             self.reason = (mode[4:].lstrip(": ").strip()) or ""
             self.mode = "skip"
@@ -76,7 +82,7 @@ def markdown_blocks(path, shown):
         while end < len(lines) and not re.match(r"^\s*```\s*$", lines[end]):
             end += 1
         if language in ("cpp", "c++", "cxx"):
-            mode = "program"
+            mode = "program (no annotation)"
             back = i - 1
             while back >= 0 and not lines[back].strip():
                 back -= 1
@@ -199,7 +205,9 @@ def main():
         blocks.extend(markdown_blocks(path, os.path.relpath(path, args.root)))
     include_root = os.path.join(args.prefix, "include")
     for path in sorted(glob.glob(os.path.join(include_root, "canopy", "**", "*.hpp"), recursive=True)):
-        block = header_block(path, os.path.relpath(path, include_root))
+        # named by its path in the source tree (include/canopy/detail/ links
+        # to the implementation folders)
+        block = header_block(path, os.path.join("include", os.path.relpath(path, include_root)))
         if block:
             blocks.append(block)
 
@@ -248,7 +256,10 @@ def main():
         has_main = re.search(r"^\s*int\s+main\s*\(", block.code, re.M)
         rc, text = run(cxx + [source] + (flags + ["-o", binary] if has_main else ["-c", "-o", binary + ".o"] + flags))
         if rc != 0:
-            return block, False, "did not compile", first_errors(text), False
+            hint = "" if block.annotated else (
+                " (a block with no annotation is a whole program; a fragment needs"
+                " <!-- compile: fragment --> before its fence, see tests/consumer/doc_blocks.py)")
+            return block, False, "did not compile" + hint, first_errors(text), False
         if not has_main:
             return block, True, "compiled (no main: not linked)", "", False
         rc, text = run([binary], timeout=30)
@@ -268,13 +279,15 @@ def main():
         # "required from here" of one deep in a header) blames the block
         # whose lines it names; an error no block owns blames them all.
         blamed = {}
+        unit = text.split("\n")
         for message in output.split("\n"):
             at = re.match(re.escape(source) + r":(\d+):\d+:\s+(error|required from)", message)
             if at:
                 where = int(at.group(1))
                 for n, (first, last) in enumerate(ranges):
                     if first <= where <= last:
-                        blamed.setdefault(n, []).append(message)
+                        # the unit is gone once the test ends: show its line
+                        blamed.setdefault(n, []).append(f"{message}\n      | {unit[where - 1].strip()}")
         if not blamed:
             return [(b, False, "did not compile", first_errors(output), False) for b in group]
         return [(b, n not in blamed, "compiled (fragment)" if n not in blamed else "did not compile",
