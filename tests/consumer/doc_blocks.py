@@ -8,7 +8,9 @@ paragraph and its "//" blank line, up to the first plain "// text" line.
 
 What a block is compiled as is said by an annotation: in markdown an HTML
 comment on the line before the fence, in a header a "// compile: ..." line
-just before the usage block.
+just before the usage block. Further examples in a header's comments are
+compiled when a "// compile: MODE" line comes right before their "//   "
+lines.
 
   <!-- compile: program -->   a whole translation unit: built, linked, and run
                               (bounded by a timeout) when it has a main; the
@@ -95,30 +97,49 @@ def markdown_blocks(path, shown):
     return blocks
 
 
-def header_block(path, shown):
+def indented_block(lines, i):
+    """The example from lines[i] on: "//" lines indented at least as far as
+    the first (at least three spaces; blank "//" lines inside kept), dedented."""
+    first = re.match(r"^//( {3,})\S", lines[i]) if i < len(lines) else None
+    if not first:
+        return [], i
+    indent = "//" + first.group(1)
+    code = []
+    while i < len(lines) and (lines[i].startswith(indent) or lines[i] == "//"):
+        code.append(lines[i][len(indent):] if lines[i] != "//" else "")
+        i += 1
+    while code and not code[-1].strip():
+        code.pop()
+    return code, i
+
+
+def header_blocks(path, shown):
     lines = open(path, encoding="utf-8").read().split("\n")
     lead = []
     for line in lines:
         if not line.startswith("//"):
             break
         lead.append(line)
-    if "//" not in lead:
-        return None
-    i = lead.index("//") + 1
-    mode = "fragment"
-    if i < len(lead) and ANNOTATION_HPP.match(lead[i]):
-        mode = ANNOTATION_HPP.match(lead[i]).group(1)
-        i += 1
-    start = i
-    code = []
-    while i < len(lead) and (lead[i].startswith("//   ") or lead[i] == "//"):
-        code.append(lead[i][5:] if lead[i] != "//" else "")
-        i += 1
-    while code and not code[-1].strip():
-        code.pop()
-    if not code:
-        return None
-    return Block(f"{shown}:{start + 1}", "\n".join(code), mode)
+    blocks = []
+    taken = set()
+    if "//" in lead:
+        i = lead.index("//") + 1
+        mode = "fragment"
+        if i < len(lead) and ANNOTATION_HPP.match(lead[i]):
+            mode = ANNOTATION_HPP.match(lead[i]).group(1)
+            taken.add(i)
+            i += 1
+        code, _ = indented_block(lead, i)
+        if code:
+            blocks.append(Block(f"{shown}:{i + 1}", "\n".join(code), mode))
+    # Further examples anywhere in the header: a "// compile: MODE" line,
+    # then the "//   " lines of the example.
+    for i, line in enumerate(lines):
+        annotation = ANNOTATION_HPP.match(line)
+        if annotation and i not in taken:
+            code, _ = indented_block(lines, i + 1)
+            blocks.append(Block(f"{shown}:{i + 2}", "\n".join(code), annotation.group(1)))
+    return blocks
 
 
 def split_fragment(code, whole_file):
@@ -207,9 +228,7 @@ def main():
     for path in sorted(glob.glob(os.path.join(include_root, "canopy", "**", "*.hpp"), recursive=True)):
         # named by its path in the source tree (include/canopy/detail/ links
         # to the implementation folders)
-        block = header_block(path, os.path.join("include", os.path.relpath(path, include_root)))
-        if block:
-            blocks.append(block)
+        blocks.extend(header_blocks(path, os.path.join("include", os.path.relpath(path, include_root))))
 
     # Every public header (all but detail/), so that a new one's fragments
     # find its names without a change here.
@@ -229,7 +248,10 @@ def main():
     flags = (args.fiber_flags if fibers else args.flags).split()
     to_compile = []
     for block in blocks:
-        if block.mode == "skip":
+        if not block.code.strip():
+            report(False, block, "an annotation with no example after it")
+            failed += 1
+        elif block.mode == "skip":
             if not block.reason:
                 report(False, block, "'compile: skip' needs a reason")
                 failed += 1

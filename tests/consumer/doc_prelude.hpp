@@ -61,6 +61,7 @@ canopy::task<void> handle(canopy::io::tcp_stream peer);
 extern canopy::channel<int> ch;
 extern canopy::mutex m;
 extern canopy::semaphore sem;
+extern canopy::task_group<int> group;
 
 // An event loop the executor is embedded in (docs/embedding.md).
 struct reply {};
