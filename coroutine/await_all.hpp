@@ -1,11 +1,12 @@
 // co_await canopy::await_all(handles): wait for many spawned children at once.
 //
-//   std::vector<canopy::task_handle<long>> children;
-//   for (...) children.push_back(canopy::spawn(work(i)));
+//   std::vector<canopy::task_handle<int>> children;
+//   for (int i = 0; i < n; ++i) children.push_back(canopy::spawn(work(i)));
 //   co_await canopy::await_all(children);            // every child has ended
+//   int sum = 0;
 //   for (auto& child : children) sum += co_await child;  // ready: no suspension
 //
-//   std::vector<long> values(children.size());
+//   std::vector<int> values(children.size());
 //   co_await canopy::await_all(children, values.begin());  // values, or rethrow
 //
 // Contract:

@@ -3,6 +3,7 @@
 // is resumed, possibly on another worker thread. Outside a fiber each
 // throws std::logic_error.
 //
+// compile: skip a synopsis of the forms (T and R stand for types)
 //   this_fiber::yield();                    // run again after other ready work
 //   T v = this_fiber::await(handle);        // a join_handle / task_handle: value or rethrow
 //   this_fiber::await(event);               // an async_event

@@ -3,8 +3,8 @@
 //
 //   canopy::io::registration reg(reactor, fd, canopy::io::interest::readable);
 //   std::error_code error = co_await canopy::io::readable(reg);   // a task
-//   std::error_code error = canopy::io::this_fiber::readable(reg); // a fiber (fiber_io.hpp)
-//   std::error_code error = co_await canopy::io::readable(fd);    // one-shot
+//   error = canopy::io::this_fiber::readable(reg);                 // a fiber (fiber_io.hpp)
+//   error = co_await canopy::io::readable(fd);                    // one-shot
 //
 // A registration owns its reactor slot, not the descriptor: destroy (or
 // reset()) the registration before closing the descriptor. Destroying it

@@ -1,6 +1,6 @@
 // tcp — non-blocking TCP listener and stream on the reactor, IPv4 and IPv6.
 //
-//   auto listener = canopy::io::tcp_listener::bind(reactor, endpoint::loopback_v4(0));
+//   auto listener = canopy::io::tcp_listener::bind(reactor, canopy::io::endpoint::loopback_v4(0));
 //   canopy::io::tcp_stream peer = co_await listener.accept();
 //   std::size_t got = co_await peer.read_some(buffer);    // 0: the peer closed (EOF)
 //   co_await peer.write_all(std::span(buffer).first(got));

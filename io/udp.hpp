@@ -1,6 +1,7 @@
 // udp_socket — a non-blocking UDP socket on the reactor, IPv4 and IPv6.
 //
-//   auto socket = canopy::io::udp_socket::bind(reactor, endpoint::loopback_v4(0));
+//   auto socket = canopy::io::udp_socket::bind(reactor, canopy::io::endpoint::loopback_v4(0));
+//   auto peer = canopy::io::endpoint::loopback_v4(9000);
 //   co_await socket.send_to(bytes, peer);
 //   canopy::io::datagram got = co_await socket.receive_from(buffer);  // got.size, got.from
 //   socket.connect(peer);                        // then send(bytes) / receive(buffer)

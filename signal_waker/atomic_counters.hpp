@@ -1,5 +1,6 @@
 // atomic_counters — the packed sleep-protocol state shared by all workers.
 //
+// compile: skip a diagram, not code
 //   bits  0..15  sleeping   workers registered as parked on their SignalWaker
 //   bits 16..31  inactive   workers not running a task (searching, sleepy or parked)
 //   bits 32..63  JEC        jobs event counter: even = sleepy, odd = active

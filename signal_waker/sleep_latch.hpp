@@ -1,5 +1,6 @@
 // sleep_latch — the 4-state per-worker latch of the sleep protocol.
 //
+// compile: skip a diagram, not code
 //   UNSET ──get_sleepy──> SLEEPY ──fall_asleep──> SLEEPING
 //     ^                     │                        │
 //     └──────── reset ──────┴──── (any) ── set ──> SET

@@ -1,5 +1,6 @@
 // summary_tree — runnable tasks as bits, rolled up through two summary levels.
 //
+// compile: skip a diagram, not code
 //   task signal words  one bit per task slot, 64 tasks a word
 //   leaf words         one bit per signal word of that leaf (signals_per_leaf <= 64)
 //   root words         one bit per leaf, 64 leaves a word

@@ -3,7 +3,7 @@
 //
 //   canopy::async_event ready;
 //   co_await ready;                  // in a coroutine task (coroutine/event_await.hpp)
-//   canopy::this_fiber::await(ready) // in a fiber
+//   canopy::this_fiber::await(ready); // in a fiber
 //   ready.set();                     // wakes every waiter
 //
 // Waiters are wait_links kept in an intrusive list under a mutex. set()

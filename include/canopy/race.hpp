@@ -47,8 +47,10 @@
 // A fiber (or any join handle) races inside a task that awaits it; that
 // task, cancelled, cancels the fiber and ends once the fiber's stack is
 // unwound:
+// compile: fragment
 //   auto join = [](canopy::task_handle<int> h) -> canopy::task<int> { co_return co_await h; };
-//   co_await canopy::race(join(canopy::spawn(canopy::fiber(work))), canopy::stopped(token));
+//   auto fiber = canopy::spawn(canopy::fiber([] { return 42; }));   // its task_handle<int>
+//   co_await canopy::race(join(std::move(fiber)), canopy::stopped(token));
 //
 // stopped(std::stop_token token) -> task<void>: ends when stop is requested
 // on the token's source (at once if it already was); a token without a

@@ -26,6 +26,7 @@
 //   kept()       how many outcomes the group holds, not taken yet;
 //   all_ended()  a wait source, ready once no child runs. The drain with a
 //                deadline, in the owning task:
+//                compile: fragment
 //                  auto ended = group.all_ended();
 //                  if (!co_await canopy::with_timeout(2s, ended)) group.cancel();
 //                  auto values = co_await group.wait_all();

@@ -2,7 +2,7 @@
 //
 //   co_await canopy::sleep_for(5ms);
 //   co_await canopy::sleep_until(deadline);
-//   auto got = co_await canopy::with_timeout(100ms, some_awaitable);
+//   auto got = co_await canopy::with_timeout(100ms, work());    // a task<T>
 //   if (!got) { /* got.error() == canopy::io::errc::timed_out */ } else use(*got);
 //
 // The executor running the task must have a timer queue attached (the

@@ -5,10 +5,11 @@
 # and a meson project with Canopy as its subproject. Each run must print the
 # expected line. Then every program of examples/ must build against the
 # installed tree alone (so a public header that includes one not installed
-# fails here), and every program of misuse/ must fail to compile with the
-# explanation its "// expect:" line names as the first error. Run by
+# fails here), every program of misuse/ must fail to compile with the
+# explanation its "// expect:" line names as the first error, and every C++
+# block of the documentation must compile (doc_blocks.py). Run by
 # `./run.sh test` (plain suite); needs meson, ninja, g++,
-# pkg-config, cmake, Boost.Context and Boost.Asio's headers.
+# pkg-config, cmake, python3, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -141,6 +142,27 @@ else
       failed=$((failed + 1))
     fi
   done
+
+  # 6. the documentation's code: every C++ block of README.md, docs/*.md and
+  #    the installed headers' usage comments compiles against the installed
+  #    tree, and a block with a main runs (doc_blocks.py: the annotations
+  #    that say how a block is compiled). Each block counts as one check.
+  fiber_flags=""
+  if pkg-config --exists canopy-fiber; then
+    fiber_flags=$(pkg-config --cflags --libs canopy-fiber)
+  fi
+  mkdir -p "$work/docs"
+  docs_summary=$(python3 "$here/doc_blocks.py" --root "$root" --prefix "$prefix" \
+    --flags "$(pkg-config --cflags --libs canopy)" --fiber-flags "$fiber_flags" \
+    --work "$work/docs" --jobs 2 | tail -1)
+  if [[ "$docs_summary" =~ ^docs:\ ([0-9]+)\ compiled,\ [0-9]+\ ran,\ [0-9]+\ skipped,\ ([0-9]+)\ failed ]]; then
+    echo "   consumer: $docs_summary" >&2
+    passed=$((passed + BASH_REMATCH[1]))
+    failed=$((failed + BASH_REMATCH[2]))
+  else
+    echo "-- consumer (documentation blocks) FAILED: no summary line" >&2
+    failed=$((failed + 1))
+  fi
   unset PKG_CONFIG_PATH
 fi
 

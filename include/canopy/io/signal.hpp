@@ -2,12 +2,14 @@
 // Canopy executor's reactor: canopy::io::signal_set and
 // canopy::io::block_signals.
 //
+//   canopy::task<int> on_stop(canopy::io::signal_set& stop) { co_return co_await stop.wait(); }
 //   int main() {
 //     canopy::io::signal_set stop{SIGINT, SIGTERM};   // first: before any thread
 //     canopy::executor pool(canopy::io::with_reactor());
-//     ... in a task: int which = co_await stop.wait();
-//   or, once the signals are blocked (block_signals, or a set as above) in main:
-//     ... in a task: int which = co_await canopy::io::signal_set{SIGINT, SIGTERM}.wait();
+//     int which = canopy::block_on(pool, on_stop(stop));   // SIGINT or SIGTERM
+//   }
+//   // or, once the signals are blocked (block_signals, or a set as above) in main, in a task:
+//   int which = co_await canopy::io::signal_set{SIGINT, SIGTERM}.wait();
 //
 // The contract that matters: a signal reaches the set only while it is
 // blocked in every thread of the process; a thread with it unblocked takes
