@@ -5,6 +5,7 @@
 // keep-alive); garbage for a ClientHello; a client that stops
 // mid-handshake (ended by a timeout; the stream is unusable after).
 // Fails, not skips, without openssl or curl: ./run.sh installs both.
+// Through the public header, with docs/tls.md's two examples.
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 
@@ -17,10 +18,8 @@
 #include <system_error>
 #include <vector>
 
-#include "coroutine/coroutine.hpp"
-#include "io/io.hpp"
-#include "io/tls/https.hpp"
-#include "io/tls/tls_stream.hpp"
+#include <canopy/io/tls.hpp>
+
 #include "tests/child_process.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -247,6 +246,49 @@ TEST_CASE("tls peers: a client that stops mid-handshake is ended by a timeout; t
   CHECK_FALSE(finished_or_usable);
   CHECK(later == tls_errc::unusable);
   CHECK(later.message().find("unusable") != std::string::npos);
+}
+
+// docs/tls.md's examples, as written there.
+canopy::task<std::string> fetch(canopy::io::endpoint peer, canopy::io::tls_context context) {
+  namespace io = canopy::io;
+  io::tls_stream<io::tcp_stream> tls(co_await io::tcp_stream::connect(peer), context,
+                                     "localhost");  // SNI and the name checked
+  co_await tls.handshake();
+  const std::string_view request = "GET / HTTP/1.0\r\n\r\n";
+  co_await tls.write_all(std::as_bytes(std::span(request)));
+  std::string page;
+  std::byte buffer[4096];
+  while (const std::size_t got = co_await tls.read_some(buffer)) {  // 0: close_notify
+    page.append(reinterpret_cast<const char*>(buffer), got);
+  }
+  co_return page;
+}
+
+canopy::task<std::error_code> serve_https(canopy::io::tcp_listener& listener,
+                                          canopy::io::tls_context context,
+                                          std::stop_token stop) {
+  namespace http = canopy::io::http;
+  co_return co_await http::serve(
+      listener, context, {},
+      [](const http::request& req) { return "hello over TLS, " + std::string(req.target); },
+      stop);
+}
+
+TEST_CASE("tls peers: docs/tls.md examples: the client fetches from the HTTPS server") {
+  const watchdog guard("tls docs examples", 60 * timeout_scale());
+  const test_certificates certs;
+  loopback net;
+  std::stop_source stop;
+  auto server = net.pool.spawn(serve_https(net.listener, server_context(certs), stop.get_token()));
+  io::tls_client_options options;
+  options.ca_file = certs.path("ca.pem");
+  const std::string page =
+      run(net.pool, fetch(net.address, tls_context::client(options)), "the docs' client");
+  CHECK(page.starts_with("HTTP/1.1 200 OK\r\n"));
+  CHECK(page.ends_with("\r\n\r\nhello over TLS, /"));
+  stop.request_stop();
+  REQUIRE(server.wait_for(10s));
+  CHECK(!server.get());
 }
 
 }  // namespace
