@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <canopy/io/tls.hpp>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -17,8 +18,6 @@
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include <canopy/io/tls.hpp>
 
 #include "tests/child_process.hpp"
 #include "tests/io_test_support.hpp"
@@ -66,8 +65,8 @@ template <class T>
 T run(executor& pool, task<T> work, const char* what) {
   auto handle = pool.spawn(std::move(work));
   REQUIRE_MESSAGE(
-      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))),
-      what, " did not finish in time");
+      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))), what,
+      " did not finish in time");
   return handle.get();
 }
 
@@ -102,7 +101,7 @@ TEST_CASE("tls peers: our client against openssl s_server") {
   INFO("page:\n", page);
   CHECK(page.starts_with("HTTP/1.0 200 ok"));
   CHECK(page.find("TLSv1.3") != std::string::npos);  // s_server's report of the session
-  CHECK(!error);  // s_server ends with close_notify
+  CHECK(!error);                                     // s_server ends with close_notify
   pool.shutdown();
 }
 
@@ -161,7 +160,8 @@ struct https_server {
   }
 };
 
-TEST_CASE("tls peers: curl --cacert against HTTPS, TLS 1.2 and 1.3, two requests on one connection") {
+TEST_CASE(
+    "tls peers: curl --cacert against HTTPS, TLS 1.2 and 1.3, two requests on one connection") {
   const watchdog guard("tls curl", 90 * timeout_scale());
   const test_certificates certs;
   https_server server(server_context(certs));
@@ -169,8 +169,14 @@ TEST_CASE("tls peers: curl --cacert against HTTPS, TLS 1.2 and 1.3, two requests
   for (const auto& versions : {std::vector<std::string>{"--tlsv1.2", "--tls-max", "1.2"},
                                std::vector<std::string>{"--tlsv1.3"}}) {
     CAPTURE(versions[0]);
-    std::vector<std::string> argv{"curl", "--silent", "--show-error", "--max-time", "20",
-                                  "--cacert", certs.path("ca.pem"), "--write-out",
+    std::vector<std::string> argv{"curl",
+                                  "--silent",
+                                  "--show-error",
+                                  "--max-time",
+                                  "20",
+                                  "--cacert",
+                                  certs.path("ca.pem"),
+                                  "--write-out",
                                   " %{http_code} %{num_connects}\n"};
     argv.insert(argv.end(), versions.begin(), versions.end());
     argv.push_back(base + "/one");
@@ -217,29 +223,31 @@ TEST_CASE("tls peers: garbage for a ClientHello is a clear error, and the server
   CHECK(seen[2] == " ");  // no SNI, no ALPN: handshaken
 }
 
-TEST_CASE("tls peers: a client that stops mid-handshake is ended by a timeout; the stream is unusable") {
+TEST_CASE(
+    "tls peers: a client that stops mid-handshake is ended by a timeout; the stream is unusable") {
   const watchdog guard("tls stalled handshake", 60 * timeout_scale());
   const test_certificates certs;
   loopback net;
-  auto server = net.pool.spawn([](tcp_listener& listener, tls_context context)
-                                   -> task<std::pair<bool, std::error_code>> {
-    tls stream(co_await listener.accept(), context);
-    std::error_code error;
-    const auto finished = co_await canopy::with_timeout(200ms, stream.handshake(error));
-    std::byte buffer[16];
-    std::error_code later;
-    co_await stream.read_some(buffer, later);
-    co_return std::pair{static_cast<bool>(finished) || stream.usable(), later};
-  }(net.listener, server_context(certs)));
+  auto server = net.pool.spawn(
+      [](tcp_listener& listener, tls_context context) -> task<std::pair<bool, std::error_code>> {
+        tls stream(co_await listener.accept(), context);
+        std::error_code error;
+        const auto finished = co_await canopy::with_timeout(200ms, stream.handshake(error));
+        std::byte buffer[16];
+        std::error_code later;
+        co_await stream.read_some(buffer, later);
+        co_return std::pair{static_cast<bool>(finished) || stream.usable(), later};
+      }(net.listener, server_context(certs)));
   // The client sends half a ClientHello, then nothing.
-  const std::vector<std::byte> partial = run(
+  run(
       net.pool,
-      [](endpoint address, tls_context context) -> task<std::vector<std::byte>> {
+      [](endpoint address) -> task<bool> {
         tcp_stream peer = co_await tcp_stream::connect(address);
-        co_await peer.write_all(bytes_of(std::string_view("\x16\x03\x01\x01\x00\x01\x00\x00\xfc", 9)));
+        co_await peer.write_all(
+            bytes_of(std::string_view("\x16\x03\x01\x01\x00\x01\x00\x00\xfc", 9)));
         co_await canopy::sleep_for(600ms);
-        co_return std::vector<std::byte>{};
-      }(net.address, tls_context::client()),
+        co_return true;
+      }(net.address),
       "the stalled client");
   REQUIRE(server.wait_for(10s));
   const auto [finished_or_usable, later] = server.get();
@@ -265,13 +273,11 @@ canopy::task<std::string> fetch(canopy::io::endpoint peer, canopy::io::tls_conte
 }
 
 canopy::task<std::error_code> serve_https(canopy::io::tcp_listener& listener,
-                                          canopy::io::tls_context context,
-                                          std::stop_token stop) {
+                                          canopy::io::tls_context context, std::stop_token stop) {
   namespace http = canopy::io::http;
   co_return co_await http::serve(
       listener, context, {},
-      [](const http::request& req) { return "hello over TLS, " + std::string(req.target); },
-      stop);
+      [](const http::request& req) { return "hello over TLS, " + std::string(req.target); }, stop);
 }
 
 TEST_CASE("tls peers: docs/tls.md examples: the client fetches from the HTTPS server") {

@@ -73,9 +73,9 @@ struct loopback {
 template <class T>
 T run(executor& pool, task<T> work, const char* what) {
   auto handle = pool.spawn(std::move(work));
-  REQUIRE_MESSAGE(handle.wait_for(std::chrono::milliseconds(
-                      static_cast<long>(30'000 * timeout_scale()))),
-                  what, " did not finish in time");
+  REQUIRE_MESSAGE(
+      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))), what,
+      " did not finish in time");
   return handle.get();
 }
 
@@ -107,9 +107,10 @@ std::error_code client_error_against(const test_certificates& certs, const std::
                                      const std::string& key, const std::string& host,
                                      tls_context client) {
   loopback net;
-  auto server = net.pool.spawn(accept_and_handshake(net.listener, server_context(certs, cert, key)));
-  const std::error_code error = run(net.pool, connect_and_handshake(net.address, client, host),
-                                    "the client's handshake");
+  auto server =
+      net.pool.spawn(accept_and_handshake(net.listener, server_context(certs, cert, key)));
+  const std::error_code error =
+      run(net.pool, connect_and_handshake(net.address, client, host), "the client's handshake");
   CHECK(server.wait_for(std::chrono::seconds(10)));
   CHECK(server.get());  // the server fails too: the client's alert
   return error;
@@ -126,21 +127,23 @@ TEST_CASE("tls: a client and a server move a MiB both ways at once; ALPN; close_
   }
   // The server echoes every byte back until the client's close_notify,
   // then sends its own.
-  auto server = net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<std::string> {
-    tls stream(co_await listener.accept(), context);
-    co_await stream.handshake();
-    const std::string seen = std::string(stream.alpn()) + " " + std::string(stream.server_name());
-    std::vector<std::byte> buffer(7000);
-    for (;;) {
-      const std::size_t got = co_await stream.read_some(buffer);
-      if (got == 0) {
-        break;
-      }
-      co_await stream.write_all(std::span(buffer).first(got));
-    }
-    co_await stream.shutdown();
-    co_return seen;
-  }(net.listener, server_context(certs, "server.pem", "server.key", {"x-canopy", "http/1.1"})));
+  auto server =
+      net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<std::string> {
+        tls stream(co_await listener.accept(), context);
+        co_await stream.handshake();
+        const std::string seen =
+            std::string(stream.alpn()) + " " + std::string(stream.server_name());
+        std::vector<std::byte> buffer(7000);
+        for (;;) {
+          const std::size_t got = co_await stream.read_some(buffer);
+          if (got == 0) {
+            break;
+          }
+          co_await stream.write_all(std::span(buffer).first(got));
+        }
+        co_await stream.shutdown();
+        co_return seen;
+      }(net.listener, server_context(certs, "server.pem", "server.key", {"x-canopy", "http/1.1"})));
 
   auto client = [](endpoint address, tls_context context,
                    const std::string* payload) -> task<std::string> {
@@ -166,8 +169,8 @@ TEST_CASE("tls: a client and a server move a MiB both ways at once; ALPN; close_
     co_await std::move(writer);
     co_return echoed;
   };
-  const std::string echoed = run(net.pool, client(net.address, client_context(certs, {"http/1.1"}),
-                                                  &payload), "the client");
+  const std::string echoed = run(
+      net.pool, client(net.address, client_context(certs, {"http/1.1"}), &payload), "the client");
   CHECK(echoed.size() == payload.size());
   CHECK(echoed == payload);
   REQUIRE(server.wait_for(10s));
@@ -209,16 +212,16 @@ TEST_CASE("tls: a close without close_notify is truncation, distinct from a clea
   for (const bool clean : {false, true}) {
     CAPTURE(clean);
     loopback net;
-    auto server = net.pool.spawn([](tcp_listener& listener, tls_context context,
-                                    bool clean) -> task<void> {
-      tls stream(co_await listener.accept(), context);
-      co_await stream.handshake();
-      co_await stream.write_all(bytes_of("hello"));
-      if (clean) {
-        co_await stream.shutdown();
-      }
-      stream.close();  // the socket, with or without close_notify before it
-    }(net.listener, server_context(certs), clean));
+    auto server =
+        net.pool.spawn([](tcp_listener& listener, tls_context context, bool clean) -> task<void> {
+          tls stream(co_await listener.accept(), context);
+          co_await stream.handshake();
+          co_await stream.write_all(bytes_of("hello"));
+          if (clean) {
+            co_await stream.shutdown();
+          }
+          stream.close();  // the socket, with or without close_notify before it
+        }(net.listener, server_context(certs), clean));
     const auto [text, error] = run(
         net.pool,
         [](endpoint address, tls_context context) -> task<std::pair<std::string, std::error_code>> {
@@ -254,7 +257,8 @@ TEST_CASE("tls: refused certificates name the reason") {
   const test_certificates certs;
   const tls_context trusting = client_context(certs);
   SUBCASE("expired") {
-    const auto error = client_error_against(certs, "expired.pem", "server.key", "localhost", trusting);
+    const auto error =
+        client_error_against(certs, "expired.pem", "server.key", "localhost", trusting);
     CHECK(io::is_certificate_error(error));
     CHECK(error.message().find("certificate has expired") != std::string::npos);
   }
@@ -265,17 +269,19 @@ TEST_CASE("tls: refused certificates name the reason") {
     CHECK(error.message().find("signed certificate") != std::string::npos);
   }
   SUBCASE("wrong host") {
-    const auto error = client_error_against(certs, "other.pem", "server.key", "localhost", trusting);
+    const auto error =
+        client_error_against(certs, "other.pem", "server.key", "localhost", trusting);
     CHECK(io::is_certificate_error(error));
     CHECK(error.message().find("hostname mismatch") != std::string::npos);
   }
   SUBCASE("wrong IP address") {
-    const auto error = client_error_against(certs, "other.pem", "server.key", "127.0.0.1", trusting);
+    const auto error =
+        client_error_against(certs, "other.pem", "server.key", "127.0.0.1", trusting);
     CHECK(error.message().find("IP address mismatch") != std::string::npos);
   }
   SUBCASE("a CA the client does not trust (the system's store)") {
-    const auto error = client_error_against(certs, "server.pem", "server.key", "localhost",
-                                            tls_context::client());
+    const auto error =
+        client_error_against(certs, "server.pem", "server.key", "localhost", tls_context::client());
     CHECK(error.message().find("unable to get local issuer certificate") != std::string::npos);
   }
   SUBCASE("the same certificate, trusted: no error") {
@@ -298,12 +304,12 @@ TEST_CASE("tls: a version the peer refuses is a protocol-version error on both s
   io::tls_client_options client_options;
   client_options.ca_file = certs.path("ca.pem");
   client_options.max_version = io::tls_version::v1_2;
-  auto server = net.pool.spawn(
-      accept_and_handshake(net.listener, tls_context::server(server_options)));
-  const std::error_code error = run(
-      net.pool,
-      connect_and_handshake(net.address, tls_context::client(client_options), "localhost"),
-      "client");
+  auto server =
+      net.pool.spawn(accept_and_handshake(net.listener, tls_context::server(server_options)));
+  const std::error_code error =
+      run(net.pool,
+          connect_and_handshake(net.address, tls_context::client(client_options), "localhost"),
+          "client");
   CHECK(error.category() == io::tls_category());
   CHECK(error.message().find("protocol version") != std::string::npos);
   REQUIRE(server.wait_for(10s));

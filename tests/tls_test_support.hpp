@@ -30,12 +30,24 @@ class test_certificates {
         "'\n"
         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.cnf\n"
         "printf 'subjectAltName=DNS:other.example\\n' > other.cnf\n"
-        "openssl req -x509" + ec + "-keyout ca.key -out ca.pem -days 2 -subj /CN=canopy-test-ca\n"
-        "openssl req -new" + ec + "-keyout server.key -out server.csr -subj /CN=localhost\n"
-        "openssl x509 -req -in server.csr" + sign + "-out server.pem -days 2 -extfile san.cnf\n"
-        "openssl x509 -req -in server.csr" + sign + "-out expired.pem -days -1 -extfile san.cnf\n"
-        "openssl x509 -req -in server.csr" + sign + "-out other.pem -days 2 -extfile other.cnf\n"
-        "openssl req -x509" + ec + "-keyout self.key -out self.pem -days 2 -subj /CN=localhost"
+        "openssl req -x509" +
+        ec +
+        "-keyout ca.key -out ca.pem -days 2 -subj /CN=canopy-test-ca\n"
+        "openssl req -new" +
+        ec +
+        "-keyout server.key -out server.csr -subj /CN=localhost\n"
+        "openssl x509 -req -in server.csr" +
+        sign +
+        "-out server.pem -days 2 -extfile san.cnf\n"
+        "openssl x509 -req -in server.csr" +
+        sign +
+        "-out expired.pem -days -1 -extfile san.cnf\n"
+        "openssl x509 -req -in server.csr" +
+        sign +
+        "-out other.pem -days 2 -extfile other.cnf\n"
+        "openssl req -x509" +
+        ec +
+        "-keyout self.key -out self.pem -days 2 -subj /CN=localhost"
         " -addext subjectAltName=DNS:localhost,IP:127.0.0.1\n"
         "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out stray.key\n";
     // Fails, not skips, without openssl: ./run.sh installs it.

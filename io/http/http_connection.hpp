@@ -89,7 +89,8 @@ class input_buffer {
 //     connection after this answer: `Connection: close` (unless the
 //     handler named a Connection), so the client does not send another.
 // Other requests cost nothing here: the head is searched for these only.
-inline void complete_response(const request& req, std::string& out, std::size_t start, bool draining) {
+inline void complete_response(const request& req, std::string& out, std::size_t start,
+                              bool draining) {
   const bool head_only = req.method == "HEAD";
   const bool close_now = draining && req.keep_alive;
   const bool confirm_keep_alive = req.version_minor == 0 && req.keep_alive && !close_now;

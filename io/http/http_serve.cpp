@@ -1,7 +1,7 @@
 // serve(): the accept loop, and the drain that ends it (http_server.hpp).
 #include <exception>
-#include <utility>
 #include <stop_token>
+#include <utility>
 
 #include "../../coroutine/race.hpp"
 #include "../../coroutine/spawn.hpp"
@@ -79,8 +79,7 @@ task<std::error_code> detail::serve_with(tcp_listener& listener, server_options 
       failed = error;
       break;
     }
-    connections.spawn_detached(
-        reported(connection(std::move(stream), drain.get_token())));
+    connections.spawn_detached(reported(connection(std::move(stream), drain.get_token())));
   }
   drain.request_stop();
   auto ended = connections.all_ended();

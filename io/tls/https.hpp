@@ -14,15 +14,15 @@ namespace canopy::io::http {
 
 // serve() (http_server.hpp) with every accepted connection served over TLS
 // with `context` (a server context, shared with the caller's copies).
-task<std::error_code> serve(tcp_listener& listener, tls_context context,
-                            server_options options, handler respond, std::stop_token stop = {});
+task<std::error_code> serve(tcp_listener& listener, tls_context context, server_options options,
+                            handler respond, std::stop_token stop = {});
 
 // One TLS connection, from its handshake (bounded by
 // options.request_timeout; a failed or late one closes the connection
 // quietly) until it ends, as the plain serve_connection says, except:
 // a write is bounded as a whole by write_timeout (not per stall); an error
 // answer is followed by close_notify and the close, without lingering.
-task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options,
-                            handler respond, std::stop_token stop = {});
+task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
+                            std::stop_token stop = {});
 
 }  // namespace canopy::io::http

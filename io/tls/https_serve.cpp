@@ -2,8 +2,6 @@
 // the answers and the counters are the plain connection's
 // (io/http/http_connection.hpp); the I/O goes through the TLS stream, each
 // wait bounded by with_timeout on its task.
-#include "https.hpp"
-
 #include <sys/socket.h>
 
 #include <chrono>
@@ -14,8 +12,9 @@
 #include <utility>
 
 #include "../../coroutine/spawn.hpp"
-#include "../timer/timer_wait.hpp"
 #include "../http/http_connection.hpp"
+#include "../timer/timer_wait.hpp"
+#include "https.hpp"
 
 namespace canopy::io::http {
 
@@ -58,8 +57,8 @@ std::optional<clock::time_point> deadline_after(std::chrono::milliseconds timeou
 
 }  // namespace
 
-task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options,
-                            handler respond, std::stop_token stop) {
+task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
+                            std::stop_token stop) {
   detail::check_serving(options, respond);
   add(totals.connections, 1);
   std::error_code error;
@@ -152,12 +151,12 @@ task<void> serve_connection(tls_stream<tcp_stream> stream, server_options option
     }
     const std::span<std::byte> room = input.space(buffer_limit);
     std::size_t got = 0;
-    const bool arrived = co_await within(
-        left_until(deadline),
-        [](tls_stream<tcp_stream>& from, std::span<std::byte> into, std::error_code& failed,
-           std::size_t& count) -> task<void> {
-          count = co_await from.read_some(into, failed);
-        }(stream, room, error, got));
+    const bool arrived =
+        co_await within(left_until(deadline),
+                        [](tls_stream<tcp_stream>& from, std::span<std::byte> into,
+                           std::error_code& failed, std::size_t& count) -> task<void> {
+                          count = co_await from.read_some(into, failed);
+                        }(stream, room, error, got));
     if (idle && idle_closer) {
       watch.idle.store(false, sync::relaxed);
     }
@@ -185,8 +184,8 @@ task<void> serve_connection(tls_stream<tcp_stream> stream, server_options option
   stream.close();
 }
 
-task<std::error_code> serve(tcp_listener& listener, tls_context context,
-                            server_options options, handler respond, std::stop_token stop) {
+task<std::error_code> serve(tcp_listener& listener, tls_context context, server_options options,
+                            handler respond, std::stop_token stop) {
   detail::check_serving(options, respond);
   // A named local, not a temporary inside the co_await (http_serve.cpp).
   detail::connection_maker connection = [options, respond, context](tcp_stream stream,

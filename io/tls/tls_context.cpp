@@ -42,10 +42,9 @@ class tls_category_impl final : public std::error_category {
     }
     if (value >= tls_library_base) {
       const int packed = value - tls_library_base;
-      const char* reason =
-          ERR_reason_error_string(ERR_PACK(packed >> 16, 0, packed & 0xffff));
-      return std::string("TLS: ") + (reason != nullptr ? reason : "OpenSSL error " +
-                                                                      std::to_string(packed));
+      const char* reason = ERR_reason_error_string(ERR_PACK(packed >> 16, 0, packed & 0xffff));
+      return std::string("TLS: ") +
+             (reason != nullptr ? reason : "OpenSSL error " + std::to_string(packed));
     }
     return "TLS: unknown error " + std::to_string(value);
   }
@@ -53,8 +52,7 @@ class tls_category_impl final : public std::error_category {
 
 int state_index() noexcept {
   static const int index = SSL_CTX_get_ex_new_index(
-      0, nullptr, nullptr, nullptr,
-      [](void*, void* state, CRYPTO_EX_DATA*, int, long, void*) {
+      0, nullptr, nullptr, nullptr, [](void*, void* state, CRYPTO_EX_DATA*, int, long, void*) {
         delete static_cast<detail::tls_context_state*>(state);
       });
   return index;
@@ -267,8 +265,7 @@ tls_context tls_context::client(const tls_client_options& options) {
       fail(tls_errc::handshake_failed, "CA file " + options.ca_file);
     }
   } else if (!options.ca_pem.empty()) {
-    BIO* text =
-        BIO_new_mem_buf(options.ca_pem.data(), static_cast<int>(options.ca_pem.size()));
+    BIO* text = BIO_new_mem_buf(options.ca_pem.data(), static_cast<int>(options.ca_pem.size()));
     X509_STORE* store = SSL_CTX_get_cert_store(context);
     int added = 0;
     while (X509* ca = PEM_read_bio_X509(text, nullptr, nullptr, nullptr)) {

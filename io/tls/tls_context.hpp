@@ -66,7 +66,7 @@ class tls_context {
   void select_by_server_name(sni_selector select);
   void add_server_name(std::string server_name, tls_context context);
 
-  tls_context() noexcept = default;  // empty: no stream can be made from it
+  tls_context() noexcept = default;                // empty: no stream can be made from it
   tls_context(const tls_context& other) noexcept;  // shares the same SSL_CTX
   tls_context& operator=(const tls_context& other) noexcept;
   tls_context(tls_context&& other) noexcept;

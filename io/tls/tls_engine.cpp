@@ -97,7 +97,8 @@ std::error_code tls_engine::failure(int result, tls_errc fallback) noexcept {
   const int kind = SSL_get_error(ssl, result);
   const long verified = SSL_get_verify_result(ssl);
   std::error_code error;
-  if (kind == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
+  if (kind == SSL_ERROR_SSL &&
+      ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
       verified != X509_V_OK) {
     ERR_clear_error();
     error = {tls_verify_base + static_cast<int>(verified), tls_category()};

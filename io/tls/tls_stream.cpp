@@ -102,11 +102,7 @@ task<void> tls_stream<Stream>::handshake(std::error_code& error) {
   }
   operation_claim claim(*engine_, tls_operation::handshake);
   claim.risky = true;
-  // The handshake holds both directions: nothing else writes meanwhile.
-  while (!engine_->claim_output()) {
-    co_await canopy::yield_now();  // a reader's flush of the previous use is ending
-  }
-  engine_->release_output();
+  // The handshake holds both directions (begin), so the output is free.
   for (;;) {
     std::error_code failed;
     const tls_step step = engine_->handshake(failed);

@@ -34,6 +34,7 @@ class tls_stream {
   // an IP address literal (checked as an address, not sent as SNI); empty:
   // neither.
   tls_stream(Stream next, const tls_context& context, std::string_view host);
+  // Moves only while no operation runs (the operations refer to it).
   tls_stream(tls_stream&& other) noexcept;
   tls_stream& operator=(tls_stream&& other) noexcept;
   tls_stream(const tls_stream&) = delete;

@@ -40,7 +40,8 @@
 //     different workers (as on a tcp_stream); a second operation in a
 //     direction already busy fails at once with
 //     std::errc::connection_already_in_progress; before the handshake
-//     succeeded: tls_errc::not_handshaken;
+//     succeeded: tls_errc::not_handshaken. A stream moves (and is
+//     destroyed) only while no operation runs;
 //   * errors: each operation has a std::error_code& form and a throwing
 //     form (std::system_error with the same code). TLS failures are in
 //     tls_category() and name the problem: a refused certificate
