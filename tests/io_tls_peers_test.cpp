@@ -256,6 +256,48 @@ TEST_CASE(
   CHECK(later.message().find("unusable") != std::string::npos);
 }
 
+TEST_CASE(
+    "tls peers: HTTPS closes an idle connection, and answers a partial request with 408, "
+    "each with close_notify") {
+  const watchdog guard("tls https timeouts", 60 * timeout_scale());
+  const test_certificates certs;
+  http::server_options options;
+  options.request_timeout = 300ms;
+  https_server server(server_context(certs), options);
+  io::tls_client_options client_options;
+  client_options.ca_file = certs.path("ca.pem");
+  for (const std::string sent : {"", "GET / HTTP/1.1\r\nHost: x\r\n"}) {
+    CAPTURE(sent);
+    const auto started = std::chrono::steady_clock::now();
+    const auto [answer, error] = run(
+        server.net.pool,
+        [](endpoint address, tls_context context,
+           std::string sent) -> task<std::pair<std::string, std::error_code>> {
+          tls stream(co_await tcp_stream::connect(address), context, "localhost");
+          co_await stream.handshake();
+          if (!sent.empty()) {
+            co_await stream.write_all(bytes_of(sent));
+          }
+          std::string answer;
+          std::error_code error;
+          std::byte buffer[1024];
+          while (const std::size_t got = co_await stream.read_some(buffer, error)) {
+            answer.append(reinterpret_cast<const char*>(buffer), got);
+          }
+          co_return std::pair{answer, error};
+        }(server.net.address, tls_context::client(client_options), sent),
+        "the client");
+    const auto waited = std::chrono::steady_clock::now() - started;
+    CHECK(waited >= 250ms);
+    CHECK(!error);  // close_notify, not a truncation
+    if (sent.empty()) {
+      CHECK(answer.empty());
+    } else {
+      CHECK(answer.starts_with("HTTP/1.1 408 Request Timeout\r\n"));
+    }
+  }
+}
+
 // docs/tls.md's examples, as written there.
 canopy::task<std::string> fetch(canopy::io::endpoint peer, canopy::io::tls_context context) {
   namespace io = canopy::io;

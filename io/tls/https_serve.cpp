@@ -135,7 +135,6 @@ task<void> serve_connection(tls_stream<tcp_stream> stream, server_options option
       output.clear();
     }
     if (closing) {
-      co_await within(options.write_timeout, stream.shutdown(error));
       break;
     }
     if (answered) {
@@ -169,8 +168,8 @@ task<void> serve_connection(tls_stream<tcp_stream> stream, server_options option
       append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
       const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(output.data()),
                                              output.size());
-      if (co_await within(options.write_timeout, stream.write_all(bytes, error)) && !error) {
-        co_await within(options.write_timeout, stream.shutdown(error));
+      if (!co_await within(options.write_timeout, stream.write_all(bytes, error))) {
+        add(totals.write_timeouts, 1);
       }
       break;
     }
@@ -180,6 +179,13 @@ task<void> serve_connection(tls_stream<tcp_stream> stream, server_options option
     input.filled(got);
   }
   idle_closer.reset();  // waits for a close_if_idle running on another thread
+  // Every end the stream survived (an answer with close, an idle close, a
+  // stop, the client's close_notify) sends close_notify, so the client
+  // sees a clean end rather than a truncation; after an error or a write
+  // cut short the stream is unusable and the close is all there is.
+  if (stream.usable()) {
+    co_await within(options.write_timeout, stream.shutdown(error));
+  }
   stream.next_layer().shutdown(SHUT_WR);
   stream.close();
 }
