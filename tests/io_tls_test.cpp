@@ -340,5 +340,22 @@ TEST_CASE("tls: a key that does not match the certificate fails the context, fil
   CHECK_THROWS_AS((void)tls_context::server(options), std::invalid_argument);  // both forms
 }
 
+TEST_CASE("tls: a certificate file that cannot be read fails the context with errno and its name") {
+  const test_certificates certs;
+  io::tls_server_options options;
+  options.certificate_chain_file = certs.path("missing.pem");
+  options.private_key_file = certs.path("server.key");
+  try {
+    (void)tls_context::server(options);
+    FAIL("a missing certificate file was accepted");
+  } catch (const std::system_error& failure) {
+    CHECK(failure.code() == std::errc::no_such_file_or_directory);
+    CHECK(std::string(failure.what()).find("missing.pem") != std::string::npos);
+  }
+  io::tls_client_options client;
+  client.ca_file = certs.path("no-ca.pem");
+  CHECK_THROWS_AS((void)tls_context::client(client), std::system_error);
+}
+
 }  // namespace
 }  // namespace canopy::testing

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "tls_openssl.hpp"
 
@@ -58,8 +59,30 @@ int state_index() noexcept {
   return index;
 }
 
+// Throws for a failed context step: the code is the root cause (the
+// earliest error queued: errno for a file that cannot be opened, else
+// OpenSSL's reason), and what() lists every error OpenSSL queued.
+// Throws for a failed context step: the code is the root cause (errno for
+// a file that cannot be opened, else OpenSSL's last reason), and what()
+// lists every error OpenSSL queued.
 [[noreturn]] void fail(tls_errc fallback, const std::string& what) {
-  throw std::system_error(detail::take_openssl_error(fallback), "canopy::io::tls_context: " + what);
+  std::vector<unsigned long> queued;
+  while (const unsigned long error = ERR_get_error()) {
+    queued.push_back(error);
+  }
+  std::error_code code = make_error_code(fallback);
+  std::string details;
+  for (const unsigned long error : queued) {
+    char text[256];
+    ERR_error_string_n(error, text, sizeof text);
+    details += std::string(" [") + text + "]";
+  }
+  if (!queued.empty() && ERR_SYSTEM_ERROR(queued.front())) {
+    code = {static_cast<int>(ERR_GET_REASON(queued.front())), std::system_category()};
+  } else if (!queued.empty()) {
+    code = detail::openssl_error_code(queued.back(), fallback);
+  }
+  throw std::system_error(code, "canopy::io::tls_context: " + what + details);
 }
 
 int protocol_of(tls_version version) noexcept {
@@ -168,7 +191,11 @@ namespace detail {
 std::error_code take_openssl_error(tls_errc fallback) noexcept {
   const unsigned long packed = ERR_peek_last_error();
   ERR_clear_error();
-  if (packed == 0) {
+  return openssl_error_code(packed, fallback);
+}
+
+std::error_code openssl_error_code(unsigned long packed, tls_errc fallback) noexcept {
+  if (packed == 0 || ERR_SYSTEM_ERROR(packed)) {
     return make_error_code(fallback);
   }
   const int library = ERR_GET_LIB(packed);

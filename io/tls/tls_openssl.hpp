@@ -18,6 +18,8 @@ namespace canopy::io::detail {
 // The error on top of this thread's OpenSSL error queue (then clears the
 // queue); `fallback` when the queue is empty.
 std::error_code take_openssl_error(tls_errc fallback) noexcept;
+// The code of one packed OpenSSL error (`fallback` for 0 or a system error).
+std::error_code openssl_error_code(unsigned long packed, tls_errc fallback) noexcept;
 
 struct tls_context_state {
   bool server = false;

@@ -71,8 +71,8 @@
 // stop) and serve_connection(tls_stream, ...) serve as their plain forms
 // in <canopy/io/http.hpp> (options, keep-alive, pipelining, the drain),
 // with the handshake bounded by request_timeout; a write is bounded as a
-// whole by write_timeout; an error answer ends with close_notify, without
-// lingering. The plain server's path is unchanged by TLS.
+// whole by write_timeout; every end the stream survives sends close_notify
+// before the close (no lingering). The plain server's path is unchanged by TLS.
 //
 // Not yet (issue 41): fiber forms, session resumption settings, client
 // certificates.
