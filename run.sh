@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake relacy-dev curl apache2-utils liburing-dev)
+core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake relacy-dev curl apache2-utils liburing-dev libssl-dev openssl)
 bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace wrk nginx
   cargo rustc librust-rayon-dev librust-tokio-dev librust-libc-dev)
 

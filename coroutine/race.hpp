@@ -291,11 +291,6 @@ race_result<Ts...> make_race_result(std::size_t winner, std::tuple<race_slot<Ts>
   return result;
 }
 
-template <class T>
-inline constexpr bool is_task = false;
-template <class T>
-inline constexpr bool is_task<task<T>> = true;
-
 // The awaiter that co_await of an rvalue `A` uses: what its member
 // operator co_await returns (a channel's recv(), a mutex's lock()), or `A`.
 template <class A>
@@ -328,7 +323,7 @@ task<awaited_value_t<A>> await_in_task(A awaitable) {
 
 template <class C>
 auto as_contender(C&& contender) {
-  if constexpr (is_task<std::remove_cvref_t<C>>) {
+  if constexpr (is_task<std::remove_cvref_t<C>>::value) {
     return std::remove_cvref_t<C>(std::forward<C>(contender));
   } else {
     return await_in_task<std::remove_cvref_t<C>>(std::forward<C>(contender));
@@ -374,7 +369,7 @@ requires(sizeof...(Ts) > 0) task<race_result<Ts...>> race(task<Ts>... contenders
 // recv(), a mutex's lock(), a semaphore's acquire(), sleep_for) as well as
 // tasks. Each awaiter runs inside a task of its own.
 template <class... Cs>
-requires(sizeof...(Cs) > 0 && !(detail::is_task<std::remove_cvref_t<Cs>> && ...))
+requires(sizeof...(Cs) > 0 && !(detail::is_task<std::remove_cvref_t<Cs>>::value && ...))
 auto race(Cs&&... contenders) {
   return race(detail::as_contender(std::forward<Cs>(contenders))...);
 }

@@ -297,6 +297,13 @@ inline task<void> task_promise<void>::get_return_object() noexcept {
   return task<void>(std::coroutine_handle<task_promise<void>>::from_promise(*this));
 }
 
+// Whether T is a canopy::task (race and task_group take tasks and other
+// awaitables).
+template <class T>
+struct is_task : std::false_type {};
+template <class T>
+struct is_task<task<T>> : std::true_type {};
+
 }  // namespace detail
 
 }  // namespace canopy

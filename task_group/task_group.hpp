@@ -82,11 +82,6 @@ auto reporting(Spec<Fn>&& spec, std::shared_ptr<typename group_state<T>::outcome
                                      spec.stack_size};
 }
 
-template <class T>
-struct is_task : std::false_type {};
-template <class T>
-struct is_task<task<T>> : std::true_type {};
-
 // What awaiting a child gives: a task<U> or a handle to one (a join_handle<U>
 // or a type derived from it, as a fiber's handle is) produces U. Spelled as a
 // trait because decltype(co_await x) is not allowed (clang rejects it).

@@ -49,6 +49,9 @@
 //       callback_registration (io/callback.hpp) for descriptors of your own.
 //   timer_thread(pool) (io/timer/timer_thread.hpp): timers for an executor
 //       without a reactor.
+//   TLS and HTTPS (not included here: <canopy/io/tls.hpp>, link canopy-tls;
+//       docs/tls.md): tls_context, tls_stream<tcp_stream> (handshake,
+//       read_some, write_all, shutdown), http::serve(listener, tls_context, ...).
 #pragma once
 
 #include "canopy.hpp"

@@ -1,6 +1,7 @@
 // serve(): the accept loop, and the drain that ends it (http_server.hpp).
 #include <exception>
 #include <stop_token>
+#include <utility>
 
 #include "../../coroutine/race.hpp"
 #include "../../coroutine/spawn.hpp"
@@ -36,6 +37,18 @@ bool transient(std::error_code error) noexcept {
 task<std::error_code> serve(tcp_listener& listener, server_options options, handler respond,
                             std::stop_token stop) {
   detail::check_serving(options, respond);
+  // One call of the maker per connection; the requests see none of it. A
+  // named local, not a temporary inside the co_await: GCC 12 destroys such
+  // temporaries' captures twice.
+  detail::connection_maker connection = [options, respond](tcp_stream stream,
+                                                           std::stop_token drain) {
+    return serve_connection(std::move(stream), options, respond, std::move(drain));
+  };
+  co_return co_await detail::serve_with(listener, options, std::move(connection), std::move(stop));
+}
+
+task<std::error_code> detail::serve_with(tcp_listener& listener, server_options options,
+                                         connection_maker connection, std::stop_token stop) {
   // The connections watch a source of serve's own, so that an accept error
   // drains them as a stop does; the caller's stop is forwarded to it (the
   // callback may run on any thread: request_stop() is thread-safe).
@@ -66,8 +79,7 @@ task<std::error_code> serve(tcp_listener& listener, server_options options, hand
       failed = error;
       break;
     }
-    connections.spawn_detached(
-        reported(serve_connection(std::move(stream), options, respond, drain.get_token())));
+    connections.spawn_detached(reported(connection(std::move(stream), drain.get_token())));
   }
   drain.request_stop();
   auto ended = connections.all_ended();

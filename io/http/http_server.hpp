@@ -61,6 +61,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -114,6 +115,12 @@ task<std::error_code> serve(tcp_listener& listener, server_options options, hand
 namespace detail {
 // std::invalid_argument for a timeout of zero or less or an empty handler.
 void check_serving(const server_options& options, const handler& respond);
+// serve()'s accept loop and drain, as serve() says, with each accepted
+// connection served by the task `connection` makes (HTTPS adds its
+// handshake there: io/tls/https.hpp).
+using connection_maker = std::function<task<void>(tcp_stream, std::stop_token)>;
+task<std::error_code> serve_with(tcp_listener& listener, server_options options,
+                                 connection_maker connection, std::stop_token stop);
 }  // namespace detail
 
 // Counters over every connection served in this process (relaxed).

@@ -1,0 +1,85 @@
+// <canopy/io/tls.hpp> — TLS on OpenSSL 3: tls_context, tls_stream over a
+// tcp_stream or unix_stream, and HTTPS for the HTTP/1.1 server
+// (docs/tls.md is the guide). Built where meson finds OpenSSL
+// (libssl-dev; -Dtls=auto|enabled|disabled); link canopy-tls (pkg-config
+// canopy-tls; meson dependency('canopy-tls')), which brings libssl.
+//
+//   namespace io = canopy::io;
+//   io::tls_context server = io::tls_context::server({.certificate_chain_file = "cert.pem",
+//                                                     .private_key_file = "key.pem"});
+//   co_await io::http::serve(listener, server, {}, handler, stop.get_token());   // HTTPS
+//
+//   io::tls_context client = io::tls_context::client({.ca_file = "ca.pem"});
+//   io::tls_stream<io::tcp_stream> tls(co_await io::tcp_stream::connect(peer), client,
+//                                      "example.org");   // SNI and the host-name check
+//   co_await tls.handshake();
+//   co_await tls.write_all(request);
+//   std::size_t got = co_await tls.read_some(buffer);   // 0: the peer's close_notify
+//   co_await tls.shutdown();                             // our close_notify
+//
+// Contexts (io/tls/tls_context.hpp): server(options): a certificate chain
+// and private key (PEM, file or memory; a key that does not match the
+// certificate throws std::system_error tls_errc::key_mismatch here), ALPN
+// protocols, min/max version (TLS 1.2 by default; 1.3). client(options):
+// the trusted CAs (ca_file, ca_pem, or the system's store), verification
+// on by default (verify_peer), ALPN, versions. A server picks a context
+// per SNI name: add_server_name(name, context) or select_by_server_name(f).
+// Copies share one SSL_CTX; set everything before the context is used.
+//
+// Streams (io/tls/tls_stream.hpp), coroutine tasks only in this slice:
+//   * OpenSSL never touches the socket: the SSL reads and writes two memory
+//     BIOs and the stream moves the bytes with the next layer's own
+//     read_some/write_all, so TLS works on both reactor backends (epoll,
+//     io_uring) and a task waiting on TLS holds no worker;
+//   * buffers: read_some decrypts into the caller's buffer; write_all
+//     encrypts the caller's bytes into the stream's own output buffer and
+//     sends that (the caller's span need only live until the write ends);
+//     the stream owns a 17 KiB input buffer and OpenSSL's state;
+//   * handshake() first, alone (no read or write may run meanwhile); then
+//     one read and one write may run at once, in different tasks on
+//     different workers (as on a tcp_stream); a second operation in a
+//     direction already busy fails at once with
+//     std::errc::connection_already_in_progress; before the handshake
+//     succeeded: tls_errc::not_handshaken. A stream moves (and is
+//     destroyed) only while no operation runs;
+//   * errors: each operation has a std::error_code& form and a throwing
+//     form (std::system_error with the same code). TLS failures are in
+//     tls_category() and name the problem: a refused certificate
+//     (is_certificate_error(code); "certificate verify failed: certificate
+//     has expired", "... hostname mismatch", "... self-signed certificate",
+//     "... unable to get local issuer certificate"), OpenSSL's reason
+//     ("unsupported protocol", "tlsv1 alert protocol version", "wrong
+//     version number", "http request"); the next layer's errors
+//     (ECONNRESET, ...) as they are. A peer that closes the connection
+//     without close_notify: tls_errc::truncated (a clean close_notify is a
+//     read of 0 bytes, EOF); during the handshake:
+//     tls_errc::closed_in_handshake. Renegotiation is refused;
+//   * the cancel rule: a task cancelled (with_timeout, race, a handle's
+//     cancel) during handshake(), write_all() or shutdown(), or during the
+//     rare send a read makes, may leave a handshake or a record half sent:
+//     the stream is then unusable, and every later operation fails with
+//     tls_errc::unusable (close it). No half-written record is completed
+//     as if whole. A read cancelled while it waits for the socket loses
+//     nothing and the stream stays usable (the bytes already read are kept);
+//     any error also makes the stream unusable, except EOF;
+//   * shutdown() sends close_notify and does not wait for the peer's; close
+//     the stream after it (close(), or next_layer()).
+//   * It is a readable_stream: buffered_reader<tls_stream<tcp_stream>&>
+//     reads lines and frames over it (<canopy/io/buffered.hpp>).
+//
+// HTTPS (io/tls/https.hpp): serve(listener, tls_context, options, handler,
+// stop) and serve_connection(tls_stream, ...) serve as their plain forms
+// in <canopy/io/http.hpp> (options, keep-alive, pipelining, the drain),
+// with the handshake bounded by request_timeout; a write is bounded as a
+// whole by write_timeout; every end the stream survives sends close_notify
+// before the close (no lingering). The plain server's path is unchanged by TLS.
+//
+// Not yet (issue 41): fiber forms, session resumption settings, client
+// certificates.
+#pragma once
+
+#include "../detail/io/tls/https.hpp"
+#include "../detail/io/tls/tls_context.hpp"
+#include "../detail/io/tls/tls_stream.hpp"
+#include "../io.hpp"
+#include "http.hpp"

@@ -1,0 +1,175 @@
+// http_connection — what the plain HTTP connection (http_server.cpp) and
+// the HTTPS one (io/tls/https_serve.cpp) share: the input buffer, the
+// server's additions to an answer, the 100-continue check, the idle watch
+// a stop uses, the counters. Internal (canopy::io::http::detail).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../../sync/atomics.hpp"
+#include "http_chars.hpp"
+#include "http_parser.hpp"
+
+namespace canopy::io::http::detail {
+
+struct shared_counters {
+  sync::atomic<std::uint64_t> connections{0};
+  sync::atomic<std::uint64_t> requests{0};
+  sync::atomic<std::uint64_t> bad_requests{0};
+  sync::atomic<std::uint64_t> timeouts{0};
+  sync::atomic<std::uint64_t> idle_closes{0};
+  sync::atomic<std::uint64_t> write_timeouts{0};
+};
+// Over every connection served, plain and TLS (defined in http_server.cpp).
+extern shared_counters connection_totals;
+
+inline void add(sync::atomic<std::uint64_t>& counter, std::uint64_t by) noexcept {
+  counter.fetch_add(by, sync::relaxed);
+}
+
+// The bytes that arrived and are not yet answered: [begin, end) of `data`.
+class input_buffer {
+ public:
+  explicit input_buffer(std::size_t capacity) : data_(capacity) {}
+
+  [[nodiscard]] std::string_view pending() const noexcept {
+    return {data_.data() + begin_, end_ - begin_};
+  }
+  // The same bytes, writable: request_reader decodes a chunked body in place.
+  [[nodiscard]] std::span<char> pending_bytes() noexcept {
+    return {data_.data() + begin_, end_ - begin_};
+  }
+  // Drops the pending bytes after the first `count` (a chunked body's
+  // framing, already decoded).
+  void keep(std::size_t count) noexcept { end_ = begin_ + std::min(count, end_ - begin_); }
+  void consume(std::size_t count) noexcept {
+    begin_ += count;
+    if (begin_ == end_) {
+      begin_ = end_ = 0;
+    }
+  }
+  // Room to read into: moves the pending bytes to the front when the tail
+  // is short, and grows up to `limit` bytes in all.
+  std::span<std::byte> space(std::size_t limit) {
+    if (data_.size() - end_ < 512 && begin_ > 0) {
+      std::memmove(data_.data(), data_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (end_ == data_.size() && data_.size() < limit) {
+      data_.resize(std::min(limit, data_.size() * 2));
+    }
+    return {reinterpret_cast<std::byte*>(data_.data()) + end_, data_.size() - end_};
+  }
+  void filled(std::size_t count) noexcept { end_ += count; }
+
+ private:
+  std::vector<char> data_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+};
+
+// What the server adds to the response the handler appended to `out` at
+// `start`, for the requests whose answer a handler easily gets wrong:
+//   * HEAD: the head only (RFC 9110 9.3.2), so a handler answers HEAD as it
+//     answers GET and the Content-Length stays that of the GET answer;
+//   * HTTP/1.0 kept alive: `Connection: keep-alive` (unless the handler
+//     named a Connection), without which a 1.0 client cannot tell the
+//     connection stays open and waits for its close (RFC 9112 9.3).
+//   * a server draining (its stop was requested) ends a kept-alive
+//     connection after this answer: `Connection: close` (unless the
+//     handler named a Connection), so the client does not send another.
+// Other requests cost nothing here: the head is searched for these only.
+inline void complete_response(const request& req, std::string& out, std::size_t start,
+                              bool draining) {
+  const bool head_only = req.method == "HEAD";
+  const bool close_now = draining && req.keep_alive;
+  const bool confirm_keep_alive = req.version_minor == 0 && req.keep_alive && !close_now;
+  if (!head_only && !confirm_keep_alive && !close_now) {
+    return;
+  }
+  const std::size_t head_end = out.find("\r\n\r\n", start);
+  if (head_end == std::string::npos) {
+    return;  // not a response: left as the handler wrote it
+  }
+  if (head_only) {
+    out.resize(head_end + 4);
+  }
+  if (confirm_keep_alive || close_now) {
+    bool named = false;
+    constexpr std::string_view field = "\r\nconnection:";
+    for (std::size_t at = out.find("\r\n", start); at < head_end && !named;
+         at = out.find("\r\n", at + 2)) {
+      named = equals_ignoring_case(std::string_view(out).substr(at, field.size()), field);
+    }
+    if (!named) {
+      out.insert(head_end, close_now ? "\r\nConnection: close" : "\r\nConnection: keep-alive");
+    }
+  }
+}
+
+// Whether the incomplete request at the front of `pending` has its whole
+// head and asks `Expect: 100-continue` (RFC 9110 10.1.1): such a client
+// waits for an interim `100 Continue` before it sends the body (curl does
+// for a body over 1 MiB, and after a second's wait sends it anyway). The
+// parser has already accepted the head (else it would have said invalid),
+// limits included, so the body is wanted. HTTP/1.1 only: a 1.0 client
+// knows no interim answers.
+inline bool expects_continue(std::string_view pending) noexcept {
+  const std::size_t head_end = pending.find("\r\n\r\n");
+  if (head_end == std::string_view::npos) {
+    return false;
+  }
+  std::string_view rest = pending.substr(0, head_end + 2);
+  const std::size_t line_end = rest.find("\r\n");
+  if (!rest.substr(0, line_end).ends_with(" HTTP/1.1")) {
+    return false;
+  }
+  rest.remove_prefix(line_end + 2);
+  while (!rest.empty()) {
+    const std::size_t end = rest.find("\r\n");
+    const std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(end + 2);
+    const std::size_t colon = line.find(':');
+    if (colon != std::string_view::npos && equals_ignoring_case(line.substr(0, colon), "expect") &&
+        lists_token(line.substr(colon + 1), "100-continue")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// What a stop of serve_connection's token does to a connection waiting idle
+// for its next request (no byte of it yet): shuts its reading side, so the
+// wait ends with EOF and the connection closes (tcp.hpp allows this from
+// any thread while a read waits). A connection doing anything else sees the
+// stop itself at its next request boundary.
+struct idle_watch {
+  int fd = -1;
+  sync::atomic<bool> idle{false};
+};
+struct close_if_idle {
+  idle_watch* watch;
+  void operator()() const noexcept {
+    // Runs after request_stop() made stop_requested() true. This fence pairs
+    // with the connection's fence between its store of idle and its read of
+    // stop_requested() (serve_connection and the HTTPS one): of the two, at least one sees the
+    // other's write, so an idle connection is either shut here or sees the
+    // stop itself and closes.
+    sync::fence_seq_cst();
+    if (watch->idle.load(sync::relaxed)) {
+      ::shutdown(watch->fd, SHUT_RD);
+    }
+  }
+};
+
+}  // namespace canopy::io::http::detail

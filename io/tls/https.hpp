@@ -1,0 +1,30 @@
+// https — the HTTP/1.1 server (io/http/http_server.hpp) over TLS: the same
+// handler, options, keep-alive and pipelining, each connection a
+// tls_stream<tcp_stream>. The public contract is in <canopy/io/tls.hpp>.
+#pragma once
+
+#include <stop_token>
+#include <system_error>
+
+#include "../../coroutine/task.hpp"
+#include "../http/http_server.hpp"
+#include "tls_stream.hpp"
+
+namespace canopy::io::http {
+
+// serve() (http_server.hpp) with every accepted connection served over TLS
+// with `context` (a server context, shared with the caller's copies).
+task<std::error_code> serve(tcp_listener& listener, tls_context context, server_options options,
+                            handler respond, std::stop_token stop = {});
+
+// One TLS connection, from its handshake (bounded by
+// options.request_timeout; a failed or late one closes the connection
+// quietly) until it ends, as the plain serve_connection says, except: a
+// write is bounded as a whole by write_timeout (not per stall); every end
+// the stream survives (an answer with close, an error answer, an idle
+// close, the client's close_notify) sends close_notify before the close,
+// without the plain server's lingering.
+task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
+                            std::stop_token stop = {});
+
+}  // namespace canopy::io::http

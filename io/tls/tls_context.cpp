@@ -1,0 +1,361 @@
+#include "tls_context.hpp"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "tls_openssl.hpp"
+
+namespace canopy::io {
+
+namespace {
+
+class tls_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "canopy.tls"; }
+  std::string message(int value) const override {
+    switch (static_cast<tls_errc>(value)) {
+      case tls_errc::truncated:
+        return "TLS: the peer closed the connection without close_notify (truncated)";
+      case tls_errc::unusable:
+        return "TLS: the stream is unusable (an earlier operation failed or was cancelled "
+               "mid-handshake or mid-record)";
+      case tls_errc::closed_in_handshake:
+        return "TLS: the peer closed the connection during the handshake";
+      case tls_errc::handshake_failed:
+        return "TLS: handshake failure";
+      case tls_errc::verify_failed:
+        return "TLS: certificate verify failed";
+      case tls_errc::not_handshaken:
+        return "TLS: the handshake has not completed";
+      case tls_errc::key_mismatch:
+        return "TLS: the private key does not match the certificate";
+      case tls_errc::renegotiation:
+        return "TLS: the peer asked for a renegotiation (refused)";
+    }
+    if (value >= tls_verify_base && value < tls_library_base) {
+      return std::string("TLS: certificate verify failed: ") +
+             X509_verify_cert_error_string(value - tls_verify_base);
+    }
+    if (value >= tls_library_base) {
+      const int packed = value - tls_library_base;
+      const char* reason = ERR_reason_error_string(ERR_PACK(packed >> 16, 0, packed & 0xffff));
+      return std::string("TLS: ") +
+             (reason != nullptr ? reason : "OpenSSL error " + std::to_string(packed));
+    }
+    return "TLS: unknown error " + std::to_string(value);
+  }
+};
+
+int state_index() noexcept {
+  static const int index = SSL_CTX_get_ex_new_index(
+      0, nullptr, nullptr, nullptr, [](void*, void* state, CRYPTO_EX_DATA*, int, long, void*) {
+        delete static_cast<detail::tls_context_state*>(state);
+      });
+  return index;
+}
+
+// Throws for a failed context step: the code is the root cause (the
+// earliest error queued: errno for a file that cannot be opened, else
+// OpenSSL's reason), and what() lists every error OpenSSL queued.
+// Throws for a failed context step: the code is the root cause (errno for
+// a file that cannot be opened, else OpenSSL's last reason), and what()
+// lists every error OpenSSL queued.
+[[noreturn]] void fail(tls_errc fallback, const std::string& what) {
+  std::vector<unsigned long> queued;
+  while (const unsigned long error = ERR_get_error()) {
+    queued.push_back(error);
+  }
+  std::error_code code = make_error_code(fallback);
+  std::string details;
+  for (const unsigned long error : queued) {
+    char text[256];
+    ERR_error_string_n(error, text, sizeof text);
+    details += std::string(" [") + text + "]";
+  }
+  if (!queued.empty() && ERR_SYSTEM_ERROR(queued.front())) {
+    code = {static_cast<int>(ERR_GET_REASON(queued.front())), std::system_category()};
+  } else if (!queued.empty()) {
+    code = detail::openssl_error_code(queued.back(), fallback);
+  }
+  throw std::system_error(code, "canopy::io::tls_context: " + what + details);
+}
+
+int protocol_of(tls_version version) noexcept {
+  return version == tls_version::v1_3 ? TLS1_3_VERSION : TLS1_2_VERSION;
+}
+
+void check_pair(const std::string& file, const std::string& pem, const char* what) {
+  if (file.empty() == pem.empty()) {
+    throw std::invalid_argument(std::string("canopy::io::tls_context: give exactly one of ") +
+                                what + "_file and " + what + "_pem");
+  }
+}
+
+std::string alpn_wire(const std::vector<std::string>& protocols) {
+  std::string wire;
+  for (const std::string& name : protocols) {
+    if (name.empty() || name.size() > 255) {
+      throw std::invalid_argument("canopy::io::tls_context: an ALPN name must have 1 to 255 bytes");
+    }
+    wire.push_back(static_cast<char>(name.size()));
+    wire.append(name);
+  }
+  return wire;
+}
+
+SSL_CTX* make_context(bool server, tls_version min, tls_version max) {
+  if (min > max) {
+    throw std::invalid_argument("canopy::io::tls_context: min_version above max_version");
+  }
+  ERR_clear_error();
+  SSL_CTX* context = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+  if (context == nullptr) {
+    fail(tls_errc::handshake_failed, "SSL_CTX_new");
+  }
+  auto* state = new detail::tls_context_state;
+  state->server = server;
+  SSL_CTX_set_ex_data(context, state_index(), state);
+  SSL_CTX_set_min_proto_version(context, protocol_of(min));
+  SSL_CTX_set_max_proto_version(context, protocol_of(max));
+  // Renegotiation (TLS 1.2) would make a read write and a write read;
+  // refused. Partial writes: a write hands whole buffers to the memory BIO.
+  SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_mode(context, SSL_MODE_RELEASE_BUFFERS);
+  return context;
+}
+
+struct context_owner {
+  SSL_CTX* context;
+  ~context_owner() { SSL_CTX_free(context); }
+  SSL_CTX* release() noexcept { return std::exchange(context, nullptr); }
+};
+
+// The server's ALPN choice: its own preference order (RFC 7301 leaves the
+// order to the server).
+int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* out_length,
+                const unsigned char* offered, unsigned int offered_length, void*) {
+  const detail::tls_context_state* state = detail::state_of(SSL_get_SSL_CTX(ssl));
+  if (state == nullptr || state->alpn_wire.empty()) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  const auto* ours = reinterpret_cast<const unsigned char*>(state->alpn_wire.data());
+  for (std::size_t at = 0; at < state->alpn_wire.size(); at += 1 + ours[at]) {
+    for (unsigned int theirs = 0; theirs < offered_length; theirs += 1 + offered[theirs]) {
+      if (ours[at] == offered[theirs] &&
+          std::equal(ours + at + 1, ours + at + 1 + ours[at], offered + theirs + 1)) {
+        *out = ours + at + 1;
+        *out_length = ours[at];
+        return SSL_TLSEXT_ERR_OK;
+      }
+    }
+  }
+  return SSL_TLSEXT_ERR_ALERT_FATAL;  // no_application_protocol
+}
+
+int select_by_name(SSL* ssl, int*, void*) {
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  const detail::tls_context_state* state = detail::state_of(SSL_get_SSL_CTX(ssl));
+  if (name == nullptr || state == nullptr) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  const tls_context* chosen = nullptr;
+  if (state->select) {
+    chosen = state->select(name);
+  }
+  if (chosen == nullptr) {
+    const auto found = state->by_name.find(std::string_view(name));
+    if (found != state->by_name.end()) {
+      chosen = &found->second;
+    }
+  }
+  if (chosen != nullptr && chosen->valid() && chosen->is_server()) {
+    SSL_set_SSL_CTX(ssl, static_cast<SSL_CTX*>(chosen->native_handle()));
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+}  // namespace
+
+const std::error_category& tls_category() noexcept {
+  static const tls_category_impl category;
+  return category;
+}
+
+namespace detail {
+
+std::error_code take_openssl_error(tls_errc fallback) noexcept {
+  const unsigned long packed = ERR_peek_last_error();
+  ERR_clear_error();
+  return openssl_error_code(packed, fallback);
+}
+
+std::error_code openssl_error_code(unsigned long packed, tls_errc fallback) noexcept {
+  if (packed == 0 || ERR_SYSTEM_ERROR(packed)) {
+    return make_error_code(fallback);
+  }
+  const int library = ERR_GET_LIB(packed);
+  const int reason = ERR_GET_REASON(packed);
+  if (library > 0xff || reason > 0xffff) {
+    return make_error_code(fallback);
+  }
+  return {tls_library_base + (library << 16 | reason), tls_category()};
+}
+
+tls_context_state* state_of(SSL_CTX* context) noexcept {
+  return context == nullptr
+             ? nullptr
+             : static_cast<tls_context_state*>(SSL_CTX_get_ex_data(context, state_index()));
+}
+
+}  // namespace detail
+
+tls_context tls_context::server(const tls_server_options& options) {
+  check_pair(options.certificate_chain_file, options.certificate_chain_pem, "certificate_chain");
+  check_pair(options.private_key_file, options.private_key_pem, "private_key");
+  context_owner owner{make_context(true, options.min_version, options.max_version)};
+  SSL_CTX* context = owner.context;
+  if (!options.certificate_chain_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(context, options.certificate_chain_file.c_str()) != 1) {
+      fail(tls_errc::handshake_failed, "certificate chain " + options.certificate_chain_file);
+    }
+  } else {
+    BIO* text = BIO_new_mem_buf(options.certificate_chain_pem.data(),
+                                static_cast<int>(options.certificate_chain_pem.size()));
+    X509* leaf = PEM_read_bio_X509_AUX(text, nullptr, nullptr, nullptr);
+    bool good = leaf != nullptr && SSL_CTX_use_certificate(context, leaf) == 1;
+    X509_free(leaf);
+    while (good) {
+      X509* next = PEM_read_bio_X509(text, nullptr, nullptr, nullptr);
+      if (next == nullptr) {
+        ERR_clear_error();  // the end of the text
+        break;
+      }
+      good = SSL_CTX_add0_chain_cert(context, next) == 1;
+      if (!good) {
+        X509_free(next);
+      }
+    }
+    BIO_free(text);
+    if (!good) {
+      fail(tls_errc::handshake_failed, "certificate chain PEM");
+    }
+  }
+  if (!options.private_key_file.empty()) {
+    if (SSL_CTX_use_PrivateKey_file(context, options.private_key_file.c_str(), SSL_FILETYPE_PEM) !=
+        1) {
+      if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+        ERR_clear_error();
+        throw std::system_error(make_error_code(tls_errc::key_mismatch),
+                                "canopy::io::tls_context: " + options.private_key_file);
+      }
+      fail(tls_errc::handshake_failed, "private key " + options.private_key_file);
+    }
+  } else {
+    BIO* text = BIO_new_mem_buf(options.private_key_pem.data(),
+                                static_cast<int>(options.private_key_pem.size()));
+    EVP_PKEY* key = PEM_read_bio_PrivateKey(text, nullptr, nullptr, nullptr);
+    BIO_free(text);
+    if (key == nullptr) {
+      fail(tls_errc::handshake_failed, "private key PEM");
+    }
+    const int used = SSL_CTX_use_PrivateKey(context, key);
+    EVP_PKEY_free(key);
+    if (used != 1) {
+      ERR_clear_error();
+      throw std::system_error(make_error_code(tls_errc::key_mismatch),
+                              "canopy::io::tls_context: private key PEM");
+    }
+  }
+  if (SSL_CTX_check_private_key(context) != 1) {
+    ERR_clear_error();
+    throw std::system_error(make_error_code(tls_errc::key_mismatch), "canopy::io::tls_context");
+  }
+  detail::state_of(context)->alpn_wire = alpn_wire(options.alpn);
+  SSL_CTX_set_alpn_select_cb(context, select_alpn, nullptr);
+  SSL_CTX_set_tlsext_servername_callback(context, select_by_name);
+  return tls_context(owner.release());
+}
+
+tls_context tls_context::client(const tls_client_options& options) {
+  if (!options.ca_file.empty() && !options.ca_pem.empty()) {
+    throw std::invalid_argument("canopy::io::tls_context: give at most one of ca_file and ca_pem");
+  }
+  context_owner owner{make_context(false, options.min_version, options.max_version)};
+  SSL_CTX* context = owner.context;
+  if (!options.ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(context, options.ca_file.c_str(), nullptr) != 1) {
+      fail(tls_errc::handshake_failed, "CA file " + options.ca_file);
+    }
+  } else if (!options.ca_pem.empty()) {
+    BIO* text = BIO_new_mem_buf(options.ca_pem.data(), static_cast<int>(options.ca_pem.size()));
+    X509_STORE* store = SSL_CTX_get_cert_store(context);
+    int added = 0;
+    while (X509* ca = PEM_read_bio_X509(text, nullptr, nullptr, nullptr)) {
+      added += X509_STORE_add_cert(store, ca) == 1 ? 1 : 0;
+      X509_free(ca);
+    }
+    ERR_clear_error();
+    BIO_free(text);
+    if (added == 0) {
+      throw std::invalid_argument("canopy::io::tls_context: ca_pem holds no certificate");
+    }
+  } else if (SSL_CTX_set_default_verify_paths(context) != 1) {
+    fail(tls_errc::handshake_failed, "the system's CA store");
+  }
+  SSL_CTX_set_verify(context, options.verify_peer ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
+  const std::string wire = alpn_wire(options.alpn);
+  if (!wire.empty() &&
+      SSL_CTX_set_alpn_protos(context, reinterpret_cast<const unsigned char*>(wire.data()),
+                              static_cast<unsigned int>(wire.size())) != 0) {
+    fail(tls_errc::handshake_failed, "ALPN");
+  }
+  return tls_context(owner.release());
+}
+
+void tls_context::select_by_server_name(sni_selector select) {
+  detail::state_of(static_cast<SSL_CTX*>(native_))->select = std::move(select);
+}
+
+void tls_context::add_server_name(std::string server_name, tls_context context) {
+  detail::state_of(static_cast<SSL_CTX*>(native_))
+      ->by_name.insert_or_assign(std::move(server_name), std::move(context));
+}
+
+tls_context::tls_context(const tls_context& other) noexcept : native_(other.native_) {
+  if (native_ != nullptr) {
+    SSL_CTX_up_ref(static_cast<SSL_CTX*>(native_));
+  }
+}
+
+tls_context& tls_context::operator=(const tls_context& other) noexcept {
+  if (this != &other) {
+    tls_context copy(other);
+    std::swap(native_, copy.native_);
+  }
+  return *this;
+}
+
+tls_context::tls_context(tls_context&& other) noexcept
+    : native_(std::exchange(other.native_, nullptr)) {}
+
+tls_context& tls_context::operator=(tls_context&& other) noexcept {
+  if (this != &other) {
+    tls_context old(std::move(*this));
+    native_ = std::exchange(other.native_, nullptr);
+  }
+  return *this;
+}
+
+tls_context::~tls_context() { SSL_CTX_free(static_cast<SSL_CTX*>(native_)); }
+
+bool tls_context::is_server() const noexcept {
+  const detail::tls_context_state* state = detail::state_of(static_cast<SSL_CTX*>(native_));
+  return state != nullptr && state->server;
+}
+
+}  // namespace canopy::io

@@ -1,0 +1,86 @@
+// tls_context — the configuration a TLS stream is made from (OpenSSL's
+// SSL_CTX): a server's certificate chain and key, a client's trusted CAs,
+// ALPN, versions, SNI. The public contract is in <canopy/io/tls.hpp>.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tls_error.hpp"
+
+namespace canopy::io {
+
+enum class tls_version : int { v1_2, v1_3 };
+
+// A server's context. PEM, each from a file or from memory (the text
+// itself): set one of each pair; the chain is the certificate followed by
+// its intermediates.
+struct tls_server_options {
+  std::string certificate_chain_file;
+  std::string certificate_chain_pem;
+  std::string private_key_file;
+  std::string private_key_pem;
+  // The protocols this server speaks (ALPN), most preferred first: the
+  // first of them the client also offers is chosen; a client offering
+  // none of them is refused (no_application_protocol alert). Empty: ALPN
+  // is ignored.
+  std::vector<std::string> alpn;
+  tls_version min_version = tls_version::v1_2;
+  tls_version max_version = tls_version::v1_3;
+};
+
+// A client's context. Verification is on unless verify_peer is false: the
+// server's chain must lead to a trusted CA (ca_file or ca_pem, else the
+// system's default store) and, for a stream made with a host name, the
+// certificate must name that host (or IP address).
+struct tls_client_options {
+  std::string ca_file;
+  std::string ca_pem;
+  bool verify_peer = true;
+  // The protocols offered (ALPN), most preferred first; empty: none.
+  std::vector<std::string> alpn;
+  tls_version min_version = tls_version::v1_2;
+  tls_version max_version = tls_version::v1_3;
+};
+
+class tls_context {
+ public:
+  // Throw std::system_error (tls_category(): tls_errc::key_mismatch for a
+  // key that does not match the certificate; an OpenSSL reason for a file
+  // that cannot be read or parsed, with the file named in what()) or
+  // std::invalid_argument (a missing certificate or key, both or neither
+  // of a file/PEM pair, min_version above max_version).
+  static tls_context server(const tls_server_options& options);
+  static tls_context client(const tls_client_options& options = {});
+
+  // A server's SNI: which context serves a connection whose client asked
+  // for `server_name` (nullptr or no match: this one). The selector runs
+  // during handshakes, on whichever worker runs them, possibly several at
+  // once; it is consulted before the map. Set both before the context
+  // serves (not thread-safe against handshakes). A context must not name
+  // itself (that would keep it alive forever).
+  using sni_selector = std::function<const tls_context*(std::string_view server_name)>;
+  void select_by_server_name(sni_selector select);
+  void add_server_name(std::string server_name, tls_context context);
+
+  tls_context() noexcept = default;                // empty: no stream can be made from it
+  tls_context(const tls_context& other) noexcept;  // shares the same SSL_CTX
+  tls_context& operator=(const tls_context& other) noexcept;
+  tls_context(tls_context&& other) noexcept;
+  tls_context& operator=(tls_context&& other) noexcept;
+  ~tls_context();
+
+  [[nodiscard]] bool valid() const noexcept { return native_ != nullptr; }
+  [[nodiscard]] bool is_server() const noexcept;
+  // The SSL_CTX*, for settings this class does not offer (before use).
+  [[nodiscard]] void* native_handle() const noexcept { return native_; }
+
+ private:
+  explicit tls_context(void* native) noexcept : native_(native) {}
+  void* native_ = nullptr;
+};
+
+}  // namespace canopy::io

@@ -1,0 +1,86 @@
+// tls_engine — one TLS connection's OpenSSL state (SSL with two memory
+// BIOs), without I/O: tls_stream feeds it the bytes its socket read and
+// sends the bytes it produced. Every call locks the engine's mutex (the
+// reader and the writer of a stream may run on two workers at once; the
+// SSL is not thread-safe), and none waits. Internal (canopy::io::detail).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "tls_context.hpp"
+
+namespace canopy::io::detail {
+
+enum class tls_step : std::uint8_t { done, want_read, eof, failed };
+enum class tls_operation : std::uint8_t { handshake, read, write, shutdown };
+
+class tls_engine {
+ public:
+  // Throws std::invalid_argument for an empty context, std::system_error
+  // when OpenSSL cannot make the connection's state (out of memory).
+  tls_engine(const tls_context& context, bool client, std::string_view host);
+  ~tls_engine();
+  tls_engine(const tls_engine&) = delete;
+  tls_engine& operator=(const tls_engine&) = delete;
+
+  // Claims the operation's direction(s): false with `error` set when the
+  // stream is unusable, not handshaken, or another task's operation holds
+  // the direction (errc::connection_already_in_progress).
+  bool begin(tls_operation operation, std::error_code& error) noexcept;
+  // Releases it; `broken` marks the stream unusable (an operation that
+  // failed, or was cancelled while a record or handshake was half done).
+  void end(tls_operation operation, bool broken) noexcept;
+
+  tls_step handshake(std::error_code& error) noexcept;
+  tls_step read(std::span<std::byte> into, std::size_t& got, std::error_code& error) noexcept;
+  tls_step write(std::span<const std::byte> data, std::error_code& error) noexcept;
+  tls_step shutdown(std::error_code& error) noexcept;
+  // Bytes that arrived from the socket (after a want_read).
+  void feed(std::span<const std::byte> bytes) noexcept;
+  // The reader's socket buffer.
+  std::span<std::byte> input_room() noexcept { return {input_.get(), input_size}; }
+
+  // The socket's write direction, shared by the writer and (for the rare
+  // records a read produces: a TLS 1.3 KeyUpdate answer) the reader:
+  // claim_output() takes it when it is free; claim_output_if_pending()
+  // only when output waits too. take_output() moves the waiting output to
+  // `out`; with none it releases the claim and returns false, so output a
+  // reader leaves while a writer holds the claim goes out with the
+  // writer's.
+  bool claim_output() noexcept;
+  bool claim_output_if_pending() noexcept;
+  bool take_output(std::vector<std::byte>& out);
+  void release_output() noexcept;
+
+  [[nodiscard]] std::string_view alpn() const noexcept;
+  [[nodiscard]] std::string_view server_name() const noexcept;
+  [[nodiscard]] std::string_view version() const noexcept;
+  [[nodiscard]] bool usable() const noexcept;
+  [[nodiscard]] void* native_handle() const noexcept { return ssl_; }
+
+ private:
+  static constexpr std::size_t input_size = 17 * 1024;  // one whole record and its header
+  std::error_code failure(int result, tls_errc fallback) noexcept;
+
+  mutable std::mutex mutex_;
+  void* ssl_ = nullptr;  // SSL*
+  void* in_ = nullptr;   // BIO*: the socket's bytes, to OpenSSL
+  void* out_ = nullptr;  // BIO*: OpenSSL's bytes, to the socket
+  std::unique_ptr<std::byte[]> input_;
+  bool handshaken_ = false;
+  bool broken_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool output_claimed_ = false;
+  bool client_ = false;
+};
+
+}  // namespace canopy::io::detail

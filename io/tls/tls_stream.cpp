@@ -1,0 +1,288 @@
+// tls_stream's operations, instantiated for tcp_stream and unix_stream.
+#include "tls_stream.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "../../coroutine/yield.hpp"
+#include "../tcp.hpp"
+#include "../unix.hpp"
+#include "tls_engine.hpp"
+
+namespace canopy::io {
+
+namespace {
+
+using detail::tls_engine;
+using detail::tls_operation;
+using detail::tls_step;
+
+// Holds an operation's claim on its direction(s) and releases it however
+// the operation ends. `risky` while a record (or the handshake) is half
+// sent or half made: an end then, by an error or by the task's
+// cancellation (its frame destroyed at a suspension), leaves the stream
+// unusable.
+class operation_claim {
+ public:
+  operation_claim(tls_engine& engine, tls_operation operation) noexcept
+      : engine_(engine), operation_(operation) {}
+  operation_claim(const operation_claim&) = delete;
+  operation_claim& operator=(const operation_claim&) = delete;
+  ~operation_claim() { engine_.end(operation_, risky); }
+  bool risky = false;
+
+ private:
+  tls_engine& engine_;
+  tls_operation operation_;
+};
+
+// Releases the socket's write direction if the flush holding it ends
+// early (an error, a cancellation).
+class output_claim {
+ public:
+  explicit output_claim(tls_engine& engine) noexcept : engine_(engine) {}
+  output_claim(const output_claim&) = delete;
+  output_claim& operator=(const output_claim&) = delete;
+  ~output_claim() {
+    if (held) {
+      engine_.release_output();
+    }
+  }
+  bool held = true;
+
+ private:
+  tls_engine& engine_;
+};
+
+constexpr std::size_t write_chunk = 64 * 1024;
+
+void throw_if(const std::error_code& error, const char* what) {
+  if (error) {
+    throw std::system_error(error, what);
+  }
+}
+
+}  // namespace
+
+template <class Stream>
+tls_stream<Stream>::tls_stream(Stream next, const tls_context& context)
+    : next_(std::move(next)), engine_(std::make_unique<tls_engine>(context, false, "")) {}
+
+template <class Stream>
+tls_stream<Stream>::tls_stream(Stream next, const tls_context& context, std::string_view host)
+    : next_(std::move(next)), engine_(std::make_unique<tls_engine>(context, true, host)) {}
+
+template <class Stream>
+tls_stream<Stream>::tls_stream(tls_stream&& other) noexcept = default;
+template <class Stream>
+tls_stream<Stream>& tls_stream<Stream>::operator=(tls_stream&& other) noexcept = default;
+template <class Stream>
+tls_stream<Stream>::~tls_stream() = default;
+
+// Sends what the engine produced; the caller holds the output claim,
+// which this releases once nothing is left (or on an error).
+template <class Stream>
+task<void> tls_stream<Stream>::flush(std::error_code& error) {
+  output_claim claim(*engine_);
+  std::vector<std::byte> out;
+  while (engine_->take_output(out)) {
+    co_await next_.write_all(std::span<const std::byte>(out), error);
+    if (error) {
+      co_return;
+    }
+  }
+  claim.held = false;  // take_output released it
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::handshake(std::error_code& error) {
+  error.clear();
+  if (!engine_->begin(tls_operation::handshake, error)) {
+    co_return;
+  }
+  operation_claim claim(*engine_, tls_operation::handshake);
+  claim.risky = true;
+  // The handshake holds both directions (begin), so the output is free.
+  for (;;) {
+    std::error_code failed;
+    const tls_step step = engine_->handshake(failed);
+    // Whatever it made goes out first, an alert after a failure included
+    // (so the peer learns why).
+    if (engine_->claim_output()) {
+      co_await flush(error);
+      if (error) {
+        co_return;
+      }
+    }
+    if (step == tls_step::done) {
+      claim.risky = false;
+      co_return;
+    }
+    if (step == tls_step::failed) {
+      error = failed;
+      co_return;
+    }
+    const std::size_t got = co_await next_.read_some(engine_->input_room(), error);
+    if (error) {
+      co_return;
+    }
+    if (got == 0) {
+      error = make_error_code(tls_errc::closed_in_handshake);
+      co_return;
+    }
+    engine_->feed(engine_->input_room().first(got));
+  }
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::handshake() {
+  std::error_code error;
+  co_await handshake(error);
+  throw_if(error, "canopy::io::tls_stream::handshake");
+}
+
+template <class Stream>
+task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
+                                                std::error_code& error) {
+  error.clear();
+  if (!engine_->begin(tls_operation::read, error)) {
+    co_return 0;
+  }
+  operation_claim claim(*engine_, tls_operation::read);
+  if (buffer.empty()) {
+    co_return 0;
+  }
+  for (;;) {
+    std::size_t got = 0;
+    const tls_step step = engine_->read(buffer, got, error);
+    // A read may produce records (a KeyUpdate's answer): they go out now
+    // unless a writer holds the socket, which then sends them with its own.
+    if (engine_->claim_output_if_pending()) {
+      std::error_code flushed;
+      claim.risky = true;
+      co_await flush(flushed);
+      if (flushed) {
+        error = flushed;
+        co_return 0;
+      }
+      claim.risky = false;
+    }
+    switch (step) {
+      case tls_step::done:
+        co_return got;
+      case tls_step::eof:
+        co_return 0;
+      case tls_step::failed:
+        co_return 0;
+      case tls_step::want_read:
+        break;
+    }
+    // Cancel-safe: a read cancelled here loses nothing (the next layer
+    // keeps the bytes of a read that lost a race; the engine holds what it
+    // was fed).
+    const std::size_t arrived = co_await next_.read_some(engine_->input_room(), error);
+    if (error) {
+      claim.risky = true;
+      co_return 0;
+    }
+    if (arrived == 0) {
+      error = make_error_code(tls_errc::truncated);
+      claim.risky = true;
+      co_return 0;
+    }
+    engine_->feed(engine_->input_room().first(arrived));
+  }
+}
+
+template <class Stream>
+task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer) {
+  std::error_code error;
+  const std::size_t got = co_await read_some(buffer, error);
+  throw_if(error, "canopy::io::tls_stream::read_some");
+  co_return got;
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::write_all(std::span<const std::byte> data, std::error_code& error) {
+  error.clear();
+  if (!engine_->begin(tls_operation::write, error)) {
+    co_return;
+  }
+  operation_claim claim(*engine_, tls_operation::write);
+  claim.risky = true;
+  while (!data.empty()) {
+    const std::span<const std::byte> chunk = data.first(std::min(data.size(), write_chunk));
+    if (engine_->write(chunk, error) != tls_step::done) {
+      co_return;
+    }
+    while (!engine_->claim_output()) {
+      co_await canopy::yield_now();  // a reader sends a record of its own; ours go next
+    }
+    co_await flush(error);
+    if (error) {
+      co_return;
+    }
+    data = data.subspan(chunk.size());
+  }
+  claim.risky = false;
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::write_all(std::span<const std::byte> data) {
+  std::error_code error;
+  co_await write_all(data, error);
+  throw_if(error, "canopy::io::tls_stream::write_all");
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::shutdown(std::error_code& error) {
+  error.clear();
+  if (!engine_->begin(tls_operation::shutdown, error)) {
+    co_return;
+  }
+  operation_claim claim(*engine_, tls_operation::shutdown);
+  claim.risky = true;
+  if (engine_->shutdown(error) != tls_step::done) {
+    co_return;
+  }
+  while (!engine_->claim_output()) {
+    co_await canopy::yield_now();
+  }
+  co_await flush(error);
+  if (!error) {
+    claim.risky = false;
+  }
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::shutdown() {
+  std::error_code error;
+  co_await shutdown(error);
+  throw_if(error, "canopy::io::tls_stream::shutdown");
+}
+
+template <class Stream>
+std::string_view tls_stream<Stream>::alpn() const noexcept {
+  return engine_->alpn();
+}
+template <class Stream>
+std::string_view tls_stream<Stream>::server_name() const noexcept {
+  return engine_->server_name();
+}
+template <class Stream>
+std::string_view tls_stream<Stream>::version() const noexcept {
+  return engine_->version();
+}
+template <class Stream>
+bool tls_stream<Stream>::usable() const noexcept {
+  return engine_ != nullptr && engine_->usable();
+}
+template <class Stream>
+void* tls_stream<Stream>::native_handle() const noexcept {
+  return engine_->native_handle();
+}
+
+template class tls_stream<tcp_stream>;
+template class tls_stream<unix_stream>;
+
+}  // namespace canopy::io

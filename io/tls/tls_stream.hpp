@@ -1,0 +1,81 @@
+// tls_stream — TLS over a Canopy stream (tcp_stream, unix_stream), OpenSSL
+// kept off the socket: the stream's own read_some/write_all move the
+// encrypted bytes (io/tls/tls_engine.hpp holds the SSL and its memory
+// BIOs). The public contract is in <canopy/io/tls.hpp>.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "../../coroutine/task.hpp"
+#include "../tcp.hpp"
+#include "../unix.hpp"
+#include "tls_context.hpp"
+
+namespace canopy::io {
+
+namespace detail {
+class tls_engine;
+}
+
+template <class Stream>
+class tls_stream {
+ public:
+  using next_layer_type = Stream;
+
+  // The server side of `next` (a server context).
+  tls_stream(Stream next, const tls_context& context);
+  // The client side (a client context). `host`: the name the client asks
+  // for (SNI) and checks the server's certificate against, a DNS name or
+  // an IP address literal (checked as an address, not sent as SNI); empty:
+  // neither.
+  tls_stream(Stream next, const tls_context& context, std::string_view host);
+  // Moves only while no operation runs (the operations refer to it).
+  tls_stream(tls_stream&& other) noexcept;
+  tls_stream& operator=(tls_stream&& other) noexcept;
+  tls_stream(const tls_stream&) = delete;
+  tls_stream& operator=(const tls_stream&) = delete;
+  ~tls_stream();
+
+  task<void> handshake(std::error_code& error);
+  task<void> handshake();
+  // At least one byte, or 0 at the peer's close_notify (EOF). A peer that
+  // closes the connection without it: tls_errc::truncated.
+  task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
+  task<std::size_t> read_some(std::span<std::byte> buffer);
+  task<void> write_all(std::span<const std::byte> data, std::error_code& error);
+  task<void> write_all(std::span<const std::byte> data);
+  // Sends close_notify (does not wait for the peer's).
+  task<void> shutdown(std::error_code& error);
+  task<void> shutdown();
+
+  Stream& next_layer() noexcept { return next_; }
+  const Stream& next_layer() const noexcept { return next_; }
+  // Closes the underlying stream (waiting operations end as its close says).
+  void close() noexcept { next_.close(); }
+
+  // After the handshake: the protocol ALPN chose (empty: none), the SNI
+  // name (the one the client sent), the version ("TLSv1.3").
+  [[nodiscard]] std::string_view alpn() const noexcept;
+  [[nodiscard]] std::string_view server_name() const noexcept;
+  [[nodiscard]] std::string_view version() const noexcept;
+  // False once an operation failed or was cancelled mid-record.
+  [[nodiscard]] bool usable() const noexcept;
+  // The SSL*, for what this class does not offer.
+  [[nodiscard]] void* native_handle() const noexcept;
+
+ private:
+  task<void> flush(std::error_code& error);
+
+  Stream next_;
+  std::unique_ptr<detail::tls_engine> engine_;
+};
+
+extern template class tls_stream<tcp_stream>;
+extern template class tls_stream<unix_stream>;
+
+}  // namespace canopy::io
