@@ -7,13 +7,15 @@
 //   namespace io = canopy::io;
 //   io::tls_context server = io::tls_context::server({.certificate_chain_file = "cert.pem",
 //                                                     .private_key_file = "key.pem"});
-//   co_await io::http::serve(listener, server, {}, handler, stop.get_token());   // HTTPS
+//   auto hello = [](const io::http::request&) { return std::string("hello"); };
+//   co_await io::http::serve(listener, server, {}, hello, token);   // HTTPS
 //
 //   io::tls_context client = io::tls_context::client({.ca_file = "ca.pem"});
-//   io::tls_stream<io::tcp_stream> tls(co_await io::tcp_stream::connect(peer), client,
+//   const io::endpoint site = io::endpoint::loopback_v4(8443);
+//   io::tls_stream<io::tcp_stream> tls(co_await io::tcp_stream::connect(site), client,
 //                                      "example.org");   // SNI and the host-name check
 //   co_await tls.handshake();
-//   co_await tls.write_all(request);
+//   co_await tls.write_all(payload);
 //   std::size_t got = co_await tls.read_some(buffer);   // 0: the peer's close_notify
 //   co_await tls.shutdown();                             // our close_notify
 //
