@@ -42,11 +42,29 @@
 // cancel. A call that already started runs to its end with its stop_token
 // requested once the cancel takes effect, its result dropped. A task that
 // was spawned detached has no cancel request; its queued call is dropped
-// only when the task is destroyed. The pool's shutdown (an attached pool's destructor, which shuts
-// its executor down first; the default pool at process exit) waits for the
-// running calls and joins its threads (detail/blocking/blocking_pool.hpp has
-// the steps). Link canopy (the canopy_blocking library is part of the
-// package).
+// only when the task is destroyed.
+// The pool's shutdown (shutdown(), an attached pool's destructor, which
+// shuts its executor down first; the default pool at process exit), in
+// order: new calls are refused (errc::shut_down); queued calls fail with
+// that error at their co_await (or are dropped if their task is gone);
+// running calls get their stop_token requested and are waited for (a
+// thread cannot be interrupted); then every thread is joined.
+//
+// Reference (namespace canopy):
+//   run_blocking(fn) -> task<R>, R fn's result (co_await it in a task; fn
+//     may take a std::stop_token). fn is submitted at the call, before the
+//     co_await; an empty std::function or null pointer:
+//     std::invalid_argument.
+//   blocking_pool(executor& pool, blocking_pool_config config = {}):
+//     attaches to `pool` (one per executor); declare it after the executor.
+//     shutdown() (the steps above; the destructor calls it), stats() ->
+//     blocking_pool_stats, config(). Not copyable.
+//   blocking_pool_config: max_threads (512; 1..65536), max_queued (0: no
+//     limit), idle_timeout (10 s; 1 ms..1 day); validated at the pool's
+//     construction.
+//   blocking_pool_stats: threads, idle, running, queued (now); started,
+//     exited, completed, dropped (since construction).
+// Link canopy (the canopy_blocking library is part of the package).
 #pragma once
 
 #include "detail/blocking/blocking_pool.hpp"

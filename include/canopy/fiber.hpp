@@ -8,19 +8,46 @@
 //   }));
 //   int value = handle.get();   // 42
 //
-// What is here: canopy::fiber(fn, stack_size = default), a description of a
-// fiber that every spawn verb takes — pool.spawn / try_spawn /
-// spawn_detached from any thread, canopy::spawn / try_spawn /
-// spawn_detached inside a running task — and inside a fiber
-// canopy::this_fiber::await (a join handle, a task, an async_event, another
-// awaitable), yield, wait_on (a wait source), wait_for_wake,
-// resume_on_host. Outside a fiber
-// the this_fiber calls throw std::logic_error; a cancelled fiber unwinds
-// from its suspension point (canopy::fiber_unwind: do not swallow it). The
-// full contract is at the top of detail/fiber/fiber_task.hpp and
-// detail/fiber/this_fiber.hpp. Link canopy-fiber (pkg-config canopy-fiber,
-// CMake canopy::fiber, meson dependency('canopy-fiber')), which brings
-// Boost.Context.
+// Reference (namespace canopy):
+//   fiber(fn, stack_size = 64 KiB) -> a fiber description (fn stored by
+//     value; the stack, rounded up to pages, is taken when it first runs).
+//     A null function pointer or empty std::function: std::invalid_argument
+//     (here); stack_size 0 or above 1 GiB: std::invalid_argument at the
+//     spawn. Every spawn verb takes it: pool.spawn / try_spawn /
+//     spawn_detached from any thread, canopy::spawn / try_spawn /
+//     spawn_detached inside a running task (the executor's errors:
+//     <canopy/executor.hpp>); spawn returns a task_handle<R>. No stack when
+//     it first runs: get() rethrows std::bad_alloc. A detached fiber's
+//     exception goes to on_detached_exception.
+//   this_fiber:: calls, only inside a fiber (elsewhere std::logic_error
+//   naming the call); each switches out (the worker is free meanwhile) and
+//   returns when the fiber resumes, maybe on another worker (keep no
+//   thread_local's address across them):
+//     yield()                  run again after other ready work;
+//     await(handle) -> T       a join_handle / task_handle: its value, or
+//                              its exception (task_cancelled if destroyed);
+//                              an empty handle: std::logic_error;
+//     await(event)             an async_event;
+//     await(task) -> T         a canopy::task<T>: spawned, then awaited;
+//     await(awaitable)         anything a canopy::task can co_await (a
+//                              channel's send/recv, a mutex's lock, race,
+//                              a sleep), awaited by a small spawned task;
+//     wait_on(source) -> R     a wait source (<canopy/task.hpp>);
+//     wait_for_wake()          until any wake (current_waker());
+//     resume_on_host()         continue on the executor's host thread;
+//     run_blocking(fn) -> R    as canopy::run_blocking (<canopy/blocking.hpp>);
+//     stack_size(), stack_guarded()  the stack it runs on.
+//   fiber_unwind: what a suspension point throws in a fiber being
+//     cancelled or dropped at shutdown, to run the destructors on its
+//     stack. Do not swallow it (catch (...) must rethrow): a fiber that
+//     does is never resumed again, every later suspension point throws it
+//     at once, and its result is discarded (task_cancelled). Do not wait in
+//     a destructor (during the unwind that throws from it: std::terminate).
+//     A cancelled fiber counts as ended once its stack has unwound; one
+//     cancelled while it awaits a task's handle cancels that task and
+//     unwinds once it ended.
+// Link canopy-fiber (pkg-config canopy-fiber, CMake canopy::fiber, meson
+// dependency('canopy-fiber')), which brings Boost.Context.
 #pragma once
 
 #include "canopy.hpp"

@@ -8,47 +8,93 @@
 //   co_await canopy::sleep_for(5ms);
 //
 // Every operation has two forms: one taking a std::error_code& that never
-// throws for I/O errors, and one that throws std::system_error with the same
-// code; EAGAIN and EINTR never surface; EOF is a read of 0 bytes
-// (docs/io.md, "Error convention"). Threads: one operation per direction at
-// a time on a stream; close() from any thread. A read waiting on a TCP or
-// Unix stream may be ended from another task: shutdown(SHUT_RD) makes it
-// return 0, close() makes it end with errc::operation_canceled (or race it
-// against canopy::stopped(token), <canopy/race.hpp>). The full contracts
-// are at the top of each header under detail/io/. The fibers' forms are in
-// <canopy/io/fiber.hpp>, the HTTP/1.1 server the examples use in
-// <canopy/io/http.hpp>. UDP, Unix-domain streams and signals have public
-// headers of their own, included here: <canopy/io/udp.hpp>,
+// throws for I/O errors (errno values of system_category: ECONNRESET, EPIPE,
+// ECONNREFUSED, ...), and one that throws std::system_error with the same
+// code; EAGAIN and EINTR never surface; EOF is a read of 0 bytes; SIGPIPE is
+// never raised (docs/io.md, "Error convention"). The task forms are
+// canopy::task<T>, co_awaited inside a task; the fibers' forms are in
+// <canopy/io/fiber.hpp>. Threads: one operation per direction at a time on
+// a stream (a second one, while another task's waits, fails at once with
+// errc::connection_already_in_progress); close() from any thread, not
+// while another thread is inside a call on the object; waiting operations
+// then end with errc::operation_canceled. A read waiting on a TCP or Unix
+// stream may be ended from another task: shutdown(SHUT_RD) makes it return
+// 0, close() makes it end with errc::operation_canceled (or race it
+// against canopy::stopped(token), <canopy/race.hpp>). The HTTP/1.1 server
+// is in <canopy/io/http.hpp>. UDP, Unix-domain streams and signals have
+// public headers of their own, included here: <canopy/io/udp.hpp>,
 // <canopy/io/unix.hpp>, <canopy/io/signal.hpp> (signals have a rule about
 // blocking them in every thread: read its contract); name resolution
 // (co_await canopy::io::resolve(host, service)) in <canopy/io/resolve.hpp>;
 // buffered reads (lines, exact counts, frames) in <canopy/io/buffered.hpp>.
 // Link canopy.
 //
-// Reference (what is here; each call's full contract is in the header named):
-//   executor_config with_reactor(config = {}, reactor_options = {})
-//       an executor config whose driver is a fresh reactor (io/reactor.hpp);
-//       reactor_options: backend (automatic = epoll, epoll, io_uring),
-//       ring_entries, timers (true: sleep_for / with_timeout work at once).
-//       reactor::of(pool), reactor::current() (in a task), .backend().
-//   endpoint (io/endpoint.hpp): loopback_v4(port), loopback_v6(port),
-//       any_v4(port), any_v6(port), parse(text, port[, error]),
-//       .port(), .family(), .to_string().
-//   tcp_listener (io/tcp.hpp): bind(reactor, endpoint[, error], backlog,
-//       reuse_port); co_await accept([error]) -> tcp_stream; try_accept;
+// Reference (namespace canopy::io unless canopy:: is written):
+//   with_reactor(config = {}, reactor_options = {}) -> executor_config whose
+//       driver is a fresh reactor; reactor_options: backend (automatic =
+//       epoll, epoll, io_uring; CANOPY_IO_BACKEND overrides it),
+//       ring_entries (io_uring's queue; 0: std::invalid_argument), timers
+//       (true: sleep_for and with_timeout work at once; false leaves them
+//       out, a reactor_timers(pool) adds them later).
+//       reactor::of(pool) (the executor's; std::logic_error without one),
+//       reactor::current() (the running task's; outside a task
+//       std::logic_error), .backend().
+//   endpoint: loopback_v4(port), loopback_v6(port), any_v4(port),
+//       any_v6(port) (every local address; a v6 listener on :: also takes
+//       IPv4 unless net.ipv6.bindv6only says otherwise), parse(address,
+//       port[, error]) (numeric only, else errc::invalid_argument; names:
+//       resolve), .port(), .family(), .to_string().
+//   tcp_listener::bind(reactor, endpoint[, error], backlog = 1024,
+//       reuse_port = false) (SO_REUSEADDR, SO_REUSEPORT if asked);
+//       co_await accept([error]) -> tcp_stream (TCP_NODELAY on;
+//       ECONNABORTED retried, EMFILE/ENFILE reported); try_accept(error)
+//       (errc::resource_unavailable_try_again when none is queued);
 //       local_endpoint(), close(), is_open(), native_handle().
-//   tcp_stream (io/tcp.hpp): co_await connect([reactor,] endpoint[, error]);
-//       co_await read_some(buffer[, error]) -> bytes (0: EOF; cancel-safe);
-//       co_await write_all(bytes[, error]), write_all(span of buffers[, error])
-//       (gathered, sendmsg); try_read_some, try_write_some; shutdown(how);
-//       close(); local_endpoint(), remote_endpoint(), native_handle().
-//   sleep_for(d), sleep_until(t), with_timeout(d, task or wait source),
-//       with_deadline(t, wait source) (io/timer/timer_wait.hpp):
-//       io::timeout_result<T>, the value or io::errc::timed_out.
-//   registration, readiness_wait (io/registration.hpp) and
-//       callback_registration (io/callback.hpp) for descriptors of your own.
-//   timer_thread(pool) (io/timer/timer_thread.hpp): timers for an executor
-//       without a reactor.
+//   tcp_stream::connect([reactor,] endpoint[, error]) -> task<tcp_stream>
+//       (without a reactor: the running task's);
+//       co_await read_some(buffer[, error]) -> std::size_t: at least one
+//       byte, 0 at EOF; cancel-safe (a read that loses a race or is
+//       cancelled loses no bytes: the next read returns them);
+//       co_await write_all(bytes[, error]): every byte, or an error (a
+//       prefix may have gone); write_all(span of buffers[, error]): the
+//       same, gathered (sendmsg; empty buffers skipped; the buffers and the
+//       span stay valid until it ends); try_read_some, try_write_some
+//       (never wait: errc::resource_unavailable_try_again); shutdown(how)
+//       -> std::error_code; set_no_delay(on); close() (idempotent);
+//       local_endpoint(), remote_endpoint(), native_handle(). Move-only;
+//       the destructor closes.
+//   canopy::sleep_for(d), canopy::sleep_until(t): inside a task. Outside a
+//       task, or on an executor without timers: std::logic_error saying
+//       what to create.
+//   canopy::with_timeout(d, x) -> timeout_result<T>: x a task<T> (or a join
+//       handle, anything a task co_awaits) runs as a child raced against
+//       the deadline; at the deadline the child is cancelled and
+//       with_timeout returns once its frame is gone (the child may borrow
+//       from the caller's frame). A value the child returned before the
+//       cancel landed is kept, never dropped; x's exception within the time
+//       is rethrown; otherwise errc::timed_out. x a wait source (an lvalue
+//       that outlives the await; a temporary is a compile error saying so):
+//       both armed, the first ready wins, no allocation.
+//       canopy::with_deadline(t, wait source): the same with a time point.
+//   timeout_result<T>: has_value(), operator bool, *r, r->, value()
+//       (std::system_error(errc::timed_out) after a timeout), error()
+//       (errc::timed_out or none).
+//   registration(reactor, fd, interest) (RAII; owns the reactor slot, not
+//       the descriptor: destroy it before closing fd); co_await
+//       readable(reg) / writable(reg) -> std::error_code (edge-triggered
+//       and sticky: consume until EAGAIN); one-shot readable(fd) /
+//       writable(fd) (errc::file_exists if fd is registered already). A
+//       wait returns {}, the descriptor's SO_ERROR, or
+//       errc::operation_canceled when the registration went away.
+//   callback_registration(pool, fd, interest, callback(std::uint32_t
+//       events)): the callback runs as a task on each readiness edge, never
+//       twice at once; close() (and the destructor) waits for a running
+//       callback (not from inside it), after which it never runs again; the
+//       descriptor stays the caller's. The callback must not throw (that
+//       goes to on_detached_exception and stops the registration).
+//   timer_thread(pool): timers for an executor without a reactor; destroy
+//       it after the tasks that sleep on it ended (shut the executor down
+//       first).
 //   TLS and HTTPS (not included here: <canopy/io/tls.hpp>, link canopy-tls;
 //       docs/tls.md): tls_context, tls_stream<tcp_stream> (handshake,
 //       read_some, write_all, shutdown), http::serve(listener, tls_context, ...).

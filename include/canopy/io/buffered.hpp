@@ -47,11 +47,38 @@
 // bytes must). write_frame sends the length header and the payload as one
 // gathered write (sendmsg) on a stream that has one (tcp_stream,
 // unix_stream: write_all(std::span<const std::span<const std::byte>>,
-// std::error_code&)); on another stream it copies them into one buffer. Each call's own contract is next to its declaration in
-// detail/io/buffered_reader.hpp and detail/io/stream_writes.hpp. The fibers'
-// forms, with the same results and errors, are in <canopy/io/fiber.hpp>:
-// canopy::io::this_fiber::read_line(reader, max) and the rest
-// (detail/io/buffered_fiber.hpp; link canopy-fiber).
+// std::error_code&)); on another stream it copies them into one buffer.
+//
+// Reference (namespace canopy::io; every read has a [, error] form as above):
+//   buffered_reader<Stream>(stream, capacity = 4096): Stream a
+//     readable_stream, by value (moved in) or a reference type; the buffer
+//     starts at capacity (0 counts as 1) and grows for a long record.
+//   stream() -> the stream (writes, shutdown, close; reading it directly
+//     skips what is buffered). buffered() -> the bytes read and not yet
+//     returned; consume(count) drops count of them (count <= their size).
+//   co_await read_some(span of bytes or chars) -> std::size_t: buffered
+//     bytes first, else one read of the stream; 0: EOF.
+//   co_await read_exact(span) -> void, read_exact(count) -> std::string:
+//     exactly that many bytes, or errc::unexpected_eof.
+//   co_await read_until(delimiter, max) -> std::optional<std::string>: the
+//     bytes through the delimiter (included) if it comes within max bytes,
+//     else std::errc::message_size.
+//   co_await read_line(max_length) -> std::optional<std::string>: the next
+//     line without its "\n" (and a "\r" before it), at most max_length
+//     bytes, else std::errc::message_size.
+//   co_await skip_until(delimiter) -> bool: drops bytes through the next
+//     delimiter without buffering them all; false at EOF.
+//   co_await read_frame(max_size) -> std::optional<std::vector<std::byte>>:
+//     a 4-byte big-endian length, then that payload.
+//   co_await write_all(stream, text[, error]): text a std::string_view (a
+//     std::string, a literal) or a std::span<char> / std::span<const char>.
+//   co_await write_frame(stream, payload[, error], max_size = 2^32 - 1):
+//     payload bytes or a std::string_view; over max_size:
+//     std::errc::message_size and nothing is written.
+//   readable_stream, writable_stream: the concepts above.
+// The fibers' forms, with the same results and errors, are in
+// <canopy/io/fiber.hpp>: canopy::io::this_fiber::read_line(reader, max) and
+// the rest (link canopy-fiber).
 // Link canopy.
 #pragma once
 

@@ -93,11 +93,38 @@
 //     one connection until it ends (or, after the stop, as above);
 //   append_response(out, status, reason, content_type, body, close) and
 //   append_response(out, response, close): append one complete response.
-// Per connection (keep-alive, HEAD answered as GET with the head only,
-// HTTP/1.0 keep-alive confirmed, pipelining, 100-continue, 400/408/413/431/
-// 501, idle close, write stalls reset): the list at the top of
-// detail/io/http/http_server.hpp. The timeouts need the executor's timers
-// (io::reactor_timers). Call serve and serve_connection inside a task.
+// Per connection, the server itself:
+//   * keep-alive until the client closes, sends `Connection: close`
+//     (answered, then closed) or speaks HTTP/1.0 without keep-alive; an
+//     HTTP/1.0 request kept alive gets `Connection: keep-alive` added
+//     (unless the handler wrote a Connection field);
+//   * HEAD: only the head of the handler's answer goes out (a handler
+//     answers HEAD as GET; Content-Length is the GET answer's);
+//   * request bodies by Content-Length or `Transfer-Encoding: chunked`
+//     (decoded; extensions ignored, trailers dropped), within
+//     max_body_bytes;
+//   * pipelining: every complete request that arrived is answered in order,
+//     the answers in one write;
+//   * `Expect: 100-continue` (HTTP/1.1): `100 Continue` once the head passed
+//     the limits;
+//   * answered with `Connection: close`, then closed: 400 for a malformed
+//     request (also a bare LF line end, a byte >= 0x80 in the target, a bad
+//     chunk, Transfer-Encoding with Content-Length or in HTTP/1.0); 413 for
+//     a body over max_body_bytes (from the Content-Length, or as a chunked
+//     body grows); 431 for a head over max_head_bytes or max_headers (also
+//     chunked trailers); 501 for a transfer coding other than chunked
+//     alone; 408 for a request begun but not complete within
+//     request_timeout of the previous answer (or the accept);
+//   * closed quietly: a connection idle for request_timeout (no 408 the
+//     client did not ask for); a write that makes no progress for
+//     write_timeout (reset, the unsent answer dropped; a slow client that
+//     keeps reading is served); I/O errors (reset, EPIPE).
+// Who may call: serve and serve_connection inside a task (co_await them, or
+// spawn them); their bad options or an empty handler throw
+// std::invalid_argument at their first co_await (or from the spawned
+// handle's get()). The timeouts need the executor's timers: with_reactor
+// has them unless reactor_options::timers is false; without them the first
+// timed wait throws std::logic_error naming what to create.
 #pragma once
 
 #include "../detail/io/http/http_server.hpp"

@@ -27,8 +27,37 @@
 // (errc::invalid_argument, the message names the signal) or report it
 // through the std::error_code& forms; an empty async_wait callback throws
 // std::invalid_argument; a wait on a closed set ends with
-// errc::operation_canceled. The full contract is at the top of
-// detail/io/signal.hpp. Link canopy.
+// errc::operation_canceled.
+//
+// Reference (namespace canopy::io):
+//   block_signals({sig, ...}[, error]): blocks them in the calling thread
+//     (pthread_sigmask); threads created afterwards inherit the mask.
+//     Errors as signal_set's bad input.
+//   signal_set(sig, ...): no reactor; any thread, in a task or not (main
+//     before any thread exists too). Checks the signals, blocks them in the
+//     calling thread, opens the signalfd; each wait registers it with the
+//     waiting task's (or async_wait's pool's) reactor for that wait only.
+//   signal_set(reactor, {sig, ...}[, error]): registered once, for its
+//     lifetime; close or destroy it before that reactor goes away.
+//   co_await wait([error]) -> int: the next signal of the set (0 with the
+//     error form on error), inside a task; this_fiber::wait(set[, error])
+//     in a fiber.
+//   try_wait(error) -> int: a pending signal, or
+//     errc::resource_unavailable_try_again; needs no reactor.
+//   async_wait(pool, callback(int, std::error_code)): runs the callback
+//     once, as a task on `pool`, when a signal arrives (or with
+//     operation_canceled after close()). pool shutting down: spawn_error.
+//     The set must outlive the callback's run.
+//   close() (idempotent; the destructor closes), is_open(), native_handle().
+//     Move-only. The signals stay blocked after the set is gone.
+// Semantics: one wait at a time on a set; several sets may watch one
+// signal (each pending signal is read by one of them); a signal that comes
+// while nobody waits stays pending and ends the next wait at once (the
+// kernel keeps one pending instance of each standard signal). close() from
+// any thread, not while another thread is inside a call on the set; a set
+// made without a reactor is closed during a wait only by the waiting
+// thread: from elsewhere cancel the waiting task (its wait ends, the set
+// stays usable). EAGAIN and EINTR never surface. Link canopy.
 #pragma once
 
 #include "../detail/io/signal.hpp"
