@@ -38,10 +38,6 @@ using io::tls_errc;
 using tls = io::tls_stream<tcp_stream>;
 namespace http = io::http;
 
-std::span<const std::byte> bytes_of(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
-
 tls_context server_context(const test_certificates& certs, const std::string& cert = "server.pem",
                            std::vector<std::string> alpn = {}) {
   io::tls_server_options options;
@@ -49,25 +45,6 @@ tls_context server_context(const test_certificates& certs, const std::string& ce
   options.private_key_file = certs.path("server.key");
   options.alpn = std::move(alpn);
   return tls_context::server(options);
-}
-
-struct loopback {
-  executor pool{io_config(2)};
-  tcp_listener listener = tcp_listener::bind(reactor::of(pool), endpoint::loopback_v4(0));
-  endpoint address = listener.local_endpoint();
-  ~loopback() {
-    pool.shutdown();
-    listener.close();
-  }
-};
-
-template <class T>
-T run(executor& pool, task<T> work, const char* what) {
-  auto handle = pool.spawn(std::move(work));
-  REQUIRE_MESSAGE(
-      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))), what,
-      " did not finish in time");
-  return handle.get();
 }
 
 TEST_CASE("tls peers: our client against openssl s_server") {

@@ -38,10 +38,6 @@ using io::tls_context;
 using io::tls_errc;
 using tls = io::tls_stream<tcp_stream>;
 
-std::span<const std::byte> bytes_of(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
-
 tls_context server_context(const test_certificates& certs, const std::string& cert = "server.pem",
                            const std::string& key = "server.key",
                            std::vector<std::string> alpn = {}) {
@@ -57,26 +53,6 @@ tls_context client_context(const test_certificates& certs, std::vector<std::stri
   options.ca_file = certs.path("ca.pem");
   options.alpn = std::move(alpn);
   return tls_context::client(options);
-}
-
-// A pool with a reactor (timers included) and a listener on 127.0.0.1.
-struct loopback {
-  executor pool{io_config(2)};
-  tcp_listener listener = tcp_listener::bind(reactor::of(pool), endpoint::loopback_v4(0));
-  endpoint address = listener.local_endpoint();
-  ~loopback() {
-    pool.shutdown();
-    listener.close();
-  }
-};
-
-template <class T>
-T run(executor& pool, task<T> work, const char* what) {
-  auto handle = pool.spawn(std::move(work));
-  REQUIRE_MESSAGE(
-      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))), what,
-      " did not finish in time");
-  return handle.get();
 }
 
 // The server's side of one connection: the handshake's error (or none).

@@ -2,18 +2,29 @@
 // temporary folder (removed afterwards; no key is ever committed): a CA, a
 // server certificate for localhost and 127.0.0.1 signed by it, an expired
 // one, a self-signed one, one for another host, and a key that matches
-// none of them. EC P-256 keys: each takes milliseconds.
+// none of them. EC P-256 keys: each takes milliseconds. Also what both TLS
+// tests use to run a connection: a pool with a listener on 127.0.0.1, a
+// bounded wait for a task, bytes of a string.
 #pragma once
 
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "coroutine/coroutine.hpp"
+#include "io/tcp.hpp"
 #include "tests/child_process.hpp"
+#include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
 
 namespace canopy::testing {
 
@@ -74,5 +85,32 @@ class test_certificates {
  private:
   std::string dir_;
 };
+
+inline std::span<const std::byte> bytes_of(std::string_view text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+// A pool with a reactor (timers included) and a listener on 127.0.0.1.
+struct loopback {
+  executor pool{io_config(2)};
+  io::tcp_listener listener =
+      io::tcp_listener::bind(io::reactor::of(pool), io::endpoint::loopback_v4(0));
+  io::endpoint address = listener.local_endpoint();
+  ~loopback() {
+    pool.shutdown();
+    listener.close();
+  }
+};
+
+// Runs `work` on `pool` and returns its value; fails the test if it has not
+// finished in 30 s (scaled).
+template <class T>
+T run(executor& pool, task<T> work, const char* what) {
+  auto handle = pool.spawn(std::move(work));
+  REQUIRE_MESSAGE(
+      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))), what,
+      " did not finish in time");
+  return handle.get();
+}
 
 }  // namespace canopy::testing
