@@ -12,8 +12,13 @@
 //
 //    run handlers and awaitables as Canopy tasks: a socket or timer of an
 //    io_context completes there, and its handler runs on a Canopy worker.
-//    execute() is spawn_detached(): never blocking, exceptions go to
-//    executor_config::on_detached_exception, spawn_error after shutdown.
+//    execute() is spawn_detached(): it never runs the handler inline nor
+//    waits for it to finish (Asio's blocking.never); exceptions the handler
+//    throws go to executor_config::on_detached_exception. Its own errors
+//    are spawn_detached's: spawn_error(errc::shut_down) after shutdown
+//    began; at capacity (executor_config::max_leaves full) a call
+//    from a thread that is not a worker waits for room, one from a worker
+//    throws spawn_error(errc::at_capacity) (a worker never waits).
 //
 // 2. Canopy inside an io_context loop. canopy::asio_host watches the
 //    executor's notify descriptor with posix::stream_descriptor::async_wait
@@ -62,8 +67,9 @@ class asio_context::executor_type {
  public:
   explicit executor_type(asio_context& context) noexcept : context_(&context) {}
 
-  // Asio's properties: which context, and that execute() never blocks (it
-  // spawns a task and returns).
+  // Asio's properties: which context, and blocking.never: execute() spawns
+  // a task and returns without running or awaiting it (it may wait for
+  // room at capacity off a worker: see the top of this file).
   [[nodiscard]] asio_context& query(boost::asio::execution::context_t /*unused*/) const noexcept {
     return *context_;
   }
