@@ -91,7 +91,17 @@ class recv_result {
     }
     return *value_;
   }
+  [[nodiscard]] const T& value() const {
+    if (!value_) {
+      throw std::system_error(error_, "canopy::recv_result::value()");
+    }
+    return *value_;
+  }
+  // value(), as std::optional spells it (throws the same way).
   [[nodiscard]] T& operator*() { return value(); }
+  [[nodiscard]] const T& operator*() const { return value(); }
+  [[nodiscard]] T* operator->() { return &value(); }
+  [[nodiscard]] const T* operator->() const { return &value(); }
 
  private:
   std::optional<T> value_;

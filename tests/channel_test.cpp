@@ -59,6 +59,14 @@ TEST_CASE("try_send / try_recv: FIFO, full, empty, closed with the value handed 
   CHECK_FALSE(end);
   CHECK(end.error() == channel_errc::closed);
   CHECK_THROWS_AS(static_cast<void>(end.value()), std::system_error);
+  CHECK_THROWS_AS(static_cast<void>(end->get()), std::system_error);
+
+  channel<std::string> words(1);
+  CHECK(words.try_send(std::string("hello")));
+  const auto word = words.try_recv();
+  REQUIRE(word);
+  CHECK(word->size() == 5);  // operator-> on a const result
+  CHECK(*word == "hello");
 
   channel<int> empty(1);
   auto nothing = empty.try_recv();

@@ -28,7 +28,8 @@
 //     handed back in value(). try_send also fails with channel_errc::full.
 //   * recv -> std::optional<T>: a value; after close(), the values still in
 //     the channel, then std::nullopt (end of channel). try_recv ->
-//     recv_result<T> with channel_errc::empty or channel_errc::closed.
+//     recv_result<T>: `if (r)` a value, read with *r, r-> or r.value();
+//     else r.error() is channel_errc::empty or channel_errc::closed.
 //   * close(): idempotent, from anywhere; wakes every waiting sender (value
 //     handed back) and every waiting receiver (end of channel).
 //   * Cancelling a waiting task (handle.cancel()) removes it from the queue:
@@ -47,7 +48,7 @@
 //     allocates once, for both ends.
 // Errors: std::invalid_argument (capacity 0); send_result::value() after a
 // successful send and a moved-from oneshot receiver: std::logic_error;
-// recv_result::value() with no value: std::system_error.
+// recv_result's value(), * or -> with no value: std::system_error.
 #pragma once
 
 #include "detail/task_sync/channel.hpp"
