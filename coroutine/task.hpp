@@ -86,8 +86,8 @@ struct inline_result<void> {
 // exception_ptr temporary) cannot make its symmetric transfer a tail call,
 // and deep inline recursion then grows the stack. Under Clang (19, -O2),
 // return_value inlined into a coroutine that resumed from a custom wait
-// once lost its store of the result (tests/custom_wait_test.cpp, "a value
-// co_returned after a custom wait reaches the joiner"). The promise helpers
+// once lost its store of the result (a value co_returned after a custom
+// wait never reached the joiner). The promise helpers
 // stay out of line in both cases.
 #if defined(__SANITIZE_ADDRESS__) || defined(__clang__)
 #define CANOPY_PROMISE_HELPER [[gnu::noinline]]

@@ -5,13 +5,12 @@
 // Fork-join code creates and destroys one such block per task; a block is
 // usually created on the spawning thread and freed on whichever worker
 // finished the task. With plain malloc that cross-thread traffic lands on
-// the allocator's arena locks (measured: ~15% of fib(30) in _int_malloc /
-// _int_free plus lock wake-ups; ~20% of spawn + join of callables from an
-// outside thread). Here each thread keeps free blocks by size (classes 16
-// bytes apart up to 1016 bytes, each sized to fill a glibc malloc chunk;
-// at most `per_class_limit` each, batches exchanged
-// through a shared depot); a block freed on another thread simply joins that
-// thread's cache. Larger blocks, and frees beyond the limits, go to
+// the allocator's arena locks, a large share of a fork-join program's time
+// (docs/performance.md, "What makes it fast"). Here each thread keeps free
+// blocks by size (classes 16 bytes apart up to 1016 bytes, each sized to
+// fill a glibc malloc chunk; at most `per_class_limit` each, batches
+// exchanged through a shared depot); a block freed on another thread simply
+// joins that thread's cache. Larger blocks, and frees beyond the limits, go to
 // operator new/delete. Any thread may call both functions; a block may be
 // freed on another thread than the one that allocated it.
 //

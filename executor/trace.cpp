@@ -20,11 +20,12 @@ namespace {
 
 thread_local trace_buffer* this_thread_trace = nullptr;
 
-// The event clock: the x86 time-stamp counter where there is one (about 20
-// cycles a read; a steady_clock read costs 20-80 ns, on kvm-clock VMs the
-// most), converted to nanoseconds when the trace is written by a scale
-// measured against steady_clock over the whole run (constant_tsc assumed,
-// as on every x86-64 CPU of the last decade); steady_clock elsewhere.
+// The event clock: the x86 time-stamp counter where there is one (a read is
+// a single instruction, where steady_clock goes through the vDSO and, on
+// kvm-clock VMs, costs several times more), converted to nanoseconds when
+// the trace is written by a scale measured against steady_clock over the
+// whole run (constant_tsc assumed, as on every x86-64 CPU of the last
+// decade); steady_clock elsewhere.
 std::uint64_t steady_ns() noexcept;
 std::uint64_t read_ticks() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
