@@ -23,7 +23,8 @@ cd "$(dirname "$0")"
 
 core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake relacy-dev curl apache2-utils liburing-dev libssl-dev openssl)
 bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace wrk nginx
-  cargo rustc librust-rayon-dev librust-tokio-dev librust-libc-dev)
+  cargo rustc librust-rayon-dev librust-tokio-dev librust-hyper-dev librust-tokio-rustls-dev
+  librust-rustls-pemfile-dev librust-libc-dev)
 
 ensure_packages() {
   local missing=()

@@ -3,7 +3,7 @@
 their defaults (no flags, no CANOPY_IO_BACKEND: the default backend and one
 worker per hardware thread), with the load generator on the same cores,
 beside each backend forced, the same examples built at a baseline commit
-(the A/B a change to a default needs), tokio, Asio and nginx.
+(the A/B a change to a default needs), tokio, hyper, Asio and nginx.
 
 usage: defaults_bench.py BUILD_DIR [--baseline REV] [--rounds K] [--seconds S]
                          [--connections 1,50] [--workloads http,echo]
@@ -21,7 +21,17 @@ servers, each run K times, in another order every round:
                     worktree of its own (BUILD_DIR's build type), default
                     environment
   tokio             canopy_rust_peers tokio_server (bench/peers/rust), one
-                    worker per hardware thread (#[tokio::main]'s default)
+                    worker per hardware thread (#[tokio::main]'s default).
+                    For HTTP it parses nothing: it counts the empty lines
+                    that end request heads and answers each with a fixed
+                    response, so its row is a floor of what a tokio server
+                    can cost, not a peer of http_hello's parser
+  hyper             (HTTP only) canopy_rust_peers hyper_server: hyper 0.14's
+                    HTTP/1.1 server on the same runtime (one worker per
+                    hardware thread), keep-alive, pipeline flush,
+                    TCP_NODELAY, answering as http_hello does (plus the date
+                    header hyper always adds). A full HTTP/1.1 server that
+                    parses every request: the fair peer of http_hello
   asio              bench/asio_io_server, one shared io_context, a thread per
                     hardware thread
   nginx             (HTTP only, when /usr/sbin/nginx exists) worker_processes
@@ -227,6 +237,9 @@ def servers(arguments, workload, baseline_build):
     if arguments.rust_peers.exists():
         listed["tokio"] = ([str(arguments.rust_peers), "tokio_server", "--mode", workload],
                            plain, None)
+        if workload == "http":
+            listed["hyper"] = ([str(arguments.rust_peers), "hyper_server", "--mode", "http"],
+                               plain, None)
     if workload == "http" and Path("/usr/sbin/nginx").exists():
         listed["nginx"] = (None, plain, None)
     return listed

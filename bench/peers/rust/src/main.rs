@@ -11,6 +11,7 @@
 mod catalog;
 mod command_line;
 mod harness;
+mod hyper_server;
 mod parameters;
 mod probes;
 mod rayon_peer;
@@ -128,6 +129,10 @@ fn main() -> ExitCode {
     // The shipped-defaults server bench's tokio servers (bench/io/defaults_bench.py).
     if arguments.first().map(String::as_str) == Some("tokio_server") {
         return tokio_server::run(&arguments[1..]);
+    }
+    // ... and its hyper server, the fair peer of examples/http_hello.
+    if arguments.first().map(String::as_str) == Some("hyper_server") {
+        return hyper_server::run(&arguments[1..]);
     }
     ExitCode::from(run(&arguments))
 }
