@@ -149,12 +149,12 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
     co_return 0;
   }
   operation_claim claim(*engine_, tls_operation::read);
-  if (buffer.empty()) {
-    co_return 0;
-  }
+  // An empty buffer waits, as a TCP stream's does, until a byte can be
+  // read (or the end or an error comes), and takes nothing.
+  const bool peek = buffer.empty();
   for (;;) {
     std::size_t got = 0;
-    const tls_step step = engine_->read(buffer, got, error);
+    const tls_step step = peek ? engine_->peek(error) : engine_->read(buffer, got, error);
     // A read may produce records (a KeyUpdate's answer): they go out now
     // unless a writer holds the socket, which then sends them with its own.
     if (engine_->claim_output_if_pending()) {
@@ -169,7 +169,7 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
     }
     switch (step) {
       case tls_step::done:
-        co_return got;
+        co_return peek ? 0 : got;
       case tls_step::eof:
         co_return 0;
       case tls_step::failed:

@@ -56,6 +56,9 @@
 //     without close_notify: tls_errc::truncated (a clean close_notify is a
 //     read of 0 bytes, EOF); during the handshake:
 //     tls_errc::closed_in_handshake. Renegotiation is refused;
+//   * read_some of an empty buffer does what a tcp_stream's does: waits
+//     until a byte can be read (or the end or an error comes), returns 0
+//     and takes nothing; 0 means EOF only for a non-empty buffer;
 //   * the cancel rule: a task cancelled (with_timeout, race, a handle's
 //     cancel) during handshake(), write_all() or shutdown(), or during the
 //     rare send a read makes, may leave a handshake or a record half sent:
