@@ -28,7 +28,8 @@
 // per SNI name: add_server_name(name, context) or select_by_server_name(f).
 // Copies share one SSL_CTX; set everything before the context is used.
 //
-// Streams (io/tls/tls_stream.hpp), coroutine tasks only in this slice:
+// Streams (io/tls/tls_stream.hpp), for coroutine tasks (the fibers' forms:
+// <canopy/io/tls_fiber.hpp>, the same contract):
 //   * OpenSSL never touches the socket: the SSL reads and writes two memory
 //     BIOs and the stream moves the bytes with the next layer's own
 //     read_some/write_all, so TLS works on both reactor backends (epoll,
@@ -79,8 +80,7 @@
 // whole by write_timeout; every end the stream survives sends close_notify
 // before the close (no lingering). The plain server's path is unchanged by TLS.
 //
-// Not yet (issue 41): fiber forms, session resumption settings, client
-// certificates.
+// Not yet (issue 41): session resumption settings, client certificates.
 #pragma once
 
 #include "../detail/io/tls/https.hpp"
