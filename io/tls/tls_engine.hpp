@@ -66,6 +66,8 @@ class tls_engine {
   [[nodiscard]] std::string_view server_name() const noexcept;
   [[nodiscard]] std::string_view version() const noexcept;
   [[nodiscard]] bool usable() const noexcept;
+  [[nodiscard]] bool peer_verified() const noexcept;
+  [[nodiscard]] std::string peer_subject() const;
   [[nodiscard]] void* native_handle() const noexcept { return ssl_; }
 
  private:

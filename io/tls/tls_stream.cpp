@@ -239,6 +239,14 @@ std::string_view tls_stream<Stream>::version() const noexcept {
   return engine_->version();
 }
 template <class Stream>
+bool tls_stream<Stream>::peer_verified() const noexcept {
+  return engine_->peer_verified();
+}
+template <class Stream>
+std::string tls_stream<Stream>::peer_subject() const {
+  return engine_->peer_subject();
+}
+template <class Stream>
 bool tls_stream<Stream>::usable() const noexcept {
   return engine_ != nullptr && engine_->usable();
 }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -66,6 +67,12 @@ class tls_stream {
   [[nodiscard]] std::string_view alpn() const noexcept;
   [[nodiscard]] std::string_view server_name() const noexcept;
   [[nodiscard]] std::string_view version() const noexcept;
+  // After the handshake: whether the peer sent a certificate that was
+  // verified (a client's, on a server with verify_client; a server's, on
+  // a client with verify_peer), and its subject ("CN=name,O=org", RFC
+  // 2253; empty: no certificate). Before: false and empty.
+  [[nodiscard]] bool peer_verified() const noexcept;
+  [[nodiscard]] std::string peer_subject() const;
   // False once an operation failed or was cancelled mid-record.
   [[nodiscard]] bool usable() const noexcept;
   // The SSL*, for what this class does not offer.

@@ -27,6 +27,12 @@
 // on by default (verify_peer), ALPN, versions. A server picks a context
 // per SNI name: add_server_name(name, context) or select_by_server_name(f).
 // Copies share one SSL_CTX; set everything before the context is used.
+// Mutual TLS: a server with verify_client = true requires a client
+// certificate leading to client_ca_file or client_ca_pem and refuses a
+// client without one ("peer did not return a certificate") or with
+// another (a certificate error); a client presents certificate_chain_* and
+// private_key_* (as a server's). tls_stream::peer_verified() and
+// peer_subject() ("CN=...", RFC 2253) tell whom after the handshake.
 //
 // Streams (io/tls/tls_stream.hpp), for coroutine tasks (the fibers' forms:
 // <canopy/io/tls_fiber.hpp>, the same contract):
@@ -80,7 +86,7 @@
 // whole by write_timeout; every end the stream survives sends close_notify
 // before the close (no lingering). The plain server's path is unchanged by TLS.
 //
-// Not yet (issue 41): session resumption settings, client certificates.
+// Not yet (issue 41): session resumption settings.
 #pragma once
 
 #include "../detail/io/tls/https.hpp"
