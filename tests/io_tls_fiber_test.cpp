@@ -1,9 +1,11 @@
 // canopy::io TLS's fiber forms (io/tls/tls_fiber.hpp) on loopback, on
 // whichever backend CANOPY_IO_BACKEND names: a fiber client against a
 // coroutine server and a coroutine client against a fiber server, each
-// moving bytes both ways at once and ending with close_notify; a refused
-// certificate in a fiber; a call outside a fiber.
+// moving bytes both ways at once and ending with close_notify; both sides
+// fibers over a Unix-domain stream; a refused certificate in a fiber; a
+// call outside a fiber.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
@@ -158,6 +160,46 @@ TEST_CASE("tls fibers: a coroutine client against a fiber server, both ways at o
   CHECK(echoed == payload);
   REQUIRE(server.wait_for(10s));
   CHECK(server.get() == payload.size());
+}
+
+TEST_CASE("tls fibers: a fiber server and a fiber client over a Unix-domain stream") {
+  const watchdog guard("tls fiber unix", 60 * timeout_scale());
+  const test_certificates certs;
+  executor pool(io_config(2));
+  io::reactor& owner = io::reactor::of(pool);
+  const io::unix_endpoint name =
+      io::unix_endpoint::abstract("canopy-tls-fiber-" + std::to_string(::getpid()));
+  io::unix_listener listener = io::unix_listener::bind(owner, name);
+  using unix_tls = io::tls_stream<io::unix_stream>;
+  auto server = pool.spawn(canopy::fiber(
+      [&listener, context = server_context(certs)] {
+        unix_tls stream(fiber_io::accept(listener), context);
+        fiber_io::handshake(stream);
+        std::byte buffer[16];
+        const std::size_t got = fiber_io::read_some(stream, buffer);
+        fiber_io::write_all(stream, std::span(buffer).first(got));
+        fiber_io::shutdown(stream);
+        return got;
+      },
+      tls_fiber_stack));
+  auto client = pool.spawn(canopy::fiber(
+      [&owner, &name, context = client_context(certs)] {
+        unix_tls stream(fiber_io::connect(owner, name), context, "localhost");
+        fiber_io::handshake(stream);
+        fiber_io::write_all(stream, bytes_of("ping"));
+        std::string answer;
+        std::byte buffer[16];
+        while (const std::size_t got = fiber_io::read_some(stream, buffer)) {
+          answer.append(reinterpret_cast<const char*>(buffer), got);
+        }
+        return answer;
+      },
+      tls_fiber_stack));
+  REQUIRE(client.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))));
+  CHECK(client.get() == "ping");
+  REQUIRE(server.wait_for(10s));
+  CHECK(server.get() == 4);
+  pool.shutdown();
 }
 
 TEST_CASE("tls fibers: a refused certificate in a fiber; a call outside a fiber") {
