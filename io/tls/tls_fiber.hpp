@@ -4,12 +4,7 @@
 // tcp_stream or a unix_stream. The same steps as the task forms, moving
 // the encrypted bytes with the next layer's this_fiber::read_some and
 // write_all (io/fiber_io.hpp), so they run on both reactor backends.
-//
-//   canopy::io::tls_stream<canopy::io::tcp_stream> tls(std::move(tcp), client, "example.org");
-//   canopy::io::this_fiber::handshake(tls);
-//   canopy::io::this_fiber::write_all(tls, payload);
-//   std::size_t got = canopy::io::this_fiber::read_some(tls, buffer);   // 0: close_notify
-//   canopy::io::this_fiber::shutdown(tls);
+// (<canopy/io/tls_fiber.hpp> shows them in use.)
 //
 // Only inside a fiber (elsewhere std::logic_error, this_fiber's rule). The
 // contract is the task forms' (<canopy/io/tls.hpp>): handshake first and
