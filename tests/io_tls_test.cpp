@@ -182,6 +182,46 @@ TEST_CASE("tls: buffered_reader reads lines over a tls_stream") {
   server.get();
 }
 
+TEST_CASE("tls: an empty read waits for a readable byte, as TCP's does, and takes nothing") {
+  const watchdog guard("tls empty read", 60 * timeout_scale());
+  const test_certificates certs;
+  loopback net;
+  auto server = net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<void> {
+    tls stream(co_await listener.accept(), context);
+    co_await stream.handshake();
+    std::byte go[2];
+    CHECK(co_await stream.read_some(go) > 0);  // the client's go-ahead
+    co_await stream.write_all(bytes_of("data"));
+    co_await stream.shutdown();
+  }(net.listener, server_context(certs)));
+  tls client = run(
+      net.pool,
+      [](endpoint address, tls_context context) -> task<tls> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        co_return stream;
+      }(net.address, client_context(certs)),
+      "the client's handshake");
+  std::error_code error;
+  auto empty_read = net.pool.spawn([](tls* stream, std::error_code* error) -> task<std::size_t> {
+    co_return co_await stream->read_some(std::span<std::byte>(), *error);
+  }(&client, &error));
+  // Nothing has come: the read waits (it does not answer 0 as if at EOF).
+  CHECK_FALSE(empty_read.wait_for(200ms));
+  run(net.pool, client.write_all(bytes_of("go")), "the go-ahead");
+  REQUIRE(
+      empty_read.wait_for(std::chrono::milliseconds(static_cast<long>(10'000 * timeout_scale()))));
+  CHECK(empty_read.get() == 0);
+  CHECK(!error);
+  // It took nothing: the data is all there for the next read, then the end.
+  std::byte buffer[16];
+  const std::size_t got = run(net.pool, client.read_some(buffer), "the read");
+  CHECK(std::string(reinterpret_cast<const char*>(buffer), got) == "data");
+  CHECK(run(net.pool, client.read_some(buffer), "the read at the end") == 0);
+  REQUIRE(server.wait_for(10s));
+  server.get();
+}
+
 TEST_CASE("tls: a close without close_notify is truncation, distinct from a clean end") {
   const watchdog guard("tls truncation", 60 * timeout_scale());
   const test_certificates certs;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tls_mutual.hpp"
 #include "tls_openssl.hpp"
 
 namespace canopy::io {
@@ -278,6 +279,7 @@ tls_context tls_context::server(const tls_server_options& options) {
   detail::state_of(context)->alpn_wire = alpn_wire(options.alpn);
   SSL_CTX_set_alpn_select_cb(context, select_alpn, nullptr);
   SSL_CTX_set_tlsext_servername_callback(context, select_by_name);
+  detail::require_client_certificates(context, options);
   return tls_context(owner.release());
 }
 
@@ -314,6 +316,7 @@ tls_context tls_context::client(const tls_client_options& options) {
                               static_cast<unsigned int>(wire.size())) != 0) {
     fail(tls_errc::handshake_failed, "ALPN");
   }
+  detail::use_client_identity(context, options);
   return tls_context(owner.release());
 }
 

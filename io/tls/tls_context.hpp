@@ -30,6 +30,14 @@ struct tls_server_options {
   std::vector<std::string> alpn;
   tls_version min_version = tls_version::v1_2;
   tls_version max_version = tls_version::v1_3;
+  // Mutual TLS: true asks every client for a certificate and refuses one
+  // that sends none or one that does not lead to a CA of client_ca_file or
+  // client_ca_pem (exactly one of them, PEM); tls_stream::peer_verified()
+  // and peer_subject() tell whom after the handshake. False: no client
+  // certificate is asked for (the two CA fields must be empty).
+  bool verify_client = false;
+  std::string client_ca_file;
+  std::string client_ca_pem;
 };
 
 // A client's context. Verification is on unless verify_peer is false: the
@@ -44,6 +52,13 @@ struct tls_client_options {
   std::vector<std::string> alpn;
   tls_version min_version = tls_version::v1_2;
   tls_version max_version = tls_version::v1_3;
+  // The client's own certificate chain and key, sent to a server that asks
+  // for one (mutual TLS): PEM, each from a file or from memory, as a
+  // server's; none at all, or one of each pair.
+  std::string certificate_chain_file;
+  std::string certificate_chain_pem;
+  std::string private_key_file;
+  std::string private_key_pem;
 };
 
 class tls_context {
@@ -52,7 +67,10 @@ class tls_context {
   // key that does not match the certificate; an OpenSSL reason for a file
   // that cannot be read or parsed, with the file named in what()) or
   // std::invalid_argument (a missing certificate or key, both or neither
-  // of a file/PEM pair, min_version above max_version).
+  // of a file/PEM pair, min_version above max_version; verify_client
+  // without exactly one client CA, or a client CA without it; half a
+  // client's own certificate and key). A client's key that does not match
+  // its certificate: tls_errc::key_mismatch too.
   static tls_context server(const tls_server_options& options);
   static tls_context client(const tls_client_options& options = {});
 

@@ -128,7 +128,19 @@ tls_step tls_engine::read(std::span<std::byte> into, std::size_t& got,
                           std::error_code& error) noexcept {
   const std::lock_guard lock(mutex_);
   ERR_clear_error();
-  const int result = SSL_read_ex(ssl_of(ssl_), into.data(), into.size(), &got);
+  return after_read(SSL_read_ex(ssl_of(ssl_), into.data(), into.size(), &got), got, error);
+}
+
+tls_step tls_engine::peek(std::error_code& error) noexcept {
+  const std::lock_guard lock(mutex_);
+  ERR_clear_error();
+  std::byte probe[1];
+  std::size_t got = 0;
+  return after_read(SSL_peek_ex(ssl_of(ssl_), probe, sizeof probe, &got), got, error);
+}
+
+// The caller holds mutex_.
+tls_step tls_engine::after_read(int result, std::size_t& got, std::error_code& error) noexcept {
   if (result == 1) {
     return tls_step::done;
   }
@@ -238,6 +250,32 @@ std::string_view tls_engine::server_name() const noexcept {
 std::string_view tls_engine::version() const noexcept {
   const std::lock_guard lock(mutex_);
   return SSL_get_version(ssl_of(ssl_));
+}
+
+bool tls_engine::peer_verified() const noexcept {
+  const std::lock_guard lock(mutex_);
+  return handshaken_ && SSL_get0_peer_certificate(ssl_of(ssl_)) != nullptr &&
+         SSL_get_verify_result(ssl_of(ssl_)) == X509_V_OK;
+}
+
+std::string tls_engine::peer_subject() const {
+  const std::lock_guard lock(mutex_);
+  const X509* peer = handshaken_ ? SSL_get0_peer_certificate(ssl_of(ssl_)) : nullptr;
+  if (peer == nullptr) {
+    return {};
+  }
+  BIO* text = BIO_new(BIO_s_mem());
+  if (text == nullptr) {
+    return {};
+  }
+  // RFC 2253 order and escaping ("CN=client,O=example").
+  X509_NAME_print_ex(text, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long length = BIO_get_mem_data(text, &data);
+  std::string subject(data != nullptr && length > 0 ? data : "",
+                      length > 0 ? static_cast<std::size_t>(length) : 0);
+  BIO_free(text);
+  return subject;
 }
 
 bool tls_engine::usable() const noexcept {

@@ -41,6 +41,8 @@ class tls_engine {
 
   tls_step handshake(std::error_code& error) noexcept;
   tls_step read(std::span<std::byte> into, std::size_t& got, std::error_code& error) noexcept;
+  // As read, but consumes nothing: done once a decrypted byte waits.
+  tls_step peek(std::error_code& error) noexcept;
   tls_step write(std::span<const std::byte> data, std::error_code& error) noexcept;
   tls_step shutdown(std::error_code& error) noexcept;
   // Bytes that arrived from the socket (after a want_read).
@@ -64,11 +66,14 @@ class tls_engine {
   [[nodiscard]] std::string_view server_name() const noexcept;
   [[nodiscard]] std::string_view version() const noexcept;
   [[nodiscard]] bool usable() const noexcept;
+  [[nodiscard]] bool peer_verified() const noexcept;
+  [[nodiscard]] std::string peer_subject() const;
   [[nodiscard]] void* native_handle() const noexcept { return ssl_; }
 
  private:
   static constexpr std::size_t input_size = 17 * 1024;  // one whole record and its header
   std::error_code failure(int result, tls_errc fallback) noexcept;
+  tls_step after_read(int result, std::size_t& got, std::error_code& error) noexcept;
 
   mutable std::mutex mutex_;
   void* ssl_ = nullptr;  // SSL*

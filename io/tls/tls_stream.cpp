@@ -7,54 +7,18 @@
 #include "../../coroutine/yield.hpp"
 #include "../tcp.hpp"
 #include "../unix.hpp"
+#include "tls_claims.hpp"
 #include "tls_engine.hpp"
 
 namespace canopy::io {
 
 namespace {
 
+using detail::operation_claim;
+using detail::output_claim;
 using detail::tls_engine;
 using detail::tls_operation;
 using detail::tls_step;
-
-// Holds an operation's claim on its direction(s) and releases it however
-// the operation ends. `risky` while a record (or the handshake) is half
-// sent or half made: an end then, by an error or by the task's
-// cancellation (its frame destroyed at a suspension), leaves the stream
-// unusable.
-class operation_claim {
- public:
-  operation_claim(tls_engine& engine, tls_operation operation) noexcept
-      : engine_(engine), operation_(operation) {}
-  operation_claim(const operation_claim&) = delete;
-  operation_claim& operator=(const operation_claim&) = delete;
-  ~operation_claim() { engine_.end(operation_, risky); }
-  bool risky = false;
-
- private:
-  tls_engine& engine_;
-  tls_operation operation_;
-};
-
-// Releases the socket's write direction if the flush holding it ends
-// early (an error, a cancellation).
-class output_claim {
- public:
-  explicit output_claim(tls_engine& engine) noexcept : engine_(engine) {}
-  output_claim(const output_claim&) = delete;
-  output_claim& operator=(const output_claim&) = delete;
-  ~output_claim() {
-    if (held) {
-      engine_.release_output();
-    }
-  }
-  bool held = true;
-
- private:
-  tls_engine& engine_;
-};
-
-constexpr std::size_t write_chunk = 64 * 1024;
 
 void throw_if(const std::error_code& error, const char* what) {
   if (error) {
@@ -149,12 +113,12 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
     co_return 0;
   }
   operation_claim claim(*engine_, tls_operation::read);
-  if (buffer.empty()) {
-    co_return 0;
-  }
+  // An empty buffer waits, as a TCP stream's does, until a byte can be
+  // read (or the end or an error comes), and takes nothing.
+  const bool peek = buffer.empty();
   for (;;) {
     std::size_t got = 0;
-    const tls_step step = engine_->read(buffer, got, error);
+    const tls_step step = peek ? engine_->peek(error) : engine_->read(buffer, got, error);
     // A read may produce records (a KeyUpdate's answer): they go out now
     // unless a writer holds the socket, which then sends them with its own.
     if (engine_->claim_output_if_pending()) {
@@ -169,7 +133,7 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
     }
     switch (step) {
       case tls_step::done:
-        co_return got;
+        co_return peek ? 0 : got;
       case tls_step::eof:
         co_return 0;
       case tls_step::failed:
@@ -211,7 +175,8 @@ task<void> tls_stream<Stream>::write_all(std::span<const std::byte> data, std::e
   operation_claim claim(*engine_, tls_operation::write);
   claim.risky = true;
   while (!data.empty()) {
-    const std::span<const std::byte> chunk = data.first(std::min(data.size(), write_chunk));
+    const std::span<const std::byte> chunk =
+        data.first(std::min(data.size(), detail::tls_write_chunk));
     if (engine_->write(chunk, error) != tls_step::done) {
       co_return;
     }
@@ -272,6 +237,14 @@ std::string_view tls_stream<Stream>::server_name() const noexcept {
 template <class Stream>
 std::string_view tls_stream<Stream>::version() const noexcept {
   return engine_->version();
+}
+template <class Stream>
+bool tls_stream<Stream>::peer_verified() const noexcept {
+  return engine_->peer_verified();
+}
+template <class Stream>
+std::string tls_stream<Stream>::peer_subject() const {
+  return engine_->peer_subject();
 }
 template <class Stream>
 bool tls_stream<Stream>::usable() const noexcept {

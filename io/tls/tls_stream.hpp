@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -44,7 +45,10 @@ class tls_stream {
   task<void> handshake(std::error_code& error);
   task<void> handshake();
   // At least one byte, or 0 at the peer's close_notify (EOF). A peer that
-  // closes the connection without it: tls_errc::truncated.
+  // closes the connection without it: tls_errc::truncated. An empty
+  // buffer (as a tcp_stream's): waits until a byte can be read, or the
+  // end or an error comes, then 0, taking nothing; so 0 is EOF only for a
+  // non-empty buffer.
   task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
   task<std::size_t> read_some(std::span<std::byte> buffer);
   task<void> write_all(std::span<const std::byte> data, std::error_code& error);
@@ -63,10 +67,18 @@ class tls_stream {
   [[nodiscard]] std::string_view alpn() const noexcept;
   [[nodiscard]] std::string_view server_name() const noexcept;
   [[nodiscard]] std::string_view version() const noexcept;
+  // After the handshake: whether the peer sent a certificate that was
+  // verified (a client's, on a server with verify_client; a server's, on
+  // a client with verify_peer), and its subject ("CN=name,O=org", RFC
+  // 2253; empty: no certificate). Before: false and empty.
+  [[nodiscard]] bool peer_verified() const noexcept;
+  [[nodiscard]] std::string peer_subject() const;
   // False once an operation failed or was cancelled mid-record.
   [[nodiscard]] bool usable() const noexcept;
   // The SSL*, for what this class does not offer.
   [[nodiscard]] void* native_handle() const noexcept;
+  // The fiber forms' access (io/tls/tls_fiber.hpp); not for other use.
+  detail::tls_engine& engine_for_fiber_forms() noexcept { return *engine_; }
 
  private:
   task<void> flush(std::error_code& error);

@@ -27,8 +27,15 @@
 // on by default (verify_peer), ALPN, versions. A server picks a context
 // per SNI name: add_server_name(name, context) or select_by_server_name(f).
 // Copies share one SSL_CTX; set everything before the context is used.
+// Mutual TLS: a server with verify_client = true requires a client
+// certificate leading to client_ca_file or client_ca_pem and refuses a
+// client without one ("peer did not return a certificate") or with
+// another (a certificate error); a client presents certificate_chain_* and
+// private_key_* (as a server's). tls_stream::peer_verified() and
+// peer_subject() ("CN=...", RFC 2253) tell whom after the handshake.
 //
-// Streams (io/tls/tls_stream.hpp), coroutine tasks only in this slice:
+// Streams (io/tls/tls_stream.hpp), for coroutine tasks (the fibers' forms:
+// <canopy/io/tls_fiber.hpp>, the same contract):
 //   * OpenSSL never touches the socket: the SSL reads and writes two memory
 //     BIOs and the stream moves the bytes with the next layer's own
 //     read_some/write_all, so TLS works on both reactor backends (epoll,
@@ -56,6 +63,9 @@
 //     without close_notify: tls_errc::truncated (a clean close_notify is a
 //     read of 0 bytes, EOF); during the handshake:
 //     tls_errc::closed_in_handshake. Renegotiation is refused;
+//   * read_some of an empty buffer does what a tcp_stream's does: waits
+//     until a byte can be read (or the end or an error comes), returns 0
+//     and takes nothing; 0 means EOF only for a non-empty buffer;
 //   * the cancel rule: a task cancelled (with_timeout, race, a handle's
 //     cancel) during handshake(), write_all() or shutdown(), or during the
 //     rare send a read makes, may leave a handshake or a record half sent:
@@ -76,8 +86,7 @@
 // whole by write_timeout; every end the stream survives sends close_notify
 // before the close (no lingering). The plain server's path is unchanged by TLS.
 //
-// Not yet (issue 41): fiber forms, session resumption settings, client
-// certificates.
+// Not yet (issue 41): session resumption settings.
 #pragma once
 
 #include "../detail/io/tls/https.hpp"
