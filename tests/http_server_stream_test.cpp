@@ -183,6 +183,11 @@ TEST_CASE("http stream: HTTP/1.0 gets the body delimited by the close, not chunk
     CHECK(head.find("Connection: close\r\n") != std::string::npos);
     CHECK(client.received.substr(head_end + 4) == whole_body());
   }
+  // curl -0 (HTTP/1.0) reads it to the close.
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/stream";
+  child_process curl({"curl", "-sS", "-0", "--max-time", "30", url});
+  CHECK(curl.wait(60) == 0);
+  CHECK(curl.output() == whole_body());
 }
 
 TEST_CASE("http stream: HEAD gets the head only, the writes are refused, the connection stays") {
@@ -199,6 +204,13 @@ TEST_CASE("http stream: HEAD gets the head only, the writes are refused, the con
   // Nothing of the body: the next answer follows the head at once.
   CHECK(client.received.compare(head_end + 4, 15, "HTTP/1.1 200 OK") == 0);
   CHECK(head_writes_refused.load() == 1);
+  // curl -I: the head, and curl does not wait for a body.
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/stream";
+  child_process curl({"curl", "-sS", "-I", "--max-time", "30", url});
+  CHECK(curl.wait(60) == 0);
+  CHECK(curl.output().find("Transfer-Encoding: chunked") != std::string::npos);
+  CHECK(curl.output().find("0:") == std::string::npos);
+  CHECK(head_writes_refused.load() == 2);
 }
 
 TEST_CASE("http stream: a handler throwing after a piece closes without the last chunk") {
