@@ -32,40 +32,6 @@ namespace {
 namespace http = io::http;
 using namespace std::chrono_literals;
 
-// serve() with a stop source, on two workers with a reactor and its timers.
-class stoppable_server {
- public:
-  stoppable_server(const http::server_options& options, http::handler respond,
-                   executor_config config = io_config(2))
-      : pool_(std::move(config)), timers_(pool_) {
-    listener_ = io::tcp_listener::bind(io::reactor::of(pool_), io::endpoint::loopback_v4(0));
-    port_ = listener_.local_endpoint().port();
-    server_ = pool_.spawn(http::serve(listener_, options, std::move(respond), stop_.get_token()));
-  }
-  ~stoppable_server() {
-    server_.cancel();
-    pool_.shutdown();
-    listener_.close();
-  }
-  stoppable_server(const stoppable_server&) = delete;
-  stoppable_server& operator=(const stoppable_server&) = delete;
-
-  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
-  void stop() { stop_.request_stop(); }
-  // Whether serve() returned within `limit` (with no error).
-  bool returned_within(std::chrono::milliseconds limit) {
-    return server_.wait_for(limit) && !server_.get();
-  }
-
- private:
-  executor pool_;
-  io::reactor_timers timers_;
-  io::tcp_listener listener_;
-  std::uint16_t port_ = 0;
-  std::stop_source stop_;
-  task_handle<std::error_code> server_;
-};
-
 std::string get(std::string_view target, std::string_view method = "GET") {
   return std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: x\r\n\r\n";
 }

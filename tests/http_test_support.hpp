@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -65,6 +66,41 @@ class http_test_server {
   io::reactor_timers timers_;
   io::tcp_listener listener_;
   std::uint16_t port_ = 0;
+  task_handle<std::error_code> server_;
+};
+
+// serve() with a stop source, on two workers with a reactor and its timers.
+class stoppable_server {
+ public:
+  stoppable_server(const io::http::server_options& options, io::http::handler respond,
+                   executor_config config = io_config(2))
+      : pool_(std::move(config)), timers_(pool_) {
+    listener_ = io::tcp_listener::bind(io::reactor::of(pool_), io::endpoint::loopback_v4(0));
+    port_ = listener_.local_endpoint().port();
+    server_ =
+        pool_.spawn(io::http::serve(listener_, options, std::move(respond), stop_.get_token()));
+  }
+  ~stoppable_server() {
+    server_.cancel();
+    pool_.shutdown();
+    listener_.close();
+  }
+  stoppable_server(const stoppable_server&) = delete;
+  stoppable_server& operator=(const stoppable_server&) = delete;
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  void stop() { stop_.request_stop(); }
+  // Whether serve() returned within `limit` (with no error).
+  bool returned_within(std::chrono::milliseconds limit) {
+    return server_.wait_for(limit) && !server_.get();
+  }
+
+ private:
+  executor pool_;
+  io::reactor_timers timers_;
+  io::tcp_listener listener_;
+  std::uint16_t port_ = 0;
+  std::stop_source stop_;
   task_handle<std::error_code> server_;
 };
 
@@ -145,6 +181,8 @@ class raw_client {
       fd_ = -1;
     }
   }
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
 
   std::string received;
 

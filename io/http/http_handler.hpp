@@ -1,6 +1,7 @@
-// http_handler — what answers a request: canopy::io::http::response, the
-// type-erased canopy::io::http::handler, and canopy::io::http::router. The
-// contract is at the top of <canopy/io/http.hpp>.
+// http_handler — what answers a request: the type-erased
+// canopy::io::http::handler and canopy::io::http::router (the response and
+// the response_writer are in http_response.hpp). The contract is at the top
+// of <canopy/io/http.hpp>.
 //
 // Mechanism: a handler holds the callable once (a shared_ptr, made when the
 // handler is, copied per connection: no allocation per request) and one
@@ -9,7 +10,10 @@
 // nothing allocated) says the answer was appended already, so a synchronous
 // handler costs the connection one indirect call and one test per request;
 // a coroutine handler's task is awaited inline by the connection (symmetric
-// transfer, no spawn).
+// transfer, no spawn). A streaming handler is called through a coroutine
+// of the handler's that makes its response_writer on the connection's
+// body_sink (passed only on this form's path), so the other forms pay for
+// streaming with one more argument and nothing else.
 #pragma once
 
 #include <concepts>
@@ -23,30 +27,16 @@
 
 #include "../../coroutine/task.hpp"
 #include "http_parser.hpp"
+#include "http_response.hpp"
 
 namespace canopy::io::http {
-
-struct response {
-  int status = 200;
-  std::string reason;                                        // empty: the standard one for status
-  std::string content_type = "text/plain";                   // empty: no Content-Type field
-  std::vector<std::pair<std::string, std::string>> headers;  // more fields, as given
-  std::string body;
-  bool close = false;  // answer with Connection: close and end the connection
-};
-
-// The standard reason phrase of a status ("Error" for one not known here).
-[[nodiscard]] std::string_view reason_of(int status) noexcept;
-
-// Appends `r` as one complete response: status line, Content-Length,
-// Content-Type, the extra headers, Connection: close if `close` or r.close.
-void append_response(std::string& out, const response& r, bool close);
 
 class handler {
  public:
   // The form a connection calls: appends the answer to `out` and returns an
   // empty task, or returns a task to await for the answer.
-  using call_type = task<response> (*)(void* state, const request& req, std::string& out);
+  using call_type = task<response> (*)(void* state, const request& req, std::string& out,
+                                       detail::body_sink* sink);
 
   handler() noexcept = default;  // empty: serve() refuses it
   // The plain form: appends one complete response (append_response).
@@ -56,7 +46,8 @@ class handler {
   template <class F>
   requires(!std::is_same_v<std::decay_t<F>, handler> &&
            (std::is_invocable_v<std::decay_t<F>&, const request&, std::string&> ||
-            std::is_invocable_v<std::decay_t<F>&, const request&>))
+            std::is_invocable_v<std::decay_t<F>&, const request&> ||
+            std::is_invocable_v<std::decay_t<F>&, const request&, response_writer&>))
       handler(F&& callable)  // NOLINT: implicit by design
   {
     using C = std::decay_t<F>;
@@ -79,20 +70,40 @@ class handler {
   }
 
   // Answers `req`: appended to `out` (the task is empty), or the task to
-  // co_await for the response. The server completes what it gets.
-  task<response> operator()(const request& req, std::string& out) const {
+  // co_await for the response. The server completes what it gets. `sink`:
+  // the connection's, for a streaming handler (without one, its body is
+  // collected and returned whole); after the task, sink->streamed says the
+  // answer went through it and the returned response is to be ignored.
+  task<response> operator()(const request& req, std::string& out,
+                            detail::body_sink* sink = nullptr) const {
     if (plain_ != nullptr) {
       plain_(req, out);
       return {};
     }
-    return call_(state_.get(), req, out);
+    return call_(state_.get(), req, out, sink);
   }
 
  private:
   template <class C>
-  static task<response> call(void* state, const request& req, std::string& out) {
+  static task<response> stream(C& callable, const request& req, detail::body_sink* sink) {
+    response_writer writer(req, sink);
+    co_await callable(req, writer);
+    co_return writer.finish();
+  }
+
+  template <class C>
+  static task<response> call(void* state, const request& req, std::string& out,
+                             detail::body_sink* sink) {
     C& callable = *static_cast<C*>(state);
-    if constexpr (std::is_invocable_v<C&, const request&, std::string&>) {
+    if constexpr (std::is_invocable_v<C&, const request&, std::string&, detail::body_sink*>) {
+      return callable(req, out, sink);  // the router's form: passes the sink on
+    } else if constexpr (std::is_invocable_v<C&, const request&, response_writer&>) {
+      static_assert(
+          std::is_same_v<std::invoke_result_t<C&, const request&, response_writer&>, task<void>>,
+          "canopy::io::http::handler: a callable taking (request, response_writer&) "
+          "returns task<void>");
+      return stream(callable, req, sink);
+    } else if constexpr (std::is_invocable_v<C&, const request&, std::string&>) {
       using R = std::invoke_result_t<C&, const request&, std::string&>;
       if constexpr (std::is_same_v<R, task<response>>) {
         return callable(req, out);
@@ -146,8 +157,10 @@ class router {
     return add("POST", path, std::move(respond));
   }
 
-  // Answers as the route's handler does, or 404/405 (appended).
-  task<response> operator()(const request& req, std::string& out) const;
+  // Answers as the route's handler does (passing `sink` on), or 404/405
+  // (appended).
+  task<response> operator()(const request& req, std::string& out,
+                            detail::body_sink* sink = nullptr) const;
 
  private:
   struct route {

@@ -101,7 +101,8 @@ router& router::add(std::string_view method, std::string_view path, handler resp
   return *this;
 }
 
-task<response> router::operator()(const request& req, std::string& out) const {
+task<response> router::operator()(const request& req, std::string& out,
+                                  detail::body_sink* sink) const {
   std::string_view path = req.target;
   path = path.substr(0, path.find('?'));
   const bool head = req.method == "HEAD";
@@ -111,7 +112,7 @@ task<response> router::operator()(const request& req, std::string& out) const {
       continue;
     }
     if (req.method == each.method || (head && each.method == "GET")) {
-      return each.respond(req, out);
+      return each.respond(req, out, sink);
     }
     // Allow lists each method once (a method routed twice on this path
     // would otherwise repeat), and HEAD wherever GET is.

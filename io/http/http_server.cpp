@@ -39,7 +39,7 @@ using detail::idle_watch;
 using detail::input_buffer;
 auto& totals = detail::connection_totals;
 
-enum class flush_outcome : std::uint8_t { sent, failed, stalled };
+using detail::flush_outcome;
 
 // Writes `out`: sends what the socket takes, and waits for writability
 // while it takes nothing, for at most `stall_limit` each time. A client
@@ -68,6 +68,16 @@ task<flush_outcome> flush(tcp_stream& stream, std::string& out,
   }
   out.clear();
   co_return flush_outcome::sent;
+}
+
+// A streamed answer's sends (http_response.hpp): the connection's flush.
+struct stream_target {
+  tcp_stream* stream;
+  std::chrono::milliseconds stall_limit;
+};
+task<flush_outcome> send_streamed(void* target, std::string& out) {
+  auto* to = static_cast<stream_target*>(target);
+  return flush(*to->stream, out, to->stall_limit);
 }
 
 // After an error answer: stop sending, then read and drop what the client
@@ -173,11 +183,18 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger_close shut the sending side already
   bool continued = false;   // `100 Continue` sent for the request now arriving
+  flush_outcome broken = flush_outcome::sent;  // a streamed answer's send that failed
   idle_watch watch{.fd = stream.native_handle()};
   std::optional<std::stop_callback<close_if_idle>> idle_closer;
   if (stop.stop_possible()) {
     idle_closer.emplace(stop, close_if_idle{&watch});
   }
+  stream_target target{&stream, options.write_timeout};
+  detail::body_sink sink{.send = &send_streamed,
+                         .connection = &target,
+                         .out = &output,
+                         .fd = stream.native_handle(),
+                         .stop = &stop};
   for (;;) {
     // Answer every complete request that arrived, in order.
     bool answered = false;
@@ -201,19 +218,43 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
       }
       const std::size_t start = output.size();
       // A coroutine handler's task runs here, inline; `req` views `input`,
-      // which nothing touches until it is answered.
-      task<response> pending = respond(req, output);
+      // which nothing touches until it is answered (also while a streamed
+      // answer goes out: the requests pipelined behind it wait in `input`).
+      task<response> pending = respond(req, output, &sink);
+      bool streamed = false;
       if (pending.valid()) {
         const response answer = co_await std::move(pending);
-        append_response(output, answer, !req.keep_alive);
+        streamed = sink.streamed;
+        if (!streamed) {
+          append_response(output, answer, !req.keep_alive);
+        }
       }
       const bool draining = stop.stop_requested();
-      complete_response(req, output, start, draining);
       ++tally.served;
       answered = true;
       continued = false;
       input.consume(outcome.consumed);
       closing = !req.keep_alive || draining;
+      if (!streamed) {
+        complete_response(req, output, start, draining);
+      } else {
+        // Its head went out already (the writer added what the server adds
+        // to a head); a close it announced, or a drain since, ends the
+        // connection after its last chunk.
+        sink.streamed = false;
+        closing = closing || sink.close;
+        if (sink.outcome != flush_outcome::sent) {
+          broken = sink.outcome;
+          break;
+        }
+      }
+    }
+    if (broken != flush_outcome::sent) {
+      if (broken == flush_outcome::stalled) {
+        add(totals.write_timeouts, 1);
+        reset = true;
+      }
+      break;  // a streamed answer's send failed: nothing more goes out
     }
     if (!output.empty()) {
       const flush_outcome flushed = co_await flush(stream, output, options.write_timeout);

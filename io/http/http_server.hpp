@@ -21,6 +21,13 @@
 //   * pipelining: every complete request in what arrived is answered, in
 //     order, and the answers go out in one write (also after a chunked
 //     body);
+//   * a streamed answer (a handler taking a response_writer,
+//     http_response.hpp): its head goes out with the answers before it, with
+//     `Transfer-Encoding: chunked` (HTTP/1.0: none, the body ends at the
+//     close), each write once the socket takes it, the last chunk when the
+//     handler returns; the requests pipelined behind it wait until then. An
+//     exception or cancel after its head closes the connection without the
+//     last chunk;
 //   * `Expect: 100-continue` (HTTP/1.1): once the head has arrived and
 //     passed the limits, the interim `100 Continue` goes out, so the
 //     client sends its body at once instead of after its own timeout; a

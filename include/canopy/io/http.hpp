@@ -1,7 +1,8 @@
 // <canopy/io/http.hpp> — the small HTTP/1.1 server of examples/http_hello
 // and the demo: keep-alive, pipelining, strict parsing, Content-Length and
 // chunked request bodies, request and write timeouts, handlers with state
-// or coroutines, a router, and a drain on a stop token (docs/io.md, "HTTP").
+// or coroutines, streamed (chunked) answers, a router, and a drain on a
+// stop token (docs/io.md, "HTTP").
 // Link canopy.
 //
 //   namespace http = canopy::io::http;
@@ -17,6 +18,15 @@
 //           answer.status = 201;
 //           answer.body = std::string(req.body);
 //           co_return answer;
+//         })
+//         .get("/count", [](const http::request&, http::response_writer& body)
+//                            -> canopy::task<void> {                 // streamed, chunked
+//           body.head().content_type = "text/csv";
+//           for (int i = 0; i < 1000; ++i) {
+//             if (!co_await body.write(std::to_string(i) + "\n")) {
+//               co_return;                                          // client gone, or HEAD
+//             }
+//           }
 //         });
 //   std::stop_source stop;   // stop.request_stop() from any thread
 //   std::error_code error = co_await http::serve(listener, {}, std::move(routes), stop.get_token());
@@ -33,6 +43,41 @@
 //                    fields, as given), body, close. The server writes the
 //                    status line, Content-Length, the fields, and
 //                    `Connection: close` where the connection ends;
+//   response_writer  a body sent in pieces, for a handler that does not know
+//                    its length up front or makes it over time (reading a
+//                    channel, a file through run_blocking). head(): the
+//                    response to answer with (set before the first write;
+//                    its body, if any, goes out first). co_await
+//                    write(piece) -> bool: the head goes with the first
+//                    write, with `Transfer-Encoding: chunked` and no
+//                    Content-Length (never a Content-Length or
+//                    Transfer-Encoding field of the handler's own); each
+//                    write sends its piece as one chunk and completes once
+//                    the socket took it (a client that reads slowly holds
+//                    the handler back; one that reads nothing for
+//                    write_timeout ends the connection), an empty piece
+//                    sends only the head; false: no more of the body goes
+//                    out (the client is gone, or the request is HEAD) —
+//                    return, later writes return false at once. When the
+//                    handler returns, the server sends the last chunk; if
+//                    it wrote nothing, head() is sent as a complete
+//                    response (Content-Length). HTTP/1.0 (which knows no
+//                    chunks): the body is sent as written and ends at the
+//                    close (`Connection: close`, also for a 1.0 keep-alive
+//                    request). HEAD: the head only. An exception from the
+//                    handler, or its cancel, after the head went out closes
+//                    the connection without the last chunk (HTTP/1.0:
+//                    resets it), so the answer never looks complete; a drain
+//                    stop requested before the head goes out adds
+//                    `Connection: close`, one after it closes the
+//                    connection after the last chunk. Requests pipelined
+//                    behind a streamed answer wait until it ends. Over
+//                    HTTPS (<canopy/io/tls.hpp>) the body is not streamed
+//                    yet: the writes are collected and sent whole, with
+//                    Content-Length, when the handler returns. The writer
+//                    lives for the handler's call: use it from that
+//                    handler's task, one write at a time (not from a task
+//                    it spawns);
 //   handler          any of these, copied in once (its state shared by every
 //                    connection, never copied per request):
 //                      void (*)(const request&, std::string& out)  the plain
@@ -43,8 +88,9 @@
 //                        of a 200 text/plain) | task<response>;
 //                      a callable (const request&, std::string& out) -> void
 //                        (appends) or task<response> (an empty task: it
-//                        appended; else the server awaits it — the router's
-//                        form).
+//                        appended; else the server awaits it);
+//                      a callable (const request&, response_writer&) ->
+//                        task<void>: a streamed answer (response_writer).
 //                    It is called on the worker running the connection, one
 //                    request at a time per connection but concurrently for
 //                    different connections: its state must be safe for
@@ -81,10 +127,12 @@
 //     accepts until the stop (never, without a stop source), one child task
 //     per connection; after the stop (or a non-transient accept error,
 //     returned) it stops accepting, lets each connection finish the request
-//     under way (answered with `Connection: close`), closes the connections
-//     idle between requests at once, waits up to drain_timeout, then
-//     cancels the rest (their sockets close), and returns only once every
-//     connection task has ended. The token may come from any
+//     under way (answered with `Connection: close`; requests pipelined
+//     behind it, even those already read, are not answered: the connection
+//     closes after it), closes the connections idle between requests at
+//     once, waits up to drain_timeout, then cancels the rest (their
+//     sockets close), and returns only once every connection task has
+//     ended. The token may come from any
 //     std::stop_source (request_stop() from any thread: a signal_set task,
 //     a task_group's stop_token()). Cancelling serve's task (or racing it
 //     with canopy::stopped and losing) cancels every connection at once,
@@ -104,7 +152,8 @@
 //     (decoded; extensions ignored, trailers dropped), within
 //     max_body_bytes;
 //   * pipelining: every complete request that arrived is answered in order,
-//     the answers in one write;
+//     the answers in one write (a streamed answer sends those before it with
+//     its head, and those after it wait until it ends);
 //   * `Expect: 100-continue` (HTTP/1.1): `100 Continue` once the head passed
 //     the limits;
 //   * answered with `Connection: close`, then closed: 400 for a malformed

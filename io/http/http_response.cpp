@@ -1,0 +1,111 @@
+// response_writer: a streamed answer's head, chunks and end (http_response.hpp).
+#include "http_response.hpp"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <string>
+
+namespace canopy::io::http {
+
+response_writer::~response_writer() {
+  // A close-delimited body cut short (an exception from the handler, or its
+  // task cancelled) would read as complete at a plain close: reset instead.
+  if (mode_ == mode::close_delimited && sink_ != nullptr) {
+    const linger abort_on_close{1, 0};
+    ::setsockopt(sink_->fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+  }
+}
+
+// The head: no Content-Length; `Transfer-Encoding: chunked` for HTTP/1.1,
+// and for HTTP/1.0 (which knows no chunks) a body that ends at the close.
+void response_writer::start() {
+  const bool http10 = req_->version_minor == 0;
+  const bool close = !req_->keep_alive || head_.close || http10 ||
+                     (sink_->stop != nullptr && sink_->stop->stop_requested());
+  std::string& out = *sink_->out;
+  char number[24];
+  out.append("HTTP/1.1 ");
+  out.append(number, std::to_chars(number, number + sizeof number, head_.status).ptr);
+  out.push_back(' ');
+  out.append(head_.reason.empty() ? reason_of(head_.status) : std::string_view(head_.reason));
+  if (!head_.content_type.empty()) {
+    out.append("\r\nContent-Type: ");
+    out.append(head_.content_type);
+  }
+  for (const auto& [name, value] : head_.headers) {
+    out.append("\r\n");
+    out.append(name);
+    out.append(": ");
+    out.append(value);
+  }
+  if (!http10) {
+    out.append("\r\nTransfer-Encoding: chunked");
+  }
+  if (close) {
+    out.append("\r\nConnection: close");
+  }
+  out.append("\r\n\r\n");
+  sink_->streamed = true;
+  sink_->close = close;
+  if (req_->method == "HEAD") {
+    mode_ = mode::head_only;
+    return;
+  }
+  mode_ = http10 ? mode::close_delimited : mode::chunked;
+  append_piece(head_.body);
+}
+
+void response_writer::append_piece(std::string_view piece) {
+  if (piece.empty()) {
+    return;  // an empty chunk would end the body
+  }
+  std::string& out = *sink_->out;
+  if (mode_ == mode::chunked) {
+    char size[24];
+    out.append(size, std::to_chars(size, size + sizeof size, piece.size(), 16).ptr);
+    out.append("\r\n");
+    out.append(piece);
+    out.append("\r\n");
+  } else {
+    out.append(piece);
+  }
+}
+
+task<bool> response_writer::write(std::string_view piece) {
+  if (sink_ == nullptr) {
+    head_.body.append(piece);  // no streaming here: the body goes out whole
+    co_return true;
+  }
+  if (mode_ == mode::unstarted) {
+    start();
+  }
+  if (mode_ != mode::chunked && mode_ != mode::close_delimited) {
+    co_return false;  // HEAD (its head goes out with the server's next write), or ended
+  }
+  append_piece(piece);
+  if (sink_->out->empty()) {
+    co_return true;
+  }
+  const detail::flush_outcome sent = co_await sink_->send(sink_->connection, *sink_->out);
+  if (sent != detail::flush_outcome::sent) {
+    sink_->outcome = sent;
+    mode_ = mode::ended;  // the connection ends without sending more
+    co_return false;
+  }
+  co_return true;
+}
+
+response response_writer::finish() {
+  if (sink_ == nullptr || mode_ == mode::unstarted) {
+    return std::move(head_);
+  }
+  if (mode_ == mode::chunked) {
+    sink_->out->append("0\r\n\r\n");
+  }
+  // A close-delimited body ends at the connection's close (sink_->close).
+  mode_ = mode::ended;
+  return {};
+}
+
+}  // namespace canopy::io::http
