@@ -7,15 +7,22 @@
 // behind and the server serving. Fails, not skips,
 // without openssl: ./run.sh installs it.
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <canopy/io/tls.hpp>
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "io/tls/tls_engine.hpp"
 #include "tests/child_process.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -229,6 +236,126 @@ TEST_CASE("tls resume: openssl s_client -sess_out, then -sess_in against our ser
     REQUIRE(server.wait_for(std::chrono::seconds(static_cast<long>(10 * timeout_scale()))));
     CHECK(server.get() == 1);  // the second connection, as the server saw it
   }
+}
+
+// The process's open descriptors.
+std::size_t open_descriptors() {
+  std::size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++count;
+  }
+  return count;
+}
+
+// A real ClientHello, made by a client engine that is never answered.
+std::string client_hello(const tls_context& client) {
+  io::detail::tls_engine engine(client, true, "localhost");
+  std::error_code error;
+  REQUIRE(engine.handshake(error) == io::detail::tls_step::want_read);
+  REQUIRE(engine.claim_output());
+  std::vector<std::byte> out;
+  REQUIRE(engine.take_output(out));
+  engine.release_output();
+  return {reinterpret_cast<const char*>(out.data()), out.size()};
+}
+
+// A blocking socket connected to 127.0.0.1:port.
+int connect_to(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  return fd;
+}
+
+// Closes with a reset (RST), not a FIN: SO_LINGER with a zero timeout.
+void reset(int fd) {
+  const linger abrupt{1, 0};
+  CHECK(::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abrupt, sizeof abrupt) == 0);
+  ::close(fd);
+}
+
+TEST_CASE("tls: clients that reset mid-handshake leave no descriptor behind; the server serves") {
+  const watchdog guard("tls abrupt handshakes", 120 * timeout_scale());
+  const test_certificates certs;
+  io::tls_client_options client_options;
+  client_options.ca_file = certs.path("ca.pem");
+  const tls_context client = tls_context::client(client_options);
+  const std::string hello = client_hello(client);
+  REQUIRE(hello.size() > 40);
+  loopback net;
+  std::stop_source stop;
+  io::http::server_options options;
+  options.request_timeout = std::chrono::milliseconds(static_cast<long>(5000 * timeout_scale()));
+  auto server = net.pool.spawn(io::http::serve(
+      net.listener, server_context(certs, tls_version::v1_3), options,
+      [](const io::http::request&) { return std::string("served"); }, stop.get_token()));
+  const std::size_t before = open_descriptors();
+  const long total = 10'000 / stress_divisor();
+  constexpr int batch = 16;
+  long answered = 0;  // connections the server had answered (a ServerHello) before the reset
+  for (long done = 0; done < total; done += batch) {
+    // A batch open at once, each cut at a different point: right after
+    // the connect, after part of a ClientHello, after the whole of one
+    // and the server's first answer (the server then waits for the
+    // client's Finished).
+    int sockets[batch];
+    for (int i = 0; i < batch; ++i) {
+      sockets[i] = connect_to(net.address.port());
+      const int kind = static_cast<int>((done + i) % 3);
+      if (kind != 0) {
+        const std::size_t length = kind == 1 ? hello.size() / 2 : hello.size();
+        REQUIRE(::send(sockets[i], hello.data(), length, MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(length));
+      }
+    }
+    for (int i = 0; i < batch; ++i) {
+      if ((done + i) % 3 == 2) {
+        pollfd ready{sockets[i], POLLIN, 0};
+        char first = 0;
+        if (::poll(&ready, 1, static_cast<int>(5000 * timeout_scale())) == 1 &&
+            ::recv(sockets[i], &first, 1, 0) == 1 && first == 0x16) {  // a handshake record
+          ++answered;
+        }
+      }
+      reset(sockets[i]);
+    }
+  }
+  CHECK(answered >= total / 3 - 1);
+  // Every connection the server took is closed again.
+  std::size_t after = 0;
+  CHECK(eventually([&] { return (after = open_descriptors()) == before; }, 20));
+  CHECK(after == before);
+  // And a whole handshake and request still work.
+  const std::string page = run(
+      net.pool,
+      [](endpoint address, tls_context context) -> task<std::string> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        co_await stream.write_all(bytes_of("GET / HTTP/1.1\r\nConnection: close\r\n\r\n"));
+        std::string page;
+        std::byte buffer[1024];
+        std::error_code error;
+        for (;;) {
+          const std::size_t got = co_await stream.read_some(buffer, error);
+          if (got == 0) {
+            break;
+          }
+          page.append(reinterpret_cast<const char*>(buffer), got);
+        }
+        co_return page;
+      }(net.address, client),
+      "the last client");
+  INFO("page:\n", page);
+  CHECK(page.starts_with("HTTP/1.1 200"));
+  CHECK(page.find("served") != std::string::npos);
+  stop.request_stop();
+  REQUIRE(server.wait_for(std::chrono::seconds(static_cast<long>(10 * timeout_scale()))));
+  CHECK_FALSE(server.get());
 }
 
 }  // namespace
