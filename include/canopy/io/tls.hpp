@@ -89,8 +89,9 @@
 // a server stream); resumed() then says whether the server accepted it (a
 // declined session just means a full handshake). session() may run
 // alongside a read or a write; a tls_session is a value any thread may
-// copy and keep. A resumed handshake checks no certificate: offer a
-// session only to the host and context it came from.
+// copy and keep (native_handle(): its SSL_SESSION*; tls_session::adopt(p)
+// takes over one reference to one). A resumed handshake checks no
+// certificate: offer a session only to the host and context it came from.
 //
 // compile: fragment
 //   namespace io = canopy::io;
