@@ -2,7 +2,8 @@
 # Canopy's one entry point.
 #   ./run.sh demo [--seconds S] [--connections N]
 #                                      the main job: the HTTP example under load
-#                                      (--cpu: the CPU demo instead)
+#                                      (--cpu: the CPU demo instead; --tls: HTTPS under
+#                                      wrk, then the handshake rate)
 #   ./run.sh test [--sanitize=thread|address | --compiler=clang]
 #                                      build and run every test; last line:
 #                                      "tests: N passed, M failed"
@@ -400,6 +401,9 @@ release_options=(--buildtype=release -Db_lto=true)
 # ./run.sh demo [--seconds S] [--connections N] [--server-threads T] [--client-threads T]:
 # examples/http_hello under canopy_load on 127.0.0.1, then a summary
 # (demo/http_demo.py). ./run.sh demo --cpu [...]: the CPU demo (canopy_demo).
+# ./run.sh demo --tls [same options]: http_hello serving HTTPS (a self-signed
+# certificate made in a temporary folder) under wrk, then handshakes per
+# second with openssl s_time (demo/https_demo.sh).
 run_demo() {
   ensure_packages "${core_packages[@]}" python3
   configure build-release "${release_options[@]}"
@@ -407,6 +411,13 @@ run_demo() {
     shift
     ninja -C build-release demo/canopy_demo >&2  # only what runs: LTO links are slow
     ./build-release/demo/canopy_demo "$@"
+    return
+  fi
+  if [ "${1:-}" = "--tls" ]; then
+    shift
+    ensure_packages wrk
+    ninja -C build-release examples/http_hello >&2
+    demo/https_demo.sh build-release "$@"
     return
   fi
   ninja -C build-release examples/http_hello demo/canopy_load >&2
@@ -490,7 +501,7 @@ case "$command" in
   demo) run_demo "$@" ;;
   bench) run_bench "$@" ;;
   *)
-    echo "usage: ./run.sh demo | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants[=model]] | soak [--minutes M] [--sanitize=thread] | bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
+    echo "usage: ./run.sh demo [--cpu | --tls] | test [--sanitize=thread|address | --compiler=clang | --fuzz=SECONDS | --mutants[=model]] | soak [--minutes M] [--sanitize=thread] | bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]" >&2
     exit 2
     ;;
 esac

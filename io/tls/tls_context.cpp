@@ -180,6 +180,28 @@ int select_by_name(SSL* ssl, int*, void*) {
   return SSL_TLSEXT_ERR_OK;
 }
 
+// Made explicit rather than left to OpenSSL's defaults, which are the
+// "on" below (tickets, a server cache of SSL_SESSION_CACHE_MAX_SIZE_DEFAULT
+// sessions, 7200 s).
+void configure_resumption(SSL_CTX* context, bool on) {
+  if (!on) {
+    SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(context, SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(context, 0);  // TLS 1.3 would send stateful tickets without it
+    return;
+  }
+  SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_SERVER);
+  SSL_CTX_sess_set_cache_size(context, SSL_SESSION_CACHE_MAX_SIZE_DEFAULT);
+  SSL_CTX_clear_options(context, SSL_OP_NO_TICKET);
+  SSL_CTX_set_num_tickets(context, 2);
+  SSL_CTX_set_timeout(context, 7200);
+  // OpenSSL refuses to resume a session without a session id context
+  // once the server verifies its peers (client certificates); the SNI
+  // switch copies it, so every Canopy context uses the same one.
+  static constexpr unsigned char id[] = "canopy";
+  (void)SSL_CTX_set_session_id_context(context, id, sizeof id - 1);
+}
+
 }  // namespace
 
 const std::error_category& tls_category() noexcept {
@@ -280,6 +302,7 @@ tls_context tls_context::server(const tls_server_options& options) {
   SSL_CTX_set_alpn_select_cb(context, select_alpn, nullptr);
   SSL_CTX_set_tlsext_servername_callback(context, select_by_name);
   detail::require_client_certificates(context, options);
+  configure_resumption(context, options.session_resumption);
   return tls_context(owner.release());
 }
 

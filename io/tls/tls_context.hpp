@@ -38,6 +38,16 @@ struct tls_server_options {
   bool verify_client = false;
   std::string client_ca_file;
   std::string client_ca_pem;
+  // Session resumption: a client offering a session from an earlier
+  // connection (tls_stream::offer_session) skips the certificate and its
+  // signature. True (the default): session tickets on TLS 1.3 and 1.2 (two
+  // sent after each TLS 1.3 handshake), sealed with keys this context
+  // draws at random when it is made (a new context, a restarted process,
+  // cannot open older tickets), and this context's cache (at most 20,480
+  // sessions) for a TLS 1.2 client without tickets; a session lives 2
+  // hours. With SNI, the context the listener serves with decides. False:
+  // no tickets, no cache, every handshake is a full one.
+  bool session_resumption = true;
 };
 
 // A client's context. Verification is on unless verify_peer is false: the

@@ -111,6 +111,7 @@ std::error_code tls_engine::failure(int result, tls_errc fallback) noexcept {
 
 tls_step tls_engine::handshake(std::error_code& error) noexcept {
   const std::lock_guard lock(mutex_);
+  started_ = true;
   ERR_clear_error();
   const int result = SSL_do_handshake(ssl_of(ssl_));
   if (result == 1) {
@@ -281,6 +282,40 @@ std::string tls_engine::peer_subject() const {
 bool tls_engine::usable() const noexcept {
   const std::lock_guard lock(mutex_);
   return !broken_;
+}
+
+tls_session tls_engine::session() const noexcept {
+  const std::lock_guard lock(mutex_);
+  if (!handshaken_) {
+    return {};
+  }
+  // On TLS 1.3 the session made by the handshake has no ticket yet: the
+  // server's NewSessionTicket arrives after it and SSL_read replaces the
+  // session with one that holds it; until then nothing is resumable.
+  SSL_SESSION* current = SSL_get1_session(ssl_of(ssl_));
+  if (current != nullptr && SSL_SESSION_is_resumable(current) != 1) {
+    SSL_SESSION_free(current);
+    current = nullptr;
+  }
+  return tls_session::adopt(current);
+}
+
+bool tls_engine::offer_session(const tls_session& session) noexcept {
+  const std::lock_guard lock(mutex_);
+  if (!client_ || started_) {
+    return false;
+  }
+  // SSL_set_session takes its own reference (nullptr clears an offer); it
+  // fails only when out of memory, and then the handshake is a full one.
+  if (SSL_set_session(ssl_of(ssl_), static_cast<SSL_SESSION*>(session.native_handle())) != 1) {
+    ERR_clear_error();
+  }
+  return true;
+}
+
+bool tls_engine::resumed() const noexcept {
+  const std::lock_guard lock(mutex_);
+  return handshaken_ && SSL_session_reused(ssl_of(ssl_)) == 1;
 }
 
 }  // namespace canopy::io::detail

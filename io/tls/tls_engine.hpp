@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tls_context.hpp"
+#include "tls_session.hpp"
 
 namespace canopy::io::detail {
 
@@ -70,6 +71,13 @@ class tls_engine {
   [[nodiscard]] std::string peer_subject() const;
   [[nodiscard]] void* native_handle() const noexcept { return ssl_; }
 
+  // Resumption: the current session when a server could resume it (else
+  // empty); offering one before the handshake (false: not a client, or
+  // the handshake began); whether the handshake resumed one.
+  [[nodiscard]] tls_session session() const noexcept;
+  bool offer_session(const tls_session& session) noexcept;
+  [[nodiscard]] bool resumed() const noexcept;
+
  private:
   static constexpr std::size_t input_size = 17 * 1024;  // one whole record and its header
   std::error_code failure(int result, tls_errc fallback) noexcept;
@@ -86,6 +94,7 @@ class tls_engine {
   bool writing_ = false;
   bool output_claimed_ = false;
   bool client_ = false;
+  bool started_ = false;  // handshake() ran once: too late to offer a session
 };
 
 }  // namespace canopy::io::detail

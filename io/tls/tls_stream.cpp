@@ -2,6 +2,7 @@
 #include "tls_stream.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include "../../coroutine/yield.hpp"
@@ -253,6 +254,22 @@ bool tls_stream<Stream>::usable() const noexcept {
 template <class Stream>
 void* tls_stream<Stream>::native_handle() const noexcept {
   return engine_->native_handle();
+}
+
+template <class Stream>
+tls_session tls_stream<Stream>::session() const noexcept {
+  return engine_->session();
+}
+template <class Stream>
+void tls_stream<Stream>::offer_session(const tls_session& session) {
+  if (!engine_->offer_session(session)) {
+    throw std::logic_error(
+        "canopy::io::tls_stream::offer_session: only a client stream, before its handshake");
+  }
+}
+template <class Stream>
+bool tls_stream<Stream>::resumed() const noexcept {
+  return engine_->resumed();
 }
 
 template class tls_stream<tcp_stream>;

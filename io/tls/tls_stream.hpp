@@ -16,6 +16,7 @@
 #include "../tcp.hpp"
 #include "../unix.hpp"
 #include "tls_context.hpp"
+#include "tls_session.hpp"
 
 namespace canopy::io {
 
@@ -79,6 +80,22 @@ class tls_stream {
   [[nodiscard]] void* native_handle() const noexcept;
   // The fiber forms' access (io/tls/tls_fiber.hpp); not for other use.
   detail::tls_engine& engine_for_fiber_forms() noexcept { return *engine_; }
+
+  // Resumption (a client's; the server side is tls_server_options::
+  // session_resumption). session(): after the handshake, the session to
+  // offer on a later connection to the same server, or an empty one when
+  // there is none yet. On TLS 1.3 the server sends its ticket after the
+  // handshake: the session exists only once a read_some has run past it
+  // (the ticket arrives with or before the server's first bytes), so take
+  // it after the first read. Safe alongside a running read or write.
+  [[nodiscard]] tls_session session() const noexcept;
+  // A client stream, before handshake(): offers `session` (empty: none).
+  // The server may decline it (an expired or unknown session, another
+  // version): the handshake is then a full one. Throws std::logic_error
+  // on a server stream or once handshake() has begun.
+  void offer_session(const tls_session& session);
+  // After the handshake: whether it resumed an offered session.
+  [[nodiscard]] bool resumed() const noexcept;
 
  private:
   task<void> flush(std::error_code& error);

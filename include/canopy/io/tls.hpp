@@ -22,7 +22,8 @@
 // Contexts (io/tls/tls_context.hpp): server(options): a certificate chain
 // and private key (PEM, file or memory; a key that does not match the
 // certificate throws std::system_error tls_errc::key_mismatch here), ALPN
-// protocols, min/max version (TLS 1.2 by default; 1.3). client(options):
+// protocols, min/max version (TLS 1.2 by default; 1.3), session
+// resumption (on by default; see below). client(options):
 // the trusted CAs (ca_file, ca_pem, or the system's store), verification
 // on by default (verify_peer), ALPN, versions. A server picks a context
 // per SNI name: add_server_name(name, context) or select_by_server_name(f).
@@ -86,7 +87,34 @@
 // whole by write_timeout; every end the stream survives sends close_notify
 // before the close (no lingering). The plain server's path is unchanged by TLS.
 //
-// Not yet (issue 41): session resumption settings.
+// Session resumption: a server resumes by default
+// (tls_server_options::session_resumption: TLS 1.3 and 1.2 tickets
+// sealed with keys the context draws when made, and a cache of 20,480
+// sessions for TLS 1.2 clients without tickets; a session lives 2 hours;
+// false turns both off). A client takes tls_stream::session() after a
+// connection (on TLS 1.3 only after its first read_some: the ticket comes
+// after the handshake; before it, and with no ticket, the session is
+// empty) and offers it with offer_session(session) on a new client stream
+// to the same server, before handshake() (std::logic_error otherwise or on
+// a server stream); resumed() then says whether the server accepted it (a
+// declined session just means a full handshake). session() may run
+// alongside a read or a write; a tls_session is a value any thread may
+// copy and keep (native_handle(): its SSL_SESSION*; tls_session::adopt(p)
+// takes over one reference to one). A resumed handshake checks no
+// certificate: offer a session only to the host and context it came from.
+//
+// compile: fragment
+//   namespace io = canopy::io;
+//   io::tls_context client = io::tls_context::client({.ca_file = "ca.pem"});
+//   const io::endpoint site = io::endpoint::loopback_v4(8443);
+//   io::tls_session saved;   // from an earlier connection to site: its session()
+//   io::tls_stream<io::tcp_stream> again(co_await io::tcp_stream::connect(site), client,
+//                                        "example.org");
+//   again.offer_session(saved);
+//   co_await again.handshake();
+//   const bool quick = again.resumed();   // true when the server took the session
+//
+// Not yet (issue 41): the benchmark beside nginx, Asio and tokio-rustls.
 #pragma once
 
 #include "../detail/io/tls/https.hpp"
