@@ -74,9 +74,9 @@ for public in canopy executor task fork_join fiber io io/fiber io/http embed/asi
   fi
 done
 # The io_uring backend's headers are the library's own: no installed header
-# names liburing, so a consumer needs no liburing-dev.
-if grep -rl 'liburing' "$prefix/include" >&2 || [ -e "$prefix/include/canopy/detail/io/uring" ]; then
-  echo "-- consumer: an installed header names liburing, or io/uring/ was installed" >&2
+# includes <liburing.h>, so a consumer needs no liburing-dev.
+if grep -rl 'include <liburing' "$prefix/include" >&2 || [ -e "$prefix/include/canopy/detail/io/uring" ]; then
+  echo "-- consumer: an installed header includes <liburing.h>, or io/uring/ was installed" >&2
   failed=$((failed + 1))
 fi
 for private in sync/model_atomic.hpp sync/relacy_atomic.hpp executor/pending_claim.hpp \
@@ -210,7 +210,7 @@ if quietly "$work/bare.log" meson setup "$work/bare_build" "$root" --prefix="$ba
   --buildtype=debug -Dprograms=false -Dfibers=disabled -Dio_uring=disabled &&
   quietly "$work/bare_install.log" ninja -C "$work/bare_build" install; then
   leftovers=$(find "$bare" -name '*fiber*' -o -name '*uring*' | head -3)
-  uring_mentions=$(grep -rlI 'liburing\|-luring' "$bare" | head -3)
+  uring_mentions=$(grep -rlI 'include <liburing\|-luring\|;uring;' "$bare" | head -3)
   bare_pc=$(find "$bare" -name canopy.pc -print -quit)
   if [ -n "$leftovers$uring_mentions" ]; then
     echo "-- consumer (without fibers, io_uring) FAILED: installed anyway: $leftovers$uring_mentions" >&2
