@@ -130,7 +130,9 @@ class reactor final : public idle_driver {
  public:
   // Throws std::system_error if epoll or the eventfd cannot be created, or
   // if io_uring was asked for (options or CANOPY_IO_BACKEND) and cannot run
-  // here (the message names io_uring and the kernel's reason);
+  // here (the message names io_uring and the kernel's reason) or this
+  // library was built without it (-Dio_uring=disabled, or no liburing-dev:
+  // errc::function_not_supported, the message says so);
   // std::invalid_argument if CANOPY_IO_BACKEND holds another value.
   reactor();
   explicit reactor(reactor_options options);

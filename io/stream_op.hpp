@@ -3,7 +3,9 @@
 // io/readiness.hpp) or completion_op (io_uring, io/uring/completion_op.hpp).
 // Both are wait sources with the same result, so the task, fiber and
 // with_timeout forms of every TCP operation, and the HTTP server, are
-// written once. Internal (canopy::io::detail).
+// written once. Internal (canopy::io::detail), and not installed: it
+// differs between a build with the io_uring backend and one without
+// (CANOPY_IO_URING, set by io/meson.build for every user of canopy_io).
 #pragma once
 
 #include <cstddef>
@@ -15,8 +17,13 @@
 #include "socket_ops.hpp"
 #include "uring/completion_op.hpp"
 
+#ifndef CANOPY_IO_URING
+#error "CANOPY_IO_URING is not defined (it comes with the canopy_io dependency)"
+#endif
+
 namespace canopy::io::detail {
 
+#if CANOPY_IO_URING
 template <class Attempt>
 class stream_op {
  public:
@@ -44,6 +51,25 @@ class stream_op {
   readiness_op<Attempt> readiness_;
   completion_op uring_;
 };
+#else
+// Built without io_uring: every reactor runs epoll, so the operation is
+// its readiness form alone (the request is not used).
+template <class Attempt>
+class stream_op {
+ public:
+  stream_op(const registration& reg, direction which, Attempt attempt,
+            const completion_request& /*request*/, std::size_t short_read_below = 0) noexcept
+      : readiness_(reg, which, std::move(attempt), short_read_below) {}
+
+  bool ready() noexcept { return readiness_.ready(); }
+  bool arm(const waker& waiter) noexcept { return readiness_.arm(waiter); }
+  void disarm() noexcept { readiness_.disarm(); }
+  io_result result() noexcept { return readiness_.result(); }
+
+ private:
+  readiness_op<Attempt> readiness_;
+};
+#endif
 
 // Receive at least one byte into `buffer` (0: EOF).
 inline auto receive_op(const registration& reg, int fd, std::span<std::byte> buffer) noexcept {

@@ -32,7 +32,9 @@
 // Reference (namespace canopy::io unless canopy:: is written):
 //   with_reactor(config = {}, reactor_options = {}) -> executor_config whose
 //       driver is a fresh reactor; reactor_options: backend (automatic =
-//       epoll, epoll, io_uring; CANOPY_IO_BACKEND overrides it),
+//       epoll, epoll, io_uring; CANOPY_IO_BACKEND overrides it; io_uring
+//       where it cannot run, or in a Canopy built without it, throws
+//       std::system_error saying which),
 //       ring_entries (io_uring's queue; 0: std::invalid_argument), timers
 //       (true: sleep_for and with_timeout work at once; false leaves them
 //       out, a reactor_timers(pool) adds them later).

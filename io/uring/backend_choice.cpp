@@ -1,6 +1,7 @@
 // Which backend a reactor runs (io/reactor.hpp, docs/io.md "Choosing"):
 // reactor_options::backend, overridden by CANOPY_IO_BACKEND, and the ring
-// opened when io_uring is the one.
+// opened when io_uring is the one (in a build without io_uring, the error
+// that says so).
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -49,13 +50,14 @@ const char* to_string(io_backend backend) noexcept {
   return "unknown";
 }
 
-void reactor::open_ring(io_backend requested, unsigned entries) {
+void reactor::open_ring(io_backend requested, [[maybe_unused]] unsigned entries) {
   // automatic takes epoll: io_uring is chosen only when asked for, until it
   // is at least as fast as epoll in every configuration of the examples as
   // shipped (docs/io.md, "Which is faster").
   if (chosen_backend(requested) != io_backend::io_uring) {
     return;
   }
+#if CANOPY_IO_URING
   std::error_code error;
   std::string why;
   ring_ = detail::completion_ring::open(entries, error, why);
@@ -64,6 +66,13 @@ void reactor::open_ring(io_backend requested, unsigned entries) {
                                        why + "); use io_backend::epoll or automatic");
   }
   backend_ = io_backend::io_uring;
+#else
+  // Asked for by name: say why it is missing rather than run epoll quietly.
+  throw std::system_error(std::make_error_code(std::errc::function_not_supported),
+                          "canopy::io::reactor: this Canopy was built without the io_uring "
+                          "backend (-Dio_uring=disabled, or liburing-dev missing when it was "
+                          "built); use io_backend::epoll or automatic");
+#endif
 }
 
 }  // namespace canopy::io

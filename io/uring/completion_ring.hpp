@@ -29,12 +29,22 @@
 // thread that ever submitted to it (TWA_SIGNAL): a thread of the program
 // would see its blocking calls with a timeout fail with EINTR. A worker is
 // ours to interrupt. (A full queue is the exception: queue() submits it.)
+//
+// Not installed. In a build without io_uring (CANOPY_IO_URING 0) the
+// class is an empty stand-in: the reactor holds a null pointer to it, and
+// never opens one (io/uring/backend_choice.cpp).
 #pragma once
 
+#ifndef CANOPY_IO_URING
+#error "CANOPY_IO_URING is not defined (it comes with the canopy_io dependency)"
+#endif
+
+#include <cstdint>
+
+#if CANOPY_IO_URING
 #include <liburing.h>
 
 #include <chrono>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,9 +52,11 @@
 #include <system_error>
 
 #include "../../sync/atomics.hpp"
+#endif
 
 namespace canopy::io::detail {
 
+#if CANOPY_IO_URING
 class completion_ring {
  public:
   // A ring of `entries` submission slots, or null with `why` saying what
@@ -140,5 +152,12 @@ class completion_ring {
   sync::atomic<std::uint32_t> unsubmitted_{0};
   sync::atomic<std::uint64_t> enters_{0};
 };
+#else
+class completion_ring {
+ public:
+  completion_ring() = delete;
+  [[nodiscard]] std::uint64_t enters() const noexcept { return 0; }
+};
+#endif
 
 }  // namespace canopy::io::detail

@@ -7,7 +7,8 @@
 # installed tree alone (so a public header that includes one not installed
 # fails here), every program of misuse/ must fail to compile with the
 # explanation its "// expect:" line names as the first error, and every C++
-# block of the documentation must compile (doc_blocks.py). Run by
+# block of the documentation must compile (doc_blocks.py). Last, a build
+# without fibers and io_uring: app.cpp and epoll_app.cpp against it. Run by
 # `./run.sh test` (plain suite); needs meson, ninja, g++,
 # pkg-config, cmake, python3, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
@@ -18,6 +19,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/canopy_consumer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 expected_app="canopy consumer: fib(20) = 6765, callable 7 = 7, join 3 = 3"
 expected_fiber="canopy consumer: fiber 42 = 42"
+expected_epoll="canopy consumer without io_uring: automatic runs epoll, echo ping = ping, io_uring refused"
 passed=0
 failed=0
 
@@ -71,6 +73,12 @@ for public in canopy executor task fork_join fiber io io/fiber io/http embed/asi
     failed=$((failed + 1))
   fi
 done
+# The io_uring backend's headers are the library's own: no installed header
+# includes <liburing.h>, so a consumer needs no liburing-dev.
+if grep -rl 'include <liburing' "$prefix/include" >&2 || [ -e "$prefix/include/canopy/detail/io/uring" ]; then
+  echo "-- consumer: an installed header includes <liburing.h>, or io/uring/ was installed" >&2
+  failed=$((failed + 1))
+fi
 for private in sync/model_atomic.hpp sync/relacy_atomic.hpp executor/pending_claim.hpp \
   executor/drain_check.hpp executor/core_inline.hpp; do
   if [ -e "$prefix/include/canopy/detail/$private" ]; then
@@ -191,26 +199,41 @@ else
   failed=$((failed + 2))
 fi
 
-# 4. the libraries alone, without fibers (-Dprograms=false -Dfibers=disabled):
-#    nothing of the fibers is installed, and a program without them builds
-#    and runs against what is.
+# 4. the libraries alone, without fibers and without io_uring
+#    (-Dprograms=false -Dfibers=disabled -Dio_uring=disabled): nothing of
+#    the fibers or of liburing is installed or named, the summary says
+#    io_uring was left out, and programs without them build and run against
+#    what is: app.cpp, and epoll_app.cpp (TCP over loopback on epoll;
+#    io_uring asked for throws the error naming the build).
 bare="$work/bare_prefix"
 if quietly "$work/bare.log" meson setup "$work/bare_build" "$root" --prefix="$bare" \
-  --buildtype=debug -Dprograms=false -Dfibers=disabled &&
-  quietly "$work/bare.log" ninja -C "$work/bare_build" install; then
-  leftovers=$(find "$bare" -name '*fiber*' | head -3)
+  --buildtype=debug -Dprograms=false -Dfibers=disabled -Dio_uring=disabled &&
+  quietly "$work/bare_install.log" ninja -C "$work/bare_build" install; then
+  leftovers=$(find "$bare" -name '*fiber*' -o -name '*uring*' | head -3)
+  uring_mentions=$(grep -rlI 'include <liburing\|-luring\|;uring;' "$bare" | head -3)
   bare_pc=$(find "$bare" -name canopy.pc -print -quit)
-  if [ -n "$leftovers" ]; then
-    echo "-- consumer (without fibers) FAILED: installed anyway: $leftovers" >&2
+  if [ -n "$leftovers$uring_mentions" ]; then
+    echo "-- consumer (without fibers, io_uring) FAILED: installed anyway: $leftovers$uring_mentions" >&2
+    failed=$((failed + 1))
+  elif ! grep -q 'io_uring backend (liburing) *: left out' "$work/bare.log"; then
+    echo "-- consumer (without io_uring) FAILED: the summary does not say io_uring was left out" >&2
     failed=$((failed + 1))
   elif [ -z "$bare_pc" ]; then
     echo "-- consumer (without fibers) FAILED: no canopy.pc under $bare" >&2
     failed=$((failed + 1))
   else
-    # shellcheck disable=SC2046 # pkg-config's flags are words
-    if quietly "$work/bare.log" g++ -std=c++20 "$here/app.cpp" \
-      $(PKG_CONFIG_PATH=$(dirname "$bare_pc") pkg-config --cflags --libs canopy) -o "$work/app_bare"; then
-      check "without fibers (-Dprograms=false -Dfibers=disabled)" "$work/app_bare" "$expected_app"
+    bare_flags=$(PKG_CONFIG_PATH=$(dirname "$bare_pc") pkg-config --cflags --libs canopy)
+    # shellcheck disable=SC2086 # pkg-config's flags are words
+    if quietly "$work/bare.log" g++ -std=c++20 "$here/app.cpp" $bare_flags -o "$work/app_bare"; then
+      check "without fibers, io_uring (-Dprograms=false -Dfibers=disabled -Dio_uring=disabled)" \
+        "$work/app_bare" "$expected_app"
+    else
+      failed=$((failed + 1))
+    fi
+    # shellcheck disable=SC2086 # pkg-config's flags are words
+    if quietly "$work/bare.log" g++ -std=c++20 "$here/epoll_app.cpp" $bare_flags \
+      -o "$work/epoll_app_bare"; then
+      check "without io_uring, TCP on epoll" "$work/epoll_app_bare" "$expected_epoll"
     else
       failed=$((failed + 1))
     fi
