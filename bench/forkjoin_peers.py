@@ -293,8 +293,21 @@ def callgrind(command, timeout):
     return int(total.group(1)), functions
 
 
-def shorten(name, width=110):
-    return name if len(name) <= width else name[:width - 3] + "..."
+LIBFORK_TAGS = {"(lf::core::tag)1": "call", "(lf::core::tag)2": "fork"}
+
+
+def shorten(name):
+    """A readable function name: template arguments collapsed to <>, the
+    recursion-level suffix callgrind adds ('2) dropped, and for libfork the
+    kind of frame (call or fork) that the collapsed arguments named."""
+    kinds = [kind for tag, kind in LIBFORK_TAGS.items() if tag in name]
+    short = re.sub(r"'\d+$", "", name)
+    while True:
+        collapsed = re.sub(r"<[^<>]*>", "<>", short)
+        if collapsed == short:
+            break
+        short = collapsed
+    return "".join(f"[{kind}] " for kind in kinds) + short
 
 
 def run_instructions(arguments, built):
@@ -321,13 +334,14 @@ def run_instructions(arguments, built):
         summary.append((runtime, per_fork))
         print(f"\n{runtime}: {per_fork:.1f} instructions per fork "
               f"({second[0]:,} - {first[0]:,} instructions)")
-        names = set(first[1]) | set(second[1])
-        deltas = sorted(((second[1].get(name, 0) - first[1].get(name, 0)) / FIB_FORKS, name)
-                        for name in names)
-        for delta, name in reversed(deltas):
-            if delta < 0.5:
+        merged = {}
+        for sign, functions in ((-1, first[1]), (1, second[1])):
+            for name, count in functions.items():
+                merged[shorten(name)] = merged.get(shorten(name), 0) + sign * count
+        for name, delta in sorted(merged.items(), key=lambda item: -item[1]):
+            if delta / FIB_FORKS < 0.5:
                 break
-            print(f"  {delta:8.1f}  {shorten(name)}")
+            print(f"  {delta / FIB_FORKS:8.1f}  {name}")
     print("\nsummary: " + ", ".join(f"{runtime} {number(value)}" for runtime, value in summary)
           + " instructions per fork")
     print("toolchains:")
