@@ -265,7 +265,9 @@ def toolchains_load():
         return "unknown"
 
 
-FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(?:\S*:)?(.+?)(?:\s+\[[^\]]*\])?\s*$")
+# "N (P%)  FILE:FUNCTION [OBJECT]" of callgrind_annotate; FILE has no colon,
+# FUNCTION's first colon is one of a "::".
+FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(?:[^:\s]*:(?!:))?(.+?)(?:\s+\[/[^\]]*\])?\s*$")
 
 
 def callgrind(command, timeout):
