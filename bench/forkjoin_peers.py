@@ -267,7 +267,7 @@ def toolchains_load():
 
 # "N (P%)  FILE:FUNCTION [OBJECT]" of callgrind_annotate; FILE has no colon,
 # FUNCTION's first colon is one of a "::".
-FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(?:[^:\s]*:(?!:))?(.+?)(?:\s+\[/[^\]]*\])?\s*$")
+FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(?:[^:\s]*:(?!:))?(.+?)(?:\s+\[(?:/|\?\?\?)[^\]]*\])?\s*$")
 
 
 def callgrind(command, timeout):
