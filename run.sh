@@ -16,7 +16,9 @@
 #                                      mixed load with exactly-once accounting (soak/)
 #   ./run.sh bench [--compiler=clang] [--scaling] [--instructions] [--rounds K] [--no-comparison]
 #                                      Release build, Canopy vs oneTBB, Boost.Asio, rayon
-#                                      and tokio; --compiler=clang: built with clang 19
+#                                      and tokio (and libfork, TooManyCooks when
+#                                      ../shared/peers-src holds them); --compiler=clang:
+#                                      built with clang 19
 #                                      (bench/README.md has every option)
 # Missing Debian packages are installed with apt-get (as root, or via sudo).
 set -euo pipefail
@@ -25,7 +27,8 @@ cd "$(dirname "$0")"
 core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev cmake relacy-dev curl apache2-utils liburing-dev libssl-dev openssl)
 bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace wrk nginx
   cargo rustc librust-rayon-dev librust-tokio-dev librust-hyper-dev librust-tokio-rustls-dev
-  librust-rustls-pemfile-dev librust-libc-dev)
+  librust-rustls-pemfile-dev librust-libc-dev
+  clang-19 libhwloc-dev libgoogle-perftools-dev)
 
 ensure_packages() {
   local missing=()
@@ -427,7 +430,9 @@ run_demo() {
 # ./run.sh bench [--compiler=gcc|clang] [driver options]: the Release + LTO
 # build of canopy_bench (g++ into build-release; with --compiler=clang, Debian's
 # clang-19 with lld and llvm-ar into build-release-clang, results in
-# bench/results/clang/), the Rust peers, then bench/run_bench.py.
+# bench/results/clang/), the Rust peers, then bench/run_bench.py (which also
+# builds libfork and TooManyCooks with clang-19, hwloc and tcmalloc_minimal from
+# ../shared/peers-src into the build folder: bench/forkjoin_peers.py).
 run_bench() {
   local compiler=gcc dir=build-release results=() driver_options=()
   for argument in "$@"; do

@@ -6,7 +6,9 @@ usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
                     [--rust-peers PATH] [--rustc PATH] [--only W,W...] [--results DIR]
 
 The toolkit workloads (channels, the async mutex) run after the table, in
-toolkit_bench.py's table beside tokio alone. For each other workload the
+toolkit_bench.py's table beside tokio alone; then fib, skynet and nqueens
+beside libfork and TooManyCooks (forkjoin_peers.py, at 1 worker and at
+--threads, when ../shared/peers-src holds their sources). For each other workload the
 peers run interleaved (canopy, tbb, asio, rayon, tokio,
 then the next workload), K rounds over; rayon and tokio run in the Rust
 program bench/peers/rust (canopy_rust_peers: the same command line,
@@ -47,7 +49,9 @@ instructions canopy executes for each CPU-bound workload on 1 worker
 (warm-up + 1 rep) into results/instructions.jsonl, and compares them with
 the previous count (results/instructions_previous.jsonl). Unlike wall time
 these counts repeat to within ~0.1 % on this VM, so a change of more than
-10 % is a real regression of the code, not drift.
+10 % is a real regression of the code, not drift. It also runs
+forkjoin_peers.py --instructions: instructions per fork of fib on Canopy,
+libfork and TooManyCooks.
 
 Needs only python3's standard library, and gnuplot for the plots.
 """
@@ -478,6 +482,16 @@ def run_scaling(arguments):
     subprocess.run(command, check=False)
 
 
+def forkjoin_peers_command(arguments):
+    """bench/forkjoin_peers.py on this run's canopy_bench, at 1 worker and
+    at --threads, the same rounds."""
+    thread_counts = sorted({1, arguments.threads})
+    return [sys.executable, str(Path(__file__).resolve().parent / "forkjoin_peers.py"),
+            str(arguments.binary), "--rounds", str(arguments.rounds),
+            "--threads", ",".join(str(count) for count in thread_counts),
+            "--timeout", str(arguments.timeout)]
+
+
 def run_and_print_comparison(arguments, workloads):
     """The side-by-side run: latest.jsonl (old one kept as previous.jsonl),
     the table against the previous run, and ratios.svg."""
@@ -534,6 +548,9 @@ def main():
         if arguments.reps is not None:
             toolkit += ["--reps", str(arguments.reps)]
         subprocess.run(toolkit, check=False)
+        # fib, skynet and nqueens beside libfork and TooManyCooks, built from
+        # ../shared/peers-src (one line and nothing else when it is absent).
+        subprocess.run(forkjoin_peers_command(arguments), check=False)
         # The I/O workloads (HTTP, echo, timers): their own driver, the same
         # build directory (bench/io_bench.py builds its servers there).
         io_driver = Path(__file__).resolve().parent / "io_bench.py"
@@ -566,6 +583,7 @@ def main():
         run_scaling(arguments)
     if arguments.instructions:
         run_instruction_counts(arguments, workloads)
+        subprocess.run(forkjoin_peers_command(arguments) + ["--instructions"], check=False)
     progress(f"results in {arguments.results}")
 
 

@@ -63,6 +63,9 @@ def cpp_toolchain(binary):
         command = next((entry["command"] for entry in commands
                         if entry["file"].endswith(BENCH_SOURCE)), commands[0]["command"])
         words = command.split()
+        if Path(words[0]).name == "ccache":
+            # meson puts ccache in front of the compiler when it finds it.
+            words = words[1:]
         compiler = first_line([words[0], "--version"])
         flags = " ".join(dict.fromkeys(word for word in words[1:] if SPEED_FLAG.match(word)))
     except (OSError, ValueError, IndexError, KeyError, StopIteration):
