@@ -229,7 +229,8 @@ def print_table(arguments, table, head, dirty):
         if not workload.startswith("https"):
             continue
         for name, entries in rows.items():
-            p50, p99 = median([e["p50_us"] for e in entries]), median([e["p99_us"] for e in entries])
+            p50 = median([e["p50_us"] for e in entries])
+            p99 = median([e["p99_us"] for e in entries])
             print(f"{workload:<18} {name:<13} "
                   f"{median([e['requests_per_second'] for e in entries]):>9,.0f} "
                   f"{p50 or 0:>8.0f} {p99 or 0:>9.0f} "
@@ -244,7 +245,8 @@ def print_table(arguments, table, head, dirty):
                   f"{median([e['handshakes_per_second'] for e in entries]):>9,.0f} "
                   f"{median([e['server_cpu_us_per_handshake'] for e in entries]):>10.1f} "
                   f"{median([e['handshakes_per_cpu_second'] for e in entries]) or 0:>9,.0f} "
-                  f"{sum(e['resumed'] for e in entries):>4}/{sum(e['handshakes'] for e in entries)}")
+                  f"{sum(e['resumed'] for e in entries):>4}/"
+                  f"{sum(e['handshakes'] for e in entries)}")
     print("Canopy / best peer (targets: rates >= 1, CPU <= 1):")
     keys = {"https": (("requests_per_second", max), ("p99_us", min),
                       ("server_cpu_us_per_request", min)),
