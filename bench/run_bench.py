@@ -572,6 +572,13 @@ def main():
                             str(build_directory), "--rounds", str(arguments.rounds),
                             "--results", str(arguments.results),
                             "--rust-peers", str(arguments.rust_peers)], check=False)
+            # HTTPS (keep-alive requests, full and resumed handshakes)
+            # beside nginx with ssl, Asio's ssl::stream and tokio-rustls.
+            subprocess.run([sys.executable,
+                            str(Path(__file__).resolve().parent / "io" / "tls_bench.py"),
+                            str(build_directory), "--rounds", str(arguments.rounds),
+                            "--results", str(arguments.results),
+                            "--rust-peers", str(arguments.rust_peers)], check=False)
             # The embedding hand-off (loop thread -> pool -> loop thread) beside Asio.
             handoff = build_directory / "bench" / "handoff_bench"
             if subprocess.run(["ninja", "-C", str(build_directory), "bench/handoff_bench"],

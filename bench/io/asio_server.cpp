@@ -6,6 +6,14 @@
 // reused buffer, all pipelined answers in one write.
 //
 //   asio_io_server PORT --mode http|echo [--threads N] [--layout per-thread|shared]
+//                  [--tls-cert FILE --tls-key FILE]
+//
+// --tls-cert and --tls-key (PEM) serve the HTTP mode over TLS with
+// asio::ssl::stream<tcp::socket> (the HTTPS peer of bench/io/tls_bench.py):
+// TLS 1.2 or 1.3, TLS 1.3 suites and key exchange pinned to
+// TLS_AES_128_GCM_SHA256 and X25519 (through the context's native handle,
+// as Asio leaves those to OpenSSL), OpenSSL's default server session cache
+// and tickets for resumption. The handshake runs under the request timeout.
 //
 // Layouts:
 //   per-thread  N io_contexts, one thread each, each with its own
@@ -22,6 +30,7 @@
 // clang-format off
 #include <utility>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 // clang-format on
 
 #include <signal.h>
@@ -35,6 +44,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "io/http/http_parser.hpp"
@@ -45,6 +55,7 @@ namespace http = canopy::io::http;
 
 namespace {
 
+using tls_socket = asio::ssl::stream<tcp::socket>;
 using clock_type = std::chrono::steady_clock;
 constexpr auto request_timeout = std::chrono::seconds(10);
 
@@ -66,27 +77,40 @@ void append_hello(const http::request& req, std::string& out) {
   out.append(body);
 }
 
-class http_connection : public std::enable_shared_from_this<http_connection> {
+// Stream: tcp::socket, or tls_socket (HTTPS: the handshake first).
+template <class Stream>
+class http_connection : public std::enable_shared_from_this<http_connection<Stream>> {
  public:
-  explicit http_connection(tcp::socket socket)
+  explicit http_connection(Stream socket)
       : socket_(std::move(socket)), watchdog_(socket_.get_executor()), input_(8192) {}
 
   void start() {
     deadline_ = clock_type::now() + request_timeout;
     watch();
-    read();
+    if constexpr (std::is_same_v<Stream, tls_socket>) {
+      socket_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](boost::system::error_code error) {
+                                if (error) {
+                                  self->close();
+                                  return;
+                                }
+                                self->read();
+                              });
+    } else {
+      read();
+    }
   }
 
  private:
   void watch() {
     watchdog_.expires_after(std::chrono::seconds(1));
-    watchdog_.async_wait([self = shared_from_this()](boost::system::error_code error) {
-      if (error || !self->socket_.is_open()) {
+    watchdog_.async_wait([self = this->shared_from_this()](boost::system::error_code error) {
+      if (error || !self->socket_.lowest_layer().is_open()) {
         return;
       }
       if (clock_type::now() >= self->deadline_) {
         boost::system::error_code ignored;
-        self->socket_.close(ignored);
+        self->socket_.lowest_layer().close(ignored);
         return;
       }
       self->watch();
@@ -106,7 +130,7 @@ class http_connection : public std::enable_shared_from_this<http_connection> {
     }
     socket_.async_read_some(
         asio::buffer(input_.data() + end_, input_.size() - end_),
-        [self = shared_from_this()](boost::system::error_code error, std::size_t got) {
+        [self = this->shared_from_this()](boost::system::error_code error, std::size_t got) {
           if (error) {
             self->close();
             return;
@@ -152,25 +176,42 @@ class http_connection : public std::enable_shared_from_this<http_connection> {
       return;
     }
     asio::async_write(socket_, asio::buffer(output_),
-                      [self = shared_from_this(), closing](boost::system::error_code error,
-                                                           std::size_t /*sent*/) {
+                      [self = this->shared_from_this(), closing](boost::system::error_code error,
+                                                                 std::size_t /*sent*/) {
                         self->output_.clear();
-                        if (error || closing) {
+                        if (error) {
                           self->close();
+                          return;
+                        }
+                        if (closing) {
+                          self->finish();
                           return;
                         }
                         self->read();
                       });
   }
 
+  // After the last answer (Connection: close): over TLS our close_notify
+  // first, since a client that meets a bare end of stream drops the session
+  // it would resume with; the watchdog still bounds the wait for the peer's.
+  void finish() {
+    if constexpr (std::is_same_v<Stream, tls_socket>) {
+      socket_.async_shutdown(
+          [self = this->shared_from_this()](boost::system::error_code) { self->close(); });
+    } else {
+      close();
+    }
+  }
+
+  // Abrupt (errors, the timeout): no close_notify.
   void close() {
     boost::system::error_code ignored;
     watchdog_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket_.lowest_layer().shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.lowest_layer().close(ignored);
   }
 
-  tcp::socket socket_;
+  Stream socket_;
   asio::steady_timer watchdog_;
   std::vector<char> input_;
   std::size_t begin_ = 0;
@@ -207,17 +248,37 @@ class echo_connection : public std::enable_shared_from_this<echo_connection> {
   std::array<char, 4096> buffer_{};
 };
 
+// tls: the server context when Connection is http_connection<tls_socket>.
 template <class Connection>
-void accept_loop(tcp::acceptor& acceptor) {
-  acceptor.async_accept([&acceptor](boost::system::error_code error, tcp::socket socket) {
+void accept_loop(tcp::acceptor& acceptor, asio::ssl::context* tls) {
+  acceptor.async_accept([&acceptor, tls](boost::system::error_code error, tcp::socket socket) {
     if (!error) {
       socket.set_option(tcp::no_delay(true));
-      std::make_shared<Connection>(std::move(socket))->start();
+      if constexpr (std::is_same_v<Connection, http_connection<tls_socket>>) {
+        std::make_shared<Connection>(tls_socket(std::move(socket), *tls))->start();
+      } else {
+        std::make_shared<Connection>(std::move(socket))->start();
+      }
     } else if (error == asio::error::operation_aborted) {
       return;
     }
-    accept_loop<Connection>(acceptor);
+    accept_loop<Connection>(acceptor, tls);
   });
+}
+
+std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& certificate,
+                                                     const std::string& key) {
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1);
+  context->use_certificate_chain_file(certificate);
+  context->use_private_key_file(key, asio::ssl::context::pem);
+  if (SSL_CTX_set_ciphersuites(context->native_handle(), "TLS_AES_128_GCM_SHA256") != 1 ||
+      SSL_CTX_set1_groups_list(context->native_handle(), "X25519") != 1) {
+    throw std::runtime_error("could not pin the TLS 1.3 suite and group");
+  }
+  return context;
 }
 
 tcp::acceptor make_acceptor(asio::io_context& context, unsigned short port, bool reuse_port) {
@@ -239,7 +300,7 @@ tcp::acceptor make_acceptor(asio::io_context& context, unsigned short port, bool
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "asio_io_server: %s\nusage: asio_io_server PORT --mode http|echo [--threads N] "
-               "[--layout per-thread|shared]\n",
+               "[--layout per-thread|shared] [--tls-cert FILE --tls-key FILE]\n",
                message);
   std::exit(2);
 }
@@ -258,6 +319,8 @@ int main(int argc, char** argv) {
   bool echo = false;
   bool per_thread = true;
   unsigned threads = std::max(1U, std::thread::hardware_concurrency());
+  std::string tls_cert;
+  std::string tls_key;
   for (int i = 2; i < argc; ++i) {
     const std::string_view argument = argv[i];
     if (i + 1 >= argc) {
@@ -266,6 +329,8 @@ int main(int argc, char** argv) {
     const std::string_view value = argv[++i];
     if (argument == "--mode" && (value == "http" || value == "echo")) {
       echo = value == "echo";
+    } else if (argument == "--tls-cert" || argument == "--tls-key") {
+      (argument == "--tls-cert" ? tls_cert : tls_key) = value;
     } else if (argument == "--layout" && (value == "per-thread" || value == "shared")) {
       per_thread = value == "per-thread";
     } else if (argument == "--threads" &&
@@ -274,6 +339,19 @@ int main(int argc, char** argv) {
                threads > 0) {
     } else {
       usage("bad option");
+    }
+  }
+
+  if (tls_cert.empty() != tls_key.empty() || (echo && !tls_cert.empty())) {
+    usage("--tls-cert and --tls-key go together, in the http mode");
+  }
+  std::unique_ptr<asio::ssl::context> tls;
+  if (!tls_cert.empty()) {
+    try {
+      tls = make_tls_context(tls_cert, tls_key);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "asio_io_server: TLS: %s\n", error.what());
+      return 1;
     }
   }
 
@@ -298,9 +376,11 @@ int main(int argc, char** argv) {
   }
   for (auto& acceptor : acceptors) {
     if (echo) {
-      accept_loop<echo_connection>(acceptor);
+      accept_loop<echo_connection>(acceptor, nullptr);
+    } else if (tls) {
+      accept_loop<http_connection<tls_socket>>(acceptor, tls.get());
     } else {
-      accept_loop<http_connection>(acceptor);
+      accept_loop<http_connection<tcp::socket>>(acceptor, nullptr);
     }
   }
   std::vector<std::thread> runners;

@@ -124,9 +124,10 @@ def free_port():
 
 class Nginx:
     """nginx in a scratch directory on a port of its own, answering 200 with
-    http_hello's body; SIGTERM stops it (master and workers)."""
+    http_hello's body; SIGTERM stops it (master and workers). listen_options
+    and server_directives go into the server block (tls_bench.py's ssl)."""
 
-    def __init__(self):
+    def __init__(self, listen_options="", server_directives=""):
         self.scratch = tempfile.TemporaryDirectory()
         self.port = free_port()
         scratch = Path(self.scratch.name)
@@ -145,8 +146,8 @@ http {{
   uwsgi_temp_path {scratch}/uwsgi;
   scgi_temp_path {scratch}/scgi;
   server {{
-    listen 127.0.0.1:{self.port};
-    default_type text/plain;
+    listen 127.0.0.1:{self.port}{listen_options};
+    default_type text/plain;{server_directives}
     location / {{ return 200 "{NGINX_BODY}"; }}
   }}
 }}
@@ -186,10 +187,11 @@ http {{
         self.scratch.cleanup()
 
 
-def wrk(port, connections, seconds):
+def wrk(port, connections, seconds, url=None, environment=None):
+    """url: the address (default http://127.0.0.1:PORT/); environment: wrk's."""
     run = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
-                          f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
-                         timeout=seconds + 60, check=True).stdout
+                          url or f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
+                         timeout=seconds + 60, check=True, env=environment).stdout
 
     def micros(text):
         for unit, scale in (("us", 1.0), ("ms", 1e3), ("s", 1e6)):
