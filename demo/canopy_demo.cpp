@@ -5,6 +5,7 @@
 // --trace FILE writes a trace of the workers (docs/tracing.md): FILE as
 // Chrome trace-event JSON, and the same name with .svg as a timeline.
 #include <atomic>
+#include <canopy/executor.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -12,8 +13,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include "executor/executor.hpp"
 
 namespace {
 
@@ -67,7 +66,7 @@ void print_stats(const canopy::executor_stats& stats) {
               static_cast<unsigned long long>(total.wakes_by_jec),
               static_cast<unsigned long long>(total.wakes_by_shutdown),
               static_cast<unsigned long long>(total.spurious_wakeups));
-  // The columns, as worker_stats (executor/stats.hpp) counts them.
+  // The columns, as worker_stats (<canopy/executor.hpp>) counts them.
   std::printf(
       "(parks: times the worker blocked; wake:prm: parks ended by a permit (a leaf of the\n"
       " summary tree became active); wake:jec: ended by the JEC path (work posted without a\n"

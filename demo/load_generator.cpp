@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <canopy/io.hpp>
+#include <canopy/task.hpp>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -40,9 +42,7 @@
 #include <thread>
 #include <vector>
 
-#include "coroutine/coroutine.hpp"
-#include "demo/latency_histogram.hpp"
-#include "io/io.hpp"
+#include "latency_histogram.hpp"
 
 namespace {
 

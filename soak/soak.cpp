@@ -29,6 +29,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <canopy/canopy.hpp>
+#include <canopy/fiber.hpp>
+#include <canopy/io.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -43,14 +46,11 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "coroutine/coroutine.hpp"
-#include "executor/executor.hpp"
-#include "fork_join/join.hpp"
-#include "fiber/fiber.hpp"
-#include "io/io.hpp"
 #include "ledger.hpp"
 
 namespace canopy::soak {
@@ -129,6 +129,36 @@ struct round_state {
 
 // ------------------------------------------------------------------ the dump
 
+// The scheduler's own state, read below the public API on purpose: a stall
+// or a hang is diagnosed from each worker's sleep latch and status, the
+// summary tree's words and the permits, which no user-facing call exposes
+// (executor::core() is the runtime underneath, for task kinds built on it).
+// Racy snapshots, printed only when the run has already failed.
+void dump_scheduler_state(executor& pool) {
+  executor_core& core = pool.core();
+  for (std::size_t worker = 0; worker < core.worker_count(); ++worker) {
+    std::fprintf(stderr, "  worker %zu: latch %u status %llx\n", worker,
+                 static_cast<unsigned>(core.sleep().waker(worker).latch().load()),
+                 static_cast<unsigned long long>(core.sleep().waker(worker).status()));
+  }
+  summary_tree& tree = core.tree();
+  for (std::size_t index = 0; index < tree.root_word_count(); ++index) {
+    if (const std::uint64_t word = tree.root_word(index); word != 0 || index == 0) {
+      std::fprintf(stderr, "  root word %zu: %016llx\n", index,
+                   static_cast<unsigned long long>(word));
+    }
+  }
+  for (std::size_t leaf = 0; leaf < tree.leaf_count(); ++leaf) {
+    if (const std::uint64_t word = tree.leaf_word(leaf); word != 0) {
+      std::fprintf(stderr, "  leaf %zu: %016llx\n", leaf, static_cast<unsigned long long>(word));
+    }
+  }
+  const auto permits = tree.permits().load();
+  const auto sleep = core.sleep().counters();
+  std::fprintf(stderr, "  permits %u sleepers %u; sleep counters: sleeping %u inactive %u jec %u\n",
+               permits.permits, permits.sleepers, sleep.sleeping(), sleep.inactive(), sleep.jec());
+}
+
 void dump(round_state& round, const char* why) {
   std::fflush(stdout);
   auto& c = round.counters;
@@ -151,8 +181,7 @@ void dump(round_state& round, const char* why) {
                static_cast<unsigned long long>(c.joins.load()),
                static_cast<unsigned long long>(c.cancels.load()), round.book.used());
   if (round.pool) {
-    executor_core& core = round.pool->core();
-    const executor_stats stats = core.stats();
+    const executor_stats stats = round.pool->stats();
     std::fprintf(stderr, "  stats: dropped %llu sleeping %llu\n",
                  static_cast<unsigned long long>(stats.dropped_tasks),
                  static_cast<unsigned long long>(stats.sleeping_workers));
@@ -160,33 +189,15 @@ void dump(round_state& round, const char* why) {
       const auto& w = stats.workers[worker];
       std::fprintf(stderr,
                    "  worker %zu: run %llu steals %llu yields %llu parks %llu permit wakes %llu "
-                   "jec wakes %llu latch %u status %llx\n",
+                   "jec wakes %llu\n",
                    worker, static_cast<unsigned long long>(w.tasks_run),
                    static_cast<unsigned long long>(w.steals),
                    static_cast<unsigned long long>(w.yields),
                    static_cast<unsigned long long>(w.parks),
                    static_cast<unsigned long long>(w.wakes_by_permit),
-                   static_cast<unsigned long long>(w.wakes_by_jec),
-                   static_cast<unsigned>(core.sleep().waker(worker).latch().load()),
-                   static_cast<unsigned long long>(core.sleep().waker(worker).status()));
+                   static_cast<unsigned long long>(w.wakes_by_jec));
     }
-    summary_tree& tree = core.tree();
-    for (std::size_t index = 0; index < tree.root_word_count(); ++index) {
-      if (const std::uint64_t word = tree.root_word(index); word != 0 || index == 0) {
-        std::fprintf(stderr, "  root word %zu: %016llx\n", index,
-                     static_cast<unsigned long long>(word));
-      }
-    }
-    for (std::size_t leaf = 0; leaf < tree.leaf_count(); ++leaf) {
-      if (const std::uint64_t word = tree.leaf_word(leaf); word != 0) {
-        std::fprintf(stderr, "  leaf %zu: %016llx\n", leaf, static_cast<unsigned long long>(word));
-      }
-    }
-    const auto permits = tree.permits().load();
-    const auto sleep = core.sleep().counters();
-    std::fprintf(
-        stderr, "  permits %u sleepers %u; sleep counters: sleeping %u inactive %u jec %u\n",
-        permits.permits, permits.sleepers, sleep.sleeping(), sleep.inactive(), sleep.jec());
+    dump_scheduler_state(*round.pool);
   }
   std::fflush(stderr);
 }
@@ -517,6 +528,26 @@ void record_join(round_state& round, held_handle& held) {
   round.counters.joins.fetch_add(1, std::memory_order_relaxed);
 }
 
+// A spawn from an outside thread: spawn(), which blocks at capacity and
+// throws spawn_error, or try_spawn(), which returns the refusal. Returns the
+// refusal (errc::at_capacity, errc::shut_down), or no error with out set.
+template <class Work, class Handle>
+std::error_code spawn_from_outside(executor& pool, Work&& work, bool may_block, Handle& out) {
+  try {
+    if (may_block) {
+      out = pool.spawn(std::forward<Work>(work));
+      return {};
+    }
+    auto attempt = pool.try_spawn(std::forward<Work>(work));
+    if (attempt) {
+      out = std::move(attempt.handle);
+    }
+    return attempt.error;
+  } catch (const spawn_error& error) {
+    return error.code();
+  }
+}
+
 // Spawns one task of a random kind from an outside thread. Returns false
 // once the executor refuses (shut down).
 bool spawn_one(round_state& round, std::mt19937_64& random, std::deque<held_handle>& held,
@@ -532,40 +563,29 @@ bool spawn_one(round_state& round, std::mt19937_64& random, std::deque<held_hand
   // (shutdown() hangs while an outside thread is blocked in spawn() at
   // capacity). --known-bugs lifts this.
   const bool may_block = !burst && (!round.config.small_capacity || round.known_bugs);
-  const spawn_mode mode = may_block ? spawn_mode::block : spawn_mode::fail;
   held_handle handle{entry, {}, {}};
-  spawn_status status = spawn_status::spawned;
+  std::error_code refused;
   const std::uint64_t kind = (shape >> 8) % 3;
   ticket mine = new_ticket(round, entry);
-  try {
-    if (kind == 0) {
-      status = detail::spawn_joined(
-          round.pool->core(), coroutine_job(round, std::move(mine), shape), mode, handle.task);
-    } else if (kind == 1) {
-      status = detail::spawn_fiber_on(
-          round.pool->core(),
-          [&round, fiber_ticket = std::move(mine), shape]() mutable {
-            return fiber_job(round, fiber_ticket, shape);
-          },
-          std::size_t{64} * 1024, mode, handle.task);
-    } else {
-      auto body = [&round, job = std::move(mine), shape]() mutable {
-        return callable_job(round, job, shape);
-      };
-      if (mode == spawn_mode::block) {
-        handle.plain = round.pool->spawn(std::move(body));  // throws spawn_error
-      } else if (auto result = round.pool->try_spawn(std::move(body)); !result) {
-        status = static_cast<spawn_status>(result.error.value());
-      } else {
-        handle.plain = std::move(result.handle);
-      }
-    }
-  } catch (const spawn_error& error) {
-    status = static_cast<spawn_status>(error.code().value());
+  if (kind == 0) {
+    refused = spawn_from_outside(*round.pool, coroutine_job(round, std::move(mine), shape),
+                                 may_block, handle.task);
+  } else if (kind == 1) {
+    auto body = [&round, fiber_ticket = std::move(mine), shape]() mutable {
+      return fiber_job(round, fiber_ticket, shape);
+    };
+    refused =
+        spawn_from_outside(*round.pool, canopy::fiber(std::move(body), std::size_t{64} * 1024),
+                           may_block, handle.task);
+  } else {
+    auto body = [&round, job = std::move(mine), shape]() mutable {
+      return callable_job(round, job, shape);
+    };
+    refused = spawn_from_outside(*round.pool, std::move(body), may_block, handle.plain);
   }
-  if (status != spawn_status::spawned) {
+  if (refused) {
     spawn_failed(round, *entry);
-    return status != spawn_status::shut_down;
+    return refused != make_error_code(errc::shut_down);
   }
   round.counters.spawned.fetch_add(1, std::memory_order_relaxed);
   if (detach) {
@@ -661,7 +681,7 @@ void monitor(round_state& round, double round_seconds, double scale) {
     if (round.shutting_down.load()) {
       continue;  // shutdown may drop pending tasks: only the deadline applies
     }
-    if (now - last_progress > stall_bound && round.pool->core().stats().sleeping_workers > 0) {
+    if (now - last_progress > stall_bound && round.pool->stats().sleeping_workers > 0) {
       dump(round,
            "spawned tasks waited past the bound with no task starting while a worker is parked");
       std::_Exit(3);
