@@ -29,13 +29,18 @@
 //   * the member list behind a canopy::mutex (the broadcast holds it, so
 //     every client sees the lines in one order, and each sender's in the
 //     order sent);
+//   * canopy::race with canopy::stopped for every read and write of a
+//     client: they end when the client is dropped (its own std::stop_source)
+//     or when the drain deadline passes (the server's), so no task ever
+//     shuts down another task's socket;
 //   * canopy::run_blocking for the transcript (options.transcript): each
 //     line is appended to a file with write(2), off the workers;
 //   * canopy::io::signal_set{SIGINT, SIGTERM} for the graceful shutdown:
 //     stop accepting, send every client "* server shutting down" and close
 //     its channel (its writer flushes what is queued, then shuts the
 //     socket's write side), let the clients hang up within
-//     options.drain_deadline, then shut down the sockets of the rest.
+//     options.drain_deadline (the client group's all_ended() under
+//     canopy::with_timeout), then stop the rest.
 // Signals: the constructor blocks SIGINT and SIGTERM in the calling thread
 // before it creates its executor, so construct the server before any other
 // thread exists (io/signal.hpp's rule), or block them yourself first.
@@ -51,6 +56,7 @@
 #include <canopy/channel.hpp>
 #include <canopy/io.hpp>
 #include <canopy/io/buffered.hpp>
+#include <canopy/race.hpp>
 #include <canopy/sync.hpp>
 #include <canopy/task_group.hpp>
 #include <cerrno>
@@ -63,6 +69,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -100,19 +107,19 @@ struct report {
 namespace detail {
 
 // One connection. The room holds it from accept to the end of its task; its
-// socket is closed when the last holder lets go, after it left the room,
-// so kick() never reaches a closed (or reused) descriptor.
+// socket is closed when the last holder lets go, after it left the room.
 struct member {
   explicit member(std::size_t outbox_lines) : outbox(outbox_lines) {}
   virtual ~member() = default;
   member(const member&) = delete;
   member& operator=(const member&) = delete;
-  // shutdown(2) both directions: the client's reader sees EOF, its writer
-  // an error, and the client task ends.
-  virtual void kick() noexcept = 0;
+  // Drops the client: its reader's and writer's waits end (they race
+  // `dropped`), and the client task ends. Any thread.
+  void kick() noexcept { dropped.request_stop(); }
 
   std::string name;
   canopy::channel<std::string> outbox;
+  std::stop_source dropped;
   bool joined = false;  // under the room's mutex
 };
 
@@ -120,9 +127,15 @@ template <class Stream>
 struct stream_member final : member {
   stream_member(Stream connection, std::size_t outbox_lines)
       : member(outbox_lines), stream(std::move(connection)) {}
-  void kick() noexcept override { (void)stream.shutdown(SHUT_RDWR); }
   Stream stream;
 };
+
+// Whether a race of an operation against the client's two stops (`dropped`
+// and the server's drain deadline) was won by the operation.
+template <class Race>
+bool operation_won(const Race& got) {
+  return got.template has_value<0>();
+}
 
 // Counters: written by client tasks, read by server::wait() after the
 // server task ended (its join orders them).
@@ -182,15 +195,6 @@ class room {
       each->outbox.close();
     }
   }
-  // The deadline: shut down every connection still open; how many.
-  canopy::task<std::size_t> kick_all() {
-    const canopy::mutex::guard held = co_await lock_.lock();
-    for (const std::shared_ptr<member>& each : live_) {
-      each->kick();
-    }
-    co_return live_.size();
-  }
-
  private:
   // To every joined member but `from`, without waiting: a full channel
   // means a client that does not keep up, and it is dropped.
@@ -244,7 +248,8 @@ inline canopy::task<void> append_transcript(int fd, std::string line) {
 // Sends the outbox's lines, a batch per write, until it is closed and empty
 // or the peer goes; then shuts the write side (the client sees EOF).
 template <class Stream>
-canopy::task<void> write_loop(std::shared_ptr<stream_member<Stream>> self) {
+canopy::task<void> write_loop(std::shared_ptr<stream_member<Stream>> self,
+                              std::stop_token deadline) {
   std::string batch;
   while (std::optional<std::string> line = co_await self->outbox.recv()) {
     batch = std::move(*line);
@@ -256,8 +261,10 @@ canopy::task<void> write_loop(std::shared_ptr<stream_member<Stream>> self) {
       batch += *more;
     }
     std::error_code error;
-    co_await canopy::io::write_all(self->stream, batch, error);
-    if (error) {
+    const auto wrote = co_await canopy::race(canopy::io::write_all(self->stream, batch, error),
+                                             canopy::stopped(self->dropped.get_token()),
+                                             canopy::stopped(deadline));
+    if (!operation_won(wrote) || error) {
       self->kick();  // the reader ends too
       co_return;
     }
@@ -267,23 +274,29 @@ canopy::task<void> write_loop(std::shared_ptr<stream_member<Stream>> self) {
 
 template <class Stream>
 canopy::task<void> serve_client(room& chat_room, Stream stream, const options& config,
-                                counters& stats, int transcript) {
+                                counters& stats, int transcript, std::stop_token deadline) {
   const int buffer_bytes = config.send_buffer;
   ::setsockopt(stream.native_handle(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
   auto self = std::make_shared<stream_member<Stream>>(std::move(stream), config.outbox_lines);
   co_await chat_room.enter(self);
-  auto writer = canopy::spawn(write_loop(self));
+  auto writer = canopy::spawn(write_loop(self, deadline));
 
   // The writer task writes to the same stream meanwhile (one operation per
-  // direction is what a stream allows); kick() shuts it down, and a read
-  // waiting here then sees EOF.
+  // direction is what a stream allows); a kick() or the drain deadline ends
+  // the read waiting here.
   canopy::io::buffered_reader<Stream&> reader(self->stream);
   bool named = false;
   for (bool open = true; open;) {
     std::error_code error;
-    std::optional<std::string> line = co_await reader.read_line(config.max_line, error);
+    auto got = co_await canopy::race(reader.read_line(config.max_line, error),
+                                     canopy::stopped(self->dropped.get_token()),
+                                     canopy::stopped(deadline));
+    if (!operation_won(got)) {
+      break;  // kicked, or the drain deadline passed
+    }
+    std::optional<std::string> line = std::move(got.template get<0>());
     if (!line && error != std::errc::message_size) {
-      break;  // EOF, a reset, or kicked
+      break;  // EOF or a reset
     }
     std::string_view problem;
     if (!line) {
@@ -345,13 +358,6 @@ inline canopy::task<void> watch_for_stop(canopy::channel<connection>& accepted,
     stopped_by.store(*got, std::memory_order_relaxed);
   }
   accepted.close();
-}
-
-// After the deadline: shut down the connections still open.
-inline canopy::task<void> force_after(room& chat_room, std::chrono::milliseconds deadline,
-                                      counters& stats) {
-  co_await canopy::sleep_for(deadline);
-  stats.forced.store(co_await chat_room.kick_all(), std::memory_order_relaxed);
 }
 
 }  // namespace detail
@@ -440,7 +446,8 @@ class server {
       std::visit(
           [&](auto& stream) {
             clients.spawn(
-                detail::serve_client(room_, std::move(stream), config_, stats_, transcript_));
+                detail::serve_client(room_, std::move(stream), config_, stats_, transcript_,
+                                     past_deadline_.get_token()));
           },
           *next);
     }
@@ -451,12 +458,16 @@ class server {
     tcp_.close();
     unix_.close();
     // 2: every client hears it and its channel ends; 3: at the deadline,
-    // the connections still open are shut down.
+    // the clients still connected are stopped: their reads and writes end,
+    // and each closes its connection as it leaves.
     co_await room_.shut("* server shutting down\n");
-    canopy::task_group<void> deadline;
-    deadline.spawn(detail::force_after(room_, config_.drain_deadline, stats_));
+    auto ended = clients.all_ended();
+    const auto drained = co_await canopy::with_timeout(config_.drain_deadline, ended);
+    if (!drained) {
+      stats_.forced.store(clients.running(), std::memory_order_relaxed);
+      past_deadline_.request_stop();
+    }
     co_await clients.wait_all();
-    co_await deadline.close();
     drain_time_ = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - stopped_at);
   }
@@ -471,6 +482,7 @@ class server {
   canopy::io::unix_listener unix_;
   int transcript_ = -1;
   std::atomic<int> stopped_by_{0};
+  std::stop_source past_deadline_;  // requested when the drain deadline passed
   std::chrono::milliseconds drain_time_{0};  // written by run(), read after its join
   bool finished_ = false;
   canopy::task_handle<void> running_;
