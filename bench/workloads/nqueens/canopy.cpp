@@ -14,7 +14,7 @@ namespace canopy::bench {
 namespace {
 
 // The libfork program's shape on the public coroutine API: one child task
-// per safe column of the next row (canopy::spawn, the board copied into
+// per safe column of the next row, every one forked (none run inline) (canopy::spawn, the board copied into
 // the child's frame), then all of them awaited in one suspension
 // (canopy::await_all), which holds no worker while they run.
 canopy::task<long long> count_solutions(nqueens::board placed, int row) {
@@ -24,9 +24,9 @@ canopy::task<long long> count_solutions(nqueens::board placed, int row) {
   std::array<canopy::task_handle<long long>, nqueens::size> spawned;
   std::size_t child_count = 0;
   for (int column = 0; column < nqueens::size; ++column) {
-    const nqueens::board next = nqueens::with_queen(placed, row, column);
-    if (nqueens::queens_ok(row + 1, next)) {
-      spawned[child_count++] = canopy::spawn(count_solutions(next, row + 1));
+    if (nqueens::column_safe(placed, row, column)) {
+      spawned[child_count++] =
+          canopy::spawn(count_solutions(nqueens::with_queen(placed, row, column), row + 1));
     }
   }
   std::array<long long, nqueens::size> counts;

@@ -13,8 +13,9 @@
 namespace canopy::bench {
 namespace {
 
-// One tbb::task_group task per safe column of the next row, then wait()
-// (running tasks meanwhile), as the suite's libfork program forks.
+// One tbb::task_group task per safe column of the next row (every one
+// forked, none run inline), then wait() (running tasks meanwhile), as the
+// suite's libfork program forks.
 long long count_solutions(const nqueens::board& placed, int row) {
   if (row == nqueens::size) {
     return 1;
@@ -23,8 +24,8 @@ long long count_solutions(const nqueens::board& placed, int row) {
   std::array<long long, nqueens::size> counts{};
   tbb::task_group group;
   for (int column = 0; column < nqueens::size; ++column) {
-    boards[column] = nqueens::with_queen(placed, row, column);
-    if (nqueens::queens_ok(row + 1, boards[column])) {
+    if (nqueens::column_safe(placed, row, column)) {
+      boards[column] = nqueens::with_queen(placed, row, column);
       group.run([&boards, &counts, column, row] {
         counts[column] = count_solutions(boards[column], row + 1);
       });

@@ -172,19 +172,18 @@ pub mod nqueens {
 
     pub type Board = [u8; SIZE];
 
-    /// Whether the first `rows` queens of `placed` leave each other alone.
-    pub fn queens_ok(rows: usize, placed: &Board) -> bool {
-        for first in 0..rows {
-            let column = i32::from(placed[first]);
-            for second in first + 1..rows {
-                let other = i32::from(placed[second]);
-                let distance = (second - first) as i32;
-                if other == column || other == column - distance || other == column + distance {
-                    return false;
-                }
-            }
-        }
-        true
+    /// Whether no queen of rows 0 .. row - 1 of `placed` attacks `column` of
+    /// row `row` (the suite's filter: the placed queens only, O(row)).
+    pub fn column_safe(placed: &Board, row: usize, column: usize) -> bool {
+        let column = column as i32;
+        placed[..row]
+            .iter()
+            .enumerate()
+            .all(|(placed_row, &other)| {
+                let other = i32::from(other);
+                let distance = (row - placed_row) as i32;
+                column != other && column != other - distance && column != other + distance
+            })
     }
 
     /// The boards of row `row`'s safe columns, as the children to fork, and
@@ -193,10 +192,9 @@ pub mod nqueens {
         let mut children = [[0_u8; SIZE]; SIZE];
         let mut count = 0;
         for column in 0..SIZE {
-            let mut next = *placed;
-            next[row] = column as u8;
-            if queens_ok(row + 1, &next) {
-                children[count] = next;
+            if column_safe(placed, row, column) {
+                children[count] = *placed;
+                children[count][row] = column as u8;
                 count += 1;
             }
         }
