@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tls_ciphers.hpp"
 #include "tls_mutual.hpp"
 #include "tls_openssl.hpp"
 
@@ -302,6 +303,7 @@ tls_context tls_context::server(const tls_server_options& options) {
   SSL_CTX_set_alpn_select_cb(context, select_alpn, nullptr);
   SSL_CTX_set_tlsext_servername_callback(context, select_by_name);
   detail::require_client_certificates(context, options);
+  detail::use_ciphers(context, options.ciphersuites, options.cipher_list, options.groups);
   configure_resumption(context, options.session_resumption);
   return tls_context(owner.release());
 }
@@ -340,6 +342,7 @@ tls_context tls_context::client(const tls_client_options& options) {
     fail(tls_errc::handshake_failed, "ALPN");
   }
   detail::use_client_identity(context, options);
+  detail::use_ciphers(context, options.ciphersuites, options.cipher_list, options.groups);
   return tls_context(owner.release());
 }
 

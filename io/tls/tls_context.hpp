@@ -48,6 +48,16 @@ struct tls_server_options {
   // hours. With SNI, the context the listener serves with decides. False:
   // no tickets, no cache, every handshake is a full one.
   bool session_resumption = true;
+  // Cipher and key-exchange choices, each in OpenSSL's syntax; empty:
+  // OpenSSL's defaults. ciphersuites: TLS 1.3's suites, colon-separated
+  // (SSL_CTX_set_ciphersuites, e.g. "TLS_AES_128_GCM_SHA256"); cipher_list:
+  // TLS 1.2's ciphers (SSL_CTX_set_cipher_list, e.g. "ECDHE+AESGCM");
+  // groups: the key-exchange groups, most preferred first
+  // (SSL_CTX_set1_groups_list, e.g. "X25519:P-256"). A peer that shares
+  // none fails the handshake.
+  std::string ciphersuites;
+  std::string cipher_list;
+  std::string groups;
 };
 
 // A client's context. Verification is on unless verify_peer is false: the
@@ -69,6 +79,16 @@ struct tls_client_options {
   std::string certificate_chain_pem;
   std::string private_key_file;
   std::string private_key_pem;
+  // Cipher and key-exchange choices, each in OpenSSL's syntax; empty:
+  // OpenSSL's defaults. ciphersuites: TLS 1.3's suites, colon-separated
+  // (SSL_CTX_set_ciphersuites, e.g. "TLS_AES_128_GCM_SHA256"); cipher_list:
+  // TLS 1.2's ciphers (SSL_CTX_set_cipher_list, e.g. "ECDHE+AESGCM");
+  // groups: the key-exchange groups, most preferred first
+  // (SSL_CTX_set1_groups_list, e.g. "X25519:P-256"). A peer that shares
+  // none fails the handshake.
+  std::string ciphersuites;
+  std::string cipher_list;
+  std::string groups;
 };
 
 class tls_context {
@@ -80,7 +100,9 @@ class tls_context {
   // of a file/PEM pair, min_version above max_version; verify_client
   // without exactly one client CA, or a client CA without it; half a
   // client's own certificate and key). A client's key that does not match
-  // its certificate: tls_errc::key_mismatch too.
+  // its certificate: tls_errc::key_mismatch too. A ciphersuites,
+  // cipher_list or groups string OpenSSL rejects: std::invalid_argument
+  // naming the option and the string.
   static tls_context server(const tls_server_options& options);
   static tls_context client(const tls_client_options& options = {});
 

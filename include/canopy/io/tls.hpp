@@ -115,8 +115,11 @@
 //   const bool quick = again.resumed();   // true when the server took the session
 //
 // Benchmark beside nginx, Asio and tokio-rustls: bench/io/tls_bench.py.
-// Not yet (issue 41): a choice of TLS 1.3 cipher suites and key-exchange
-// groups in tls_server_options (OpenSSL's defaults; the client's order picks).
+// Cipher choices (both option structs): ciphersuites (TLS 1.3), cipher_list
+// (TLS 1.2) and groups (key exchange), in OpenSSL's syntax; empty: OpenSSL's
+// defaults; a string OpenSSL rejects throws std::invalid_argument from the
+// factory, naming the option and the string; a peer sharing none of them
+// fails the handshake.
 #pragma once
 
 #include "../detail/io/tls/https.hpp"
