@@ -1,7 +1,7 @@
-// http_connection — what the plain HTTP connection (http_server.cpp) and
-// the HTTPS one (io/tls/https_serve.cpp) share: the input buffer, the
-// server's additions to an answer, the 100-continue check, the idle watch
-// a stop uses, the counters. Internal (canopy::io::http::detail).
+// http_connection — the pieces of the connection loop
+// (http_connection_loop.hpp, run by the plain server and the HTTPS one): the
+// input buffer, the server's additions to an answer, the 100-continue
+// check, the idle watch a stop uses, the counters. Internal (canopy::io::http::detail).
 #pragma once
 
 #include <sys/socket.h>
@@ -162,9 +162,9 @@ struct close_if_idle {
   void operator()() const noexcept {
     // Runs after request_stop() made stop_requested() true. This fence pairs
     // with the connection's fence between its store of idle and its read of
-    // stop_requested() (serve_connection and the HTTPS one): of the two, at least one sees the
-    // other's write, so an idle connection is either shut here or sees the
-    // stop itself and closes.
+    // stop_requested() (run_connection, http_connection_loop.hpp): of the
+    // two, at least one sees the other's write, so an idle connection is
+    // either shut here or sees the stop itself and closes.
     sync::fence_seq_cst();
     if (watch->idle.load(sync::relaxed)) {
       ::shutdown(watch->fd, SHUT_RD);

@@ -19,11 +19,12 @@ task<std::error_code> serve(tcp_listener& listener, tls_context context, server_
 
 // One TLS connection, from its handshake (bounded by
 // options.request_timeout; a failed or late one closes the connection
-// quietly) until it ends, as the plain serve_connection says, except: a
-// write is bounded as a whole by write_timeout (not per stall); every end
-// the stream survives (an answer with close, an error answer, an idle
-// close, the client's close_notify) sends close_notify before the close,
-// without the plain server's lingering.
+// quietly) until it ends, as the plain serve_connection says (streamed
+// answers included), except: a write is bounded as a whole by
+// write_timeout (not per stall); every end the stream survives (an answer
+// with close, an error answer, an idle close, the client's close_notify)
+// sends close_notify before the close, without the plain server's
+// lingering.
 task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
                             std::stop_token stop = {});
 

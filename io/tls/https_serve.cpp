@@ -1,18 +1,18 @@
-// HTTPS: the HTTP/1.1 connection over a tls_stream (https.hpp). The parsing,
-// the answers and the counters are the plain connection's
-// (io/http/http_connection.hpp); the I/O goes through the TLS stream, each
+// HTTPS: the HTTP/1.1 connection over a tls_stream (https.hpp). The loop is
+// the plain connection's (io/http/http_connection_loop.hpp), streamed
+// answers included; this link moves its bytes through the TLS stream, each
 // wait bounded by with_timeout on its task.
 #include <sys/socket.h>
 
 #include <chrono>
-#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "../../coroutine/spawn.hpp"
-#include "../http/http_connection.hpp"
+#include "../http/http_connection_loop.hpp"
 #include "../timer/timer_wait.hpp"
 #include "https.hpp"
 
@@ -20,9 +20,8 @@ namespace canopy::io::http {
 
 namespace {
 
-using detail::add;
 using clock = std::chrono::steady_clock;
-auto& totals = detail::connection_totals;
+using detail::flush_outcome;
 
 constexpr auto unbounded = std::chrono::milliseconds::max();
 
@@ -41,153 +40,97 @@ task<bool> within(std::chrono::milliseconds limit, task<T> work) {
   co_return static_cast<bool>(done);
 }
 
-std::chrono::milliseconds left_until(std::optional<clock::time_point> deadline) {
-  if (!deadline) {
+// The time left until `deadline`; time_point::max() (steady_deadline_after
+// of a request_timeout of milliseconds::max()) is no limit.
+std::chrono::milliseconds left_until(clock::time_point deadline) {
+  if (deadline == clock::time_point::max()) {
     return unbounded;
   }
-  return std::chrono::ceil<std::chrono::milliseconds>(*deadline - clock::now());
+  return std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
 }
 
-std::optional<clock::time_point> deadline_after(std::chrono::milliseconds timeout) {
-  if (timeout == unbounded) {
-    return std::nullopt;
-  }
-  return clock::now() + timeout;
+// One read: the loop's receive() operation. Never ready before its wait:
+// the TLS stream decides when bytes are there.
+struct tls_read {
+  std::span<std::byte> room;
+  io::detail::io_result got;
+  [[nodiscard]] static bool ready() noexcept { return false; }
+  [[nodiscard]] io::detail::io_result result() const noexcept { return got; }
+};
+
+task<void> read_into(tls_stream<tcp_stream>& from, tls_read& read) {
+  read.got.count = co_await from.read_some(read.room, read.got.error);
 }
+
+// The connection loop's link over TLS: every end the stream survived (an
+// answer with close, an idle close, a stop, the client's close_notify)
+// sends close_notify, so the client sees a clean end rather than a
+// truncation; after an error or a write cut short the stream is unusable
+// and the close is all there is. No lingering: close_notify ends the
+// connection for the client.
+class tls_link {
+ public:
+  using stream_type = tls_stream<tcp_stream>;
+  static constexpr bool lingers = false;
+
+  tls_link(stream_type& stream, const server_options& options) noexcept
+      : stream_(&stream), options_(&options) {}
+
+  [[nodiscard]] int fd() const noexcept { return stream_->next_layer().native_handle(); }
+
+  // The handshake, bounded by request_timeout; a failed or late one closes
+  // the connection quietly.
+  task<bool> start() {
+    std::error_code error;
+    if (!co_await within(options_->request_timeout, stream_->handshake(error)) || error) {
+      stream_->close();
+      co_return false;
+    }
+    co_return true;
+  }
+
+  // Bounded as a whole by write_timeout (a TLS write is one task).
+  task<flush_outcome> flush(std::string& out) {
+    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
+                                           out.size());
+    std::error_code error;
+    if (!co_await within(options_->write_timeout, stream_->write_all(bytes, error))) {
+      co_return flush_outcome::stalled;
+    }
+    if (error) {
+      co_return flush_outcome::failed;
+    }
+    out.clear();
+    co_return flush_outcome::sent;
+  }
+
+  [[nodiscard]] static tls_read receive(std::span<std::byte> room) noexcept {
+    return {.room = room, .got = {}};
+  }
+  task<bool> wait(clock::time_point deadline, tls_read& read) {
+    return within(left_until(deadline), read_into(*stream_, read));
+  }
+
+  task<void> end(bool /*reset*/, bool /*write_shut*/) {
+    if (stream_->usable()) {
+      std::error_code error;
+      co_await within(options_->write_timeout, stream_->shutdown(error));
+    }
+    stream_->next_layer().shutdown(SHUT_WR);
+    stream_->close();
+  }
+
+ private:
+  stream_type* stream_;
+  const server_options* options_;
+};
 
 }  // namespace
 
 task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
                             std::stop_token stop) {
-  detail::check_serving(options, respond);
-  add(totals.connections, 1);
-  std::error_code error;
-  if (!co_await within(options.request_timeout, stream.handshake(error)) || error) {
-    stream.close();
-    co_return;
-  }
-  const std::size_t buffer_limit =
-      options.limits.max_head_bytes + options.limits.max_body_bytes + 4096;
-  detail::input_buffer input(std::min<std::size_t>(4096, buffer_limit));
-  std::string output;
-  request req;
-  request_reader reader(options.limits);
-  // Counted however the connection ends (also when shutdown destroys it).
-  struct tally_on_exit {
-    std::uint64_t served = 0;
-    tally_on_exit() = default;
-    tally_on_exit(const tally_on_exit&) = delete;
-    tally_on_exit& operator=(const tally_on_exit&) = delete;
-    ~tally_on_exit() { add(totals.requests, served); }
-  } tally;
-  auto deadline = deadline_after(options.request_timeout);
-  bool closing = false;
-  bool continued = false;
-  detail::idle_watch watch{.fd = stream.next_layer().native_handle()};
-  std::optional<std::stop_callback<detail::close_if_idle>> idle_closer;
-  if (stop.stop_possible()) {
-    idle_closer.emplace(stop, detail::close_if_idle{&watch});
-  }
-  for (;;) {
-    bool answered = false;
-    while (!closing) {
-      const parse_outcome outcome = reader.read(input.pending_bytes(), req);
-      if (outcome.status == parse_status::incomplete) {
-        input.keep(outcome.keep);
-        if (!continued && detail::expects_continue(input.pending())) {
-          output.append("HTTP/1.1 100 Continue\r\n\r\n");
-          continued = true;
-        }
-        break;
-      }
-      if (outcome.status == parse_status::invalid) {
-        add(totals.bad_requests, 1);
-        const int status = status_of(outcome.error);
-        append_response(output, status, reason_of(status), "text/plain", describe(outcome.error),
-                        true);
-        closing = true;
-        break;
-      }
-      const std::size_t start = output.size();
-      task<response> pending = respond(req, output);
-      if (pending.valid()) {
-        const response answer = co_await std::move(pending);
-        append_response(output, answer, !req.keep_alive);
-      }
-      const bool draining = stop.stop_requested();
-      detail::complete_response(req, output, start, draining);
-      ++tally.served;
-      answered = true;
-      continued = false;
-      input.consume(outcome.consumed);
-      closing = !req.keep_alive || draining;
-    }
-    if (!output.empty()) {
-      const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(output.data()),
-                                             output.size());
-      if (!co_await within(options.write_timeout, stream.write_all(bytes, error))) {
-        add(totals.write_timeouts, 1);
-        break;
-      }
-      if (error) {
-        break;
-      }
-      output.clear();
-    }
-    if (closing) {
-      break;
-    }
-    if (answered) {
-      deadline = deadline_after(options.request_timeout);
-    }
-    const bool idle = input.pending().empty();
-    if (idle && idle_closer) {
-      watch.idle.store(true, sync::relaxed);
-      sync::fence_seq_cst();  // pairs with close_if_idle's fence
-      if (stop.stop_requested()) {
-        break;
-      }
-    }
-    const std::span<std::byte> room = input.space(buffer_limit);
-    std::size_t got = 0;
-    const bool arrived =
-        co_await within(left_until(deadline),
-                        [](tls_stream<tcp_stream>& from, std::span<std::byte> into,
-                           std::error_code& failed, std::size_t& count) -> task<void> {
-                          count = co_await from.read_some(into, failed);
-                        }(stream, room, error, got));
-    if (idle && idle_closer) {
-      watch.idle.store(false, sync::relaxed);
-    }
-    if (!arrived) {
-      if (input.pending().empty()) {
-        add(totals.idle_closes, 1);
-        break;
-      }
-      add(totals.timeouts, 1);
-      append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
-      const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(output.data()),
-                                             output.size());
-      if (!co_await within(options.write_timeout, stream.write_all(bytes, error))) {
-        add(totals.write_timeouts, 1);
-      }
-      break;
-    }
-    if (error || got == 0) {
-      break;  // truncation, reset, a TLS error, or the client's close_notify
-    }
-    input.filled(got);
-  }
-  idle_closer.reset();  // waits for a close_if_idle running on another thread
-  // Every end the stream survived (an answer with close, an idle close, a
-  // stop, the client's close_notify) sends close_notify, so the client
-  // sees a clean end rather than a truncation; after an error or a write
-  // cut short the stream is unusable and the close is all there is.
-  if (stream.usable()) {
-    co_await within(options.write_timeout, stream.shutdown(error));
-  }
-  stream.next_layer().shutdown(SHUT_WR);
-  stream.close();
+  return detail::run_connection<tls_link>(std::move(stream), std::move(options), std::move(respond),
+                                          std::move(stop));
 }
 
 task<std::error_code> serve(tcp_listener& listener, tls_context context, server_options options,

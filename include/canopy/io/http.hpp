@@ -72,9 +72,9 @@
 //                    `Connection: close`, one after it closes the
 //                    connection after the last chunk. Requests pipelined
 //                    behind a streamed answer wait until it ends. Over
-//                    HTTPS (<canopy/io/tls.hpp>) the body is not streamed
-//                    yet: the writes are collected and sent whole, with
-//                    Content-Length, when the handler returns. The writer
+//                    HTTPS (<canopy/io/tls.hpp>) the same, except that each
+//                    write's send is bounded as a whole by write_timeout
+//                    (as every HTTPS write is). The writer
 //                    lives for the handler's call: use it from that
 //                    handler's task, one write at a time (not from a task
 //                    it spawns);

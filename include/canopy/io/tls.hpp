@@ -82,10 +82,12 @@
 //
 // HTTPS (io/tls/https.hpp): serve(listener, tls_context, options, handler,
 // stop) and serve_connection(tls_stream, ...) serve as their plain forms
-// in <canopy/io/http.hpp> (options, keep-alive, pipelining, the drain),
-// with the handshake bounded by request_timeout; a write is bounded as a
+// in <canopy/io/http.hpp> (options, keep-alive, pipelining, streamed
+// answers through response_writer, the drain), with the handshake bounded
+// by request_timeout; a write (a streamed piece's too) is bounded as a
 // whole by write_timeout; every end the stream survives sends close_notify
-// before the close (no lingering). The plain server's path is unchanged by TLS.
+// before the close (no lingering). Both run the one connection loop, each
+// over its own stream; the plain server's per-request code is as before.
 //
 // Session resumption: a server resumes by default
 // (tls_server_options::session_resumption: TLS 1.3 and 1.2 tickets

@@ -1,0 +1,259 @@
+// http_connection_loop — the one HTTP/1.1 connection loop (reading,
+// parsing, answering, pipelining, keep-alive, timeouts, streamed answers,
+// the drain), over a link that moves the bytes: the plain TCP one
+// (http_server.cpp) and the TLS one (io/tls/https_serve.cpp). Internal
+// (canopy::io::http::detail).
+//
+// A Link is made from the connection's stream (which stays in the loop's
+// frame) and its options, and gives:
+//   stream_type                    the stream the connection owns;
+//   static constexpr bool lingers  whether a close with input left unread
+//                                  first drains it (linger(); plain TCP,
+//                                  where such a close resets the answer
+//                                  away) or not (TLS: close_notify ends it);
+//   int fd()                       the socket (the idle watch shuts its
+//                                  reading side; a cut-short streamed
+//                                  answer resets it);
+//   co_await start() -> bool       before the first request (the TLS
+//                                  handshake); false: close quietly;
+//   co_await flush(out) -> flush_outcome, clearing `out` once sent;
+//   receive(room) -> an operation with ready() and result() (io_result),
+//   co_await wait(deadline, op) -> bool: whether it completed by then;
+//   has_unread_input(), co_await linger()   (only where lingers);
+//   co_await end(reset, write_shut): the connection's end, after the idle
+//                                  watch is gone: reset drops what was not
+//                                  sent; write_shut: linger() shut the
+//                                  sending side already.
+// The plain link returns the readiness helpers' awaitables themselves, so
+// that its per-request code is what a loop written for it alone would be.
+#pragma once
+
+#include <algorithm>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <utility>
+
+#include "../../executor/deadline.hpp"
+#include "../../sync/atomics.hpp"
+#include "../readiness.hpp"
+#include "http_connection.hpp"
+#include "http_response.hpp"
+#include "http_server.hpp"
+
+namespace canopy::io::http::detail {
+
+// An awaitable already done with `value` (a link step that does not wait).
+template <class T>
+struct ready_value {
+  using canopy_awaiter = void;  // never suspends: no wake to arrange
+  T value;
+  [[nodiscard]] bool await_ready() const noexcept { return true; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  T await_resume() noexcept { return std::move(value); }
+};
+struct ready_void {
+  using canopy_awaiter = void;
+  [[nodiscard]] bool await_ready() const noexcept { return true; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  void await_resume() const noexcept {}
+};
+
+// A streamed answer's sends (http_response.hpp): the link's flush.
+template <class Link>
+task<flush_outcome> send_through(void* link, std::string& out) {
+  return static_cast<Link*>(link)->flush(out);
+}
+
+template <class Link>
+task<void> run_connection(typename Link::stream_type stream, server_options options,
+                          handler respond, std::stop_token stop) {
+  check_serving(options, respond);
+  add(connection_totals.connections, 1);
+  Link link(stream, options);
+  if (!co_await link.start()) {
+    co_return;  // the link closed the stream
+  }
+  // The head and the largest body, and room to read a chunked body's last
+  // chunk and trailers into (its framing is dropped as it is decoded, but
+  // needs room to arrive in).
+  const std::size_t buffer_limit =
+      options.limits.max_head_bytes + options.limits.max_body_bytes + 4096;
+  input_buffer input(std::min<std::size_t>(4096, buffer_limit));
+  std::string output;
+  request req;
+  request_reader reader(options.limits);
+  // Counted however the connection ends (also when shutdown destroys it).
+  struct tally_on_exit {
+    std::uint64_t served = 0;
+    tally_on_exit() = default;
+    tally_on_exit(const tally_on_exit&) = delete;
+    tally_on_exit& operator=(const tally_on_exit&) = delete;
+    ~tally_on_exit() { add(connection_totals.requests, served); }
+  } tally;
+  auto deadline = canopy::detail::steady_deadline_after(options.request_timeout);
+  bool closing = false;
+  bool reset = false;       // close with RST: an answer the client stopped reading is dropped
+  bool write_shut = false;  // linger() shut the sending side already
+  bool continued = false;   // `100 Continue` sent for the request now arriving
+  flush_outcome broken = flush_outcome::sent;  // a streamed answer's send that failed
+  idle_watch watch{.fd = link.fd()};
+  std::optional<std::stop_callback<close_if_idle>> idle_closer;
+  if (stop.stop_possible()) {
+    idle_closer.emplace(stop, close_if_idle{&watch});
+  }
+  body_sink sink{.send = &send_through<Link>,
+                 .connection = &link,
+                 .out = &output,
+                 .fd = link.fd(),
+                 .stop = &stop};
+  for (;;) {
+    // Answer every complete request that arrived, in order.
+    bool answered = false;
+    while (!closing) {
+      const parse_outcome outcome = reader.read(input.pending_bytes(), req);
+      if (outcome.status == parse_status::incomplete) {
+        input.keep(outcome.keep);
+        if (!continued && expects_continue(input.pending())) {
+          output.append("HTTP/1.1 100 Continue\r\n\r\n");
+          continued = true;
+        }
+        break;
+      }
+      if (outcome.status == parse_status::invalid) {
+        add(connection_totals.bad_requests, 1);
+        const int status = status_of(outcome.error);
+        append_response(output, status, reason_of(status), "text/plain", describe(outcome.error),
+                        true);
+        closing = true;
+        break;
+      }
+      const std::size_t start = output.size();
+      // A coroutine handler's task runs here, inline; `req` views `input`,
+      // which nothing touches until it is answered (also while a streamed
+      // answer goes out: the requests pipelined behind it wait in `input`).
+      task<response> pending = respond(req, output, &sink);
+      bool streamed = false;
+      if (pending.valid()) {
+        const response answer = co_await std::move(pending);
+        streamed = sink.streamed;
+        if (!streamed) {
+          append_response(output, answer, !req.keep_alive);
+        }
+      }
+      const bool draining = stop.stop_requested();
+      ++tally.served;
+      answered = true;
+      continued = false;
+      input.consume(outcome.consumed);
+      closing = !req.keep_alive || draining;
+      if (!streamed) {
+        complete_response(req, output, start, draining);
+      } else {
+        // Its head went out already (the writer added what the server adds
+        // to a head); a close it announced, or a drain since, ends the
+        // connection after its last chunk.
+        sink.streamed = false;
+        closing = closing || sink.close;
+        if (sink.outcome != flush_outcome::sent) {
+          broken = sink.outcome;
+          break;
+        }
+      }
+    }
+    if (broken != flush_outcome::sent) {
+      if (broken == flush_outcome::stalled) {
+        add(connection_totals.write_timeouts, 1);
+        reset = true;
+      }
+      break;  // a streamed answer's send failed: nothing more goes out
+    }
+    if (!output.empty()) {
+      const flush_outcome flushed = co_await link.flush(output);
+      if (flushed == flush_outcome::stalled) {
+        add(connection_totals.write_timeouts, 1);
+        reset = true;
+      }
+      if (flushed != flush_outcome::sent) {
+        break;
+      }
+    }
+    if (closing) {
+      if constexpr (Link::lingers) {
+        // Linger (drain what the client still sends) only where a close
+        // would reset: input this server did not consume, read or still in
+        // the socket.
+        if (!input.pending().empty() || link.has_unread_input()) {
+          co_await link.linger();
+          write_shut = true;
+        }
+      }
+      break;
+    }
+    if (answered) {
+      deadline = canopy::detail::steady_deadline_after(options.request_timeout);
+    }
+
+    // Read what comes next; wait for it (until the deadline) if nothing has.
+    // Over plain TCP a short read cleared read readiness (the receive queue
+    // was empty), so while the registration says "not ready" the next
+    // request has not arrived: the helper waits for its edge without
+    // spending a recv on EAGAIN; a ready socket is read without arming the
+    // timer.
+    const bool idle = input.pending().empty();
+    if (idle && idle_closer) {
+      watch.idle.store(true, sync::relaxed);
+      sync::fence_seq_cst();  // pairs with close_if_idle's fence
+      if (stop.stop_requested()) {
+        break;  // draining: an idle connection closes
+      }
+    }
+    const std::span<std::byte> room = input.space(buffer_limit);
+    auto next = link.receive(room);
+    bool arrived = next.ready();
+    if (!arrived) {
+      const auto waited = co_await link.wait(deadline, next);
+      arrived = static_cast<bool>(waited);
+    }
+    if (idle && idle_closer) {
+      // A stop from here on finds the connection busy; it sees the stop
+      // itself after its answer.
+      watch.idle.store(false, sync::relaxed);
+    }
+    if (!arrived) {
+      if (input.pending().empty()) {
+        // Idle between requests (or since the accept): close quietly, as
+        // nginx does; a 408 nobody asked for would be read by the
+        // client as the answer to the next request it sends.
+        add(connection_totals.idle_closes, 1);
+        break;
+      }
+      add(connection_totals.timeouts, 1);  // part of a request came, the rest did not
+      append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
+      const flush_outcome flushed = co_await link.flush(output);
+      if (flushed == flush_outcome::sent) {
+        if constexpr (Link::lingers) {
+          co_await link.linger();
+          write_shut = true;
+        }
+      } else if (flushed == flush_outcome::stalled) {
+        add(connection_totals.write_timeouts, 1);
+        reset = true;
+      }
+      break;
+    }
+    const io::detail::io_result got = next.result();
+    if (got.error || got.count == 0) {
+      break;  // reset, closed meanwhile, EOF (TLS: truncation, an error, close_notify)
+    }
+    input.filled(got.count);
+  }
+  idle_closer.reset();  // waits for a close_if_idle running on another thread
+  co_await link.end(reset, write_shut);
+}
+
+}  // namespace canopy::io::http::detail
