@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tls_ciphers.hpp"
+#include "tls_identity.hpp"
 #include "tls_mutual.hpp"
 #include "tls_openssl.hpp"
 
@@ -61,30 +62,9 @@ int state_index() noexcept {
   return index;
 }
 
-// Throws for a failed context step: the code is the root cause (the
-// earliest error queued: errno for a file that cannot be opened, else
-// OpenSSL's reason), and what() lists every error OpenSSL queued.
-// Throws for a failed context step: the code is the root cause (errno for
-// a file that cannot be opened, else OpenSSL's last reason), and what()
-// lists every error OpenSSL queued.
+// A failed context step (detail::fail_context_step, tls_identity.hpp).
 [[noreturn]] void fail(tls_errc fallback, const std::string& what) {
-  std::vector<unsigned long> queued;
-  while (const unsigned long error = ERR_get_error()) {
-    queued.push_back(error);
-  }
-  std::error_code code = make_error_code(fallback);
-  std::string details;
-  for (const unsigned long error : queued) {
-    char text[256];
-    ERR_error_string_n(error, text, sizeof text);
-    details += std::string(" [") + text + "]";
-  }
-  if (!queued.empty() && ERR_SYSTEM_ERROR(queued.front())) {
-    code = {static_cast<int>(ERR_GET_REASON(queued.front())), std::system_category()};
-  } else if (!queued.empty()) {
-    code = detail::openssl_error_code(queued.back(), fallback);
-  }
-  throw std::system_error(code, "canopy::io::tls_context: " + what + details);
+  detail::fail_context_step(fallback, what);
 }
 
 int protocol_of(tls_version version) noexcept {
@@ -243,62 +223,10 @@ tls_context tls_context::server(const tls_server_options& options) {
   check_pair(options.private_key_file, options.private_key_pem, "private_key");
   context_owner owner{make_context(true, options.min_version, options.max_version)};
   SSL_CTX* context = owner.context;
-  if (!options.certificate_chain_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(context, options.certificate_chain_file.c_str()) != 1) {
-      fail(tls_errc::handshake_failed, "certificate chain " + options.certificate_chain_file);
-    }
-  } else {
-    BIO* text = BIO_new_mem_buf(options.certificate_chain_pem.data(),
-                                static_cast<int>(options.certificate_chain_pem.size()));
-    X509* leaf = PEM_read_bio_X509_AUX(text, nullptr, nullptr, nullptr);
-    bool good = leaf != nullptr && SSL_CTX_use_certificate(context, leaf) == 1;
-    X509_free(leaf);
-    while (good) {
-      X509* next = PEM_read_bio_X509(text, nullptr, nullptr, nullptr);
-      if (next == nullptr) {
-        ERR_clear_error();  // the end of the text
-        break;
-      }
-      good = SSL_CTX_add0_chain_cert(context, next) == 1;
-      if (!good) {
-        X509_free(next);
-      }
-    }
-    BIO_free(text);
-    if (!good) {
-      fail(tls_errc::handshake_failed, "certificate chain PEM");
-    }
-  }
-  if (!options.private_key_file.empty()) {
-    if (SSL_CTX_use_PrivateKey_file(context, options.private_key_file.c_str(), SSL_FILETYPE_PEM) !=
-        1) {
-      if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-        ERR_clear_error();
-        throw std::system_error(make_error_code(tls_errc::key_mismatch),
-                                "canopy::io::tls_context: " + options.private_key_file);
-      }
-      fail(tls_errc::handshake_failed, "private key " + options.private_key_file);
-    }
-  } else {
-    BIO* text = BIO_new_mem_buf(options.private_key_pem.data(),
-                                static_cast<int>(options.private_key_pem.size()));
-    EVP_PKEY* key = PEM_read_bio_PrivateKey(text, nullptr, nullptr, nullptr);
-    BIO_free(text);
-    if (key == nullptr) {
-      fail(tls_errc::handshake_failed, "private key PEM");
-    }
-    const int used = SSL_CTX_use_PrivateKey(context, key);
-    EVP_PKEY_free(key);
-    if (used != 1) {
-      ERR_clear_error();
-      throw std::system_error(make_error_code(tls_errc::key_mismatch),
-                              "canopy::io::tls_context: private key PEM");
-    }
-  }
-  if (SSL_CTX_check_private_key(context) != 1) {
-    ERR_clear_error();
-    throw std::system_error(make_error_code(tls_errc::key_mismatch), "canopy::io::tls_context");
-  }
+  detail::use_identity(context,
+                       {options.certificate_chain_file, options.certificate_chain_pem,
+                        options.private_key_file, options.private_key_pem},
+                       "");
   detail::state_of(context)->alpn_wire = alpn_wire(options.alpn);
   SSL_CTX_set_alpn_select_cb(context, select_alpn, nullptr);
   SSL_CTX_set_tlsext_servername_callback(context, select_by_name);
@@ -388,3 +316,30 @@ bool tls_context::is_server() const noexcept {
 }
 
 }  // namespace canopy::io
+
+namespace canopy::io::detail {
+
+// The code is the root cause (the earliest error queued: errno for a file
+// that cannot be opened, else OpenSSL's reason), and what() lists every
+// error OpenSSL queued.
+[[noreturn]] void fail_context_step(tls_errc fallback, const std::string& what) {
+  std::vector<unsigned long> queued;
+  while (const unsigned long error = ERR_get_error()) {
+    queued.push_back(error);
+  }
+  std::error_code code = make_error_code(fallback);
+  std::string details;
+  for (const unsigned long error : queued) {
+    char text[256];
+    ERR_error_string_n(error, text, sizeof text);
+    details += std::string(" [") + text + "]";
+  }
+  if (!queued.empty() && ERR_SYSTEM_ERROR(queued.front())) {
+    code = {static_cast<int>(ERR_GET_REASON(queued.front())), std::system_category()};
+  } else if (!queued.empty()) {
+    code = openssl_error_code(queued.back(), fallback);
+  }
+  throw std::system_error(code, "canopy::io::tls_context: " + what + details);
+}
+
+}  // namespace canopy::io::detail

@@ -8,6 +8,7 @@
 #include <string>
 #include <system_error>
 
+#include "tls_identity.hpp"
 #include "tls_openssl.hpp"
 
 namespace canopy::io::detail {
@@ -30,48 +31,6 @@ int add_certificates(X509_STORE* store, const std::string& pem) {
   ERR_clear_error();  // the end of the text
   BIO_free(text);
   return added;
-}
-
-void use_chain_pem(SSL_CTX* context, const std::string& pem) {
-  BIO* text = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  X509* leaf = PEM_read_bio_X509_AUX(text, nullptr, nullptr, nullptr);
-  bool good = leaf != nullptr && SSL_CTX_use_certificate(context, leaf) == 1;
-  X509_free(leaf);
-  while (good) {
-    X509* next = PEM_read_bio_X509(text, nullptr, nullptr, nullptr);
-    if (next == nullptr) {
-      ERR_clear_error();  // the end of the text
-      break;
-    }
-    good = SSL_CTX_add0_chain_cert(context, next) == 1;
-    if (!good) {
-      X509_free(next);
-    }
-  }
-  BIO_free(text);
-  if (!good) {
-    fail("client certificate chain PEM");
-  }
-}
-
-[[noreturn]] void key_mismatch(const std::string& what) {
-  ERR_clear_error();
-  throw std::system_error(make_error_code(tls_errc::key_mismatch),
-                          "canopy::io::tls_context: client " + what);
-}
-
-void use_key_pem(SSL_CTX* context, const std::string& pem) {
-  BIO* text = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-  EVP_PKEY* key = PEM_read_bio_PrivateKey(text, nullptr, nullptr, nullptr);
-  BIO_free(text);
-  if (key == nullptr) {
-    fail("client private key PEM");
-  }
-  const int used = SSL_CTX_use_PrivateKey(context, key);
-  EVP_PKEY_free(key);
-  if (used != 1) {
-    key_mismatch("private key PEM");
-  }
 }
 
 }  // namespace
@@ -121,27 +80,10 @@ void use_client_identity(SSL_CTX* context, const tls_client_options& options) {
         "private_key_pem");
   }
   ERR_clear_error();
-  if (!options.certificate_chain_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(context, options.certificate_chain_file.c_str()) != 1) {
-      fail("client certificate chain " + options.certificate_chain_file);
-    }
-  } else {
-    use_chain_pem(context, options.certificate_chain_pem);
-  }
-  if (!options.private_key_file.empty()) {
-    if (SSL_CTX_use_PrivateKey_file(context, options.private_key_file.c_str(), SSL_FILETYPE_PEM) !=
-        1) {
-      if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-        key_mismatch(options.private_key_file);
-      }
-      fail("client private key " + options.private_key_file);
-    }
-  } else {
-    use_key_pem(context, options.private_key_pem);
-  }
-  if (SSL_CTX_check_private_key(context) != 1) {
-    key_mismatch("private key");
-  }
+  use_identity(context,
+               {options.certificate_chain_file, options.certificate_chain_pem,
+                options.private_key_file, options.private_key_pem},
+               "client ");
 }
 
 }  // namespace canopy::io::detail
