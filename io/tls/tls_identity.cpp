@@ -60,7 +60,8 @@ void use_identity(SSL_CTX* context, const identity_sources& from, std::string_vi
   const std::string prefix(who);
   if (!from.chain_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(context, from.chain_file.c_str()) != 1) {
-      fail_context_step(tls_errc::handshake_failed, prefix + "certificate chain " + from.chain_file);
+      fail_context_step(tls_errc::handshake_failed,
+                        prefix + "certificate chain " + from.chain_file);
     }
   } else {
     use_chain_pem(context, from.chain_pem, who);
