@@ -422,7 +422,7 @@ release_options=(--buildtype=release -Db_lto=true)
 # ./run.sh demo [--seconds S] [--connections N] [--server-threads T] [--client-threads T]:
 # examples/http_hello under canopy_load on 127.0.0.1, then a summary
 # (demo/http_demo.py). ./run.sh demo --cpu [...]: the CPU demo (canopy_demo).
-# ./run.sh demo --tls [same options]: http_hello serving HTTPS (a self-signed
+# ./run.sh demo --tls [same options]: https_hello serving HTTPS (a self-signed
 # certificate made in a temporary folder) under wrk, then handshakes per
 # second with openssl s_time (demo/https_demo.sh).
 run_demo() {
@@ -437,7 +437,7 @@ run_demo() {
   if [ "${1:-}" = "--tls" ]; then
     shift
     ensure_packages wrk
-    ninja -C build-release examples/http_hello >&2
+    ninja -C build-release examples/https_hello >&2
     demo/https_demo.sh build-release "$@"
     return
   fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTPS demo behind ./run.sh demo --tls: examples/http_hello serving
+# The HTTPS demo behind ./run.sh demo --tls: examples/https_hello serving
 # HTTPS under load.
 #
 #   demo/https_demo.sh BUILD_DIR [--seconds S] [--connections N]
@@ -7,7 +7,7 @@
 #
 # Makes a self-signed certificate (EC P-256, for 127.0.0.1) with the openssl
 # command in a temporary folder (mktemp -d; removed when the script ends),
-# starts BUILD_DIR/examples/http_hello --tls-cert/--tls-key on 127.0.0.1 (a
+# starts BUILD_DIR/examples/https_hello --tls-cert/--tls-key on 127.0.0.1 (a
 # free port), then two phases:
 #   1. requests: wrk on https://127.0.0.1:PORT/ (N keep-alive connections,
 #      each one handshake then requests, for S seconds): requests/s, latency;
@@ -45,7 +45,7 @@ done
 if [ "$connections" -lt "$client_threads" ]; then
   client_threads=$connections # wrk needs a connection per thread
 fi
-server_binary=$build/examples/http_hello
+server_binary=$build/examples/https_hello
 for tool in "$server_binary" openssl wrk; do
   if ! command -v "$tool" >/dev/null; then
     echo "https_demo: $tool is missing" >&2
@@ -84,7 +84,7 @@ if [ -z "$port" ]; then
   exit 1
 fi
 
-echo "Canopy HTTPS demo: examples/http_hello over TLS (workers: $server_threads; a self-signed"
+echo "Canopy HTTPS demo: examples/https_hello (workers: $server_threads; a self-signed"
 echo "EC P-256 certificate made for this run), on 127.0.0.1:$port"
 echo
 echo "1. requests: wrk, $connections keep-alive connections, threads: $client_threads, ${seconds} s"

@@ -1,7 +1,7 @@
 // http_hello — an HTTP/1.1 server on Canopy: `GET /` answers "Hello, World!".
 //
 //   http_hello [PORT] [--threads N] [--request-timeout MS] [--write-timeout MS]
-//              [--coroutine] [--tls-cert FILE --tls-key FILE]
+//              [--coroutine]
 //
 // Listens on 127.0.0.1:PORT (0 or no PORT: a free port). Prints
 // "listening on 127.0.0.1:PORT" once it accepts connections, serves until
@@ -19,9 +19,7 @@
 // timeout (io/http/http_server.hpp). --coroutine answers the same bytes
 // from a stateful coroutine handler (a lambda counting its answers,
 // returning canopy::task<response>) instead of the function pointer, to
-// compare the two forms' cost. --tls-cert and --tls-key (PEM files) serve
-// HTTPS instead (./run.sh demo --tls), in a build with TLS: meson defines
-// CANOPY_EXAMPLE_TLS for this example where canopy-tls is built.
+// compare the two forms' cost.
 #include <atomic>
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>
@@ -35,9 +33,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#if CANOPY_EXAMPLE_TLS
-#include <canopy/io/tls.hpp>
-#endif
 
 namespace {
 
@@ -83,7 +78,7 @@ bool parse_number(std::string_view text, unsigned long& value) {
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "http_hello: %s\nusage: http_hello [PORT] [--threads N] [--request-timeout MS] "
-               "[--write-timeout MS] [--coroutine] [--tls-cert FILE --tls-key FILE]\n",
+               "[--write-timeout MS] [--coroutine]\n",
                message);
   std::exit(2);
 }
@@ -96,14 +91,10 @@ int main(int argc, char** argv) {
   unsigned long timeout_ms = 10'000;
   unsigned long write_timeout_ms = 30'000;
   bool coroutine = false;
-  std::string tls_cert;
-  std::string tls_key;
   for (int i = 1; i < argc; ++i) {
     const std::string_view argument = argv[i];
     if (argument == "--coroutine") {
       coroutine = true;
-    } else if ((argument == "--tls-cert" || argument == "--tls-key") && i + 1 < argc) {
-      (argument == "--tls-cert" ? tls_cert : tls_key) = argv[++i];
     } else if ((argument == "--threads" || argument == "--request-timeout" ||
                 argument == "--write-timeout") &&
                i + 1 < argc) {
@@ -124,15 +115,6 @@ int main(int argc, char** argv) {
       usage("unknown argument");
     }
   }
-
-  if (tls_cert.empty() != tls_key.empty()) {
-    usage("--tls-cert and --tls-key go together");
-  }
-#if !CANOPY_EXAMPLE_TLS
-  if (!tls_cert.empty()) {
-    usage("this build has no TLS (OpenSSL 3 was not found)");
-  }
-#endif
 
   // SIGINT/SIGTERM reach the signal_set below only if blocked in every
   // thread: block them here, before the executor starts its workers.
@@ -160,25 +142,7 @@ int main(int argc, char** argv) {
     respond = counting_coroutine(answered);
   }
   std::stop_source stop;
-#if CANOPY_EXAMPLE_TLS
-  canopy::io::tls_context tls;
-  if (!tls_cert.empty()) {
-    canopy::io::tls_server_options files;
-    files.certificate_chain_file = tls_cert;
-    files.private_key_file = tls_key;
-    try {
-      tls = canopy::io::tls_context::server(files);
-    } catch (const std::exception& failure) {
-      std::fprintf(stderr, "http_hello: %s\n", failure.what());
-      return 1;
-    }
-  }
-  auto server = pool.spawn(
-      tls.valid() ? http::serve(listener, tls, options, std::move(respond), stop.get_token())
-                  : http::serve(listener, options, std::move(respond), stop.get_token()));
-#else
   auto server = pool.spawn(http::serve(listener, options, std::move(respond), stop.get_token()));
-#endif
   std::printf("listening on 127.0.0.1:%u\n", listener.local_endpoint().port());
   std::fflush(stdout);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""HTTPS: examples/http_hello --tls-cert/--tls-key beside nginx with ssl
+"""HTTPS: examples/https_hello --tls-cert/--tls-key beside nginx with ssl
 (Debian's), Asio's ssl::stream (bench/asio_io_server --tls-cert/--tls-key)
 and hyper over tokio-rustls (canopy_rust_peers hyper_server --mode tls).
 
@@ -10,7 +10,7 @@ One certificate for every server, made for the run in a temporary folder:
 EC P-256, self-signed, CN=localhost, SAN DNS:localhost and IP:127.0.0.1.
 TLS 1.3 with TLS_AES_128_GCM_SHA256 and X25519 for every server: the
 clients pin them (an OPENSSL_CONF that wrk and openssl read: MinProtocol
-TLSv1.3, those Ciphersuites and Groups), since examples/http_hello has
+TLSv1.3, those Ciphersuites and Groups), since examples/https_hello has
 no flag for tls_server_options' ciphersuites and groups and the rustls
 peer has no option for them; nginx (ssl_protocols,
 ssl_conf_command Ciphersuites, ssl_ecdh_curve) and the Asio peer pin them
@@ -97,7 +97,7 @@ def servers(arguments, cert, key):
     build = arguments.build
     tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
     listed = {
-        "canopy": [str(build / "examples/http_hello"), "0", *tls],
+        "canopy": [str(build / "examples/https_hello"), "0", *tls],
         "asio": [str(build / "bench/asio_io_server"), "0", "--mode", "http", "--threads",
                  str(os.cpu_count() or 1), "--layout", "shared", *tls],
     }
@@ -272,7 +272,7 @@ def main():
     arguments = parse_arguments()
     arguments.build = arguments.build.resolve()
     if not arguments.no_build:
-        subprocess.run(["ninja", "-C", str(arguments.build), "examples/http_hello",
+        subprocess.run(["ninja", "-C", str(arguments.build), "examples/https_hello",
                         "bench/asio_io_server"], check=True, stdout=sys.stderr)
     for tool in ("wrk", "openssl"):
         if not shutil.which(tool):

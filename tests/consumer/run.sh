@@ -119,6 +119,9 @@ else
     if grep -q '<canopy/fiber.hpp>\|<canopy/io/fiber.hpp>' "$example"; then
       package=canopy-fiber
     fi
+    if grep -q '<canopy/io/tls.hpp>' "$example"; then
+      package=canopy-tls
+    fi
     # shellcheck disable=SC2046 # pkg-config's flags are words
     if quietly "$work/example.log" g++ -std=c++20 "$example" \
       $(pkg-config --cflags --libs "$package") -o "$work/example_$name"; then
