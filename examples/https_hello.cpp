@@ -3,9 +3,13 @@
 //
 //   https_hello [PORT] --tls-cert FILE --tls-key FILE [--threads N]
 //               [--request-timeout MS] [--write-timeout MS] [--coroutine]
+//               [--tls-ciphersuites LIST] [--tls-groups LIST]
 //
 // The certificate chain and the private key are PEM files (./run.sh demo
-// --tls makes a self-signed pair for its run). Everything else is
+// --tls makes a self-signed pair for its run). --tls-ciphersuites (TLS 1.3)
+// and --tls-groups (key exchange) take OpenSSL's lists, e.g.
+// TLS_AES_128_GCM_SHA256 and X25519 (tls_server_options' ciphersuites and
+// groups; a list OpenSSL refuses ends the program with its message). Everything else is
 // http_hello's, below. A program of its own rather than an option of
 // http_hello, so that the plain example links no TLS and is built where
 // OpenSSL is not (meson builds this one only where canopy-tls is).
@@ -86,7 +90,8 @@ bool parse_number(std::string_view text, unsigned long& value) {
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "https_hello: %s\nusage: https_hello [PORT] --tls-cert FILE --tls-key FILE "
-               "[--threads N] [--request-timeout MS] [--write-timeout MS] [--coroutine]\n",
+               "[--threads N] [--request-timeout MS] [--write-timeout MS] [--coroutine] "
+               "[--tls-ciphersuites LIST] [--tls-groups LIST]\n",
                message);
   std::exit(2);
 }
@@ -101,12 +106,16 @@ int main(int argc, char** argv) {
   bool coroutine = false;
   std::string tls_cert;
   std::string tls_key;
+  std::string ciphersuites;
+  std::string groups;
   for (int i = 1; i < argc; ++i) {
     const std::string_view argument = argv[i];
     if (argument == "--coroutine") {
       coroutine = true;
     } else if ((argument == "--tls-cert" || argument == "--tls-key") && i + 1 < argc) {
       (argument == "--tls-cert" ? tls_cert : tls_key) = argv[++i];
+    } else if ((argument == "--tls-ciphersuites" || argument == "--tls-groups") && i + 1 < argc) {
+      (argument == "--tls-ciphersuites" ? ciphersuites : groups) = argv[++i];
     } else if ((argument == "--threads" || argument == "--request-timeout" ||
                 argument == "--write-timeout") &&
                i + 1 < argc) {
@@ -163,6 +172,8 @@ int main(int argc, char** argv) {
     canopy::io::tls_server_options files;
     files.certificate_chain_file = tls_cert;
     files.private_key_file = tls_key;
+    files.ciphersuites = ciphersuites;
+    files.groups = groups;
     try {
       tls = canopy::io::tls_context::server(files);
     } catch (const std::exception& failure) {

@@ -10,9 +10,9 @@ One certificate for every server, made for the run in a temporary folder:
 EC P-256, self-signed, CN=localhost, SAN DNS:localhost and IP:127.0.0.1.
 TLS 1.3 with TLS_AES_128_GCM_SHA256 and X25519 for every server: the
 clients pin them (an OPENSSL_CONF that wrk and openssl read: MinProtocol
-TLSv1.3, those Ciphersuites and Groups), since examples/https_hello has
-no flag for tls_server_options' ciphersuites and groups and the rustls
-peer has no option for them; nginx (ssl_protocols,
+TLSv1.3, those Ciphersuites and Groups), since the rustls peer has no
+option for them; examples/https_hello (--tls-ciphersuites, --tls-groups:
+tls_server_options' ciphersuites and groups), nginx (ssl_protocols,
 ssl_conf_command Ciphersuites, ssl_ecdh_curve) and the Asio peer pin them
 on the server side too. Before the rounds each server's negotiated
 protocol, suite and key exchange is printed (openssl s_client with the
@@ -97,7 +97,8 @@ def servers(arguments, cert, key):
     build = arguments.build
     tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
     listed = {
-        "canopy": [str(build / "examples/https_hello"), "0", *tls],
+        "canopy": [str(build / "examples/https_hello"), "0", *tls, "--tls-ciphersuites",
+                   "TLS_AES_128_GCM_SHA256", "--tls-groups", "X25519"],
         "asio": [str(build / "bench/asio_io_server"), "0", "--mode", "http", "--threads",
                  str(os.cpu_count() or 1), "--layout", "shared", *tls],
     }
