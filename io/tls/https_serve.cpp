@@ -40,15 +40,6 @@ task<bool> within(std::chrono::milliseconds limit, task<T> work) {
   co_return static_cast<bool>(done);
 }
 
-// The time left until `deadline`; time_point::max() (steady_deadline_after
-// of a request_timeout of milliseconds::max()) is no limit.
-std::chrono::milliseconds left_until(clock::time_point deadline) {
-  if (deadline == clock::time_point::max()) {
-    return unbounded;
-  }
-  return std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
-}
-
 // One read: the loop's receive() operation. Never ready before its wait:
 // the TLS stream decides when bytes are there.
 struct tls_read {
@@ -57,10 +48,6 @@ struct tls_read {
   [[nodiscard]] static bool ready() noexcept { return false; }
   [[nodiscard]] io::detail::io_result result() const noexcept { return got; }
 };
-
-task<void> read_into(tls_stream<tcp_stream>& from, tls_read& read) {
-  read.got.count = co_await from.read_some(read.room, read.got.error);
-}
 
 // The connection loop's link over TLS: every end the stream survived (an
 // answer with close, an idle close, a stop, the client's close_notify)
@@ -89,12 +76,15 @@ class tls_link {
     co_return true;
   }
 
-  // Bounded as a whole by write_timeout (a TLS write is one task).
+  // Each wait for the socket bounded by write_timeout, as the plain
+  // server's sends are; the stream's own bounded forms race the socket's
+  // wait with the time, so a request costs no child task.
   task<flush_outcome> flush(std::string& out) {
     const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
                                            out.size());
     std::error_code error;
-    if (!co_await within(options_->write_timeout, stream_->write_all(bytes, error))) {
+    co_await stream_->write_all_within(bytes, options_->write_timeout, error);
+    if (error == std::errc::timed_out) {
       co_return flush_outcome::stalled;
     }
     if (error) {
@@ -107,8 +97,10 @@ class tls_link {
   [[nodiscard]] static tls_read receive(std::span<std::byte> room) noexcept {
     return {.room = room, .got = {}};
   }
+  // Whether the read ended by `deadline` (an error or the end included).
   task<bool> wait(clock::time_point deadline, tls_read& read) {
-    return within(left_until(deadline), read_into(*stream_, read));
+    read.got.count = co_await stream_->read_some_until(read.room, deadline, read.got.error);
+    co_return read.got.error != std::errc::timed_out;
   }
 
   task<void> end(bool /*reset*/, bool /*write_shut*/) {

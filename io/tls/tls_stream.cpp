@@ -5,8 +5,12 @@
 #include <stdexcept>
 #include <utility>
 
+#include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/yield.hpp"
+#include "../readiness.hpp"
+#include "../stream_op.hpp"
 #include "../tcp.hpp"
+#include "../timer/timer_wait.hpp"
 #include "../unix.hpp"
 #include "tls_claims.hpp"
 #include "tls_engine.hpp"
@@ -21,10 +25,32 @@ using detail::tls_engine;
 using detail::tls_operation;
 using detail::tls_step;
 
+using clock = std::chrono::steady_clock;
+constexpr auto no_stall_limit = std::chrono::milliseconds::max();
+
 void throw_if(const std::error_code& error, const char* what) {
   if (error) {
     throw std::system_error(error, what);
   }
+}
+
+// The next layer's own socket operations, as its read_some and write_all
+// run them (a wait source each, so that a deadline races the socket's wait
+// itself): a TCP stream's work on both backends, a Unix stream's on
+// readiness.
+auto receive_from(const tcp_stream& next, std::span<std::byte> room) noexcept {
+  return detail::receive_op(next.reg(), next.native_handle(), room);
+}
+auto receive_from(const unix_stream& next, std::span<std::byte> room) noexcept {
+  return detail::readiness_op(next.reg(), direction::read,
+                              detail::recv_attempt(next.native_handle(), room), room.size());
+}
+auto send_some_to(const tcp_stream& next, std::span<const std::byte> data) noexcept {
+  return detail::send_some_op(next.reg(), next.native_handle(), data);
+}
+auto send_some_to(const unix_stream& next, std::span<const std::byte> data) noexcept {
+  return detail::readiness_op(next.reg(), direction::write,
+                              detail::send_some_attempt(next.native_handle(), data));
 }
 
 }  // namespace
@@ -45,15 +71,30 @@ template <class Stream>
 tls_stream<Stream>::~tls_stream() = default;
 
 // Sends what the engine produced; the caller holds the output claim,
-// which this releases once nothing is left (or on an error).
+// which this releases once nothing is left (or on an error). Each send
+// waits for the socket at most `stall_limit`.
 template <class Stream>
-task<void> tls_stream<Stream>::flush(std::error_code& error) {
+task<void> tls_stream<Stream>::flush(std::chrono::milliseconds stall_limit,
+                                     std::error_code& error) {
   output_claim claim(*engine_);
-  std::vector<std::byte> out;
-  while (engine_->take_output(out)) {
-    co_await next_.write_all(std::span<const std::byte>(out), error);
-    if (error) {
-      co_return;
+  while (engine_->take_output(sending_)) {
+    std::span<const std::byte> left(sending_);
+    while (!left.empty()) {
+      auto round = send_some_to(next_, left);
+      if (!round.ready()) {
+        if (stall_limit == no_stall_limit) {
+          co_await canopy::wait_on(round);
+        } else if (!co_await canopy::with_timeout(stall_limit, round)) {
+          error = std::make_error_code(std::errc::timed_out);
+          co_return;
+        }
+      }
+      const detail::io_result sent = round.result();
+      if (sent.error) {
+        error = sent.error;
+        co_return;
+      }
+      left = left.subspan(sent.count);
     }
   }
   claim.held = false;  // take_output released it
@@ -74,7 +115,7 @@ task<void> tls_stream<Stream>::handshake(std::error_code& error) {
     // Whatever it made goes out first, an alert after a failure included
     // (so the peer learns why).
     if (engine_->claim_output()) {
-      co_await flush(error);
+      co_await flush(no_stall_limit, error);
       if (error) {
         co_return;
       }
@@ -109,6 +150,13 @@ task<void> tls_stream<Stream>::handshake() {
 template <class Stream>
 task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
                                                 std::error_code& error) {
+  return read_some_until(buffer, clock::time_point::max(), error);
+}
+
+template <class Stream>
+task<std::size_t> tls_stream<Stream>::read_some_until(std::span<std::byte> buffer,
+                                                      clock::time_point deadline,
+                                                      std::error_code& error) {
   error.clear();
   if (!engine_->begin(tls_operation::read, error)) {
     co_return 0;
@@ -125,7 +173,7 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
     if (engine_->claim_output_if_pending()) {
       std::error_code flushed;
       claim.risky = true;
-      co_await flush(flushed);
+      co_await flush(no_stall_limit, flushed);
       if (flushed) {
         error = flushed;
         co_return 0;
@@ -142,20 +190,30 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer,
       case tls_step::want_read:
         break;
     }
-    // Cancel-safe: a read cancelled here loses nothing (the next layer
-    // keeps the bytes of a read that lost a race; the engine holds what it
-    // was fed).
-    const std::size_t arrived = co_await next_.read_some(engine_->input_room(), error);
-    if (error) {
+    // Cancel-safe, and so is the deadline: a read cancelled or timed out
+    // here loses nothing (the next layer's operation keeps the bytes of a
+    // receive that lost a race; the engine holds what it was fed).
+    auto receive = receive_from(next_, engine_->input_room());
+    if (!receive.ready()) {
+      if (deadline == clock::time_point::max()) {
+        co_await canopy::wait_on(receive);
+      } else if (!co_await canopy::with_deadline(deadline, receive)) {
+        error = std::make_error_code(std::errc::timed_out);
+        co_return 0;
+      }
+    }
+    const detail::io_result arrived = receive.result();
+    if (arrived.error) {
+      error = arrived.error;
       claim.risky = true;
       co_return 0;
     }
-    if (arrived == 0) {
+    if (arrived.count == 0) {
       error = make_error_code(tls_errc::truncated);
       claim.risky = true;
       co_return 0;
     }
-    engine_->feed(engine_->input_room().first(arrived));
+    engine_->feed(engine_->input_room().first(arrived.count));
   }
 }
 
@@ -169,6 +227,13 @@ task<std::size_t> tls_stream<Stream>::read_some(std::span<std::byte> buffer) {
 
 template <class Stream>
 task<void> tls_stream<Stream>::write_all(std::span<const std::byte> data, std::error_code& error) {
+  return write_all_within(data, no_stall_limit, error);
+}
+
+template <class Stream>
+task<void> tls_stream<Stream>::write_all_within(std::span<const std::byte> data,
+                                                std::chrono::milliseconds stall_limit,
+                                                std::error_code& error) {
   error.clear();
   if (!engine_->begin(tls_operation::write, error)) {
     co_return;
@@ -184,7 +249,7 @@ task<void> tls_stream<Stream>::write_all(std::span<const std::byte> data, std::e
     while (!engine_->claim_output()) {
       co_await canopy::yield_now();  // a reader sends a record of its own; ours go next
     }
-    co_await flush(error);
+    co_await flush(stall_limit, error);
     if (error) {
       co_return;
     }
@@ -214,7 +279,7 @@ task<void> tls_stream<Stream>::shutdown(std::error_code& error) {
   while (!engine_->claim_output()) {
     co_await canopy::yield_now();
   }
-  co_await flush(error);
+  co_await flush(no_stall_limit, error);
   if (!error) {
     claim.risky = false;
   }

@@ -4,6 +4,7 @@
 // BIOs). The public contract is in <canopy/io/tls.hpp>.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -54,6 +55,21 @@ class tls_stream {
   task<std::size_t> read_some(std::span<std::byte> buffer);
   task<void> write_all(std::span<const std::byte> data, std::error_code& error);
   task<void> write_all(std::span<const std::byte> data);
+  // Bounded forms that need no child task (with_timeout over read_some or
+  // write_all runs the operation as one): the wait on the socket itself is
+  // raced against the time. read_some_until: as read_some, but at
+  // `deadline` with nothing decrypted it returns 0 with
+  // std::errc::timed_out, and the stream stays usable (the bytes that
+  // arrive later are the next read's). write_all_within: as write_all, but
+  // std::errc::timed_out once the socket took nothing for `stall_limit`
+  // (every send that makes progress starts it again); the stream is then
+  // unusable (a record may be cut). time_point::max() and
+  // milliseconds::max(): no limit.
+  task<std::size_t> read_some_until(std::span<std::byte> buffer,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::error_code& error);
+  task<void> write_all_within(std::span<const std::byte> data,
+                              std::chrono::milliseconds stall_limit, std::error_code& error);
   // Sends close_notify (does not wait for the peer's).
   task<void> shutdown(std::error_code& error);
   task<void> shutdown();
@@ -98,10 +114,14 @@ class tls_stream {
   [[nodiscard]] bool resumed() const noexcept;
 
  private:
-  task<void> flush(std::error_code& error);
+  // Sends what the engine produced; the caller holds the output claim.
+  task<void> flush(std::chrono::milliseconds stall_limit, std::error_code& error);
 
   Stream next_;
   std::unique_ptr<detail::tls_engine> engine_;
+  // The encrypted bytes on their way out, kept between writes so that a
+  // write does not allocate; only the output claim's holder touches it.
+  std::vector<std::byte> sending_;
 };
 
 extern template class tls_stream<tcp_stream>;

@@ -75,6 +75,14 @@
 //     as if whole. A read cancelled while it waits for the socket loses
 //     nothing and the stream stays usable (the bytes already read are kept);
 //     any error also makes the stream unusable, except EOF;
+//   * bounded forms without a child task (with_timeout over read_some runs
+//     the read as a child task): read_some_until(buffer, deadline, error)
+//     returns 0 with std::errc::timed_out at the steady_clock deadline,
+//     and the stream stays usable (nothing is lost: later bytes are the
+//     next read's); write_all_within(bytes, stall_limit, error) fails with
+//     std::errc::timed_out once the socket took nothing for stall_limit
+//     (each send that makes progress starts it again), and the stream is
+//     then unusable. time_point::max() and milliseconds::max(): no limit;
 //   * shutdown() sends close_notify and does not wait for the peer's; close
 //     the stream after it (close(), or next_layer()).
 //   * It is a readable_stream: buffered_reader<tls_stream<tcp_stream>&>
@@ -84,10 +92,11 @@
 // stop) and serve_connection(tls_stream, ...) serve as their plain forms
 // in <canopy/io/http.hpp> (options, keep-alive, pipelining, streamed
 // answers through response_writer, the drain), with the handshake bounded
-// by request_timeout; a write (a streamed piece's too) is bounded as a
-// whole by write_timeout; every end the stream survives sends close_notify
-// before the close (no lingering). Both run the one connection loop, each
-// over its own stream; the plain server's per-request code is as before.
+// by request_timeout; a write (a streamed piece's too) ends the
+// connection once the socket took nothing for write_timeout, as the plain
+// server's; every end the stream survives sends close_notify before the
+// close (no lingering). Both run the one connection loop, each over its
+// own stream; the plain server's per-request code is as before.
 //
 // Session resumption: a server resumes by default
 // (tls_server_options::session_resumption: TLS 1.3 and 1.2 tickets

@@ -1,0 +1,229 @@
+// tls_stream's bounded forms, read_some_until and write_all_within, on
+// whichever backend CANOPY_IO_BACKEND names: a read that times out takes
+// nothing and leaves the stream usable; reads raced against deadlines of a
+// few microseconds lose no byte and reorder none; a write to a peer that
+// never reads ends with timed_out once the socket stalls, and the stream
+// is then unusable.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "io/io.hpp"
+#include "io/tls/tls_stream.hpp"
+#include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
+#include "tests/tls_test_support.hpp"
+#include "tests/watchdog.hpp"
+
+namespace canopy::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using io::tcp_listener;
+using io::tcp_stream;
+using io::tls_context;
+using tls = io::tls_stream<tcp_stream>;
+using steady = std::chrono::steady_clock;
+
+tls_context server_context(const test_certificates& certs) {
+  io::tls_server_options options;
+  options.certificate_chain_file = certs.path("server.pem");
+  options.private_key_file = certs.path("server.key");
+  return tls_context::server(options);
+}
+
+tls_context client_context(const test_certificates& certs) {
+  io::tls_client_options options;
+  options.ca_file = certs.path("ca.pem");
+  return tls_context::client(options);
+}
+
+TEST_CASE("tls bounded: a read that times out takes nothing; the stream stays usable") {
+  const watchdog guard("tls read_some_until", 60 * timeout_scale());
+  const test_certificates certs;
+  loopback net;
+  // The server sends nothing until the client's first message, then one
+  // line: so the client's first bounded read must time out.
+  auto server = net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<void> {
+    tls stream(co_await listener.accept(), context);
+    co_await stream.handshake();
+    std::vector<std::byte> buffer(64);
+    const std::size_t got = co_await stream.read_some(buffer);
+    REQUIRE(got > 0);
+    co_await stream.write_all(bytes_of("after the timeout"));
+    co_await stream.shutdown();
+  }(net.listener, server_context(certs)));
+
+  struct outcome {
+    std::error_code first_error;
+    std::size_t first_count = 1;
+    std::chrono::nanoseconds waited{};
+    bool usable_after = false;
+    std::string rest;
+  };
+  const outcome seen = run(
+      net.pool,
+      [](io::endpoint address, tls_context context) -> task<outcome> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        outcome result;
+        std::vector<std::byte> buffer(64);
+        const auto start = steady::now();
+        result.first_count =
+            co_await stream.read_some_until(buffer, start + 50ms, result.first_error);
+        result.waited = steady::now() - start;
+        result.usable_after = stream.usable();
+        co_await stream.write_all(bytes_of("go"));
+        std::error_code error;
+        for (;;) {
+          const std::size_t got =
+              co_await stream.read_some_until(buffer, steady::now() + 10s, error);
+          if (got == 0 || error) {
+            break;
+          }
+          result.rest.append(reinterpret_cast<const char*>(buffer.data()), got);
+        }
+        CHECK_FALSE(error);
+        co_return result;
+      }(net.address, client_context(certs)),
+      "the client");
+  CHECK(seen.first_error == std::errc::timed_out);
+  CHECK(seen.first_count == 0);
+  CHECK(seen.waited >= 50ms);
+  CHECK(seen.usable_after);
+  CHECK(seen.rest == "after the timeout");
+  CHECK(server.wait_for(10s));
+  server.get();
+}
+
+TEST_CASE("tls bounded: reads raced against deadlines of microseconds lose and reorder nothing") {
+  const watchdog guard("tls read_some_until race", 120 * timeout_scale());
+  const test_certificates certs;
+  loopback net;
+  const std::size_t messages = static_cast<std::size_t>(20000 / stress_divisor());
+  // The server writes the numbers 0..messages-1, four bytes each, in
+  // writes of 1 to 7 numbers with a pause of some microseconds after every
+  // eighth (so that reads wait, and deadlines fire mid-wait), then
+  // close_notify.
+  auto server = net.pool.spawn(
+      [](tcp_listener& listener, tls_context context, std::size_t count) -> task<void> {
+        tls stream(co_await listener.accept(), context);
+        co_await stream.handshake();
+        std::vector<std::byte> out;
+        for (std::uint32_t next = 0; next < count;) {
+          out.clear();
+          for (std::uint32_t i = 0; i < 1 + next % 7 && next < count; ++i, ++next) {
+            for (int shift = 0; shift < 32; shift += 8) {
+              out.push_back(static_cast<std::byte>((next >> shift) & 0xFF));
+            }
+          }
+          co_await stream.write_all(out);
+          if (next % 8 == 0) {
+            co_await canopy::sleep_for(std::chrono::microseconds(next % 50));
+          }
+        }
+        co_await stream.shutdown();
+      }(net.listener, server_context(certs), messages));
+
+  struct outcome {
+    std::size_t numbers = 0;
+    std::size_t out_of_order = 0;
+    std::size_t timeouts = 0;
+    std::error_code error;
+  };
+  const outcome seen = run(
+      net.pool,
+      [](io::endpoint address, tls_context context) -> task<outcome> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        outcome result;
+        std::vector<std::byte> buffer(13);  // not a multiple of 4: numbers split across reads
+        std::vector<std::byte> partial;
+        std::uint32_t expected = 0;
+        for (std::uint64_t round = 0;; ++round) {
+          std::error_code error;
+          const auto limit = std::chrono::microseconds(round % 41);
+          const std::size_t got =
+              co_await stream.read_some_until(buffer, steady::now() + limit, error);
+          if (error == std::errc::timed_out) {
+            ++result.timeouts;
+            continue;
+          }
+          if (error || got == 0) {
+            result.error = error;
+            break;
+          }
+          partial.insert(partial.end(), buffer.begin(), buffer.begin() + static_cast<long>(got));
+          std::size_t used = 0;
+          for (; used + 4 <= partial.size(); used += 4) {
+            std::uint32_t value = 0;
+            for (int k = 0; k < 4; ++k) {
+              value |= std::to_integer<std::uint32_t>(partial[used + k]) << (8 * k);
+            }
+            result.out_of_order += value != expected ? 1 : 0;
+            expected = value + 1;
+            ++result.numbers;
+          }
+          partial.erase(partial.begin(), partial.begin() + static_cast<long>(used));
+        }
+        co_return result;
+      }(net.address, client_context(certs)),
+      "the client");
+  INFO("timeouts: ", seen.timeouts);
+  CHECK(seen.timeouts > 0);  // the race was run
+  CHECK_FALSE(seen.error);
+  CHECK(seen.numbers == messages);
+  CHECK(seen.out_of_order == 0);
+  CHECK(server.wait_for(10s));
+  server.get();
+}
+
+TEST_CASE("tls bounded: a write to a peer that never reads ends with timed_out; then unusable") {
+  const watchdog guard("tls write_all_within", 60 * timeout_scale());
+  const test_certificates certs;
+  loopback net;
+  // The server finishes the handshake and then reads nothing, until the
+  // client is done.
+  auto accepted = net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<tls> {
+    tls stream(co_await listener.accept(), context);
+    co_await stream.handshake();
+    co_return stream;
+  }(net.listener, server_context(certs)));
+
+  struct outcome {
+    std::error_code error;
+    std::chrono::nanoseconds took{};
+    bool usable_after = true;
+    std::error_code next_error;
+  };
+  const outcome seen = run(
+      net.pool,
+      [](io::endpoint address, tls_context context) -> task<outcome> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        outcome result;
+        const std::vector<std::byte> payload(64 << 20,
+                                             std::byte{'x'});  // more than the sockets hold
+        const auto start = steady::now();
+        co_await stream.write_all_within(payload, 200ms, result.error);
+        result.took = steady::now() - start;
+        result.usable_after = stream.usable();
+        co_await stream.write_all_within(bytes_of("more"), 200ms, result.next_error);
+        co_return result;
+      }(net.address, client_context(certs)),
+      "the client");
+  CHECK(seen.error == std::errc::timed_out);
+  CHECK(seen.took >= 200ms);
+  CHECK_FALSE(seen.usable_after);
+  CHECK(seen.next_error == io::tls_errc::unusable);
+  CHECK(accepted.wait_for(10s));
+}
+
+}  // namespace
+}  // namespace canopy::testing
