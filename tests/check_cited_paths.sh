@@ -7,7 +7,38 @@
 # Last line: "cited paths: N checked, M missing".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-folders='sync|summary_tree|signal_waker|executor|fork_join|wait|coroutine|fiber|io|embed|task_sync|blocking|task_group|tests|bench|docs|examples|demo|soak|packaging|include'
+# The folders are read from the repository, so a new library folder is
+# checked without editing this script: every top-level folder that holds a
+# meson.build or C++ sources, and the non-library ones named below. Hidden
+# folders, build directories and subprojects are not the repository's own.
+folder_list=()
+for dir in */; do
+  dir=${dir%/}
+  case "$dir" in
+  build* | subprojects | _* | node_modules) continue ;;
+  esac
+  # A Meson build directory under another name.
+  [ -d "$dir/meson-private" ] && continue
+  case "$dir" in
+  docs | bench | demo | soak | examples | packaging | include | tests)
+    folder_list+=("$dir")
+    continue
+    ;;
+  esac
+  if [ -f "$dir/meson.build" ] ||
+    [ -n "$(find "$dir" \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \) -print -quit)" ]; then
+    folder_list+=("$dir")
+  fi
+done
+folders=$(
+  IFS='|'
+  echo "${folder_list[*]}"
+)
+# docs/ is scanned apart (its top level only); every other folder in full.
+scan_list=()
+for dir in "${folder_list[@]}"; do
+  [ "$dir" = docs ] || scan_list+=("$dir")
+done
 pattern="(^|[^A-Za-z0-9_./-])(${folders})/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(hpp|cpp|h|md|sh|py|rs|build|txt|in|ini|json)\b"
 checked=0
 missing=0
@@ -26,9 +57,7 @@ done < <(
   {
     echo README.md
     find docs -maxdepth 1 -name '*.md'
-    find sync summary_tree signal_waker executor fork_join wait coroutine fiber io embed task_sync \
-      blocking task_group include tests bench \
-      examples demo soak -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.sh' -o -name '*.py' \
+    find "${scan_list[@]}" -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.sh' -o -name '*.py' \
       -o -name 'meson.build' -o -name '*.rs' \) -not -path '*/corpus/*' 2>/dev/null
     find . -maxdepth 1 -name meson.build
   } | sort -u
