@@ -6,7 +6,7 @@
 # each one that names no file. Run by ./run.sh test (plain suite).
 # Last line: "cited paths: N checked, M missing".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 # The folders are read from the repository, so a new library folder is
 # checked without editing this script: every top-level folder that holds a
 # meson.build or C++ sources, and the non-library ones named below. Hidden
