@@ -9,8 +9,8 @@
 // read, no task ran and none was runnable: a wake that lands later races
 // shutdown, and its task is destroyed as a suspended one would be.
 //
-// Compiled against sync/atomics.hpp only, so the model check
-// (tests/model/model_executor_test.cpp) runs this code, not a copy.
+// Compiled against sync/atomics.hpp only, so the model checker
+// (tests/model/) runs this code, not a copy.
 #pragma once
 
 #include <cstddef>

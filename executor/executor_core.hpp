@@ -313,7 +313,7 @@ class executor_core final : private sleep_probe {
     // reservation (give_back_worker_slots). Owner only.
     // The index and generation are not adjacent: side by side, GCC loads
     // them as one vector and then builds the reservation path's id in a
-    // vector register too, a few instructions on every other spawn.
+    // vector register too, extra work on every other spawn.
     struct kept_slot {
       std::uint32_t index;
       task_slot* target;

@@ -13,8 +13,8 @@
 // in is taken exactly once: by one exchange (owner or thief) or the owner's
 // CAS, or it is evicted by the owner's next put (invariant S).
 //
-// Compiled against sync/atomics.hpp only, so the model check
-// (tests/model/model_executor_test.cpp) runs this code, not a copy.
+// Compiled against sync/atomics.hpp only, so the model checker
+// (tests/model/) runs this code, not a copy.
 #pragma once
 
 #include <cstdint>

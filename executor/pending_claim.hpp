@@ -11,14 +11,14 @@
 // that finished may have left its slot to a new task (another generation)
 // whose bit must not be taken for the awaited one. The check and the tree
 // claim are two steps, so a thief can claim the task, run it to completion
-// and the slot be reused by a new task whose bit is set again in between
-// (found by tests/model/model_executor_test.cpp): after a tree claim the state is
-// read again, and a task of another generation is reported as
-// took_next_task, for the caller to hand back to the tree. (The LIFO path
-// is safe: only the caller puts tasks into its own LIFO slot.)
+// and the slot be reused by a new task whose bit is set again in between:
+// after a tree claim the state is read again, and a task of another
+// generation is reported as took_next_task, for the caller to hand back to
+// the tree. (The LIFO path is safe: only the caller puts tasks into its own
+// LIFO slot.)
 //
-// Compiled against sync/atomics.hpp only, so the model check
-// (tests/model/model_executor_test.cpp) runs this code, not a copy.
+// Compiled against sync/atomics.hpp only, so the model checker
+// (tests/model/) runs this code, not a copy.
 #pragma once
 
 #include <cstddef>

@@ -72,7 +72,7 @@ struct alignas(sync::cache_line) worker_counters {
   sync::atomic<std::uint64_t> spawned{0};
   sync::atomic<std::uint64_t> finished{0};
 
-  // Always inlined: two instructions, which LTO otherwise left as a call in
+  // Always inlined: a load and a store, which LTO otherwise left as a call in
   // large callers (canopy::join's take-back).
   [[gnu::always_inline]] static void bump(sync::atomic<std::uint64_t>& counter,
                                           std::uint64_t by = 1) noexcept {

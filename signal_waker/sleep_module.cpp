@@ -41,8 +41,8 @@ idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
   if (idle.rounds < idle.spin_rounds) {
     ++idle.rounds;
     // Mostly spin briefly in place: a sched_yield on a loaded machine gives
-    // the CPU away for a whole time slice, which is how work posted to a
-    // "searching" worker waited milliseconds (wake_latency p99). Every
+    // the CPU away for a whole time slice, so work posted to a "searching"
+    // worker could wait milliseconds before that worker saw it. Every
     // fourth round still yields, so that a thread oversubscribing the cores
     // (an outside spawner) is not starved by searching workers.
     if (idle.rounds % 4 == 0) {

@@ -1,6 +1,6 @@
 // channel_core — the bounded multi-producer multi-consumer queue under
-// canopy::channel<T>, generic in the waker so that the model checker runs
-// this code (tests/model/model_task_sync_test.cpp).
+// canopy::channel<T>, generic in the waker so that the model checker
+// (tests/model/) runs this code, not a copy.
 //
 // One wait_lock guards the ring (allocated once, `capacity` slots), the
 // `closed` flag, the queue of waiting senders (each holding the value it

@@ -1,6 +1,6 @@
 // semaphore_core — the fair counting semaphore that canopy::semaphore and
 // canopy::mutex are built on, generic in the waker so that the model
-// checker runs this code with a waker of its own (tests/model/model_task_sync_test.cpp).
+// checker (tests/model/) runs this code with a waker of its own.
 //
 // State word: bit 0 = "waiters queued", bits 1.. = available permits.
 // Invariant (I): bit 0 is set exactly when the queue is non-empty, and

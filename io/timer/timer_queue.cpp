@@ -22,10 +22,11 @@ std::mutex attach_mutex;  // serialises attach/detach
 
 // Wakes copied out of due entries under the mutex, delivered after it.
 constexpr std::size_t wake_batch = 64;
-// Timers not yet due moved down the wheel per hold of the mutex: with 10^6
-// timers a coarse slot holds ~200,000, and spreading it in one hold kept
-// every arm() and disarm() waiting for milliseconds (docs/io.md, Timer
-// storms). 4,096 moves take a few hundred microseconds.
+// Timers not yet due moved down the wheel per hold of the mutex: a coarse
+// slot can hold a large share of all timers, and spreading it in one hold
+// kept every arm() and disarm() waiting behind it (docs/io.md, "Timer
+// storms"). A batch bounds each hold; its size and what a hold then takes
+// are in docs/performance.md, "Timers".
 constexpr std::size_t move_batch = 4096;
 
 }  // namespace

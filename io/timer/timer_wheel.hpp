@@ -35,9 +35,10 @@
 // nodes: moving a slot down a level reads the deadlines from one contiguous
 // array and writes each node's new place, instead of chasing a pointer
 // through every node (each in its own coroutine frame: a cache and TLB
-// miss apiece). With 10^6 timers of up to 1 s a level-3 slot (262 ms wide)
-// holds ~200,000 of them, and moving it as a list held the queue's mutex
-// for ~65 ms (docs/io.md, Timer storms); as an array it takes a few ms.
+// miss apiece). A coarse slot can hold a large share of all pending timers
+// and is moved under the queue's mutex, so a walk through its nodes kept
+// every arm and cancel waiting behind it (docs/io.md, "Timer storms", has
+// the measurements).
 // A cancel leaves a hole (a pair with no node) and touches no other node;
 // holes at the back are dropped at once, and a slot whose holes outnumber
 // its timers is compacted (each timer's position rewritten: amortised, at
@@ -134,8 +135,9 @@ class timer_wheel {
   // pair swapped writes its node's position).
   static void move_urgent_to_back(std::vector<slot_entry>& pairs, std::uint64_t soon) noexcept;
   // A slot entered with more pairs than this is reordered first; spreading
-  // it is reckoned at pairs_per_tick pairs a microsecond (~80 ns a pair
-  // measured, ~125 ns reckoned).
+  // it is reckoned at pairs_per_tick pairs a microsecond, slower than it
+  // runs, so that every pair due before the spread ends is moved to the
+  // back (docs/performance.md, "Timers", has the measured rate).
   static constexpr std::size_t urgent_threshold = 256;
   static constexpr std::size_t pairs_per_tick = 8;
   // A slot is compacted when its array is longer than twice its timers
