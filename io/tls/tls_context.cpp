@@ -139,6 +139,22 @@ int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* out_length,
   return SSL_TLSEXT_ERR_ALERT_FATAL;  // no_application_protocol
 }
 
+// SSL_set_SSL_CTX swaps the certificate, the session id context and the
+// context the verification's store comes from, but the SSL keeps the verify
+// mode, callback and depth, and any client CA list, it copied from the
+// listener's context when it was made: a context chosen by SNI brings its
+// own, as nginx's servername callback does. OpenSSL 3 already verifies
+// with the current context's store; it is set as well so that the chosen
+// context's client CAs verify without relying on that.
+void adopt_client_verification(SSL* ssl, SSL_CTX* context) {
+  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(context), SSL_CTX_get_verify_callback(context));
+  SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(context));
+  STACK_OF(X509_NAME)* names = SSL_CTX_get_client_CA_list(context);
+  // A copy the SSL owns (nullptr: none, the certificate request names no CA).
+  SSL_set_client_CA_list(ssl, names != nullptr ? SSL_dup_CA_list(names) : nullptr);
+  (void)SSL_set1_verify_cert_store(ssl, SSL_CTX_get_cert_store(context));
+}
+
 int select_by_name(SSL* ssl, int*, void*) {
   const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
   const detail::tls_context_state* state = detail::state_of(SSL_get_SSL_CTX(ssl));
@@ -156,7 +172,9 @@ int select_by_name(SSL* ssl, int*, void*) {
     }
   }
   if (chosen != nullptr && chosen->valid() && chosen->is_server()) {
-    SSL_set_SSL_CTX(ssl, static_cast<SSL_CTX*>(chosen->native_handle()));
+    SSL_CTX* context = static_cast<SSL_CTX*>(chosen->native_handle());
+    SSL_set_SSL_CTX(ssl, context);
+    adopt_client_verification(ssl, context);
   }
   return SSL_TLSEXT_ERR_OK;
 }

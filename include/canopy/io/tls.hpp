@@ -33,7 +33,8 @@
 // client without one ("peer did not return a certificate") or with
 // another (a certificate error); a client presents certificate_chain_* and
 // private_key_* (as a server's). tls_stream::peer_verified() and
-// peer_subject() ("CN=...", RFC 2253) tell whom after the handshake.
+// peer_subject() ("CN=...", RFC 2253) tell whom after the handshake. A
+// context chosen by SNI brings its own verify_client and client CA.
 //
 // Streams (io/tls/tls_stream.hpp), for coroutine tasks (the fibers' forms:
 // <canopy/io/tls_fiber.hpp>, the same contract):
