@@ -4,6 +4,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -99,8 +101,12 @@ SSL_CTX* make_context(bool server, tls_version min, tls_version max) {
   if (context == nullptr) {
     fail(tls_errc::handshake_failed, "SSL_CTX_new");
   }
+  // Relaxed: the counter only hands out distinct numbers; the state is
+  // published to other threads with the context itself.
+  static std::atomic<std::uint64_t> contexts{0};
   auto* state = new detail::tls_context_state;
   state->server = server;
+  state->identity = contexts.fetch_add(1, std::memory_order_relaxed) + 1;
   SSL_CTX_set_ex_data(context, state_index(), state);
   SSL_CTX_set_min_proto_version(context, protocol_of(min));
   SSL_CTX_set_max_proto_version(context, protocol_of(max));
@@ -289,6 +295,7 @@ tls_context tls_context::client(const tls_client_options& options) {
   }
   detail::use_client_identity(context, options);
   detail::use_ciphers(context, options.ciphersuites, options.cipher_list, options.groups);
+  detail::record_session_origin(context);
   return tls_context(owner.release());
 }
 

@@ -42,6 +42,13 @@ tls_engine::tls_engine(const tls_context& context, bool client, std::string_view
   out_ = out;
   if (client) {
     SSL_set_connect_state(ssl);
+    try {
+      remember_host(ssl, host);
+    } catch (const std::bad_alloc&) {
+      SSL_free(ssl);
+      ssl_ = nullptr;
+      throw;
+    }
     if (!host.empty()) {
       const std::string name(host);
       // An IP address is checked as one and not sent as SNI (RFC 6066
@@ -305,9 +312,17 @@ bool tls_engine::offer_session(const tls_session& session) noexcept {
   if (!client_ || started_) {
     return false;
   }
-  // SSL_set_session takes its own reference (nullptr clears an offer); it
-  // fails only when out of memory, and then the handshake is a full one.
-  if (SSL_set_session(ssl_of(ssl_), static_cast<SSL_SESSION*>(session.native_handle())) != 1) {
+  // A session from another host or client context is not offered: a
+  // resumed handshake checks no certificate. SSL_set_session takes its own
+  // reference (nullptr clears an earlier offer); it fails only when out of
+  // memory, and then the handshake is a full one.
+  auto* offered = static_cast<SSL_SESSION*>(session.native_handle());
+  bool fits = false;
+  try {
+    fits = offered != nullptr && may_offer(ssl_of(ssl_), offered);
+  } catch (const std::bad_alloc&) {
+  }
+  if (SSL_set_session(ssl_of(ssl_), fits ? offered : nullptr) != 1) {
     ERR_clear_error();
   }
   return true;

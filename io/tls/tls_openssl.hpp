@@ -7,8 +7,10 @@
 
 #include <openssl/ssl.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "tls_context.hpp"
@@ -23,11 +25,24 @@ std::error_code openssl_error_code(unsigned long packed, tls_errc fallback) noex
 
 struct tls_context_state {
   bool server = false;
+  // Tells the context that made a client's session apart from any other,
+  // even one made later at the same address (never reused).
+  std::uint64_t identity = 0;
   std::string alpn_wire;  // length-prefixed protocol names
   tls_context::sni_selector select;
   std::map<std::string, tls_context, std::less<>> by_name;
 };
 
 tls_context_state* state_of(SSL_CTX* context) noexcept;
+
+// A client context's sessions remember where they were made (the context's
+// identity and the host the stream was made for), in tls_session.cpp:
+// record_session_origin sets that up on a new client context;
+// remember_host gives a new client SSL its stream's host (throws
+// std::bad_alloc); may_offer says whether `session` came from this client
+// SSL's context and host.
+void record_session_origin(SSL_CTX* context) noexcept;
+void remember_host(SSL* ssl, std::string_view host);
+bool may_offer(SSL* ssl, SSL_SESSION* session);
 
 }  // namespace canopy::io::detail

@@ -104,7 +104,12 @@
 // alongside a read or a write; a tls_session is a value any thread may
 // copy and keep (native_handle(): its SSL_SESSION*; tls_session::adopt(p)
 // takes over one reference to one). A resumed handshake checks no
-// certificate: offer a session only to the host and context it came from.
+// certificate, so offer_session offers a session only on a stream made for
+// the same host (the exact string) from the same client context as the
+// stream it came from, and quietly offers nothing otherwise (a full
+// handshake; an adopted session is checked against the host name OpenSSL
+// recorded in it only). Shut a stream down before dropping it: OpenSSL
+// makes the session of a stream freed without close_notify unresumable.
 //
 // compile: fragment
 //   namespace io = canopy::io;
