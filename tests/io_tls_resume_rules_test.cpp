@@ -182,7 +182,7 @@ TEST_CASE("tls resume: a session is offered only to its own host, from its own c
     // One server serves both names with one certificate, and would resume
     // any session it issued, whatever name the client asks for.
     auto server =
-        net.pool.spawn(serve_resumed(net.listener, server_context(certs, "both.pem", version), 6));
+        net.pool.spawn(serve_resumed(net.listener, server_context(certs, "both.pem", version), 7));
     const auto visit_with = [&](const tls_context& context, const char* host, tls_session offer) {
       return run(net.pool, visit(net.address, context, host, std::move(offer)), host);
     };
@@ -191,13 +191,14 @@ TEST_CASE("tls resume: a session is offered only to its own host, from its own c
     CHECK_FALSE(visit_with(client, "other.example", first.session).resumed);
     CHECK_FALSE(visit_with(other_client, "localhost", first.session).resumed);
     CHECK(visit_with(client, "localhost", first.session).resumed);  // it was resumable
+    CHECK(visit_with(client, "localhost", first.session).resumed);  // and stays so
     // A session read back from its bytes (as from a file) carries only
     // the host name OpenSSL recorded.
     const tls_session adopted = read_back(first.session);
     CHECK_FALSE(visit_with(client, "other.example", adopted).resumed);
     CHECK(visit_with(other_client, "localhost", adopted).resumed);
     wait_for_server(server);
-    CHECK(server.get() == 2);
+    CHECK(server.get() == 3);
   }
 }
 

@@ -295,7 +295,6 @@ tls_context tls_context::client(const tls_client_options& options) {
   }
   detail::use_client_identity(context, options);
   detail::use_ciphers(context, options.ciphersuites, options.cipher_list, options.groups);
-  detail::record_session_origin(context);
   return tls_context(owner.release());
 }
 

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <string_view>
 #include <system_error>
 
 #include "tls_context.hpp"
@@ -34,15 +33,5 @@ struct tls_context_state {
 };
 
 tls_context_state* state_of(SSL_CTX* context) noexcept;
-
-// A client context's sessions remember where they were made (the context's
-// identity and the host the stream was made for), in tls_session.cpp:
-// record_session_origin sets that up on a new client context;
-// remember_host gives a new client SSL its stream's host (throws
-// std::bad_alloc); may_offer says whether `session` came from this client
-// SSL's context and host.
-void record_session_origin(SSL_CTX* context) noexcept;
-void remember_host(SSL* ssl, std::string_view host);
-bool may_offer(SSL* ssl, SSL_SESSION* session);
 
 }  // namespace canopy::io::detail
