@@ -2,7 +2,8 @@
 // CANOPY_IO_BACKEND names: a context chosen by the client's server name
 // brings its own client verification (whether a certificate is asked
 // for and required, and which CA it must lead to), whatever the
-// listener's context says. The certificates are made at run time beside
+// listener's context says, and a session made on another context does not
+// let a client skip it. The certificates are made at run time beside
 // the shared test certificates (tests/tls_test_support.hpp).
 #include <doctest/doctest.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
@@ -95,6 +97,7 @@ struct side {
   bool verified = false;
   std::string subject;
   std::string text;
+  std::string server_name;  // the server's: the name it served
 };
 
 // The server: handshake; then what it learnt of the client, "hi", close_notify.
@@ -104,6 +107,7 @@ task<side> serve_one(tcp_listener& listener, tls_context context) {
   co_await stream.handshake(seen.error);
   seen.verified = stream.peer_verified();
   seen.subject = stream.peer_subject();
+  seen.server_name = std::string(stream.server_name());
   if (!seen.error) {
     co_await stream.write_all(bytes_of("hi"), seen.error);
     co_await stream.shutdown(seen.error);
@@ -212,6 +216,72 @@ TEST_CASE("tls sni: a context chosen by SNI without verify_client asks for no ce
       CHECK(!client.error);
       CHECK(client.text == "hi");
     }
+  }
+}
+
+// Serves `count` connections one after another: what it saw of each.
+task<std::vector<side>> serve_some(tcp_listener& listener, tls_context context, int count) {
+  std::vector<side> seen;
+  for (int i = 0; i < count; ++i) {
+    seen.push_back(co_await serve_one(listener, context));
+  }
+  co_return seen;
+}
+
+TEST_CASE("tls sni: a session made on another context does not skip the chosen one's check") {
+  const watchdog guard("sni mutual resumption", 120 * timeout_scale());
+  const test_certificates certs;
+  make_client_certificates(certs);
+  const std::string saved = certs.path("session.pem");
+  for (const bool v13 : {false, true}) {
+    CAPTURE(v13);
+    loopback net;
+    auto server = net.pool.spawn(serve_some(
+        net.listener, listener_context(certs, "", "clients-ca.pem", tls_version::v1_3), 4));
+    // openssl s_client as a client that offers any session it has, to any name.
+    const auto s_client = [&](const char* name, const char* who, const char* option) {
+      std::vector<std::string> argv{
+          "openssl",     "s_client",
+          "-connect",    "127.0.0.1:" + std::to_string(net.address.port()),
+          "-servername", name,
+          "-CAfile",     certs.path("ca.pem"),
+          "-ign_eof",    v13 ? "-tls1_3" : "-tls1_2",
+          option,        saved};
+      if (*who != '\0') {
+        argv.insert(argv.end(), {"-cert", certs.path(std::string(who) + ".pem"), "-key",
+                                 certs.path(std::string(who) + ".key")});
+      }
+      child_process client(argv);
+      client.wait(30);
+      return client.output();
+    };
+    // A session from the listener's own context (no client certificate),
+    // offered for the name whose context verifies clients.
+    (void)s_client("localhost", "", "-sess_out");
+    const std::string crossed = s_client("other.example", "", "-sess_in");
+    INFO("crossing s_client said:\n", crossed);
+    // And a member's session on the verifying context, offered there again.
+    (void)s_client("other.example", "member", "-sess_out");
+    const std::string again = s_client("other.example", "member", "-sess_in");
+    INFO("returning s_client said:\n", again);
+    REQUIRE(server.wait_for(std::chrono::seconds(static_cast<long>(10 * timeout_scale()))));
+    const std::vector<side> seen = server.get();
+    REQUIRE(seen.size() == 4);
+    if (v13) {
+      // TLS 1.3 resumes with the name the client asks for now: refused.
+      CHECK(seen[1].error.category() == io::tls_category());
+      CHECK(crossed.find("alert handshake failure") != std::string::npos);
+    } else {
+      // TLS 1.2 resumes with the session's own name: served as the
+      // listener's context, which asks for no certificate.
+      CHECK(!seen[1].error);
+      CHECK(seen[1].server_name == "localhost");
+    }
+    CHECK_FALSE(seen[1].verified);
+    CHECK(!seen[3].error);
+    CHECK(again.find("Reused") != std::string::npos);
+    CHECK(seen[3].verified);
+    CHECK(seen[3].subject == "CN=canopy-member");
   }
 }
 

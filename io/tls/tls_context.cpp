@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -161,11 +162,46 @@ void adopt_client_verification(SSL* ssl, SSL_CTX* context) {
   (void)SSL_set1_verify_cert_store(ssl, SSL_CTX_get_cert_store(context));
 }
 
-int select_by_name(SSL* ssl, int*, void*) {
+// A resumed handshake asks for no client certificate, and OpenSSL looks
+// the session up (with the listener's context: one session id context for
+// all) before this callback switches contexts; so a session made on one
+// context could let a client into a context chosen by SNI that verifies
+// clients. Each new session records the context that served it (in its
+// ticket's application data, which the cache keeps too), and resuming on
+// a verifying context a session made on another is refused. Written only
+// on a new session, which no other connection holds yet.
+int check_resumption(SSL* ssl, int* alert) {
+  const detail::tls_context_state* serving = detail::state_of(SSL_get_SSL_CTX(ssl));
+  SSL_SESSION* session = SSL_get_session(ssl);
+  if (serving == nullptr || session == nullptr) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  std::uint64_t made_on = serving->identity;
+  if (SSL_session_reused(ssl) != 1) {
+    (void)SSL_SESSION_set1_ticket_appdata(session, &made_on, sizeof made_on);
+    return SSL_TLSEXT_ERR_OK;
+  }
+  if ((SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) == 0) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  void* data = nullptr;
+  std::size_t length = 0;
+  made_on = 0;
+  if (SSL_SESSION_get0_ticket_appdata(session, &data, &length) == 1 && length == sizeof made_on) {
+    std::memcpy(&made_on, data, sizeof made_on);
+  }
+  if (made_on == serving->identity) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  *alert = SSL_AD_HANDSHAKE_FAILURE;
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+int select_by_name(SSL* ssl, int* alert, void*) {
   const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
   const detail::tls_context_state* state = detail::state_of(SSL_get_SSL_CTX(ssl));
   if (name == nullptr || state == nullptr) {
-    return SSL_TLSEXT_ERR_OK;
+    return check_resumption(ssl, alert);
   }
   const tls_context* chosen = nullptr;
   if (state->select) {
@@ -182,7 +218,7 @@ int select_by_name(SSL* ssl, int*, void*) {
     SSL_set_SSL_CTX(ssl, context);
     adopt_client_verification(ssl, context);
   }
-  return SSL_TLSEXT_ERR_OK;
+  return check_resumption(ssl, alert);
 }
 
 // Made explicit rather than left to OpenSSL's defaults, which are the

@@ -34,7 +34,9 @@
 // another (a certificate error); a client presents certificate_chain_* and
 // private_key_* (as a server's). tls_stream::peer_verified() and
 // peer_subject() ("CN=...", RFC 2253) tell whom after the handshake. A
-// context chosen by SNI brings its own verify_client and client CA.
+// context chosen by SNI brings its own verify_client and client CA, and
+// with verify_client resumes only its own sessions (a TLS 1.3 client
+// offering one made on another context is refused).
 //
 // Streams (io/tls/tls_stream.hpp), for coroutine tasks (the fibers' forms:
 // <canopy/io/tls_fiber.hpp>, the same contract):
