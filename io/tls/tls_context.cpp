@@ -4,6 +4,9 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -99,8 +102,12 @@ SSL_CTX* make_context(bool server, tls_version min, tls_version max) {
   if (context == nullptr) {
     fail(tls_errc::handshake_failed, "SSL_CTX_new");
   }
+  // Relaxed: the counter only hands out distinct numbers; the state is
+  // published to other threads with the context itself.
+  static std::atomic<std::uint64_t> contexts{0};
   auto* state = new detail::tls_context_state;
   state->server = server;
+  state->identity = contexts.fetch_add(1, std::memory_order_relaxed) + 1;
   SSL_CTX_set_ex_data(context, state_index(), state);
   SSL_CTX_set_min_proto_version(context, protocol_of(min));
   SSL_CTX_set_max_proto_version(context, protocol_of(max));
@@ -139,11 +146,62 @@ int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* out_length,
   return SSL_TLSEXT_ERR_ALERT_FATAL;  // no_application_protocol
 }
 
-int select_by_name(SSL* ssl, int*, void*) {
+// SSL_set_SSL_CTX swaps the certificate, the session id context and the
+// context the verification's store comes from, but the SSL keeps the verify
+// mode, callback and depth, and any client CA list, it copied from the
+// listener's context when it was made: a context chosen by SNI brings its
+// own, as nginx's servername callback does. OpenSSL 3 already verifies
+// with the current context's store; it is set as well so that the chosen
+// context's client CAs verify without relying on that.
+void adopt_client_verification(SSL* ssl, SSL_CTX* context) {
+  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(context), SSL_CTX_get_verify_callback(context));
+  SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(context));
+  STACK_OF(X509_NAME)* names = SSL_CTX_get_client_CA_list(context);
+  // A copy the SSL owns (nullptr: none, the certificate request names no CA).
+  SSL_set_client_CA_list(ssl, names != nullptr ? SSL_dup_CA_list(names) : nullptr);
+  (void)SSL_set1_verify_cert_store(ssl, SSL_CTX_get_cert_store(context));
+}
+
+// A resumed handshake asks for no client certificate, and OpenSSL looks
+// the session up (with the listener's context: one session id context for
+// all) before this callback switches contexts; so a session made on one
+// context could let a client into a context chosen by SNI that verifies
+// clients. Each new session records the context that served it (in its
+// ticket's application data, which the cache keeps too), and resuming on
+// a verifying context a session made on another is refused. Written only
+// on a new session, which no other connection holds yet.
+int check_resumption(SSL* ssl, int* alert) {
+  const detail::tls_context_state* serving = detail::state_of(SSL_get_SSL_CTX(ssl));
+  SSL_SESSION* session = SSL_get_session(ssl);
+  if (serving == nullptr || session == nullptr) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  std::uint64_t made_on = serving->identity;
+  if (SSL_session_reused(ssl) != 1) {
+    (void)SSL_SESSION_set1_ticket_appdata(session, &made_on, sizeof made_on);
+    return SSL_TLSEXT_ERR_OK;
+  }
+  if ((SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) == 0) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  void* data = nullptr;
+  std::size_t length = 0;
+  made_on = 0;
+  if (SSL_SESSION_get0_ticket_appdata(session, &data, &length) == 1 && length == sizeof made_on) {
+    std::memcpy(&made_on, data, sizeof made_on);
+  }
+  if (made_on == serving->identity) {
+    return SSL_TLSEXT_ERR_OK;
+  }
+  *alert = SSL_AD_HANDSHAKE_FAILURE;
+  return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+int select_by_name(SSL* ssl, int* alert, void*) {
   const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
   const detail::tls_context_state* state = detail::state_of(SSL_get_SSL_CTX(ssl));
   if (name == nullptr || state == nullptr) {
-    return SSL_TLSEXT_ERR_OK;
+    return check_resumption(ssl, alert);
   }
   const tls_context* chosen = nullptr;
   if (state->select) {
@@ -156,9 +214,11 @@ int select_by_name(SSL* ssl, int*, void*) {
     }
   }
   if (chosen != nullptr && chosen->valid() && chosen->is_server()) {
-    SSL_set_SSL_CTX(ssl, static_cast<SSL_CTX*>(chosen->native_handle()));
+    SSL_CTX* context = static_cast<SSL_CTX*>(chosen->native_handle());
+    SSL_set_SSL_CTX(ssl, context);
+    adopt_client_verification(ssl, context);
   }
-  return SSL_TLSEXT_ERR_OK;
+  return check_resumption(ssl, alert);
 }
 
 // Made explicit rather than left to OpenSSL's defaults, which are the

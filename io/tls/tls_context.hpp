@@ -34,7 +34,11 @@ struct tls_server_options {
   // that sends none or one that does not lead to a CA of client_ca_file or
   // client_ca_pem (exactly one of them, PEM); tls_stream::peer_verified()
   // and peer_subject() tell whom after the handshake. False: no client
-  // certificate is asked for (the two CA fields must be empty).
+  // certificate is asked for (the two CA fields must be empty). A context
+  // chosen by SNI (add_server_name, select_by_server_name) applies its own
+  // verify_client and client CA, not the listener context's; with
+  // verify_client it resumes only sessions it made itself (a TLS 1.3
+  // client offering one made on another context is refused).
   bool verify_client = false;
   std::string client_ca_file;
   std::string client_ca_pem;

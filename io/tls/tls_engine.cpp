@@ -41,6 +41,16 @@ tls_engine::tls_engine(const tls_context& context, bool client, std::string_view
   in_ = in;
   out_ = out;
   if (client) {
+    try {
+      const tls_context_state* state = state_of(static_cast<SSL_CTX*>(context.native_handle()));
+      origin_ = std::make_shared<const tls_session_origin>(
+          tls_session_origin{state != nullptr ? state->identity : 0, std::string(host)});
+    } catch (...) {
+      SSL_free(ssl);  // the destructor does not run for a constructor that throws
+      throw;
+    }
+  }
+  if (client) {
     SSL_set_connect_state(ssl);
     if (!host.empty()) {
       const std::string name(host);
@@ -297,7 +307,24 @@ tls_session tls_engine::session() const noexcept {
     SSL_SESSION_free(current);
     current = nullptr;
   }
-  return tls_session::adopt(current);
+  tls_session session = tls_session::adopt(current);
+  if (current != nullptr) {
+    session.origin_ = origin_;
+  }
+  return session;
+}
+
+// Whether `session` came from a stream of this client's context and host.
+// One adopted from elsewhere (no origin) is held to the host name OpenSSL
+// recorded in it, if any (it records the name when the server
+// acknowledged SNI).
+bool tls_engine::fits(const tls_session& session) const noexcept {
+  if (const tls_session_origin* origin = session.origin()) {
+    return origin->context == origin_->context && origin->host == origin_->host;
+  }
+  const char* recorded =
+      SSL_SESSION_get0_hostname(static_cast<SSL_SESSION*>(session.native_handle()));
+  return recorded == nullptr || origin_->host == recorded;
 }
 
 bool tls_engine::offer_session(const tls_session& session) noexcept {
@@ -305,9 +332,15 @@ bool tls_engine::offer_session(const tls_session& session) noexcept {
   if (!client_ || started_) {
     return false;
   }
-  // SSL_set_session takes its own reference (nullptr clears an offer); it
-  // fails only when out of memory, and then the handshake is a full one.
-  if (SSL_set_session(ssl_of(ssl_), static_cast<SSL_SESSION*>(session.native_handle())) != 1) {
+  // A session from another host or client context is not offered: a
+  // resumed handshake checks no certificate. SSL_set_session takes its own
+  // reference (nullptr clears an earlier offer); it fails only when out of
+  // memory, and then the handshake is a full one.
+  auto* offered = static_cast<SSL_SESSION*>(session.native_handle());
+  if (offered != nullptr && !fits(session)) {
+    offered = nullptr;
+  }
+  if (SSL_set_session(ssl_of(ssl_), offered) != 1) {
     ERR_clear_error();
   }
   return true;

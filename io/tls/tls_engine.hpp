@@ -82,6 +82,7 @@ class tls_engine {
   static constexpr std::size_t input_size = 17 * 1024;  // one whole record and its header
   std::error_code failure(int result, tls_errc fallback) noexcept;
   tls_step after_read(int result, std::size_t& got, std::error_code& error) noexcept;
+  [[nodiscard]] bool fits(const tls_session& session) const noexcept;
 
   mutable std::mutex mutex_;
   void* ssl_ = nullptr;  // SSL*
@@ -95,6 +96,9 @@ class tls_engine {
   bool output_claimed_ = false;
   bool client_ = false;
   bool started_ = false;  // handshake() ran once: too late to offer a session
+  // A client's context and host, given to its sessions (shared, so that
+  // copying a session cannot throw).
+  std::shared_ptr<const tls_session_origin> origin_;
 };
 
 }  // namespace canopy::io::detail

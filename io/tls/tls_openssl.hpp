@@ -7,6 +7,7 @@
 
 #include <openssl/ssl.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <system_error>
@@ -23,6 +24,9 @@ std::error_code openssl_error_code(unsigned long packed, tls_errc fallback) noex
 
 struct tls_context_state {
   bool server = false;
+  // Tells the context that made a client's session apart from any other,
+  // even one made later at the same address (never reused).
+  std::uint64_t identity = 0;
   std::string alpn_wire;  // length-prefixed protocol names
   tls_context::sni_selector select;
   std::map<std::string, tls_context, std::less<>> by_name;

@@ -104,11 +104,21 @@ class tls_stream {
   // handshake: the session exists only once a read_some has run past it
   // (the ticket arrives with or before the server's first bytes), so take
   // it after the first read. Safe alongside a running read or write.
+  // Shut the stream down (shutdown()) before dropping it: OpenSSL makes
+  // the session of a stream freed without sending close_notify
+  // unresumable.
   [[nodiscard]] tls_session session() const noexcept;
-  // A client stream, before handshake(): offers `session` (empty: none).
-  // The server may decline it (an expired or unknown session, another
-  // version): the handshake is then a full one. Throws std::logic_error
-  // on a server stream or once handshake() has begun.
+  // A client stream, before handshake(): offers `session` (empty: none;
+  // the latest call decides). A resumed handshake checks no certificate,
+  // so a session is offered only on a stream made for the same host (the
+  // exact string, a DNS name or an address) from the same client context
+  // as the stream it came from; any other offers nothing, quietly. A
+  // session adopted from elsewhere (tls_session::adopt) is checked only
+  // against the host name OpenSSL recorded in it (when the server
+  // acknowledged SNI). The server may decline an offer (an expired or
+  // unknown session, another version). Either way the handshake is then
+  // a full one (resumed() false). Throws std::logic_error on a server
+  // stream or once handshake() has begun.
   void offer_session(const tls_session& session);
   // After the handshake: whether it resumed an offered session.
   [[nodiscard]] bool resumed() const noexcept;

@@ -33,7 +33,10 @@
 // client without one ("peer did not return a certificate") or with
 // another (a certificate error); a client presents certificate_chain_* and
 // private_key_* (as a server's). tls_stream::peer_verified() and
-// peer_subject() ("CN=...", RFC 2253) tell whom after the handshake.
+// peer_subject() ("CN=...", RFC 2253) tell whom after the handshake. A
+// context chosen by SNI brings its own verify_client and client CA, and
+// with verify_client resumes only its own sessions (a TLS 1.3 client
+// offering one made on another context is refused).
 //
 // Streams (io/tls/tls_stream.hpp), for coroutine tasks (the fibers' forms:
 // <canopy/io/tls_fiber.hpp>, the same contract):
@@ -112,7 +115,12 @@
 // alongside a read or a write; a tls_session is a value any thread may
 // copy and keep (native_handle(): its SSL_SESSION*; tls_session::adopt(p)
 // takes over one reference to one). A resumed handshake checks no
-// certificate: offer a session only to the host and context it came from.
+// certificate, so offer_session offers a session only on a stream made for
+// the same host (the exact string) from the same client context as the
+// stream it came from, and quietly offers nothing otherwise (a full
+// handshake; an adopted session is checked against the host name OpenSSL
+// recorded in it only). Shut a stream down before dropping it: OpenSSL
+// makes the session of a stream freed without close_notify unresumable.
 //
 // compile: fragment
 //   namespace io = canopy::io;
