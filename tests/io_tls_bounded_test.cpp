@@ -44,9 +44,20 @@ tls_context client_context(const test_certificates& certs) {
   return tls_context::client(options);
 }
 
+// Fails the test if the case leaves a descriptor open; made before the
+// case's loopback, so that it checks after the pool and listener closed.
+struct descriptor_check {
+  std::size_t before = open_fd_count();
+  descriptor_check() = default;
+  descriptor_check(const descriptor_check&) = delete;
+  descriptor_check& operator=(const descriptor_check&) = delete;
+  ~descriptor_check() { CHECK(open_fd_count() == before); }
+};
+
 TEST_CASE("tls bounded: a read that times out takes nothing; the stream stays usable") {
   const watchdog guard("tls read_some_until", 60 * timeout_scale());
   const test_certificates certs;
+  const descriptor_check descriptors;
   loopback net;
   // The server sends nothing until the client's first message, then one
   // line: so the client's first bounded read must time out.
@@ -105,6 +116,7 @@ TEST_CASE("tls bounded: a read that times out takes nothing; the stream stays us
 TEST_CASE("tls bounded: reads raced against deadlines of microseconds lose and reorder nothing") {
   const watchdog guard("tls read_some_until race", 120 * timeout_scale());
   const test_certificates certs;
+  const descriptor_check descriptors;
   loopback net;
   const std::size_t messages = static_cast<std::size_t>(20000 / stress_divisor());
   // The server writes the numbers 0..messages-1, four bytes each, in
@@ -187,6 +199,7 @@ TEST_CASE("tls bounded: reads raced against deadlines of microseconds lose and r
 TEST_CASE("tls bounded: a write to a peer that never reads ends with timed_out; then unusable") {
   const watchdog guard("tls write_all_within", 60 * timeout_scale());
   const test_certificates certs;
+  const descriptor_check descriptors;
   loopback net;
   // The server finishes the handshake and then reads nothing, until the
   // client is done.
