@@ -5,6 +5,9 @@
 // the options' own errors. The client certificates are made at run time
 // beside the shared test certificates (tests/tls_test_support.hpp).
 #include <doctest/doctest.h>
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <chrono>
 #include <cstddef>
@@ -51,14 +54,35 @@ void make_client_certificates(const test_certificates& certs) {
   REQUIRE(status == 0);
 }
 
-tls_context server_context(const test_certificates& certs, tls_version max) {
+// `pem`: the client CA given as text (client_ca_pem), else as a file.
+tls_context server_context(const test_certificates& certs, tls_version max, bool pem = false) {
   io::tls_server_options options;
   options.certificate_chain_file = certs.path("server.pem");
   options.private_key_file = certs.path("server.key");
   options.max_version = max;
   options.verify_client = true;
-  options.client_ca_file = certs.path("ca.pem");
+  if (pem) {
+    options.client_ca_pem = certs.text("ca.pem");
+  } else {
+    options.client_ca_file = certs.path("ca.pem");
+  }
   return tls_context::server(options);
+}
+
+// The CA names a client received in the server's certificate request,
+// RFC 2253, separated by ';'.
+std::string requested_ca_names(void* native) {
+  const STACK_OF(X509_NAME)* names = SSL_get_client_CA_list(static_cast<SSL*>(native));
+  std::string joined;
+  for (int i = 0; names != nullptr && i < sk_X509_NAME_num(names); ++i) {
+    BIO* text = BIO_new(BIO_s_mem());
+    X509_NAME_print_ex(text, sk_X509_NAME_value(names, i), 0, XN_FLAG_RFC2253);
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(text, &data);
+    joined += (joined.empty() ? "" : ";") + std::string(data, static_cast<std::size_t>(size));
+    BIO_free(text);
+  }
+  return joined;
 }
 
 // `who`: "client" or "rogue" (a certificate and key of that name), or ""
@@ -78,6 +102,7 @@ struct side {
   bool verified = false;
   std::string subject;
   std::string text;
+  std::string ca_names;  // the client's: what the certificate request named
 };
 
 // The server: handshake; then what it learnt of the client, "hi", close_notify.
@@ -102,6 +127,7 @@ task<side> connect_one(endpoint address, tls_context context) {
   co_await stream.handshake(seen.error);
   seen.verified = stream.peer_verified();
   seen.subject = stream.peer_subject();
+  seen.ca_names = requested_ca_names(stream.native_handle());
   std::byte buffer[16];
   while (!seen.error) {
     const std::size_t got = co_await stream.read_some(buffer, seen.error);
@@ -114,9 +140,9 @@ task<side> connect_one(endpoint address, tls_context context) {
 }
 
 std::pair<side, side> connect_pair(const test_certificates& certs, tls_version max,
-                                   const std::string& who) {
+                                   const std::string& who, bool pem = false) {
   loopback net;
-  auto server = net.pool.spawn(serve_one(net.listener, server_context(certs, max)));
+  auto server = net.pool.spawn(serve_one(net.listener, server_context(certs, max, pem)));
   const side client =
       run(net.pool, connect_one(net.address, client_context(certs, who)), "the client");
   REQUIRE(server.wait_for(std::chrono::milliseconds(static_cast<long>(10'000 * timeout_scale()))));
@@ -127,16 +153,20 @@ TEST_CASE("mutual tls: a client whose certificate the CA signed is accepted, and
   const watchdog guard("mutual tls accepted", 60 * timeout_scale());
   const test_certificates certs;
   make_client_certificates(certs);
-  for (const tls_version max : {tls_version::v1_2, tls_version::v1_3}) {
-    CAPTURE(static_cast<int>(max));
-    const auto [server, client] = connect_pair(certs, max, "client");
-    CHECK(!server.error);
-    CHECK(server.verified);
-    CHECK(server.subject == "CN=canopy-client");
-    CHECK(!client.error);
-    CHECK(client.text == "hi");
-    CHECK(client.verified);  // the server's certificate, as ever
-    CHECK(client.subject == "CN=localhost");
+  for (const bool pem : {false, true}) {
+    for (const tls_version max : {tls_version::v1_2, tls_version::v1_3}) {
+      CAPTURE(pem);
+      CAPTURE(static_cast<int>(max));
+      const auto [server, client] = connect_pair(certs, max, "client", pem);
+      CHECK(!server.error);
+      CHECK(server.verified);
+      CHECK(server.subject == "CN=canopy-client");
+      CHECK(!client.error);
+      CHECK(client.text == "hi");
+      CHECK(client.verified);  // the server's certificate, as ever
+      CHECK(client.subject == "CN=localhost");
+      CHECK(client.ca_names == "CN=canopy-test-ca");  // the request named the CA
+    }
   }
 }
 

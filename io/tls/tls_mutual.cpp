@@ -20,12 +20,17 @@ namespace {
                           "canopy::io::tls_context: " + what);
 }
 
-// Adds every certificate of `pem` to `store`: how many.
-int add_certificates(X509_STORE* store, const std::string& pem) {
+// Trusts every certificate of `pem` for client certificates and names it
+// in the certificate request, as a client_ca_file's are: how many.
+int add_certificates(SSL_CTX* context, const std::string& pem) {
   BIO* text = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  X509_STORE* store = SSL_CTX_get_cert_store(context);
   int added = 0;
   while (X509* ca = PEM_read_bio_X509(text, nullptr, nullptr, nullptr)) {
-    added += X509_STORE_add_cert(store, ca) == 1 ? 1 : 0;
+    if (X509_STORE_add_cert(store, ca) == 1) {
+      ++added;
+      SSL_CTX_add_client_CA(context, ca);
+    }
     X509_free(ca);
   }
   ERR_clear_error();  // the end of the text
@@ -59,7 +64,7 @@ void require_client_certificates(SSL_CTX* context, const tls_server_options& opt
       SSL_CTX_set_client_CA_list(context, names);
     }
     ERR_clear_error();
-  } else if (add_certificates(SSL_CTX_get_cert_store(context), options.client_ca_pem) == 0) {
+  } else if (add_certificates(context, options.client_ca_pem) == 0) {
     throw std::invalid_argument("canopy::io::tls_context: client_ca_pem holds no certificate");
   }
   SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
