@@ -154,6 +154,7 @@ run_tests() {
       ;;
     address)
       dir=build-asan
+      # shellcheck disable=SC2054 # the comma is inside one meson option
       options=(-Db_sanitize=address,undefined -Db_lundef=false)
       export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
       export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
@@ -505,14 +506,14 @@ run_bench() {
 newest_rustc() {
   local best=/usr/bin/rustc best_version candidate version
   best_version=$("$best" --version 2>/dev/null | awk '{print $2}') || best_version=0
-  for candidate in "$HOME/.cargo/bin/rustc"; do
-    [ -x "$candidate" ] && [ -x "$(dirname "$candidate")/cargo" ] || continue
-    version=$("$candidate" --version 2>/dev/null | awk '{print $2}') || continue
+  candidate=$HOME/.cargo/bin/rustc
+  if [ -x "$candidate" ] && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    version=$("$candidate" --version 2>/dev/null | awk '{print $2}') || version=
     if [ -n "$version" ] && [ "$version" != "$best_version" ] &&
       [ "$(printf '%s\n%s\n' "$best_version" "$version" | sort -V | tail -n 1)" = "$version" ]; then
       best=$candidate best_version=$version
     fi
-  done
+  fi
   echo "$best"
 }
 

@@ -93,19 +93,21 @@ if [ -z "$pc" ]; then
   echo "-- consumer (pkg-config) FAILED: no canopy.pc under $prefix" >&2
   failed=$((failed + 2))
 else
-  export PKG_CONFIG_PATH=$(dirname "$pc")
+  PKG_CONFIG_PATH=$(dirname "$pc")
+  export PKG_CONFIG_PATH
   flags=$(pkg-config --cflags --libs canopy)
+  read -ra flag_words <<< "$flags"
   if [[ "$flags" == *boost* ]]; then
     echo "-- consumer: pkg-config canopy names Boost ($flags): a program without fibers needs none" >&2
     failed=$((failed + 1))
   fi
-  if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/app.cpp" $flags -o "$work/app_pkgconfig"; then
+  if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/app.cpp" "${flag_words[@]}" -o "$work/app_pkgconfig"; then
     check pkg-config "$work/app_pkgconfig" "$expected_app"
   else
     failed=$((failed + 1))
   fi
-  fiber_flags=$(pkg-config --cflags --libs canopy-fiber)
-  if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/fiber_app.cpp" $fiber_flags \
+  read -ra fiber_words <<< "$(pkg-config --cflags --libs canopy-fiber)"
+  if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/fiber_app.cpp" "${fiber_words[@]}" \
     -o "$work/fiber_app_pkgconfig"; then
     check "pkg-config, canopy-fiber" "$work/fiber_app_pkgconfig" "$expected_fiber"
   else
