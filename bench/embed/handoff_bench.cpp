@@ -23,6 +23,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <canopy/executor.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,8 +31,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#include "executor/executor.hpp"
 
 namespace {
 

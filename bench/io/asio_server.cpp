@@ -35,6 +35,7 @@
 
 #include <signal.h>
 
+#include <canopy/detail/io/http/http_parser.hpp>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -46,8 +47,6 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
-
-#include "io/http/http_parser.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

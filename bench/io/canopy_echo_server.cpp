@@ -14,6 +14,8 @@
 #include <signal.h>
 
 #include <array>
+#include <canopy/io.hpp>
+#include <canopy/task.hpp>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -21,9 +23,6 @@
 #include <cstring>
 #include <span>
 #include <string_view>
-
-#include "coroutine/coroutine.hpp"
-#include "io/io.hpp"
 
 namespace {
 

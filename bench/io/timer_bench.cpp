@@ -41,6 +41,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <canopy/io.hpp>
+#include <canopy/task.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,11 +58,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include "coroutine/coroutine.hpp"
-#include "io/io.hpp"
-#include "io/timer/timer_binding.hpp"
-#include "io/timer/timer_wait.hpp"
 
 namespace {
 

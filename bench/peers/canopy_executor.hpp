@@ -1,14 +1,11 @@
 #pragma once
 
+#include <canopy/executor.hpp>
+#include <canopy/task.hpp>
 #include <cstddef>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
-
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
-#include "executor/config.hpp"
-#include "executor/executor.hpp"
 
 namespace canopy::bench {
 

@@ -1,10 +1,8 @@
+#include <canopy/task.hpp>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "coroutine/await_all.hpp"
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
 #include "harness/completion_signal.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"

@@ -1,8 +1,6 @@
+#include <canopy/task.hpp>
 #include <memory>
 
-#include "coroutine/join_await.hpp"
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
 #include "harness/completion_signal.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"

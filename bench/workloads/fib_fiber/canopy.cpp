@@ -1,7 +1,6 @@
+#include <canopy/fiber.hpp>
 #include <memory>
 
-#include "fiber/fiber_task.hpp"
-#include "fiber/this_fiber.hpp"
 #include "harness/completion_signal.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"

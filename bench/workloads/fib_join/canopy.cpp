@@ -1,6 +1,6 @@
+#include <canopy/fork_join.hpp>
 #include <memory>
 
-#include "fork_join/join.hpp"
 #include "harness/completion_signal.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"

@@ -1,11 +1,9 @@
 #include <array>
+#include <canopy/task.hpp>
 #include <cstdint>
 #include <memory>
 #include <span>
 
-#include "coroutine/await_all.hpp"
-#include "coroutine/spawn.hpp"
-#include "coroutine/task.hpp"
 #include "harness/completion_signal.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"

@@ -1,9 +1,9 @@
+#include <canopy/task.hpp>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
 #include <utility>
 
-#include "coroutine/task.hpp"
 #include "peers/canopy_executor.hpp"
 #include "workloads/registry.hpp"
 #include "workloads/spawn_burst_memory/burst_probe.hpp"

@@ -1,7 +1,6 @@
+#include <canopy/task.hpp>
 #include <memory>
 
-#include "coroutine/task.hpp"
-#include "coroutine/yield.hpp"
 #include "harness/completion_counter.hpp"
 #include "harness/result_check.hpp"
 #include "harness/stopwatch.hpp"
