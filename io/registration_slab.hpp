@@ -11,10 +11,10 @@
 // socket touches nothing.
 //
 // Threads. Slot allocation is guarded by one mutex; each entry's state by
-// its own (entry::lock, a sync::futex_mutex). Chunks are published with a release store and read
-// with an acquire load (find), so the poller may look an entry up without
-// the allocation mutex. Entries are never freed before the slab, so a
-// pointer from find() stays valid for the slab's life.
+// its own (entry::lock, a sync::futex_mutex). Chunks are published with a
+// release store and read with an acquire load (find), so the poller may
+// look an entry up without the allocation mutex. Entries are never freed
+// before the slab, so a pointer from find() stays valid for the slab's life.
 #pragma once
 
 #include <unistd.h>
