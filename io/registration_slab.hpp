@@ -11,10 +11,10 @@
 // socket touches nothing.
 //
 // Threads. Slot allocation is guarded by one mutex; each entry's state by
-// its own (entry::lock). Chunks are published with a release store and read
-// with an acquire load (find), so the poller may look an entry up without
-// the allocation mutex. Entries are never freed before the slab, so a
-// pointer from find() stays valid for the slab's life.
+// its own (entry::lock, a sync::futex_mutex). Chunks are published with a
+// release store and read with an acquire load (find), so the poller may
+// look an entry up without the allocation mutex. Entries are never freed
+// before the slab, so a pointer from find() stays valid for the slab's life.
 #pragma once
 
 #include <unistd.h>
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../sync/atomics.hpp"
+#include "../sync/futex_mutex.hpp"
 #include "../wait/waker.hpp"
 
 namespace canopy::io::detail {
@@ -40,8 +41,12 @@ struct registration_id {
 };
 
 // One registration. Everything but the generation check is guarded by `lock`.
+// A futex_mutex, not a std::mutex: the poller's deliver and every readiness
+// step of a read or a write take it, and its uncontended path is inline. It
+// sleeps rather than spins once contended, as reactor::add and remove hold
+// it across epoll_ctl.
 struct registration_entry {
-  std::mutex lock;
+  sync::futex_mutex lock;
   std::uint32_t generation = 1;
   bool live = false;
   int fd = -1;

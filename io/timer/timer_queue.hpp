@@ -32,6 +32,7 @@
 #include "../../executor/executor_core.hpp"
 #include "../../executor/idle_driver.hpp"
 #include "../../sync/atomics.hpp"
+#include "../../sync/futex_mutex.hpp"
 #include "../../wait/waker.hpp"
 #include "timer_wheel.hpp"
 
@@ -102,7 +103,9 @@ class timer_queue final : public deadline_source {
   [[nodiscard]] static timer_queue* find(const executor_core* core) noexcept;
 
  private:
-  std::mutex mutex_;
+  // A futex_mutex: every timed wait arms and disarms under it, and its
+  // uncontended path is inline. Held only for wheel moves, never a call out.
+  sync::futex_mutex mutex_;
   timer_wheel wheel_;        // guarded by mutex_
   std::uint64_t promised_;   // guarded: last next_deadline() answer, in ticks
   std::uint64_t hinted_;     // guarded: last earliest_deadline_hint() published, in ticks

@@ -6,7 +6,9 @@
 // tries without waiting, then arms (which re-checks under the lock), then
 // parks until its node's state leaves `waiting`. A lost wake-up shows as an
 // execution that ends with a thread parked; tests/model/mutants.sh removes
-// each re-check to show that the cases notice.
+// each re-check to show that the cases notice. The same file checks
+// sync::futex_mutex (sync/futex_mutex.hpp), the reactor's and the timer
+// queue's lock: mutual exclusion, and no locker left asleep.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -16,6 +18,7 @@
 
 #include "sync/atomics.hpp"
 #include "sync/futex.hpp"
+#include "sync/futex_mutex.hpp"
 #include "task_sync/channel_core.hpp"
 #include "task_sync/semaphore_core.hpp"
 #include "tests/model/expect_clean.hpp"
@@ -215,7 +218,72 @@ canopy::model::exploration_result check_semaphore(int threads, int bound) {
       canopy::model::explored_bound(bound, threads), 400000);
 }
 
+struct mutex_world {
+  canopy::sync::futex_mutex mutex;
+  int inside = 0;  // plain: two holders at once would be the bug
+  int overlaps = 0;
+  int done = 0;
+
+  void lock_unlock(int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+      mutex.lock();
+      canopy::model::note_access(&inside, canopy::model::access_kind::write);
+      overlaps += inside++ != 0 ? 1 : 0;
+      canopy::model::schedule_point();  // another thread may run while we hold it
+      --inside;
+      ++done;
+      mutex.unlock();
+    }
+  }
+};
+
+// A locker parks only on the mutex's word, and only while another thread
+// holds it; a holder never parks, so an execution that ends with a thread
+// parked lost a wake-up. No teardown: once the checker stops switching,
+// a parked locker's exchange finds the word free (the holder has finished).
+canopy::model::exploration_result check_futex_mutex(int threads, int rounds, int bound) {
+  std::shared_ptr<mutex_world> current;
+  return canopy::model::explore(
+      [&] {
+        current = std::make_shared<mutex_world>();
+        canopy::model::scenario run;
+        for (int i = 0; i < threads; ++i) {
+          run.threads.emplace_back([world = current, rounds] { world->lock_unlock(rounds); });
+        }
+        run.check = [world = current, threads,
+                     rounds](const std::vector<bool>& parked) -> std::string {
+          for (bool one : parked) {
+            if (one) {
+              return "a locker is still parked: lost wake-up";
+            }
+          }
+          if (world->overlaps != 0) {
+            return "two holders of the mutex at once";
+          }
+          if (world->done != threads * rounds) {
+            return "a locker did not finish";
+          }
+          // The word is free again: a new locker takes it without waiting.
+          if (!world->mutex.try_lock()) {
+            return "the mutex is still taken after every holder left";
+          }
+          world->mutex.unlock();
+          return "";
+        };
+        return run;
+      },
+      canopy::model::explored_bound(bound, threads), 400000);
+}
+
 }  // namespace
+
+TEST_CASE("model sync: futex_mutex excludes and wakes every sleeper (2 and 3 lockers)") {
+  // Two lockers at five preemptions: a spinning locker that sees the word
+  // free and a holder that takes it again before the spinner's CAS need
+  // five switches away from a thread that could go on.
+  canopy::model::expect_clean(check_futex_mutex(2, 3, 5));
+  canopy::model::expect_clean(check_futex_mutex(3, 2, 4));
+}
 
 TEST_CASE("model task_sync: a sender and a receiver that race lose no wake-up (capacity 1)") {
   canopy::model::expect_clean(check_channel(1, 3, 3));

@@ -90,6 +90,8 @@ mutants=(
   "task_sync: a receiver arms without re-checking the ring under the lock%task_sync/channel_core.hpp%s/if \(size_ > reserved_\) \{\n      \+\+reserved_;\n      node\.finish\(waiter_done\);/if (false) {\n      ++reserved_;\n      node.finish(waiter_done);/%caught"
   "task_sync: a sender arms without re-checking for room under the lock%task_sync/channel_core.hpp%s/if \(size_ < capacity_\) \{\n        push_locked/if (false) {\n        push_locked/%caught"
   "task_sync: semaphore release adds permits without looking for waiters%task_sync/semaphore_core.hpp%s/while \(\(seen & 1\) == 0\) \{\n      if \(\(seen >> 1\) \+ n > max_\)/while (true) {\n      if ((seen >> 1) + n > max_)/%caught"
+  "futex_mutex: unlock never wakes a sleeper (the word was 2)%sync/futex_mutex.hpp%s/      futex_wake_one\(word_\);\n//%caught"
+  "futex_mutex: a spinning locker takes the word with a store, not a CAS%sync/futex_mutex.hpp%s/if \(word_\.compare_exchange_strong\(expected, taken, acquire, relaxed\)\) \{\n          return;/if ((static_cast<void>(expected), word_.store(taken, relaxed), true)) {\n          return;/%caught"
   "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(sync::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
   "ring: a worker out of work does not submit its tasks' requests%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}\n//%caught"
   "ring: a worker out of work submits whether or not the token is taken%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}/        driver_.submit();/%not-needed"
@@ -112,6 +114,8 @@ mutants=(
 relacy_mutants=(
   "activate_root's root RMW (fetch_or) seq_cst -> acq_rel%summary_tree/summary_tree.cpp%s/root_words_\[leaf \/ bits_per_word\]\.value\.fetch_or\(mask, sync::seq_cst\)/root_words_[leaf \/ bits_per_word].value.fetch_or(mask, sync::acq_rel)/%caught"
   "the final probe's root load (any_active) seq_cst -> acquire%summary_tree/summary_tree.cpp%s/if \(root_words_\[index\]\.value\.load\(sync::seq_cst\) != 0\)/if (root_words_[index].value.load(sync::acquire) != 0)/%caught"
+  "futex_mutex: lock's uncontended CAS acquire -> relaxed%sync/futex_mutex.hpp%s/if \(word_\.compare_exchange_strong\(expected, taken, acquire, relaxed\)\) \[\[likely\]\] \{/if (word_.compare_exchange_strong(expected, taken, relaxed, relaxed)) [[likely]] {/%caught"
+  "futex_mutex: unlock's exchange release -> relaxed%sync/futex_mutex.hpp%s/word_\.exchange\(free, release\)/word_.exchange(free, relaxed)/%caught"
   "offer_deque: pop's exchange on bottom -> relaxed store%executor/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, sync::seq_cst\)\);/bottom_.store(bottom, sync::relaxed);/%caught"
   "offer_deque: pop's load of top seq_cst -> acquire%executor/offer_deque.hpp%s/std::int64_t top = top_\.load\(sync::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(sync::acquire);\n    if (top > bottom)/%caught"
   "offer_deque: push publishes bottom relaxed, not release%executor/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, sync::release\);/bottom_.store(bottom + 1, sync::relaxed);/%caught"
@@ -127,6 +131,7 @@ model_units=(tests/model/model_check_test.cpp tests/model/model_poller_test.cpp 
 model_flags=(-std=c++20 -O2 -DCANOPY_MODEL_CHECK)
 model_libs=(-lboost_context -pthread)
 relacy_units=(tests/relacy/wake_protocol_relacy.cpp tests/relacy/offer_deque_relacy.cpp
+  tests/relacy/futex_mutex_relacy.cpp
   tests/test_main.cpp summary_tree/permit_semaphore.cpp summary_tree/summary_tree.cpp
   signal_waker/park_backend.cpp signal_waker/signal_waker.cpp signal_waker/sleep_module.cpp)
 relacy_flags=(-std=c++20 -O1 -fno-sized-deallocation -DCANOPY_RELACY)
