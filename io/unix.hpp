@@ -98,8 +98,9 @@ class unix_stream {
 
   // Bounded forms without a child task, as tcp_stream's (io/tcp.hpp):
   // read_some_until returns 0 with std::errc::timed_out at `deadline`
-  // having taken no byte (the stream stays usable); write_all_within fails
-  // with std::errc::timed_out once the socket took nothing for
+  // having taken no byte (the stream stays usable; an awaitable to
+  // co_await at once in the calling task, not a task); write_all_within
+  // fails with std::errc::timed_out once the socket took nothing for
   // `stall_limit` (the stream is then unusable: close it).
   [[nodiscard]] detail::bounded_read read_some_until(std::span<std::byte> buffer,
                                                      std::chrono::steady_clock::time_point deadline,
