@@ -70,26 +70,24 @@ class stream_receive {
 // deadline that passed meanwhile, so no byte it took is dropped.
 class bounded_receive {
  public:
-  bounded_receive(stream_receive receive, std::chrono::steady_clock::time_point deadline,
-                  std::error_code& error)
-      : receive_(std::move(receive)), error_(&error) {
-    if (deadline != std::chrono::steady_clock::time_point::max()) {
-      timer_.emplace(deadline);
-    }
-  }
+  using clock = std::chrono::steady_clock;
+
+  bounded_receive(stream_receive receive, clock::time_point deadline, std::error_code& error)
+      : receive_(std::move(receive)), deadline_(deadline), error_(&error) {}
+  // Before the first ready() (wait_on moves its source in): the timer is
+  // made at arm(), in its final place.
   bounded_receive(bounded_receive&& other) noexcept
-      : receive_(std::move(other.receive_)), error_(other.error_) {
-    if (other.timer_) {
-      timer_.emplace(std::move(*other.timer_));
-    }
-  }
+      : receive_(std::move(other.receive_)), deadline_(other.deadline_), error_(other.error_) {}
   bounded_receive& operator=(bounded_receive&&) = delete;
 
-  bool ready() noexcept { return receive_.ready() || (timer_ && timer_->ready()); }
+  bool ready() noexcept { return receive_.ready() || deadline_passed(); }
   bool arm(const waker& waiter) {
     receive_armed_ = receive_.arm(waiter);
-    if (!receive_armed_ || !timer_) {
+    if (!receive_armed_ || deadline_ == clock::time_point::max()) {
       return receive_armed_;
+    }
+    if (!timer_) {
+      timer_.emplace(deadline_);
     }
     timer_armed_ = timer_->arm(waiter);
     if (!timer_armed_) {
@@ -118,9 +116,17 @@ class bounded_receive {
   }
 
  private:
+  [[nodiscard]] bool deadline_passed() const noexcept {
+    if (timer_) {
+      return timer_->ready();
+    }
+    return deadline_ != clock::time_point::max() && clock::now() >= deadline_;
+  }
+
   stream_receive receive_;
-  std::optional<timer_wait> timer_;
+  clock::time_point deadline_;
   std::error_code* error_;
+  std::optional<timer_wait> timer_;
   bool receive_armed_ = false;
   bool timer_armed_ = false;
 };
