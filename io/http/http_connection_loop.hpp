@@ -29,7 +29,8 @@
 //                                  sent; write_shut: linger() shut the
 //                                  sending side already.
 // Both links hand the loop their stream's public bounded forms themselves,
-// so a read or a write costs the stream's one task and no more.
+// so a read or a write costs what the stream's call costs and no wrapper
+// task (a plain TCP read is an awaitable in the loop's frame: no task).
 #pragma once
 
 #include <algorithm>
