@@ -11,6 +11,7 @@
 
 #include "readiness.hpp"
 #include "socket_ops.hpp"
+#include "stream_bounded.hpp"
 #include "stream_op.hpp"
 
 namespace canopy::io {
@@ -136,6 +137,27 @@ task<void> tcp_stream::write_all(std::span<const std::byte> data) {
   std::error_code error;
   co_await write_all(data, error);
   throw_if(error, "canopy::io::tcp_stream::write_all");
+}
+
+// The write's rounds are made inside the helper's frame (an armed
+// operation must not move), when the task starts, as write_all's are.
+detail::bounded_read tcp_stream::read_some_until(std::span<std::byte> buffer,
+                                                 std::chrono::steady_clock::time_point deadline,
+                                                 std::error_code& error) {
+  return canopy::wait_on(
+      detail::bounded_receive(detail::stream_receive(socket_.reg(), socket_.fd(), buffer,
+                                                     detail::stream_receive::kind::tcp),
+                              deadline, error));
+}
+
+task<void> tcp_stream::write_all_within(std::span<const std::byte> data,
+                                        std::chrono::milliseconds stall_limit,
+                                        std::error_code& error) {
+  return detail::send_all_within(
+      [this](std::span<const std::byte> rest) noexcept {
+        return detail::send_some_op(socket_.reg(), socket_.fd(), rest);
+      },
+      data, stall_limit, error);
 }
 
 task<void> tcp_stream::write_all(std::span<const std::span<const std::byte>> buffers,

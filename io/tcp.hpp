@@ -33,6 +33,7 @@
 // the fiber.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <system_error>
@@ -42,6 +43,7 @@
 #include "owned_socket.hpp"
 #include "reactor.hpp"
 #include "registration.hpp"
+#include "stream_receive.hpp"
 
 namespace canopy::io {
 
@@ -85,6 +87,35 @@ class tcp_stream {
   // buffers and the span of them must stay valid until the write ends.
   task<void> write_all(std::span<const std::span<const std::byte>> buffers, std::error_code& error);
   task<void> write_all(std::span<const std::span<const std::byte>> buffers);
+
+  // Bounded forms, raced against the time without a child task (a
+  // with_timeout over read_some or write_all runs the operation as one):
+  // the socket's own wait is what is bounded, and a socket that is ready
+  // arms no timer. Who may call, threads, close() and the errors as
+  // read_some and write_all (they share the directions' one-at-a-time
+  // rule), plus std::errc::timed_out; `error` is always set (cleared on
+  // success). The task forms only (no fiber forms).
+  // read_some_until: as read_some, but at `deadline` with nothing read it
+  // returns 0 with std::errc::timed_out, having taken no byte: the stream
+  // stays usable, and the bytes that arrive later are the next read's (a
+  // read that ended by the time the deadline is seen wins). It returns an
+  // awaitable, not a task: co_await it at once, inside the canopy::task
+  // that called it (it holds the receive and the timer in that task's
+  // frame, so a read costs no allocation); `buffer` and `error` stay valid
+  // until it ends. Cancelling the task while it waits loses no byte.
+  // write_all_within: as write_all, but std::errc::timed_out once the
+  // socket took nothing for `stall_limit` (every send that makes progress
+  // starts it again: a slow reader is served, one that stopped is not);
+  // some prefix of `data` may have gone, so the stream is then unusable
+  // for this byte stream: close it. time_point::max() and
+  // milliseconds::max(): no limit (no timer); a deadline passed (or a
+  // limit of zero or less) only takes what is there without waiting. A
+  // bound needs the reactor's timers, as with_timeout does.
+  [[nodiscard]] detail::bounded_read read_some_until(std::span<std::byte> buffer,
+                                                     std::chrono::steady_clock::time_point deadline,
+                                                     std::error_code& error);
+  task<void> write_all_within(std::span<const std::byte> data,
+                              std::chrono::milliseconds stall_limit, std::error_code& error);
 
   // Without waiting: one recv/send; errc::resource_unavailable_try_again
   // when it would block. For callback-style code (io/callback.hpp). A read

@@ -11,6 +11,7 @@
 #include "gather.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
+#include "stream_bounded.hpp"
 
 namespace canopy::io {
 
@@ -174,6 +175,27 @@ task<void> unix_stream::write_all(std::span<const std::byte> data) {
   std::error_code error;
   co_await write_all(data, error);
   throw_if(error, "canopy::io::unix_stream::write_all");
+}
+
+// Readiness on both backends, as read_some and write_all (stream_receive.cpp).
+detail::bounded_read unix_stream::read_some_until(std::span<std::byte> buffer,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  std::error_code& error) {
+  return canopy::wait_on(
+      detail::bounded_receive(detail::stream_receive(socket_.reg(), socket_.fd(), buffer,
+                                                     detail::stream_receive::kind::unix_domain),
+                              deadline, error));
+}
+
+task<void> unix_stream::write_all_within(std::span<const std::byte> data,
+                                         std::chrono::milliseconds stall_limit,
+                                         std::error_code& error) {
+  return detail::send_all_within(
+      [this](std::span<const std::byte> rest) noexcept {
+        return readiness_op(socket_.reg(), direction::write,
+                            detail::send_some_attempt(socket_.fd(), rest));
+      },
+      data, stall_limit, error);
 }
 
 task<void> unix_stream::write_all(std::span<const std::span<const std::byte>> buffers,

@@ -30,6 +30,7 @@
 
 #include <sys/un.h>
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -40,6 +41,7 @@
 #include "owned_socket.hpp"
 #include "reactor.hpp"
 #include "registration.hpp"
+#include "stream_receive.hpp"
 
 namespace canopy::io {
 
@@ -93,6 +95,19 @@ class unix_stream {
   // as tcp_stream's (io/tcp.hpp), on both backends.
   task<void> write_all(std::span<const std::span<const std::byte>> buffers, std::error_code& error);
   task<void> write_all(std::span<const std::span<const std::byte>> buffers);
+
+  // Bounded forms without a child task, as tcp_stream's (io/tcp.hpp):
+  // read_some_until returns 0 with std::errc::timed_out at `deadline`
+  // having taken no byte (the stream stays usable; an awaitable to
+  // co_await at once in the calling task, not a task); write_all_within
+  // fails with std::errc::timed_out once the socket took nothing for
+  // `stall_limit` (the stream is then unusable: close it).
+  [[nodiscard]] detail::bounded_read read_some_until(std::span<std::byte> buffer,
+                                                     std::chrono::steady_clock::time_point deadline,
+                                                     std::error_code& error);
+  task<void> write_all_within(std::span<const std::byte> data,
+                              std::chrono::milliseconds stall_limit, std::error_code& error);
+
   std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
   std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
   std::error_code shutdown(int how) noexcept;

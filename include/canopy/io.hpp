@@ -60,7 +60,14 @@
 //       co_await write_all(bytes[, error]): every byte, or an error (a
 //       prefix may have gone); write_all(span of buffers[, error]): the
 //       same, gathered (sendmsg; empty buffers skipped; the buffers and the
-//       span stay valid until it ends); try_read_some, try_write_some
+//       span stay valid until it ends); bounded without a child task:
+//       co_await read_some_until(buffer, steady deadline, error) (0 with
+//       errc::timed_out at the deadline, no byte taken, the stream still
+//       usable; an awaitable for the calling task, not a task),
+//       co_await write_all_within(bytes, stall_limit, error)
+//       (errc::timed_out once the socket took nothing for stall_limit; the
+//       stream then unusable: close it); max(): no limit; unix_stream has
+//       both too; try_read_some, try_write_some
 //       (never wait: errc::resource_unavailable_try_again); shutdown(how)
 //       -> std::error_code; set_no_delay(on); close() (idempotent);
 //       local_endpoint(), remote_endpoint(), native_handle(). Move-only;

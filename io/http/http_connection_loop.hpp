@@ -16,19 +16,25 @@
 //                                  answer resets it);
 //   co_await start() -> bool       before the first request (the TLS
 //                                  handshake); false: close quietly;
-//   co_await flush(out) -> flush_outcome, clearing `out` once sent;
-//   receive(room) -> an operation with ready() and result() (io_result),
-//   co_await wait(deadline, op) -> bool: whether it completed by then;
+//   co_await write(bytes, error): every byte, or an error; the stream's
+//                                  write_all_within, bounded by the
+//                                  write timeout (std::errc::timed_out:
+//                                  the client stopped reading);
+//   co_await read(room, deadline, error) -> std::size_t: the stream's
+//                                  read_some_until (std::errc::timed_out
+//                                  at the deadline, nothing taken);
 //   has_unread_input(), co_await linger()   (only where lingers);
 //   co_await end(reset, write_shut): the connection's end, after the idle
 //                                  watch is gone: reset drops what was not
 //                                  sent; write_shut: linger() shut the
 //                                  sending side already.
-// The plain link returns the readiness helpers' awaitables themselves, so
-// that its per-request code is what a loop written for it alone would be.
+// Both links hand the loop their stream's public bounded forms themselves,
+// so a read or a write costs what the stream's call costs and no wrapper
+// task (a plain TCP read is an awaitable in the loop's frame: no task).
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -36,11 +42,10 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <system_error>
 #include <utility>
 
-#include "../../executor/deadline.hpp"
 #include "../../sync/atomics.hpp"
-#include "../readiness.hpp"
 #include "http_connection.hpp"
 #include "http_response.hpp"
 #include "http_server.hpp"
@@ -63,10 +68,41 @@ struct ready_void {
   void await_resume() const noexcept {}
 };
 
-// A streamed answer's sends (http_response.hpp): the link's flush.
+// What a write's error means for the connection.
+inline flush_outcome outcome_of(const std::error_code& error) noexcept {
+  if (!error) {
+    return flush_outcome::sent;
+  }
+  return error == std::errc::timed_out ? flush_outcome::stalled : flush_outcome::failed;
+}
+
+inline std::span<const std::byte> bytes_of(const std::string& out) noexcept {
+  return {reinterpret_cast<const std::byte*>(out.data()), out.size()};
+}
+
+// `timeout` from now, saturating: milliseconds::max() (no limit), and any
+// timeout past the clock's range, is time_point::max().
+inline std::chrono::steady_clock::time_point deadline_after(
+    std::chrono::milliseconds timeout) noexcept {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point now = clock::now();
+  if (timeout >=
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - now)) {
+    return clock::time_point::max();
+  }
+  return now + timeout;
+}
+
+// A streamed answer's sends (http_response.hpp): the link's write.
 template <class Link>
 task<flush_outcome> send_through(void* link, std::string& out) {
-  return static_cast<Link*>(link)->flush(out);
+  std::error_code error;
+  co_await static_cast<Link*>(link)->write(bytes_of(out), error);
+  const flush_outcome outcome = outcome_of(error);
+  if (outcome == flush_outcome::sent) {
+    out.clear();
+  }
+  co_return outcome;
 }
 
 template <class Link>
@@ -95,7 +131,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
     tally_on_exit& operator=(const tally_on_exit&) = delete;
     ~tally_on_exit() { add(connection_totals.requests, served); }
   } tally;
-  auto deadline = canopy::detail::steady_deadline_after(options.request_timeout);
+  auto deadline = deadline_after(options.request_timeout);
   bool closing = false;
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger() shut the sending side already
@@ -173,7 +209,12 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       break;  // a streamed answer's send failed: nothing more goes out
     }
     if (!output.empty()) {
-      const flush_outcome flushed = co_await link.flush(output);
+      std::error_code sent;
+      co_await link.write(bytes_of(output), sent);
+      const flush_outcome flushed = outcome_of(sent);
+      if (flushed == flush_outcome::sent) {
+        output.clear();
+      }
       if (flushed == flush_outcome::stalled) {
         add(connection_totals.write_timeouts, 1);
         reset = true;
@@ -195,13 +236,13 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       break;
     }
     if (answered) {
-      deadline = canopy::detail::steady_deadline_after(options.request_timeout);
+      deadline = deadline_after(options.request_timeout);
     }
 
     // Read what comes next; wait for it (until the deadline) if nothing has.
     // Over plain TCP a short read cleared read readiness (the receive queue
     // was empty), so while the registration says "not ready" the next
-    // request has not arrived: the helper waits for its edge without
+    // request has not arrived: the stream's read waits for its edge without
     // spending a recv on EAGAIN; a ready socket is read without arming the
     // timer.
     const bool idle = input.pending().empty();
@@ -213,12 +254,9 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       }
     }
     const std::span<std::byte> room = input.space(buffer_limit);
-    auto next = link.receive(room);
-    bool arrived = next.ready();
-    if (!arrived) {
-      const auto waited = co_await link.wait(deadline, next);
-      arrived = static_cast<bool>(waited);
-    }
+    std::error_code read_error;
+    const std::size_t got = co_await link.read(room, deadline, read_error);
+    const bool arrived = read_error != std::errc::timed_out;
     if (idle && idle_closer) {
       // A stop from here on finds the connection busy; it sees the stop
       // itself after its answer.
@@ -234,7 +272,9 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       }
       add(connection_totals.timeouts, 1);  // part of a request came, the rest did not
       append_response(output, 408, reason_of(408), "text/plain", "request timeout", true);
-      const flush_outcome flushed = co_await link.flush(output);
+      std::error_code sent;
+      co_await link.write(bytes_of(output), sent);
+      const flush_outcome flushed = outcome_of(sent);
       if (flushed == flush_outcome::sent) {
         if constexpr (Link::lingers) {
           co_await link.linger();
@@ -246,11 +286,10 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       }
       break;
     }
-    const io::detail::io_result got = next.result();
-    if (got.error || got.count == 0) {
+    if (read_error || got == 0) {
       break;  // reset, closed meanwhile, EOF (TLS: truncation, an error, close_notify)
     }
-    input.filled(got.count);
+    input.filled(got);
   }
   idle_closer.reset();  // waits for a close_if_idle running on another thread
   co_await link.end(reset, write_shut);

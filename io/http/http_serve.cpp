@@ -6,7 +6,6 @@
 #include "../../coroutine/race.hpp"
 #include "../../coroutine/spawn.hpp"
 #include "../../coroutine/stop_wait.hpp"
-#include "../../executor/executor_core.hpp"
 #include "../../task_group/task_group.hpp"
 #include "../timer/timer_wait.hpp"
 #include "http_server.hpp"
@@ -15,14 +14,30 @@ namespace canopy::io::http {
 
 namespace {
 
+// A detached task that ends with `failure`: the executor reports it as it
+// reports any detached task's exception.
+task<void> rethrown(std::exception_ptr failure) {
+  std::rethrow_exception(std::move(failure));
+  co_return;
+}
+
 // A connection task's exception (a handler's) goes where a detached task's
 // would, as it happens: the group keeps none, so it stays flat, and the
-// report does not wait for the accept loop to look.
+// report does not wait for the accept loop to look. Where no task can be
+// spawned (the executor shutting down) the group keeps it instead.
 task<void> reported(task<void> connection) {
+  std::exception_ptr failure;
   try {
     co_await std::move(connection);
   } catch (...) {
-    current_worker()->core->report_detached_exception(std::current_exception());
+    failure = std::current_exception();
+  }
+  if (failure) {
+    try {
+      canopy::spawn_detached(rethrown(failure));
+    } catch (...) {
+      std::rethrow_exception(failure);
+    }
   }
 }
 

@@ -3,23 +3,17 @@
 #include <sys/socket.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <system_error>
 #include <vector>
 
-#include "../../coroutine/custom_wait.hpp"
-#include "../../coroutine/spawn.hpp"
-#include "../../executor/deadline.hpp"
 #include "../../sync/atomics.hpp"
-#include "../readiness.hpp"
-#include "../registration.hpp"
-#include "../socket_ops.hpp"
-#include "../stream_op.hpp"
-#include "../timer/timer_wait.hpp"
 #include "http_connection.hpp"
 #include "http_connection_loop.hpp"
 
@@ -27,42 +21,11 @@ namespace canopy::io::http {
 
 detail::shared_counters detail::connection_totals;
 
-using io::detail::io_result;
-
 namespace {
 
 auto& totals = detail::connection_totals;
 
 using detail::flush_outcome;
-
-// Writes `out`: sends what the socket takes, and waits for writability
-// while it takes nothing, for at most `stall_limit` each time. A client
-// that reads nothing for that long ends its connection (`stalled`); one
-// that reads slowly but keeps reading is served: the limit restarts after
-// every send that made progress. Each round is the readiness helper
-// (io/readiness.hpp): a writable socket costs no timer, and a wait is a
-// with_timeout on it (no task frame, no allocation).
-task<flush_outcome> flush(tcp_stream& stream, std::string& out,
-                          std::chrono::milliseconds stall_limit) {
-  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
-                                         out.size());
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    // One round: what the socket takes now, or after the next edge.
-    auto round =
-        io::detail::send_some_op(stream.reg(), stream.native_handle(), bytes.subspan(sent));
-    if (!round.ready() && !co_await canopy::with_timeout(stall_limit, round)) {
-      co_return flush_outcome::stalled;
-    }
-    const io_result done = round.result();
-    if (done.error) {
-      co_return flush_outcome::failed;  // closed meanwhile, or the socket is in error
-    }
-    sent += done.count;
-  }
-  out.clear();
-  co_return flush_outcome::sent;
-}
 
 // After an error answer: stop sending, then read and drop what the client
 // still sends (bounded in bytes and time) before closing, so that the close
@@ -70,19 +33,16 @@ task<flush_outcome> flush(tcp_stream& stream, std::string& out,
 // with unread input sends RST, which can discard the answer at the client).
 task<void> linger_close(tcp_stream& stream) {
   stream.shutdown(SHUT_WR);
-  const auto deadline = timer_queue::clock::now() + std::chrono::milliseconds(500);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   std::byte sink[4096];
   std::size_t dropped = 0;
   while (dropped < 65536) {
-    auto drop = io::detail::receive_op(stream.reg(), stream.native_handle(), sink);
-    if (!drop.ready() && !co_await canopy::with_deadline(deadline, drop)) {
-      break;  // the deadline
+    std::error_code error;
+    const std::size_t got = co_await stream.read_some_until(sink, deadline, error);
+    if (error || got == 0) {
+      break;  // the deadline, an error, or EOF
     }
-    const io_result got = drop.result();
-    if (got.error || got.count == 0) {
-      break;  // an error, or EOF
-    }
-    dropped += got.count;
+    dropped += got;
   }
 }
 
@@ -95,7 +55,7 @@ bool has_unread_input(const tcp_stream& stream) noexcept {
 }
 
 // The connection loop's link over plain TCP (http_connection_loop.hpp):
-// each step is the readiness helper's own awaitable, inlined into the loop.
+// the stream's bounded forms, handed to the loop as they are.
 class tcp_link {
  public:
   using stream_type = tcp_stream;
@@ -106,13 +66,12 @@ class tcp_link {
 
   [[nodiscard]] int fd() const noexcept { return stream_->native_handle(); }
   [[nodiscard]] static detail::ready_value<bool> start() noexcept { return {true}; }
-  task<flush_outcome> flush(std::string& out) { return http::flush(*stream_, out, stall_limit_); }
-  [[nodiscard]] auto receive(std::span<std::byte> room) const noexcept {
-    return io::detail::receive_op(stream_->reg(), stream_->native_handle(), room);
+  task<void> write(std::span<const std::byte> bytes, std::error_code& error) {
+    return stream_->write_all_within(bytes, stall_limit_, error);
   }
-  template <class Op>
-  [[nodiscard]] static auto wait(std::chrono::steady_clock::time_point deadline, Op& op) {
-    return canopy::with_deadline(deadline, op);
+  [[nodiscard]] auto read(std::span<std::byte> room, std::chrono::steady_clock::time_point deadline,
+                          std::error_code& error) {
+    return stream_->read_some_until(room, deadline, error);
   }
   [[nodiscard]] bool has_unread_input() const noexcept { return http::has_unread_input(*stream_); }
   task<void> linger() { return linger_close(*stream_); }

@@ -40,15 +40,6 @@ task<bool> within(std::chrono::milliseconds limit, task<T> work) {
   co_return static_cast<bool>(done);
 }
 
-// One read: the loop's receive() operation. Never ready before its wait:
-// the TLS stream decides when bytes are there.
-struct tls_read {
-  std::span<std::byte> room;
-  io::detail::io_result got;
-  [[nodiscard]] static bool ready() noexcept { return false; }
-  [[nodiscard]] io::detail::io_result result() const noexcept { return got; }
-};
-
 // The connection loop's link over TLS: every end the stream survived (an
 // answer with close, an idle close, a stop, the client's close_notify)
 // sends close_notify, so the client sees a clean end rather than a
@@ -79,28 +70,12 @@ class tls_link {
   // Each wait for the socket bounded by write_timeout, as the plain
   // server's sends are; the stream's own bounded forms race the socket's
   // wait with the time, so a request costs no child task.
-  task<flush_outcome> flush(std::string& out) {
-    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(out.data()),
-                                           out.size());
-    std::error_code error;
-    co_await stream_->write_all_within(bytes, options_->write_timeout, error);
-    if (error == std::errc::timed_out) {
-      co_return flush_outcome::stalled;
-    }
-    if (error) {
-      co_return flush_outcome::failed;
-    }
-    out.clear();
-    co_return flush_outcome::sent;
+  task<void> write(std::span<const std::byte> bytes, std::error_code& error) {
+    return stream_->write_all_within(bytes, options_->write_timeout, error);
   }
-
-  [[nodiscard]] static tls_read receive(std::span<std::byte> room) noexcept {
-    return {.room = room, .got = {}};
-  }
-  // Whether the read ended by `deadline` (an error or the end included).
-  task<bool> wait(clock::time_point deadline, tls_read& read) {
-    read.got.count = co_await stream_->read_some_until(read.room, deadline, read.got.error);
-    co_return read.got.error != std::errc::timed_out;
+  task<std::size_t> read(std::span<std::byte> room, clock::time_point deadline,
+                         std::error_code& error) {
+    return stream_->read_some_until(room, deadline, error);
   }
 
   task<void> end(bool /*reset*/, bool /*write_shut*/) {

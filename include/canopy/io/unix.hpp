@@ -34,7 +34,11 @@
 //     full: errc::resource_unavailable_try_again (nothing to wait for).
 //   co_await read_some(buffer[, error]) -> std::size_t (0: EOF);
 //   co_await write_all(bytes[, error]), write_all(span of buffers[,
-//     error]) (gathered: sendmsg, every byte in order); try_read_some,
+//     error]) (gathered: sendmsg, every byte in order); bounded, as
+//     tcp_stream's (<canopy/io.hpp>): co_await read_some_until(buffer,
+//     deadline, error) (0 with errc::timed_out, no byte taken, the stream
+//     usable), co_await write_all_within(bytes, stall_limit, error)
+//     (errc::timed_out after a stall; the stream then unusable); try_read_some,
 //     try_write_some (never wait); shutdown(how) -> std::error_code;
 //     close(), is_open(), native_handle(). SIGPIPE is never raised.
 // One operation per direction at a time (a second one fails at once with

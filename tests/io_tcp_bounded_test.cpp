@@ -1,0 +1,307 @@
+// The stream sockets' bounded forms, read_some_until and write_all_within
+// (tcp_stream and unix_stream), on whichever backend CANOPY_IO_BACKEND
+// names: a read that times out takes nothing and leaves the stream usable;
+// reads raced against deadlines of a few microseconds lose no byte and
+// reorder none; a write to a peer that never reads ends with timed_out once
+// the socket stalls. No case leaves a descriptor open.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "io/io.hpp"
+#include "io/unix.hpp"
+#include "tests/io_test_support.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+namespace canopy::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using io::tcp_listener;
+using io::tcp_stream;
+using io::unix_endpoint;
+using io::unix_listener;
+using io::unix_stream;
+using steady = std::chrono::steady_clock;
+
+std::span<const std::byte> bytes_of(std::string_view text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+// Fails the test if the case leaves a descriptor open; made before the
+// case's pool, so that it checks after the pool and listener closed.
+struct descriptor_check {
+  std::size_t before = open_fd_count();
+  descriptor_check() = default;
+  descriptor_check(const descriptor_check&) = delete;
+  descriptor_check& operator=(const descriptor_check&) = delete;
+  ~descriptor_check() { CHECK(open_fd_count() == before); }
+};
+
+// A pool with a reactor (timers included) and a listener on 127.0.0.1.
+struct loopback {
+  executor pool{io_config(2)};
+  tcp_listener listener = tcp_listener::bind(io::reactor::of(pool), io::endpoint::loopback_v4(0));
+  io::endpoint address = listener.local_endpoint();
+  loopback() = default;
+  loopback(const loopback&) = delete;
+  loopback& operator=(const loopback&) = delete;
+  ~loopback() {
+    pool.shutdown();
+    listener.close();
+  }
+};
+
+// Runs `work` on `pool` and returns its value; fails the test if it has not
+// finished in 30 s (scaled).
+template <class T>
+T run(executor& pool, task<T> work, const char* what) {
+  auto handle = pool.spawn(std::move(work));
+  REQUIRE_MESSAGE(
+      handle.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))), what,
+      " did not finish in time");
+  return handle.get();
+}
+
+struct timed_read {
+  std::error_code first_error;
+  std::size_t first_count = 1;
+  std::chrono::nanoseconds waited{};
+  std::string rest;
+  std::error_code rest_error;
+};
+
+// The client's side of the timed-out read: a bounded read with nothing
+// sent (it must time out), then "go", then everything until EOF.
+template <class Stream>
+task<timed_read> read_after_timeout(Stream stream) {
+  timed_read result;
+  std::vector<std::byte> buffer(64);
+  const auto start = steady::now();
+  result.first_count = co_await stream.read_some_until(buffer, start + 50ms, result.first_error);
+  result.waited = steady::now() - start;
+  co_await stream.write_all(bytes_of("go"));
+  for (;;) {
+    const std::size_t got =
+        co_await stream.read_some_until(buffer, steady::now() + 10s, result.rest_error);
+    if (got == 0 || result.rest_error) {
+      break;
+    }
+    result.rest.append(reinterpret_cast<const char*>(buffer.data()), got);
+  }
+  co_return result;
+}
+
+// The server's side: nothing until the client's first message, then one
+// line and the close.
+template <class Stream>
+task<void> answer_after_message(Stream stream) {
+  std::vector<std::byte> buffer(64);
+  const std::size_t got = co_await stream.read_some(buffer);
+  REQUIRE(got > 0);
+  co_await stream.write_all(bytes_of("after the timeout"));
+  stream.shutdown(SHUT_WR);
+}
+
+void check_timed_read(const timed_read& seen) {
+  CHECK(seen.first_error == std::errc::timed_out);
+  CHECK(seen.first_count == 0);
+  CHECK(seen.waited >= 50ms);
+  CHECK_FALSE(seen.rest_error);
+  CHECK(seen.rest == "after the timeout");
+}
+
+struct stalled_write {
+  std::error_code error;
+  std::chrono::nanoseconds took{};
+};
+
+// A write of more than the sockets hold, to a peer that reads nothing.
+template <class Stream>
+task<stalled_write> write_to_stalled(Stream stream) {
+  stalled_write result;
+  const std::vector<std::byte> payload(64 << 20, std::byte{'x'});
+  const auto start = steady::now();
+  co_await stream.write_all_within(payload, 200ms, result.error);
+  result.took = steady::now() - start;
+  co_return result;
+}
+
+TEST_CASE("tcp bounded: a read that times out takes nothing; the stream stays usable") {
+  const watchdog guard("tcp read_some_until", 60 * timeout_scale());
+  const descriptor_check descriptors;
+  loopback net;
+  auto server = net.pool.spawn([](tcp_listener& listener) -> task<void> {
+    co_await answer_after_message(co_await listener.accept());
+  }(net.listener));
+  const timed_read seen = run(
+      net.pool,
+      [](io::endpoint address) -> task<timed_read> {
+        co_return co_await read_after_timeout(co_await tcp_stream::connect(address));
+      }(net.address),
+      "the client");
+  check_timed_read(seen);
+  CHECK(server.wait_for(10s));
+  server.get();
+}
+
+TEST_CASE("tcp bounded: reads raced against deadlines of microseconds lose and reorder nothing") {
+  const watchdog guard("tcp read_some_until race", 120 * timeout_scale());
+  const descriptor_check descriptors;
+  loopback net;
+  const std::size_t messages = static_cast<std::size_t>(40000 / stress_divisor());
+  // The server writes the numbers 0..messages-1, four bytes each, in
+  // writes of 1 to 7 numbers with a pause of some microseconds after every
+  // eighth (so that reads wait, and deadlines fire mid-wait), then closes.
+  auto server = net.pool.spawn([](tcp_listener& listener, std::size_t count) -> task<void> {
+    tcp_stream stream = co_await listener.accept();
+    std::vector<std::byte> out;
+    for (std::uint32_t next = 0; next < count;) {
+      out.clear();
+      for (std::uint32_t i = 0; i < 1 + next % 7 && next < count; ++i, ++next) {
+        for (int shift = 0; shift < 32; shift += 8) {
+          out.push_back(static_cast<std::byte>((next >> shift) & 0xFF));
+        }
+      }
+      co_await stream.write_all(out);
+      if (next % 8 == 0) {
+        co_await canopy::sleep_for(std::chrono::microseconds(next % 50));
+      }
+    }
+    stream.shutdown(SHUT_WR);
+  }(net.listener, messages));
+
+  struct outcome {
+    std::size_t numbers = 0;
+    std::size_t out_of_order = 0;
+    std::size_t timeouts = 0;
+    std::error_code error;
+  };
+  const outcome seen = run(
+      net.pool,
+      [](io::endpoint address) -> task<outcome> {
+        tcp_stream stream = co_await tcp_stream::connect(address);
+        outcome result;
+        std::vector<std::byte> buffer(13);  // not a multiple of 4: numbers split across reads
+        std::vector<std::byte> partial;
+        std::uint32_t expected = 0;
+        for (std::uint64_t round = 0;; ++round) {
+          std::error_code error;
+          const auto limit = std::chrono::microseconds(round % 41);
+          const std::size_t got =
+              co_await stream.read_some_until(buffer, steady::now() + limit, error);
+          if (error == std::errc::timed_out) {
+            CHECK(got == 0);
+            ++result.timeouts;
+            continue;
+          }
+          if (error || got == 0) {
+            result.error = error;
+            break;
+          }
+          partial.insert(partial.end(), buffer.begin(), buffer.begin() + static_cast<long>(got));
+          std::size_t used = 0;
+          for (; used + 4 <= partial.size(); used += 4) {
+            std::uint32_t value = 0;
+            for (std::size_t k = 0; k < 4; ++k) {
+              value |= std::to_integer<std::uint32_t>(partial[used + k]) << (8 * k);
+            }
+            result.out_of_order += value != expected ? 1 : 0;
+            expected = value + 1;
+            ++result.numbers;
+          }
+          partial.erase(partial.begin(), partial.begin() + static_cast<long>(used));
+        }
+        co_return result;
+      }(net.address),
+      "the client");
+  INFO("timeouts: ", seen.timeouts);
+  CHECK(seen.timeouts > 0);  // the race was run
+  CHECK_FALSE(seen.error);
+  CHECK(seen.numbers == messages);
+  CHECK(seen.out_of_order == 0);
+  CHECK(server.wait_for(10s));
+  server.get();
+}
+
+TEST_CASE("tcp bounded: a write to a peer that never reads ends with timed_out") {
+  const watchdog guard("tcp write_all_within", 60 * timeout_scale());
+  const descriptor_check descriptors;
+  loopback net;
+  // The server accepts and then reads nothing, until the client is done.
+  auto accepted = net.pool.spawn([](tcp_listener& listener) -> task<tcp_stream> {
+    co_return co_await listener.accept();
+  }(net.listener));
+  const stalled_write seen = run(
+      net.pool,
+      [](io::endpoint address) -> task<stalled_write> {
+        co_return co_await write_to_stalled(co_await tcp_stream::connect(address));
+      }(net.address),
+      "the client");
+  CHECK(seen.error == std::errc::timed_out);
+  CHECK(seen.took >= 200ms);
+  CHECK(accepted.wait_for(10s));
+}
+
+// A pool with a reactor and a Unix-domain listener on an abstract address.
+struct unix_loopback {
+  executor pool{io_config(2)};
+  unix_endpoint address =
+      unix_endpoint::abstract("canopy_bounded_test_" + std::to_string(::getpid()));
+  unix_listener listener = unix_listener::bind(io::reactor::of(pool), address);
+  unix_loopback() = default;
+  unix_loopback(const unix_loopback&) = delete;
+  unix_loopback& operator=(const unix_loopback&) = delete;
+  ~unix_loopback() {
+    pool.shutdown();
+    listener.close();
+  }
+};
+
+TEST_CASE("unix bounded: a timed-out read takes nothing; a stalled write ends with timed_out") {
+  const watchdog guard("unix bounded forms", 60 * timeout_scale());
+  const descriptor_check descriptors;
+  {
+    unix_loopback net;
+    auto server = net.pool.spawn([](unix_listener& listener) -> task<void> {
+      co_await answer_after_message(co_await listener.accept());
+    }(net.listener));
+    const timed_read seen = run(
+        net.pool,
+        [](unix_endpoint address) -> task<timed_read> {
+          co_return co_await read_after_timeout(co_await unix_stream::connect(address));
+        }(net.address),
+        "the unix client");
+    check_timed_read(seen);
+    CHECK(server.wait_for(10s));
+    server.get();
+  }
+  {
+    unix_loopback net;
+    auto accepted = net.pool.spawn([](unix_listener& listener) -> task<unix_stream> {
+      co_return co_await listener.accept();
+    }(net.listener));
+    const stalled_write seen = run(
+        net.pool,
+        [](unix_endpoint address) -> task<stalled_write> {
+          co_return co_await write_to_stalled(co_await unix_stream::connect(address));
+        }(net.address),
+        "the unix writer");
+    CHECK(seen.error == std::errc::timed_out);
+    CHECK(seen.took >= 200ms);
+    CHECK(accepted.wait_for(10s));
+  }
+}
+
+}  // namespace
+}  // namespace canopy::testing
