@@ -54,11 +54,17 @@
 
 #include <sys/epoll.h>  // take_events() answers in EPOLL* bits
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <system_error>
+#include <vector>
 
 #include "../executor/config.hpp"
 #include "../executor/executor.hpp"
