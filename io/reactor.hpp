@@ -189,6 +189,10 @@ class reactor final : public idle_driver {
   std::size_t take_kept(registration_id id, std::span<std::byte> buffer) noexcept;
   // Whether requests wait in the submission queue (a hint, any thread).
   [[nodiscard]] bool has_queued_requests() const noexcept;
+  // The io_uring backend, null on epoll: completion_op (a registration's
+  // operations, whose backend never changes) calls it without the checks
+  // above.
+  [[nodiscard]] detail::uring_backend* uring() const noexcept { return uring_.get(); }
 
   // ---- timers ----
   // The deadline source the poller consults (io/ timers). Set once, before

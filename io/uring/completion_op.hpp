@@ -36,11 +36,15 @@
 #include "../readiness.hpp"
 #include "../registration.hpp"
 #include "completion_request.hpp"
+#include "uring_backend.hpp"
 
 namespace canopy::io::detail {
 
 class completion_op {
  public:
+  // Only for a registration whose reactor runs io_uring
+  // (registration::completions()), or an empty one: the calls go to the
+  // reactor's uring_backend directly.
   completion_op(const registration& reg, direction which, completion_request request) noexcept
       : owner_(reg.owner()), id_(reg.id()), which_(which), request_(request) {}
 
@@ -71,7 +75,7 @@ class completion_op {
   void disarm() noexcept {
     if (in_flight_) {
       in_flight_ = false;
-      owner_->abandon_completion(id_, which_, sequence_);
+      owner_->uring()->abandon(id_, which_, sequence_);
     }
   }
 
@@ -89,7 +93,7 @@ class completion_op {
     if (request_.kind == completion_kind::send_gathered && cursor().done()) {
       return finish_count(0);  // no bytes at all
     }
-    if (owner_->has_queued_requests()) {
+    if (owner_->uring()->has_queued_requests()) {
       return false;
     }
     if (request_.kind == completion_kind::send_gathered) {
@@ -147,7 +151,7 @@ class completion_op {
     }
     std::error_code error;
     std::int32_t kept = 0;
-    switch (owner_->start_completion(id_, which_, waiter_, rest, sequence_, kept, error)) {
+    switch (owner_->uring()->start(id_, which_, waiter_, rest, sequence_, kept, error)) {
       case reactor::completion_status::in_flight:
         in_flight_ = true;
         return true;
@@ -170,7 +174,7 @@ class completion_op {
   // The request in flight: has it completed? True when the operation ended.
   bool poll(const waker* waiter) noexcept {
     std::int32_t answer = 0;
-    switch (owner_->poll_completion(id_, which_, sequence_, waiter, answer)) {
+    switch (owner_->uring()->poll(id_, which_, sequence_, waiter, answer)) {
       case reactor::completion_status::in_flight:
         return false;
       case reactor::completion_status::completed:
