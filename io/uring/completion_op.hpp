@@ -8,12 +8,12 @@
 // The rule that keeps that safe: a request that has not completed when its
 // wait ends — a timeout, a cancelled or destroyed task, a closed socket —
 // is cancelled synchronously, and disarm() (or remove()) returns only once
-// its completion has been reaped (reactor::abandon_completion). So when a
+// its completion has been reaped (uring_backend::abandon). So when a
 // wait is over, the kernel no longer touches what the request pointed at,
 // and the memory may go. docs/io.md, "The io_uring backend". A receive that
 // completed with bytes all the same has them copied into its registration
 // there, and the registration's next receive returns them without a
-// request (start_completion answers `completed`).
+// request (uring_backend::start answers `completed`).
 //
 // A send goes straight to the socket (one non-blocking send, as the
 // readiness path does) when no other request waits in the submission

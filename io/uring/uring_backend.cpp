@@ -76,7 +76,7 @@ void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64
 }
 
 // A receive whose waiter left got `result` bytes (the kernel wrote them
-// into its buffer, still alive while abandon_completion waits): keep them in
+// into its buffer, still alive while abandon() waits): keep them in
 // the registration for its next read, unless it was removed (the stream is
 // closing: nobody reads on). `target`'s lock held.
 void keep_received(registration_entry& target, const registration_entry::completion& op,
@@ -365,7 +365,7 @@ void uring_backend::complete(std::uint64_t user_data, std::int32_t result, std::
     op.in_flight = false;
     if (op.abandoned) {
       // Its waiter left: an accepted connection is closed, a receive's
-      // bytes are kept (its waiter is still in abandon_completion, waiting
+      // bytes are kept (its waiter is still in abandon(), waiting
       // for this completion, so the buffer is still there).
       op.abandoned = false;
       keep_received(*target, op, result);

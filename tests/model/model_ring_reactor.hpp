@@ -128,9 +128,9 @@ class model_ring_driver final : public idle_driver {
     }
   }
 
-  // reactor::start_completion on a worker: queued, not submitted.
+  // uring_backend::start on a worker: queued, not submitted.
   void queue_request() noexcept { kernel_.queue_request(); }
-  // reactor::start_completion on a thread that is not a worker: queued, and
+  // uring_backend::start on a thread that is not a worker: queued, and
   // the poller woken, whose wait submits it (never submitted here).
   void queue_request_from_outside() noexcept {
     kernel_.queue_request();
