@@ -1,30 +1,23 @@
+// The reactor (reactor.hpp): the registrations, which both backends
+// share, the choice of backend, and the idle_driver members, which hand
+// the poller's wait and dispatch to the backend that runs
+// (epoll_backend.cpp, uring/uring_backend.cpp) and fire the deadlines.
 #include "reactor.hpp"
 
-#include <sched.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
+#include <sys/epoll.h>
 
 #include <cerrno>
-#include <ctime>
 #include <stdexcept>
 #include <utility>
 
+#include "epoll_backend.hpp"
 #include "timer/timer_queue.hpp"
-#include "uring/completion_ring.hpp"
+#include "uring/uring_backend.hpp"
 
 namespace canopy::io {
 
-namespace {
-
-constexpr std::uint32_t error_events = EPOLLERR | EPOLLHUP;
-constexpr std::uint32_t read_events = EPOLLIN | EPOLLRDHUP | EPOLLPRI | error_events;
-constexpr std::uint32_t write_events = EPOLLOUT | error_events;
-
-std::uint64_t cookie_of(std::uint32_t slot, std::uint32_t generation) noexcept {
-  return (std::uint64_t{slot} << 32) | generation;
-}
-
-}  // namespace
+using detail::epoll_backend;
+using detail::uring_backend;
 
 reactor::reactor() : reactor(reactor_options{}) {}
 
@@ -38,44 +31,22 @@ reactor::reactor(reactor_options options)
         "canopy::io::reactor_options: ring_entries is 0; it must be at least 1 (rounded up to a "
         "power of two, clamped to the kernel's maximum)");
   }
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) {
-    throw std::system_error(errno, std::system_category(), "canopy::io::reactor: epoll_create1");
-  }
-  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd_ < 0) {
-    const int saved = errno;
-    ::close(epoll_fd_);
-    throw std::system_error(saved, std::system_category(), "canopy::io::reactor: eventfd");
-  }
-  try {
-    open_ring(options.backend, options.ring_entries);
-  } catch (...) {
-    ::close(event_fd_);
-    ::close(epoll_fd_);
-    throw;
-  }
-  if (ring_ != nullptr) {
-    return;  // the ring watches the eventfd itself (arm_watches)
-  }
-  // Level-triggered: a notify() that lands before the poller's epoll_wait,
-  // or between its drain and its latch check, keeps the eventfd readable, so
-  // the next epoll_wait returns at once (docs/architecture.md, the poller).
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.u64 = wake_cookie;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &event) != 0) {
-    const int saved = errno;
-    ::close(event_fd_);
-    ::close(epoll_fd_);
-    throw std::system_error(saved, std::system_category(), "canopy::io::reactor: epoll_ctl");
+  // automatic takes epoll: io_uring is chosen only when asked for, until it
+  // is at least as fast as epoll in every configuration of the examples as
+  // shipped (docs/io.md, "Which is faster").
+  if (detail::chosen_backend(options.backend) == io_backend::io_uring) {
+    uring_ = std::make_unique<uring_backend>(*this, slab_, options.ring_entries);
+    readiness_ = &uring_->readiness();
+    backend_ = io_backend::io_uring;
+  } else {
+    epoll_ = std::make_unique<epoll_backend>(slab_, true);
+    readiness_ = epoll_.get();
   }
 }
 
 reactor::~reactor() {
-  ring_.reset();
-  ::close(event_fd_);
-  ::close(epoll_fd_);
+  uring_.reset();
+  epoll_.reset();
 }
 
 reactor* reactor::of(executor_core& core) noexcept { return dynamic_cast<reactor*>(core.driver()); }
@@ -108,23 +79,21 @@ reactor::registration_id reactor::add(int fd, interest what, std::error_code& er
     op.abandoned = false;
   }
   const registration_id id{slot, target.generation};
-  epoll_event event{};
-  event.events = EPOLLET | EPOLLRDHUP;
+  std::uint32_t events = EPOLLET | EPOLLRDHUP;
   if ((static_cast<unsigned>(what) & static_cast<unsigned>(interest::readable)) != 0) {
-    event.events |= EPOLLIN;
+    events |= EPOLLIN;
   }
   if ((static_cast<unsigned>(what) & static_cast<unsigned>(interest::writable)) != 0) {
-    event.events |= EPOLLOUT;
+    events |= EPOLLOUT;
   }
-  event.data.u64 = cookie_of(slot, id.generation);
-  target.epoll_events = event.events;
-  target.epoll_cookie = event.data.u64;
-  target.in_epoll = !(deferred && ring_ != nullptr);
+  target.epoll_events = events;
+  target.epoll_cookie = epoll_backend::cookie_of(slot, id.generation);
+  target.in_epoll = !(deferred && uring_ != nullptr);
   if (!target.in_epoll) {
     return id;
   }
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
-    error = std::error_code(errno, std::system_category());
+  if (const int failed = readiness_->watch(fd, events, target.epoll_cookie); failed != 0) {
+    error = std::error_code(failed, std::system_category());
     target.live = false;
     target.fd = -1;
     ++target.generation;
@@ -144,7 +113,7 @@ void reactor::remove(registration_id id) noexcept {
     // The descriptor may already be closed by its owner (EBADF): then the
     // kernel already dropped it from the set, which is what DEL wants.
     if (target.in_epoll) {
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, target.fd, nullptr);
+      readiness_->unwatch(target.fd);
     }
     for (std::size_t which = 0; which < 2; ++which) {
       registration_entry::completion& op = target.completions[which];
@@ -174,7 +143,7 @@ void reactor::remove(registration_id id) noexcept {
   // before the slot can be reused or its waiters' memory released.
   for (std::size_t which = 0; which < 2; ++which) {
     if (in_flight[which]) {
-      cancel_request(id, which, sequences[which], positions[which]);
+      uring_->cancel_request(id, which, sequences[which], positions[which]);
     }
   }
   slab_.release(id.slot);
@@ -198,7 +167,7 @@ wait_status reactor::ready_or_arm(registration_id id, direction which, const wak
       return wait_status::busy;
     }
     target.waiters[index] = waiter;
-    if (!target.in_epoll && !add_to_epoll(target)) {
+    if (!target.in_epoll && !readiness_->watch_deferred(target)) {
       target.waiters[index] = waker{};
       tick = target.tick;
       return wait_status::ready;  // the operation's next attempt reports the error
@@ -267,7 +236,7 @@ bool reactor::set_persistent_waker(registration_id id, const waker& waiter) noex
   return slab_.with_live(id, false, [&](registration_entry& target) {
     target.persistent = waiter;
     if (!target.in_epoll) {
-      add_to_epoll(target);
+      readiness_->watch_deferred(target);
     }
     return true;
   });
@@ -286,20 +255,43 @@ bool reactor::has_pending_events(registration_id id) noexcept {
                          [](registration_entry& target) { return target.pending_events != 0; });
 }
 
-// A deferred registration's first readiness wait (under its lock): add it
-// to epoll now; the ADD reports the state it finds as the first edge.
-// NOLINTNEXTLINE(readability-make-member-function-const): changes the epoll set
-bool reactor::add_to_epoll(registration_entry& target) noexcept {
-  epoll_event event{};
-  event.events = target.epoll_events;
-  event.data.u64 = target.epoll_cookie;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, target.fd, &event) != 0) {
-    target.error = true;
-    target.ready[0] = target.ready[1] = true;
-    return false;
+// Completion requests: the io_uring backend's (an epoll reactor has none,
+// and answers as for a removed registration).
+reactor::completion_status reactor::start_completion(registration_id id, direction which,
+                                                     const waker& waiter,
+                                                     const detail::completion_request& request,
+                                                     std::uint16_t& sequence, std::int32_t& result,
+                                                     std::error_code& error) noexcept {
+  if (uring_ == nullptr) {
+    return completion_status::closed;
   }
-  target.in_epoll = true;
-  return true;
+  return uring_->start(id, which, waiter, request, sequence, result, error);
+}
+
+reactor::completion_status reactor::poll_completion(registration_id id, direction which,
+                                                    std::uint16_t sequence, const waker* waiter,
+                                                    std::int32_t& result) noexcept {
+  if (uring_ == nullptr) {
+    return completion_status::closed;
+  }
+  return uring_->poll(id, which, sequence, waiter, result);
+}
+
+void reactor::abandon_completion(registration_id id, direction which,
+                                 std::uint16_t sequence) noexcept {
+  if (uring_ != nullptr) {
+    uring_->abandon(id, which, sequence);
+  }
+}
+
+std::size_t reactor::take_kept(registration_id id, std::span<std::byte> buffer) noexcept {
+  return slab_.with_live(id, std::size_t{0}, [&](registration_entry& target) {
+    return target.has_kept() ? target.take_kept(buffer.data(), buffer.size()) : 0;
+  });
+}
+
+bool reactor::has_queued_requests() const noexcept {
+  return uring_ != nullptr && uring_->has_queued_requests();
 }
 
 void reactor::set_deadline_source(deadline_source* source) noexcept {
@@ -307,79 +299,8 @@ void reactor::set_deadline_source(deadline_source* source) noexcept {
   notify();  // the poller recomputes its timeout
 }
 
-void reactor::deliver(const epoll_event& event) noexcept {
-  const std::uint64_t cookie = event.data.u64;
-  if (cookie == wake_cookie) {
-    drain_eventfd();
-    return;
-  }
-  const registration_id id{static_cast<std::uint32_t>(cookie >> 32),
-                           static_cast<std::uint32_t>(cookie & 0xffffffffU)};
-  waker woken[3];
-  // Stale (false): removed, and maybe re-registered, since the event was queued.
-  const bool live = slab_.with_live(id, false, [&](registration_entry& target) {
-    ++target.tick;
-    target.pending_events |= event.events;
-    if ((event.events & error_events) != 0) {
-      target.error = true;
-    }
-    if ((event.events & (EPOLLRDHUP | error_events)) != 0) {
-      target.read_closed = true;
-    }
-    if ((event.events & read_events) != 0) {
-      target.ready[0] = true;
-      woken[0] = std::exchange(target.waiters[0], waker{});
-    }
-    if ((event.events & write_events) != 0) {
-      target.ready[1] = true;
-      woken[1] = std::exchange(target.waiters[1], waker{});
-    }
-    woken[2] = target.persistent;
-    return true;
-  });
-  if (!live) {
-    return;
-  }
-  events_.fetch_add(1, sync::relaxed);
-  for (const waker& each : woken) {
-    each.wake();
-  }
-}
-
-// NOLINTNEXTLINE(readability-make-member-function-const): consumes the eventfd's count
-void reactor::drain_eventfd() noexcept {
-  std::uint64_t count = 0;
-  // EAGAIN (already drained) is fine: the eventfd is non-blocking.
-  [[maybe_unused]] const ssize_t got = ::read(event_fd_, &count, sizeof count);
-}
-
-int reactor::epoll_wait_until(
-    std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
-  using namespace std::chrono;
-  int timeout_ms = -1;
-  timespec timeout{};
-  const timespec* timeout_ptr = nullptr;
-  if (deadline) {
-    const auto left = *deadline - steady_clock::now();
-    const auto ns = left.count() <= 0 ? nanoseconds{0} : duration_cast<nanoseconds>(left);
-    timeout.tv_sec = static_cast<time_t>(ns.count() / 1000000000);
-    timeout.tv_nsec = static_cast<long>(ns.count() % 1000000000);
-    timeout_ptr = &timeout;
-    // Fallback: round up so that a sleep never ends early.
-    timeout_ms = static_cast<int>(std::min<std::int64_t>((ns.count() + 999999) / 1000000, 1 << 30));
-  }
-  if (have_pwait2_) {
-    const int count = epoll_pwait2(epoll_fd_, collected_.data(), max_events, timeout_ptr, nullptr);
-    if (count >= 0 || errno != ENOSYS) {
-      return count;
-    }
-    have_pwait2_ = false;
-  }
-  return epoll_wait(epoll_fd_, collected_.data(), max_events, timeout_ms);
-}
-
 bool reactor::wait() noexcept {
-  if (collected_count_ > 0 || deadline_due_) {
+  if (deadline_due_ || (epoll_ != nullptr && epoll_->has_collected())) {
     return true;  // not dispatched yet (a notify made park() call us again)
   }
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -387,68 +308,29 @@ bool reactor::wait() noexcept {
   if (source != nullptr) {
     deadline = source->next_deadline();
   }
-  if (ring_ != nullptr) {
-    return wait_on_ring(deadline);
+  if (uring_ != nullptr) {
+    return uring_->wait(deadline, deadline_due_);
   }
-  blocking_waits_.fetch_add(1, sync::relaxed);
-  const int count = epoll_wait_until(deadline);
-  if (count < 0) {
-    return false;  // EINTR: park() re-checks its latch and calls again
-  }
-  fresh_from_wait_ = count < max_events;
-  if (count == 0) {
-    deadline_due_ = deadline.has_value();
-    return deadline_due_;
-  }
-  // Keep only registration events; the eventfd is drained here so that a
-  // notify() that landed before this wait is consumed exactly once.
-  int kept = 0;
-  for (int index = 0; index < count; ++index) {
-    if (collected_[index].data.u64 == wake_cookie) {
-      drain_eventfd();
-    } else {
-      collected_[kept++] = collected_[index];
-    }
-  }
-  collected_count_ = kept;
-  if (deadline && std::chrono::steady_clock::now() >= *deadline) {
-    deadline_due_ = true;
-  }
-  return collected_count_ > 0 || deadline_due_;
+  return epoll_->wait(deadline, deadline_due_);
 }
 
-void reactor::notify() noexcept {
-  notifies_.fetch_add(1, sync::relaxed);
-
-  const std::uint64_t one = 1;
-  // EAGAIN only if the counter would overflow: it is readable either way.
-  [[maybe_unused]] const ssize_t put = ::write(event_fd_, &one, sizeof one);
-}
+void reactor::notify() noexcept { readiness_->notify(); }
 
 std::size_t reactor::dispatch() noexcept {
-  if (ring_ != nullptr) {
-    return dispatch_ring();
-  }
-  std::size_t delivered = 0;
-  const int collected = collected_count_;
-  collected_count_ = 0;
-  for (int index = 0; index < collected; ++index) {
-    deliver(collected_[index]);
-  }
-  delivered += static_cast<std::size_t>(collected);
-  // A busy worker's poll, or a park whose epoll_wait came back full: look
-  // for more without blocking. Right after a park that collected less than
-  // a full batch, that syscall would find at best what arrived since.
-  if (!fresh_from_wait_) {
-    polls_.fetch_add(1, sync::relaxed);
-    const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);
-    for (int index = 0; index < count; ++index) {
-      deliver(collected_[index]);
-    }
-    delivered += count > 0 ? static_cast<std::size_t>(count) : 0;
-  }
-  fresh_from_wait_ = false;
+  const std::size_t delivered = uring_ != nullptr ? uring_->dispatch() : epoll_->dispatch();
   return delivered + expire_deadlines();
+}
+
+void reactor::submit() noexcept {
+  if (uring_ != nullptr) {
+    uring_->submit();
+  }
+}
+
+void reactor::workers_stopped() noexcept {
+  if (uring_ != nullptr) {
+    uring_->workers_stopped();
+  }
 }
 
 // Both backends' dispatch, last: fire the deadlines that are due.
@@ -475,15 +357,16 @@ std::size_t reactor::expire_deadlines() noexcept {
 
 reactor_stats reactor::stats() const noexcept {
   reactor_stats result;
-  result.blocking_waits = blocking_waits_.load(sync::relaxed);
-  result.polls = polls_.load(sync::relaxed);
-  result.events = events_.load(sync::relaxed);
-  result.notifies = notifies_.load(sync::relaxed);
+  if (uring_ != nullptr) {
+    uring_->add_stats(result);
+  } else {
+    epoll_->add_stats(result);
+  }
   result.deadlines = deadline_fires_.load(sync::relaxed);
   result.backend = backend_;
-  result.ring_enters = ring_ != nullptr ? ring_->enters() : 0;
-  result.completions = completions_.load(sync::relaxed);
   return result;
 }
+
+bool reactor::precise_timeouts() const noexcept { return readiness_->precise_timeouts(); }
 
 }  // namespace canopy::io

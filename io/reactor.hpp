@@ -11,6 +11,13 @@
 // stays on readiness, through the epoll descriptor, which the ring watches.
 // docs/io.md, "The io_uring backend", has the rules.
 //
+// Layout: the reactor holds the registrations (both backends use them),
+// chooses the backend when it is constructed, and owns that one backend
+// for its life: detail::epoll_backend (io/epoll_backend.hpp) or
+// detail::uring_backend (io/uring/uring_backend.hpp, which owns an
+// epoll_backend of its own for the readiness waits). The idle_driver
+// members hand the poller's wait and dispatch to it.
+//
 // io/ sits above executor/, wait/, coroutine/ and fiber/; nothing below includes it.
 // An executor gets a reactor through its config:
 //
@@ -45,7 +52,7 @@
 // their registrations, before it releases the config).
 #pragma once
 
-#include <sys/epoll.h>
+#include <sys/epoll.h>  // take_events() answers in EPOLL* bits
 
 #include <array>
 #include <atomic>
@@ -64,6 +71,7 @@
 #include "../executor/idle_driver.hpp"
 #include "../sync/atomics.hpp"
 #include "../wait/waker.hpp"
+#include "reactor_types.hpp"
 #include "registration_slab.hpp"
 
 namespace canopy::io {
@@ -71,60 +79,10 @@ namespace canopy::io {
 class timer_queue;
 
 namespace detail {
-class completion_ring;
+class epoll_backend;
+class uring_backend;
 struct completion_request;
 }  // namespace detail
-
-// Which kernel interface carries the I/O.
-enum class io_backend : std::uint8_t {
-  automatic,  // epoll today: io_uring is slower than epoll for the examples
-              // as shipped (docs/io.md, "Which is faster")
-  epoll,
-  io_uring,
-};
-// "auto", "epoll", "io_uring".
-const char* to_string(io_backend backend) noexcept;
-
-struct reactor_options {
-  // The environment variable CANOPY_IO_BACKEND=auto|epoll|io_uring
-  // overrides this for every reactor of the process.
-  io_backend backend = io_backend::automatic;
-  // Submission-queue entries of the io_uring backend (rounded to a power of
-  // two, clamped to the kernel's maximum; a full queue is submitted early,
-  // never an error). 0: std::invalid_argument naming the field, on every
-  // backend.
-  unsigned ring_entries = 4096;
-  // The reactor brings a timer queue of its own (io/timer/timer_queue.hpp),
-  // attached to the executor it drives: canopy::sleep_for, sleep_until and
-  // with_timeout work in that executor's tasks with nothing else to create.
-  // false: no timers (a canopy::io::reactor_timers may add them later).
-  // At most 64 executors with timers exist at once; one more fails its
-  // construction with std::logic_error.
-  bool timers = true;
-};
-
-enum class interest : std::uint8_t { readable = 1, writable = 2, both = 3 };
-enum class direction : std::uint8_t { read = 0, write = 1 };
-
-// What ready_or_arm() found.
-enum class wait_status : std::uint8_t {
-  ready,   // the direction is ready (or in error): try the operation
-  armed,   // not ready: the waker is stored and will be woken on the next edge
-  closed,  // the registration was removed: errc::operation_canceled
-  busy,    // another operation waits in this direction (one at a time):
-           // errc::connection_already_in_progress, nothing stored
-};
-
-struct reactor_stats {
-  std::uint64_t blocking_waits = 0;        // epoll_wait calls that could block (poller parked)
-  std::uint64_t polls = 0;                 // non-blocking polls (dispatch)
-  std::uint64_t events = 0;                // readiness events delivered to registrations
-  std::uint64_t notifies = 0;              // eventfd writes (a waker unparking the poller)
-  std::uint64_t deadlines = 0;             // deadline_source expiries that fired something
-  io_backend backend = io_backend::epoll;  // the backend in use
-  std::uint64_t ring_enters = 0;           // io_uring_enter calls (submissions and waits)
-  std::uint64_t completions = 0;           // io_uring completions reaped
-};
 
 class reactor final : public idle_driver {
  public:
@@ -202,7 +160,7 @@ class reactor final : public idle_driver {
   bool has_pending_events(registration_id id) noexcept;
 
   // ---- completion requests (io_uring backend; io/uring/completion_op.hpp) ----
-  enum class completion_status : std::uint8_t { in_flight, completed, closed, failed, busy };
+  using completion_status = detail::completion_status;
   // Queue `request` for direction `which` (one request per direction at a
   // time) with `waiter` to wake on its completion; `sequence` names it for
   // the calls below. closed: the registration was removed; failed: the ring
@@ -231,6 +189,10 @@ class reactor final : public idle_driver {
   std::size_t take_kept(registration_id id, std::span<std::byte> buffer) noexcept;
   // Whether requests wait in the submission queue (a hint, any thread).
   [[nodiscard]] bool has_queued_requests() const noexcept;
+  // The io_uring backend, null on epoll: completion_op (a registration's
+  // operations, whose backend never changes) calls it without the checks
+  // above.
+  [[nodiscard]] detail::uring_backend* uring() const noexcept { return uring_.get(); }
 
   // ---- timers ----
   // The deadline source the poller consults (io/ timers). Set once, before
@@ -258,76 +220,30 @@ class reactor final : public idle_driver {
   [[nodiscard]] reactor_stats stats() const noexcept;
   // Whether epoll_pwait2 (nanosecond timeouts) is in use, else epoll_wait
   // with the timeout rounded up to whole milliseconds.
-  [[nodiscard]] bool precise_timeouts() const noexcept { return have_pwait2_; }
+  [[nodiscard]] bool precise_timeouts() const noexcept;
 
  private:
-  static constexpr std::uint64_t wake_cookie = ~std::uint64_t{0};
-  static constexpr int max_events = 256;
-
-  void deliver(const epoll_event& event) noexcept;
   std::size_t expire_deadlines() noexcept;
-  // io_uring backend (io/uring/reactor_completion.cpp).
-  void open_ring(io_backend requested, unsigned entries);
-  bool wait_on_ring(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
-  std::size_t dispatch_ring() noexcept;
-  std::size_t reap_completions(bool* rewake = nullptr) noexcept;
-  void complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags,
-                bool* rewake = nullptr) noexcept;
-  void arm_watches() noexcept;
-  [[nodiscard]] bool submits_for_this_thread() const noexcept;
-  std::size_t poll_epoll_nonblocking() noexcept;
-  bool add_to_epoll(detail::registration_entry& target) noexcept;
-  void cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
-                      unsigned position) noexcept;
-  void wait_until_reaped(detail::registration_entry& target, std::size_t which,
-                         std::uint16_t sequence) noexcept;
-  void drain_eventfd() noexcept;
-  int epoll_wait_until(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
 
   io_backend backend_ = io_backend::epoll;
-  int epoll_fd_ = -1;
-  int event_fd_ = -1;
-  // io_uring backend: the ring; reaping its completion queue is done under
-  // reap_lock_ (the poller, or a thread waiting for a cancelled request).
-  std::unique_ptr<detail::completion_ring> ring_;
-  std::mutex reap_lock_;
-  // Guarded by reap_lock_: the ring reported the epoll descriptor readable,
-  // and the one completion wait() took from the queue for dispatch().
-  bool epoll_signalled_ = false;
-  bool poller_waiting_ = false;   // the poller is between its look and its reap (wait_on_ring)
-  bool epoll_watched_ = false;    // the multishot poll on epoll_fd_ is armed
-  bool eventfd_watched_ = false;  // the multishot poll on event_fd_ is armed
-  struct held_completion {
-    std::uint64_t user_data = 0;
-    std::int32_t result = 0;
-    std::uint32_t flags = 0;
-    bool present = false;
-  } pending_completion_;
-  bool have_pwait2_ = true;
-
-  // The registrations (io/registration_slab.hpp).
+  // The registrations (io/registration_slab.hpp), both backends'.
   detail::registration_slab slab_;
+  // The backend: one of the two, the other null. readiness_ is the epoll
+  // half every registration's readiness waits use: epoll_ itself, or the
+  // io_uring backend's own.
+  std::unique_ptr<detail::epoll_backend> epoll_;
+  std::unique_ptr<detail::uring_backend> uring_;
+  detail::epoll_backend* readiness_ = nullptr;
 
   // The executor this reactor drives (bind/unbind), and its own timers.
   sync::atomic<executor_core*> bound_core_{nullptr};
   std::unique_ptr<timer_queue> timers_;
   bool timers_bound_ = false;
 
-  // Poller-only state (the poller role is handed over release/acquire).
-  std::array<epoll_event, max_events> collected_{};
-  int collected_count_ = 0;
-  // wait() returned from an epoll_wait that did not fill collected_: the
-  // dispatch right after it needs no second, non-blocking epoll_wait.
-  bool fresh_from_wait_ = false;
+  // Poller-only: the last wait saw its deadline pass.
   bool deadline_due_ = false;
 
-  // Statistics (relaxed counters).
-  sync::atomic<std::uint64_t> blocking_waits_{0};
-  sync::atomic<std::uint64_t> polls_{0};
-  sync::atomic<std::uint64_t> events_{0};
-  sync::atomic<std::uint64_t> notifies_{0};
-  sync::atomic<std::uint64_t> deadline_fires_{0};
-  sync::atomic<std::uint64_t> completions_{0};
+  sync::atomic<std::uint64_t> deadline_fires_{0};  // relaxed counter
 };
 
 // `config` with a fresh reactor as its driver.

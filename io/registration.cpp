@@ -13,6 +13,7 @@ registration::registration(reactor& owner, int fd, interest what, std::error_cod
   if (!error) {
     owner_ = &owner;
     fd_ = fd;
+    completions_ = owner.backend() == io_backend::io_uring;
   }
 }
 
@@ -25,12 +26,14 @@ registration::registration(reactor& owner, int fd, interest what) {
   }
   owner_ = &owner;
   fd_ = fd;
+  completions_ = owner.backend() == io_backend::io_uring;
 }
 
 registration::registration(registration&& other) noexcept
     : owner_(std::exchange(other.owner_, nullptr)),
       id_(other.id_),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      completions_(std::exchange(other.completions_, false)) {}
 
 registration& registration::operator=(registration&& other) noexcept {
   if (this != &other) {
@@ -38,6 +41,7 @@ registration& registration::operator=(registration&& other) noexcept {
     owner_ = std::exchange(other.owner_, nullptr);
     id_ = other.id_;
     fd_ = std::exchange(other.fd_, -1);
+    completions_ = std::exchange(other.completions_, false);
   }
   return *this;
 }
@@ -47,6 +51,7 @@ void registration::reset() noexcept {
     owner_->remove(id_);
     owner_ = nullptr;
     fd_ = -1;
+    completions_ = false;
   }
 }
 

@@ -61,6 +61,9 @@ class registration {
   [[nodiscard]] int fd() const noexcept { return fd_; }
   [[nodiscard]] reactor* owner() const noexcept { return owner_; }
   [[nodiscard]] reactor::registration_id id() const noexcept { return id_; }
+  // Whether its stream operations are completion requests (its reactor runs
+  // io_uring): fixed when it registers, as a reactor never changes backend.
+  [[nodiscard]] bool completions() const noexcept { return completions_; }
 
   // The events counter, read before an operation; passed to clear_ready()
   // when that operation got EAGAIN.
@@ -76,6 +79,7 @@ class registration {
   reactor* owner_ = nullptr;
   reactor::registration_id id_{};
   int fd_ = -1;
+  bool completions_ = false;
 };
 
 // The wait source (wait/wait_source.hpp) for "direction `which` of

@@ -1,6 +1,7 @@
 // stream_op — one stream-socket operation (TCP: receive, send, accept,
 // connect) on whichever backend its reactor runs: readiness_op (epoll,
 // io/readiness.hpp) or completion_op (io_uring, io/uring/completion_op.hpp).
+// Which of the two is fixed per registration (registration::completions()).
 // Both are wait sources with the same result, so the task, fiber and
 // with_timeout forms of every TCP operation, and the HTTP server, are
 // written once. Internal (canopy::io::detail), and not installed: it
@@ -29,7 +30,7 @@ class stream_op {
  public:
   stream_op(const registration& reg, direction which, Attempt attempt,
             const completion_request& request, std::size_t short_read_below = 0) noexcept
-      : completion_(reg.owner() != nullptr && reg.owner()->backend() == io_backend::io_uring),
+      : completion_(reg.completions()),
         readiness_(reg, which, std::move(attempt), short_read_below),
         uring_(reg, which, request) {}
 

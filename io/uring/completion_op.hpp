@@ -8,12 +8,12 @@
 // The rule that keeps that safe: a request that has not completed when its
 // wait ends — a timeout, a cancelled or destroyed task, a closed socket —
 // is cancelled synchronously, and disarm() (or remove()) returns only once
-// its completion has been reaped (reactor::abandon_completion). So when a
+// its completion has been reaped (uring_backend::abandon). So when a
 // wait is over, the kernel no longer touches what the request pointed at,
 // and the memory may go. docs/io.md, "The io_uring backend". A receive that
 // completed with bytes all the same has them copied into its registration
 // there, and the registration's next receive returns them without a
-// request (start_completion answers `completed`).
+// request (uring_backend::start answers `completed`).
 //
 // A send goes straight to the socket (one non-blocking send, as the
 // readiness path does) when no other request waits in the submission
@@ -35,30 +35,16 @@
 #include "../reactor.hpp"
 #include "../readiness.hpp"
 #include "../registration.hpp"
+#include "completion_request.hpp"
+#include "uring_backend.hpp"
 
 namespace canopy::io::detail {
 
-enum class completion_kind : std::uint8_t {
-  receive,        // recv: at least one byte, 0 at EOF
-  send_some,      // send: what the socket takes, at least one byte
-  send_all,       // send until every byte went
-  accept,         // accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): the new descriptor
-  connect,        // connect(2) to `address`
-  send_gathered,  // sendmsg until every byte of a gather_cursor (`data`) went
-};
-
-struct completion_request {
-  completion_kind kind = completion_kind::receive;
-  int fd = -1;
-  // The buffer; the sockaddr for connect; for send_gathered, the
-  // gather_cursor (completion_op) or the msghdr it built (the submitted
-  // request, whose size is then unused).
-  void* data = nullptr;
-  std::size_t size = 0;  // its length
-};
-
 class completion_op {
  public:
+  // Only for a registration whose reactor runs io_uring
+  // (registration::completions()), or an empty one: the calls go to the
+  // reactor's uring_backend directly.
   completion_op(const registration& reg, direction which, completion_request request) noexcept
       : owner_(reg.owner()), id_(reg.id()), which_(which), request_(request) {}
 
@@ -89,7 +75,7 @@ class completion_op {
   void disarm() noexcept {
     if (in_flight_) {
       in_flight_ = false;
-      owner_->abandon_completion(id_, which_, sequence_);
+      owner_->uring()->abandon(id_, which_, sequence_);
     }
   }
 
@@ -107,7 +93,7 @@ class completion_op {
     if (request_.kind == completion_kind::send_gathered && cursor().done()) {
       return finish_count(0);  // no bytes at all
     }
-    if (owner_->has_queued_requests()) {
+    if (owner_->uring()->has_queued_requests()) {
       return false;
     }
     if (request_.kind == completion_kind::send_gathered) {
@@ -165,7 +151,7 @@ class completion_op {
     }
     std::error_code error;
     std::int32_t kept = 0;
-    switch (owner_->start_completion(id_, which_, waiter_, rest, sequence_, kept, error)) {
+    switch (owner_->uring()->start(id_, which_, waiter_, rest, sequence_, kept, error)) {
       case reactor::completion_status::in_flight:
         in_flight_ = true;
         return true;
@@ -188,7 +174,7 @@ class completion_op {
   // The request in flight: has it completed? True when the operation ended.
   bool poll(const waker* waiter) noexcept {
     std::int32_t answer = 0;
-    switch (owner_->poll_completion(id_, which_, sequence_, waiter, answer)) {
+    switch (owner_->uring()->poll(id_, which_, sequence_, waiter, answer)) {
       case reactor::completion_status::in_flight:
         return false;
       case reactor::completion_status::completed:

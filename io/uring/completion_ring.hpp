@@ -31,8 +31,8 @@
 // ours to interrupt. (A full queue is the exception: queue() submits it.)
 //
 // Not installed. In a build without io_uring (CANOPY_IO_URING 0) the
-// class is an empty stand-in: the reactor holds a null pointer to it, and
-// never opens one (io/uring/backend_choice.cpp).
+// class is an empty stand-in: no uring_backend is ever made there
+// (io/uring/without_uring.cpp), so none is opened.
 #pragma once
 
 #ifndef CANOPY_IO_URING

@@ -1,62 +1,66 @@
-// The reactor's io_uring members in a build without the io_uring backend
-// (-Dio_uring=disabled, or liburing-dev missing; io/meson.build builds this
-// file instead of completion_ring.cpp and reactor_completion.cpp). Every
-// reactor runs epoll there: no ring is ever opened (backend_choice.cpp
-// throws when io_uring is asked for), so each member answers as the
-// io_uring build does on an epoll reactor, whose ring is null.
+// The io_uring backend in a build without it (-Dio_uring=disabled, or
+// liburing-dev missing; io/meson.build builds this file instead of
+// completion_ring.cpp and uring_backend.cpp). Every reactor runs epoll
+// there: the backend's constructor throws when io_uring is asked for, so
+// no uring_backend ever exists and its other members are never called;
+// they are defined only so that the reactor links.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <system_error>
 
-#include "../reactor.hpp"
-#include "completion_op.hpp"
+#include "completion_ring.hpp"
+#include "uring_backend.hpp"
 
 static_assert(!CANOPY_IO_URING, "without_uring.cpp is built only without the io_uring backend");
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
-void reactor::submit() noexcept {}
-
-void reactor::workers_stopped() noexcept {}
-
-bool reactor::has_queued_requests() const noexcept { return false; }
-
-reactor::completion_status reactor::start_completion(registration_id /*id*/, direction /*which*/,
-                                                     const waker& /*waiter*/,
-                                                     const detail::completion_request& /*request*/,
-                                                     std::uint16_t& /*sequence*/,
-                                                     std::int32_t& /*result*/,
-                                                     std::error_code& /*error*/) noexcept {
-  return completion_status::closed;
+uring_backend::uring_backend(const idle_driver& owner, registration_slab& slab,
+                             unsigned /*entries*/)
+    : owner_(owner), slab_(slab), readiness_(slab, false) {
+  // Asked for by name: say why it is missing rather than run epoll quietly.
+  throw std::system_error(std::make_error_code(std::errc::function_not_supported),
+                          "canopy::io::reactor: this Canopy was built without the io_uring "
+                          "backend (-Dio_uring=disabled, or liburing-dev missing when it was "
+                          "built); use io_backend::epoll or automatic");
 }
 
-reactor::completion_status reactor::poll_completion(registration_id /*id*/, direction /*which*/,
-                                                    std::uint16_t /*sequence*/,
-                                                    const waker* /*waiter*/,
-                                                    std::int32_t& /*result*/) noexcept {
-  return completion_status::closed;
-}
+uring_backend::~uring_backend() = default;
 
-void reactor::abandon_completion(registration_id /*id*/, direction /*which*/,
-                                 std::uint16_t /*sequence*/) noexcept {}
-
-// Only an abandoned io_uring receive keeps bytes.
-std::size_t reactor::take_kept(registration_id /*id*/, std::span<std::byte> /*buffer*/) noexcept {
-  return 0;
-}
-
-// remove() cancels a request only when one is in flight: never here.
-void reactor::cancel_request(registration_id /*id*/, std::size_t /*which*/,
-                             std::uint16_t /*sequence*/, unsigned /*position*/) noexcept {}
-
-// wait() and dispatch() take these only when the ring is open: never here.
-bool reactor::wait_on_ring(
-    std::optional<std::chrono::steady_clock::time_point> /*deadline*/) noexcept {
+bool uring_backend::wait(std::optional<std::chrono::steady_clock::time_point> /*deadline*/,
+                         bool& /*deadline_due*/) noexcept {
   return false;
 }
 
-std::size_t reactor::dispatch_ring() noexcept { return 0; }
+std::size_t uring_backend::dispatch() noexcept { return 0; }
 
-}  // namespace canopy::io
+void uring_backend::submit() noexcept {}
+
+void uring_backend::workers_stopped() noexcept {}
+
+completion_status uring_backend::start(registration_id /*id*/, direction /*which*/,
+                                       const waker& /*waiter*/,
+                                       const completion_request& /*request*/,
+                                       std::uint16_t& /*sequence*/, std::int32_t& /*result*/,
+                                       std::error_code& /*error*/) noexcept {
+  return completion_status::closed;
+}
+
+completion_status uring_backend::poll(registration_id /*id*/, direction /*which*/,
+                                      std::uint16_t /*sequence*/, const waker* /*waiter*/,
+                                      std::int32_t& /*result*/) noexcept {
+  return completion_status::closed;
+}
+
+void uring_backend::abandon(registration_id /*id*/, direction /*which*/,
+                            std::uint16_t /*sequence*/) noexcept {}
+
+bool uring_backend::has_queued_requests() const noexcept { return false; }
+
+void uring_backend::cancel_request(registration_id /*id*/, std::size_t /*which*/,
+                                   std::uint16_t /*sequence*/, unsigned /*position*/) noexcept {}
+
+void uring_backend::add_stats(reactor_stats& /*stats*/) const noexcept {}
+
+}  // namespace canopy::io::detail

@@ -1,10 +1,11 @@
 // model_ring_reactor — the reactor's io_uring half reduced to its park path,
 // for the model check of that path (tests/model/model_ring_test.cpp): a
-// copy of io/uring/reactor_completion.cpp's wait_on_ring, arm_watches,
-// complete, reap_completions, dispatch_ring, submit, wait_until_reaped and
-// start_completion, step for step, on model_ring_kernel (the real sources
-// need liburing and the kernel). A copy, so it must follow that file; the
-// ring rows of tests/model/mutants.sh mutate it.
+// copy of io/uring/uring_backend.cpp's wait (here wait_on_ring),
+// arm_watches, complete, reap_completions, dispatch (here dispatch_ring),
+// submit, wait_until_reaped and start, step for step, on
+// model_ring_kernel (the real sources need liburing and the kernel). A
+// copy, so it must follow that file; the ring rows of
+// tests/model/mutants.sh mutate it.
 //
 // Threads: wait() and dispatch() on the poller; submit() and
 // queue_request() on workers; notify() on any thread; the outside starter
@@ -127,9 +128,9 @@ class model_ring_driver final : public idle_driver {
     }
   }
 
-  // reactor::start_completion on a worker: queued, not submitted.
+  // uring_backend::start on a worker: queued, not submitted.
   void queue_request() noexcept { kernel_.queue_request(); }
-  // reactor::start_completion on a thread that is not a worker: queued, and
+  // uring_backend::start on a thread that is not a worker: queued, and
   // the poller woken, whose wait submits it (never submitted here).
   void queue_request_from_outside() noexcept {
     kernel_.queue_request();

@@ -186,7 +186,7 @@ class ring_world final : public canopy::model::driver_world {
   }
 
  private:
-  // A request task queues its request (reactor::start_completion, on a
+  // A request task queues its request (uring_backend::start, on a
   // worker: queued only); any other task just runs.
   void run_task(std::size_t leaf, int index) {
     for (const task_position& task : request_tasks_) {

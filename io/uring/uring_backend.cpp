@@ -1,7 +1,10 @@
-// The reactor's io_uring backend (io/reactor.hpp): the poller's wait on
-// the ring, reaping completions, and the life of a
+// The reactor's io_uring backend (uring_backend.hpp): opening the ring,
+// the poller's wait on it, reaping completions, and the life of a
 // completion request (start, poll, abandon). Choosing it is in
-// backend_choice.cpp, the epoll half in io/reactor.cpp; the rules are in docs/io.md, "The io_uring backend".
+// backend_choice.cpp, its readiness half is io/epoll_backend.cpp; the
+// rules are in docs/io.md, "The io_uring backend".
+#include "uring_backend.hpp"
+
 #include <poll.h>
 #include <sched.h>
 #include <unistd.h>
@@ -9,17 +12,12 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "../../executor/executor_core.hpp"
-#include "../reactor.hpp"
-#include "completion_op.hpp"
 #include "completion_ring.hpp"
 
-namespace canopy::io {
-
-using detail::completion_kind;
-using detail::completion_request;
-using detail::registration_entry;
+namespace canopy::io::detail {
 
 namespace {
 
@@ -29,8 +27,7 @@ constexpr std::uint64_t wake_tag = 2;
 constexpr std::uint64_t epoll_tag = 4;
 constexpr std::uint16_t sequence_mask = 0x3ff;
 
-std::uint64_t request_tag(reactor::registration_id id, std::size_t which,
-                          std::uint16_t sequence) noexcept {
+std::uint64_t request_tag(registration_id id, std::size_t which, std::uint16_t sequence) noexcept {
   return (std::uint64_t{id.generation} << 32) | (std::uint64_t{id.slot} << 12) |
          (std::uint64_t{sequence} << 2) | (std::uint64_t{which} << 1) | 1U;
 }
@@ -79,7 +76,7 @@ void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64
 }
 
 // A receive whose waiter left got `result` bytes (the kernel wrote them
-// into its buffer, still alive while abandon_completion waits): keep them in
+// into its buffer, still alive while abandon() waits): keep them in
 // the registration for its next read, unless it was removed (the stream is
 // closing: nobody reads on). `target`'s lock held.
 void keep_received(registration_entry& target, const registration_entry::completion& op,
@@ -92,13 +89,35 @@ void keep_received(registration_entry& target, const registration_entry::complet
 
 }  // namespace
 
+uring_backend::uring_backend(const idle_driver& owner, registration_slab& slab, unsigned entries)
+    : owner_(owner), slab_(slab), readiness_(slab, false) {
+  std::error_code error;
+  std::string why;
+  ring_ = completion_ring::open(entries, error, why);
+  if (ring_ == nullptr) {
+    throw std::system_error(error, "canopy::io::reactor: the io_uring backend cannot run here (" +
+                                       why + "); use io_backend::epoll or automatic");
+  }
+}
+
+// The ring goes first: its requests point into registrations and watch the
+// readiness half's descriptors.
+uring_backend::~uring_backend() { ring_.reset(); }
+
+void uring_backend::add_stats(reactor_stats& stats) const noexcept {
+  readiness_.add_stats(stats);
+  stats.blocking_waits += blocking_waits_.load(sync::relaxed);
+  stats.ring_enters = ring_->enters();
+  stats.completions = completions_.load(sync::relaxed);
+}
+
 // The ring watches the eventfd (notify) and the epoll descriptor (the
 // readiness registrations) with multishot polls, one completion per wake-up
 // of either. Armed by the poller, a worker (reap_lock_ held): the kernel
 // completes a poll through task work on the thread that armed it, and a
 // worker is ours to interrupt; a thread of the program is not (its blocking
 // calls with a timeout would fail with EINTR).
-void reactor::arm_watches() noexcept {
+void uring_backend::arm_watches() noexcept {
   const auto watch = [this](int fd, std::uint64_t tag) {
     std::error_code ignored;
     return ring_->queue(
@@ -109,31 +128,28 @@ void reactor::arm_watches() noexcept {
         ignored);
   };
   if (!eventfd_watched_) {
-    eventfd_watched_ = watch(event_fd_, wake_tag);
+    eventfd_watched_ = watch(readiness_.event_fd(), wake_tag);
   }
   if (!epoll_watched_) {
-    epoll_watched_ = watch(epoll_fd_, epoll_tag);
+    epoll_watched_ = watch(readiness_.epoll_fd(), epoll_tag);
   }
 }
 
 // Whether a worker of this reactor's executor runs on this thread: it
 // submits what it queued when it runs out of work (idle_driver::submit).
-bool reactor::submits_for_this_thread() const noexcept {
+bool uring_backend::submits_for_this_thread() const noexcept {
   const worker_context* worker = current_worker();
-  return worker != nullptr && worker->core != nullptr && worker->core->driver() == this &&
+  return worker != nullptr && worker->core != nullptr && worker->core->driver() == &owner_ &&
          worker->index < worker->core->worker_count();
 }
 
-void reactor::submit() noexcept {
-  if (ring_ != nullptr && ring_->has_unsubmitted()) {
+void uring_backend::submit() noexcept {
+  if (ring_->has_unsubmitted()) {
     ring_->submit();
   }
 }
 
-void reactor::workers_stopped() noexcept {
-  if (ring_ == nullptr) {
-    return;
-  }
+void uring_backend::workers_stopped() noexcept {
   // Requests whose submitting worker has exited are finished by the
   // kernel's fallback work, slowly, one cancel at a time; one cancel of
   // all of them is quick. Their completions are reaped here, so each
@@ -145,17 +161,13 @@ void reactor::workers_stopped() noexcept {
   eventfd_watched_ = false;
 }
 
-bool reactor::has_queued_requests() const noexcept {
-  return ring_ != nullptr && ring_->has_unsubmitted();
-}
+bool uring_backend::has_queued_requests() const noexcept { return ring_->has_unsubmitted(); }
 
-reactor::completion_status reactor::start_completion(registration_id id, direction which,
-                                                     const waker& waiter,
-                                                     const completion_request& request,
-                                                     std::uint16_t& sequence, std::int32_t& result,
-                                                     std::error_code& error) noexcept {
+completion_status uring_backend::start(registration_id id, direction which, const waker& waiter,
+                                       const completion_request& request, std::uint16_t& sequence,
+                                       std::int32_t& result, std::error_code& error) noexcept {
   registration_entry* target = slab_.find(id.slot);
-  if (target == nullptr || ring_ == nullptr) {
+  if (target == nullptr) {
     return completion_status::closed;
   }
   const auto index = static_cast<std::size_t>(which);
@@ -205,14 +217,13 @@ reactor::completion_status reactor::start_completion(registration_id id, directi
   // interval). Not submitted here: the request's completion would be task
   // work on this thread, interrupting it.
   if (!submits_for_this_thread()) {
-    notify();
+    readiness_.notify();
   }
   return completion_status::in_flight;
 }
 
-reactor::completion_status reactor::poll_completion(registration_id id, direction which,
-                                                    std::uint16_t sequence, const waker* waiter,
-                                                    std::int32_t& result) noexcept {
+completion_status uring_backend::poll(registration_id id, direction which, std::uint16_t sequence,
+                                      const waker* waiter, std::int32_t& result) noexcept {
   return slab_.with_live(id, completion_status::closed, [&](registration_entry& target) {
     const auto index = static_cast<std::size_t>(which);
     registration_entry::completion& op = target.completions[index];
@@ -234,10 +245,9 @@ reactor::completion_status reactor::poll_completion(registration_id id, directio
   });
 }
 
-void reactor::abandon_completion(registration_id id, direction which,
-                                 std::uint16_t sequence) noexcept {
+void uring_backend::abandon(registration_id id, direction which, std::uint16_t sequence) noexcept {
   registration_entry* target = slab_.find(id.slot);
-  if (target == nullptr || ring_ == nullptr) {
+  if (target == nullptr) {
     return;
   }
   const auto index = static_cast<std::size_t>(which);
@@ -266,14 +276,8 @@ void reactor::abandon_completion(registration_id id, direction which,
   cancel_request(id, index, sequence, position);
 }
 
-std::size_t reactor::take_kept(registration_id id, std::span<std::byte> buffer) noexcept {
-  return slab_.with_live(id, std::size_t{0}, [&](registration_entry& target) {
-    return target.has_kept() ? target.take_kept(buffer.data(), buffer.size()) : 0;
-  });
-}
-
-void reactor::cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
-                             unsigned position) noexcept {
+void uring_backend::cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
+                                   unsigned position) noexcept {
   registration_entry& target = *slab_.find(id.slot);
   if (ring_->cancel(request_tag(id, which, sequence), position)) {
     // Never handed to the kernel: no completion will come.
@@ -288,8 +292,8 @@ void reactor::cancel_request(registration_id id, std::size_t which, std::uint16_
   wait_until_reaped(target, which, sequence);
 }
 
-void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
-                                std::uint16_t sequence) noexcept {
+void uring_backend::wait_until_reaped(registration_entry& target, std::size_t which,
+                                      std::uint16_t sequence) noexcept {
   for (;;) {
     {
       const std::lock_guard guard(target.lock);
@@ -315,7 +319,7 @@ void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
       // A notify or epoll's readiness was taken from the queue here, not by
       // the poller, which may have looked before this reap and be about to
       // look again: post a wake-up of its own.
-      notify();
+      readiness_.notify();
     }
     if (!reaped) {
       sched_yield();
@@ -323,8 +327,8 @@ void reactor::wait_until_reaped(registration_entry& target, std::size_t which,
   }
 }
 
-void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags,
-                       bool* rewake) noexcept {
+void uring_backend::complete(std::uint64_t user_data, std::int32_t result, std::uint32_t flags,
+                             bool* rewake) noexcept {
   if ((user_data & 1U) == 0) {
     // wake_tag: a notify(); epoll_tag: readiness to collect. A poll that
     // ended (no F_MORE) is armed again by the poller; armed on a readable
@@ -332,7 +336,7 @@ void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32
     const bool ended = (flags & IORING_CQE_F_MORE) == 0;
     if (user_data == wake_tag) {
       if (rewake == nullptr) {
-        drain_eventfd();
+        readiness_.drain_eventfd();
       } else {
         *rewake = true;  // left for the poller to drain after the new wake
       }
@@ -361,7 +365,7 @@ void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32
     op.in_flight = false;
     if (op.abandoned) {
       // Its waiter left: an accepted connection is closed, a receive's
-      // bytes are kept (its waiter is still in abandon_completion, waiting
+      // bytes are kept (its waiter is still in abandon(), waiting
       // for this completion, so the buffer is still there).
       op.abandoned = false;
       keep_received(*target, op, result);
@@ -378,7 +382,7 @@ void reactor::complete(std::uint64_t user_data, std::int32_t result, std::uint32
 
 // reap_lock_ held. `rewake`: null for the poller; for another thread, set
 // when it took a wake-up or epoll's readiness the poller was owed.
-std::size_t reactor::reap_completions(bool* rewake) noexcept {
+std::size_t uring_backend::reap_completions(bool* rewake) noexcept {
   std::size_t total = 0;
   if (pending_completion_.present) {
     pending_completion_.present = false;
@@ -398,22 +402,8 @@ std::size_t reactor::reap_completions(bool* rewake) noexcept {
   }
 }
 
-std::size_t reactor::poll_epoll_nonblocking() noexcept {
-  std::size_t delivered = 0;
-  for (;;) {
-    polls_.fetch_add(1, sync::relaxed);
-    const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);
-    for (int index = 0; index < count; ++index) {
-      deliver(collected_[index]);
-    }
-    if (count < max_events) {
-      return delivered + (count > 0 ? static_cast<std::size_t>(count) : 0);
-    }
-    delivered += static_cast<std::size_t>(count);
-  }
-}
-
-bool reactor::wait_on_ring(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
+bool uring_backend::wait(std::optional<std::chrono::steady_clock::time_point> deadline,
+                         bool& deadline_due) noexcept {
   {
     const std::lock_guard guard(reap_lock_);
     if (pending_completion_.present || epoll_signalled_) {
@@ -447,12 +437,12 @@ bool reactor::wait_on_ring(std::optional<std::chrono::steady_clock::time_point> 
     collected = collected || epoll_signalled_;
   }
   if (deadline && std::chrono::steady_clock::now() >= *deadline) {
-    deadline_due_ = true;
+    deadline_due = true;
   }
-  return collected || deadline_due_;
+  return collected || deadline_due;
 }
 
-std::size_t reactor::dispatch_ring() noexcept {
+std::size_t uring_backend::dispatch() noexcept {
   std::size_t delivered = 0;
   {
     const std::lock_guard guard(reap_lock_);
@@ -460,10 +450,10 @@ std::size_t reactor::dispatch_ring() noexcept {
     arm_watches();
     if (epoll_signalled_) {
       epoll_signalled_ = false;
-      delivered += poll_epoll_nonblocking();
+      delivered += readiness_.poll_until_drained();
     }
   }
-  return delivered + expire_deadlines();
+  return delivered;
 }
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail
