@@ -54,14 +54,25 @@ std::unique_ptr<completion_ring> completion_ring::open(unsigned entries, std::er
     return nullptr;
   }
   io_uring_params params{};
-  params.flags = IORING_SETUP_CLAMP;
+  // COOP_TASKRUN: a completion's task work runs when its submitting worker
+  // next enters or leaves the kernel, or at once if it sleeps, instead of
+  // interrupting a running worker with an inter-processor interrupt and
+  // the signal path. Kernels before 5.19 refuse the flag: set up without.
+  params.flags = IORING_SETUP_CLAMP | IORING_SETUP_COOP_TASKRUN;
   // Set up on a thread of its own: the kernel signals the thread that
   // created a ring when the ring is torn down (TWA_SIGNAL), and the thread
   // constructing a reactor is the program's, whose next blocking call with
   // a timeout would fail with EINTR. This thread is gone by then.
   int status = -EAGAIN;
   try {
-    std::thread setup([&] { status = io_uring_queue_init_params(entries, &made->ring_, &params); });
+    std::thread setup([&] {
+      status = io_uring_queue_init_params(entries, &made->ring_, &params);
+      if (status == -EINVAL) {
+        params = io_uring_params{};
+        params.flags = IORING_SETUP_CLAMP;
+        status = io_uring_queue_init_params(entries, &made->ring_, &params);
+      }
+    });
     setup.join();
   } catch (const std::system_error& failure) {
     error = failure.code();

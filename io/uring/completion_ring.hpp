@@ -29,6 +29,9 @@
 // thread that ever submitted to it (TWA_SIGNAL): a thread of the program
 // would see its blocking calls with a timeout fail with EINTR. A worker is
 // ours to interrupt. (A full queue is the exception: queue() submits it.)
+// The ring asks for cooperative task work (IORING_SETUP_COOP_TASKRUN,
+// open()): a running submitter runs it at its next kernel entry or tick
+// instead of being interrupted; docs/io.md says what that costs.
 //
 // Not installed. In a build without io_uring (CANOPY_IO_URING 0) the
 // class is an empty stand-in: no uring_backend is ever made there
