@@ -4,9 +4,11 @@
 // Which of the two is fixed per registration (registration::completions()).
 // Both are wait sources with the same result, so the task, fiber and
 // with_timeout forms of every TCP operation, and the HTTP server, are
-// written once. Internal (canopy::io::detail), and not installed: it
-// differs between a build with the io_uring backend and one without
-// (CANOPY_IO_URING, set by io/meson.build for every user of canopy_io).
+// written once; protocol_ops (below) lets the stream template
+// (io/basic_stream.hpp) write them once for Unix-domain streams too.
+// Internal (canopy::io::detail), and not installed: it differs between a
+// build with the io_uring backend and one without (CANOPY_IO_URING, set by
+// io/meson.build for every user of canopy_io).
 #pragma once
 
 #include <cstddef>
