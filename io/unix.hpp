@@ -25,7 +25,7 @@
 // makes it end with errc::operation_canceled. A connect to a listener whose
 // backlog is full reports errc::resource_unavailable_try_again (the kernel
 // gives no readiness edge to wait for). The fiber forms are in
-// io/fiber_io.hpp.
+// io/fiber/fiber_io.hpp.
 #pragma once
 
 #include <sys/un.h>

@@ -6,10 +6,10 @@
 #include <string>
 #include <utility>
 
-#include "gather.hpp"
-#include "readiness.hpp"
-#include "socket_ops.hpp"
-#include "stream_op.hpp"
+#include "../gather.hpp"
+#include "../readiness.hpp"
+#include "../socket_ops.hpp"
+#include "../stream_op.hpp"
 
 namespace canopy::io {
 
@@ -83,7 +83,7 @@ void write_stream(detail::basic_stream<Protocol>& stream,
   error = canopy::this_fiber::wait_on(op).error;
 }
 
-// The throwing forms, over the error_code forms (io/fiber_io.hpp).
+// The throwing forms, over the error_code forms (io/fiber/fiber_io.hpp).
 template <class Protocol>
 typename Protocol::stream or_throw_connect(reactor& owner,
                                            const typename Protocol::endpoint_type& peer) {
