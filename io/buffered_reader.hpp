@@ -194,7 +194,7 @@ class buffered_reader {
     return throwing(read_frame(max_size, last_error_), "canopy::io::buffered_reader::read_frame");
   }
 
-  // The steps the fiber forms (io/buffered_fiber.hpp) run; not for users.
+  // The steps the fiber forms (io/fiber/buffered_fiber.hpp) run; not for users.
   detail::read_buffer& buffer_for_fiber_forms() noexcept { return buffer_; }
 
  private:

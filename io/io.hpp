@@ -3,7 +3,7 @@
 // timers (sleep_for, with_timeout; reactor_timers). Every socket operation
 // runs on one readiness helper (io/readiness.hpp); on the io_uring backend
 // the TCP operations are completion requests instead (io/stream_op.hpp
-// picks, once per registration). The fibers' forms are in io/fiber_io.hpp.
+// picks, once per registration). The fibers' forms are in io/fiber/fiber_io.hpp.
 // docs/io.md is the guide.
 //
 // Layout: io/reactor.hpp is a thin reactor (the registrations, the choice

@@ -255,43 +255,11 @@ bool reactor::has_pending_events(registration_id id) noexcept {
                          [](registration_entry& target) { return target.pending_events != 0; });
 }
 
-// Completion requests: the io_uring backend's (an epoll reactor has none,
-// and answers as for a removed registration).
-reactor::completion_status reactor::start_completion(registration_id id, direction which,
-                                                     const waker& waiter,
-                                                     const detail::completion_request& request,
-                                                     std::uint16_t& sequence, std::int32_t& result,
-                                                     std::error_code& error) noexcept {
-  if (uring_ == nullptr) {
-    return completion_status::closed;
-  }
-  return uring_->start(id, which, waiter, request, sequence, result, error);
-}
-
-reactor::completion_status reactor::poll_completion(registration_id id, direction which,
-                                                    std::uint16_t sequence, const waker* waiter,
-                                                    std::int32_t& result) noexcept {
-  if (uring_ == nullptr) {
-    return completion_status::closed;
-  }
-  return uring_->poll(id, which, sequence, waiter, result);
-}
-
-void reactor::abandon_completion(registration_id id, direction which,
-                                 std::uint16_t sequence) noexcept {
-  if (uring_ != nullptr) {
-    uring_->abandon(id, which, sequence);
-  }
-}
-
+// Bytes an abandoned receive kept (uring_backend::abandon): the slab's.
 std::size_t reactor::take_kept(registration_id id, std::span<std::byte> buffer) noexcept {
   return slab_.with_live(id, std::size_t{0}, [&](registration_entry& target) {
     return target.has_kept() ? target.take_kept(buffer.data(), buffer.size()) : 0;
   });
-}
-
-bool reactor::has_queued_requests() const noexcept {
-  return uring_ != nullptr && uring_->has_queued_requests();
 }
 
 void reactor::set_deadline_source(deadline_source* source) noexcept {

@@ -81,7 +81,6 @@ class timer_queue;
 namespace detail {
 class epoll_backend;
 class uring_backend;
-struct completion_request;
 }  // namespace detail
 
 class reactor final : public idle_driver {
@@ -160,38 +159,14 @@ class reactor final : public idle_driver {
   bool has_pending_events(registration_id id) noexcept;
 
   // ---- completion requests (io_uring backend; io/uring/completion_op.hpp) ----
-  using completion_status = detail::completion_status;
-  // Queue `request` for direction `which` (one request per direction at a
-  // time) with `waiter` to wake on its completion; `sequence` names it for
-  // the calls below. closed: the registration was removed; failed: the ring
-  // refused it (`error`); busy: another request of this direction is in
-  // flight or its result unclaimed (nothing queued); completed (a receive
-  // only): bytes an abandoned receive kept were copied into the buffer
-  // instead, `result` of them (nothing queued).
-  completion_status start_completion(registration_id id, direction which, const waker& waiter,
-                                     const detail::completion_request& request,
-                                     std::uint16_t& sequence, std::int32_t& result,
-                                     std::error_code& error) noexcept;
-  // Whether request `sequence` completed (then `result`: the kernel's res,
-  // taken once); `waiter`, if not null, replaces the stored waker while it
-  // is in flight.
-  completion_status poll_completion(registration_id id, direction which, std::uint16_t sequence,
-                                    const waker* waiter, std::int32_t& result) noexcept;
-  // The waiter leaves request `sequence`: cancel it and return once its
-  // completion has been reaped, so the kernel no longer uses its memory.
-  // Bytes a receive took meanwhile (it completed before the cancel) are
-  // copied out of its buffer and kept: the registration's next receive
-  // (start_completion, take_kept) returns them first.
-  void abandon_completion(registration_id id, direction which, std::uint16_t sequence) noexcept;
+  // The requests themselves go to the uring_backend (uring() below).
   // Copy bytes kept from an abandoned receive into `buffer`: how many (0:
   // none kept, or a stale id). For reads that do not go through
-  // start_completion (tcp_stream::try_read_some); any thread.
+  // a completion request (tcp_stream::try_read_some); any thread.
   std::size_t take_kept(registration_id id, std::span<std::byte> buffer) noexcept;
-  // Whether requests wait in the submission queue (a hint, any thread).
-  [[nodiscard]] bool has_queued_requests() const noexcept;
   // The io_uring backend, null on epoll: completion_op (a registration's
-  // operations, whose backend never changes) calls it without the checks
-  // above.
+  // operations, whose backend never changes: registration::completions())
+  // calls it directly.
   [[nodiscard]] detail::uring_backend* uring() const noexcept { return uring_.get(); }
 
   // ---- timers ----

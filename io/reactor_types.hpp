@@ -62,8 +62,7 @@ struct reactor_stats {
 
 namespace detail {
 
-// What a completion request (reactor::start_completion) came to; reactor::
-// completion_status names it.
+// What a completion request (uring_backend::start, poll) came to.
 enum class completion_status : std::uint8_t { in_flight, completed, closed, failed, busy };
 
 // CANOPY_IO_BACKEND, if set, over `configured` (io/uring/backend_choice.cpp).

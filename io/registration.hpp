@@ -1,9 +1,9 @@
 // registration — a descriptor registered with a reactor (RAII), and the
-// readiness waits on it for tasks (the fibers' are in io/fiber_io.hpp).
+// readiness waits on it for tasks (the fibers' are in io/fiber/fiber_io.hpp).
 //
 //   canopy::io::registration reg(reactor, fd, canopy::io::interest::readable);
 //   std::error_code error = co_await canopy::io::readable(reg);   // a task
-//   error = canopy::io::this_fiber::readable(reg);                 // a fiber (fiber_io.hpp)
+//   error = canopy::io::this_fiber::readable(reg);                 // a fiber (fiber/fiber_io.hpp)
 //   error = co_await canopy::io::readable(fd);                    // one-shot
 //
 // A registration owns its reactor slot, not the descriptor: destroy (or

@@ -103,7 +103,7 @@ struct registration_entry {
   };
   completion completions[2];
   // Bytes a receive took from the socket after its waiter left (a timeout,
-  // a cancel, a destroyed task: reactor::abandon_completion), from
+  // a cancel, a destroyed task: uring_backend::abandon), from
   // kept_from on. The registration's next receive returns them before it
   // asks the kernel for more, so no byte is lost and the order holds. Empty
   // but for the moments after such a race; cleared when the registration is

@@ -39,11 +39,8 @@ void set_no_delay_on(int fd) noexcept;
 // Throw std::system_error(error, what) if `error` is set.
 void throw_if(const std::error_code& error, const char* what);
 
-// TCP steps shared by the task and fiber forms (io/tcp.cpp): open, start
-// connecting and register (`pending`: wait for the write edge, then run
-// connect_attempt), and adopt what an accept_attempt returned.
-tcp_stream start_tcp_connect(reactor& owner, const endpoint& peer, bool& pending,
-                             std::error_code& error) noexcept;
+// A TCP step shared by the task and fiber forms (io/tcp.cpp): adopt what an
+// accept_attempt returned.
 tcp_stream adopt_accepted(const registration& listener, const io_result& accepted,
                           std::error_code& error) noexcept;
 

@@ -4,9 +4,11 @@
 // Which of the two is fixed per registration (registration::completions()).
 // Both are wait sources with the same result, so the task, fiber and
 // with_timeout forms of every TCP operation, and the HTTP server, are
-// written once. Internal (canopy::io::detail), and not installed: it
-// differs between a build with the io_uring backend and one without
-// (CANOPY_IO_URING, set by io/meson.build for every user of canopy_io).
+// written once; protocol_ops (below) lets the stream template
+// (io/basic_stream.hpp) write them once for Unix-domain streams too.
+// Internal (canopy::io::detail), and not installed: it differs between a
+// build with the io_uring backend and one without (CANOPY_IO_URING, set by
+// io/meson.build for every user of canopy_io).
 #pragma once
 
 #include <cstddef>
@@ -109,5 +111,58 @@ inline auto connect_op(const registration& reg, int fd, const endpoint& peer) no
                    {completion_kind::connect, fd, const_cast<sockaddr*>(peer.data()),
                     static_cast<std::size_t>(peer.size())});
 }
+
+// The operations of a stream or listener of `Protocol` (io/basic_stream.hpp,
+// its completion_requests): the ones above, or, for a protocol whose
+// operations are readiness waits on both backends (Unix-domain streams),
+// their readiness form alone, so that one body serves both.
+template <class Protocol>
+struct protocol_ops {
+  static auto receive(const registration& reg, int fd, std::span<std::byte> buffer) noexcept {
+    if constexpr (Protocol::completion_requests) {
+      return receive_op(reg, fd, buffer);
+    } else {
+      return readiness_op(reg, direction::read, recv_attempt(fd, buffer), buffer.size());
+    }
+  }
+  static auto send_all(const registration& reg, int fd, std::span<const std::byte> data,
+                       std::size_t& sent) noexcept {
+    if constexpr (Protocol::completion_requests) {
+      return send_all_op(reg, fd, data, sent);
+    } else {
+      return readiness_op(reg, direction::write, send_all_attempt(fd, data, sent));
+    }
+  }
+  static auto send_gathered(const registration& reg, int fd, gather_cursor& cursor) noexcept {
+    if constexpr (Protocol::completion_requests) {
+      return send_gathered_op(reg, fd, cursor);
+    } else {
+      return readiness_op(reg, direction::write, send_gathered_attempt(fd, cursor));
+    }
+  }
+  static auto send_some(const registration& reg, int fd, std::span<const std::byte> data) noexcept {
+    if constexpr (Protocol::completion_requests) {
+      return send_some_op(reg, fd, data);
+    } else {
+      return readiness_op(reg, direction::write, send_some_attempt(fd, data));
+    }
+  }
+  static auto accept(const registration& reg, int fd) noexcept {
+    if constexpr (Protocol::completion_requests) {
+      return accept_op(reg, fd);
+    } else {
+      return readiness_op(reg, direction::read, accept_attempt(fd));
+    }
+  }
+  // Only for a connect the protocol left pending (open_connect).
+  static auto connect(const registration& reg, int fd,
+                      const typename Protocol::endpoint_type& peer) noexcept {
+    if constexpr (Protocol::completion_requests) {
+      return connect_op(reg, fd, peer);
+    } else {
+      return readiness_op(reg, direction::write, connect_attempt(fd));
+    }
+  }
+};
 
 }  // namespace canopy::io::detail

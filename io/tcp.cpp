@@ -11,7 +11,6 @@
 
 #include "readiness.hpp"
 #include "socket_ops.hpp"
-#include "stream_bounded.hpp"
 #include "stream_op.hpp"
 
 namespace canopy::io {
@@ -19,8 +18,6 @@ namespace canopy::io {
 namespace {
 
 std::error_code errno_code(int value) noexcept { return {value, std::system_category()}; }
-
-std::error_code not_open() noexcept { return std::make_error_code(std::errc::bad_file_descriptor); }
 
 }  // namespace
 
@@ -66,20 +63,6 @@ using detail::throw_if;
 
 // ------------------------------------------------------------------ stream
 
-tcp_stream::tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready) noexcept
-    : socket_(owner, fd, interest::both, error, assume_ready, true) {}
-
-// NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
-std::error_code tcp_stream::shutdown(int how) noexcept {
-  if (socket_.fd() < 0) {
-    return not_open();
-  }
-  if (::shutdown(socket_.fd(), how) != 0) {
-    return errno_code(errno);
-  }
-  return {};
-}
-
 // NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
 std::error_code tcp_stream::set_no_delay(bool on) noexcept {
   const int value = on ? 1 : 0;
@@ -89,89 +72,7 @@ std::error_code tcp_stream::set_no_delay(bool on) noexcept {
   return {};
 }
 
-std::size_t tcp_stream::try_read_some(std::span<std::byte> buffer,
-                                      std::error_code& error) noexcept {
-  const registration& reg = socket_.reg();
-  if (reg.owner() != nullptr && reg.owner()->backend() == io_backend::io_uring && !buffer.empty()) {
-    // Bytes a receive that lost a race kept come before the socket's.
-    if (const std::size_t kept = reg.owner()->take_kept(reg.id(), buffer); kept > 0) {
-      error.clear();
-      return kept;
-    }
-  }
-  const io_result done = detail::try_io(socket_.reg(), direction::read,
-                                        detail::recv_attempt(socket_.fd(), buffer), buffer.size());
-  error = done.error;
-  return done.count;
-}
-
-std::size_t tcp_stream::try_write_some(std::span<const std::byte> data,
-                                       std::error_code& error) noexcept {
-  const io_result done = detail::try_io(socket_.reg(), direction::write,
-                                        detail::send_some_attempt(socket_.fd(), data));
-  error = done.error;
-  return done.count;
-}
-
-task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer, std::error_code& error) {
-  const io_result done =
-      co_await canopy::wait_on(detail::receive_op(socket_.reg(), socket_.fd(), buffer));
-  error = done.error;
-  co_return done.count;
-}
-
-task<std::size_t> tcp_stream::read_some(std::span<std::byte> buffer) {
-  std::error_code error;
-  const std::size_t got = co_await read_some(buffer, error);
-  throw_if(error, "canopy::io::tcp_stream::read_some");
-  co_return got;
-}
-
-task<void> tcp_stream::write_all(std::span<const std::byte> data, std::error_code& error) {
-  std::size_t sent = 0;
-  error =
-      (co_await canopy::wait_on(detail::send_all_op(socket_.reg(), socket_.fd(), data, sent))).error;
-}
-
-task<void> tcp_stream::write_all(std::span<const std::byte> data) {
-  std::error_code error;
-  co_await write_all(data, error);
-  throw_if(error, "canopy::io::tcp_stream::write_all");
-}
-
-// The write's rounds are made inside the helper's frame (an armed
-// operation must not move), when the task starts, as write_all's are.
-detail::bounded_read tcp_stream::read_some_until(std::span<std::byte> buffer,
-                                                 std::chrono::steady_clock::time_point deadline,
-                                                 std::error_code& error) {
-  return canopy::wait_on(
-      detail::bounded_receive(detail::stream_receive(socket_.reg(), socket_.fd(), buffer,
-                                                     detail::stream_receive::kind::tcp),
-                              deadline, error));
-}
-
-task<void> tcp_stream::write_all_within(std::span<const std::byte> data,
-                                        std::chrono::milliseconds stall_limit,
-                                        std::error_code& error) {
-  return detail::send_all_within(
-      [this](std::span<const std::byte> rest) noexcept {
-        return detail::send_some_op(socket_.reg(), socket_.fd(), rest);
-      },
-      data, stall_limit, error);
-}
-
-task<void> tcp_stream::write_all(std::span<const std::span<const std::byte>> buffers,
-                                 std::error_code& error) {
-  detail::gather_cursor cursor(buffers);
-  error = (co_await canopy::wait_on(detail::send_gathered_op(socket_.reg(), socket_.fd(), cursor)))
-              .error;
-}
-
-task<void> tcp_stream::write_all(std::span<const std::span<const std::byte>> buffers) {
-  std::error_code error;
-  co_await write_all(buffers, error);
-  throw_if(error, "canopy::io::tcp_stream::write_all");
-}
+void detail::tcp_protocol::connected(int fd) noexcept { set_no_delay_on(fd); }
 
 // connect(2) first, then the registration: epoll reports EPOLLHUP for a TCP
 // socket that is not connecting yet, and that stale hang-up would mark the
@@ -179,8 +80,8 @@ task<void> tcp_stream::write_all(std::span<const std::span<const std::byte>> buf
 // completion is the first write edge (or the state epoll reports when it is
 // added, if the connection completed already). Returns the stream, and
 // whether the caller must still wait for that edge (connect_attempt).
-tcp_stream detail::start_tcp_connect(reactor& owner, const endpoint& peer, bool& pending,
-                                     std::error_code& error) noexcept {
+tcp_stream detail::tcp_protocol::open_connect(reactor& owner, const endpoint& peer, bool& pending,
+                                              std::error_code& error) noexcept {
   error.clear();
   pending = false;
   const int fd = open_socket(peer.family(), error);
@@ -204,36 +105,6 @@ tcp_stream detail::start_tcp_connect(reactor& owner, const endpoint& peer, bool&
   }
   return stream;
 }
-
-task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer, std::error_code& error) {
-  bool pending = false;
-  tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
-  if (pending) {
-    error = (co_await canopy::wait_on(
-                 detail::connect_op(stream.reg(), stream.native_handle(), peer)))
-                .error;
-    if (error) {
-      co_return tcp_stream{};  // `stream` closes the socket
-    }
-    set_no_delay_on(stream.native_handle());
-  }
-  co_return stream;
-}
-
-task<tcp_stream> tcp_stream::connect(reactor& owner, endpoint peer) {
-  std::error_code error;
-  tcp_stream stream = co_await connect(owner, peer, error);
-  if (error) {
-    throw std::system_error(error, "canopy::io::tcp_stream::connect to " + peer.to_string());
-  }
-  co_return stream;
-}
-
-task<tcp_stream> tcp_stream::connect(endpoint peer, std::error_code& error) {
-  return connect(reactor::current(), peer, error);
-}
-
-task<tcp_stream> tcp_stream::connect(endpoint peer) { return connect(reactor::current(), peer); }
 
 // ---------------------------------------------------------------- listener
 

@@ -29,7 +29,7 @@
 // way on both I/O backends, task and fiber forms alike. (To stop a read
 // without touching the socket, race it: <canopy/race.hpp>.)
 // The task forms are canopy::task<T> (co_await them inside a canopy::task);
-// the fiber forms live in canopy::io::this_fiber (io/fiber_io.hpp) and block
+// the fiber forms live in canopy::io::this_fiber (io/fiber/fiber_io.hpp) and block
 // the fiber.
 #pragma once
 
@@ -39,6 +39,7 @@
 #include <system_error>
 
 #include "../coroutine/task.hpp"
+#include "basic_stream.hpp"
 #include "endpoint.hpp"
 #include "owned_socket.hpp"
 #include "reactor.hpp"
@@ -47,100 +48,48 @@
 
 namespace canopy::io {
 
-class tcp_stream {
+class tcp_stream;
+
+namespace detail {
+// TCP for basic_stream (io/basic_stream.hpp): its operations are completion
+// requests on the io_uring backend, and its connect waits for the socket's
+// write edge.
+struct tcp_protocol {
+  using stream = tcp_stream;
+  using endpoint_type = endpoint;
+  static constexpr bool completion_requests = true;
+  static constexpr stream_receive::kind receive_kind = stream_receive::kind::tcp;
+  static constexpr const char* read_what = "canopy::io::tcp_stream::read_some";
+  static constexpr const char* write_what = "canopy::io::tcp_stream::write_all";
+  static constexpr const char* connect_what = "canopy::io::tcp_stream::connect to ";
+  static tcp_stream open_connect(reactor& owner, const endpoint& peer, bool& pending,
+                                 std::error_code& error) noexcept;
+  // TCP_NODELAY, best effort.
+  static void connected(int fd) noexcept;
+};
+}  // namespace detail
+
+// A connected TCP stream: the members of detail::basic_stream (connect,
+// read_some, write_all, the bounded and non-waiting forms, shutdown,
+// close; io/basic_stream.hpp states their contract) and the TCP ones below.
+class tcp_stream : public detail::basic_stream<detail::tcp_protocol> {
  public:
   tcp_stream() noexcept = default;
   // Adopt a connected (or connecting), non-blocking socket; it is closed if
   // its registration fails (errors: see registration). `assume_ready`: see
   // reactor::add (false for a socket whose connect(2) is in progress).
-  tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready = true) noexcept;
+  tcp_stream(reactor& owner, int fd, std::error_code& error, bool assume_ready = true) noexcept
+      : basic_stream(owner, fd, error, assume_ready) {}
   tcp_stream(tcp_stream&& other) noexcept = default;
   tcp_stream& operator=(tcp_stream&& other) noexcept = default;
   tcp_stream(const tcp_stream&) = delete;
   tcp_stream& operator=(const tcp_stream&) = delete;
   ~tcp_stream() = default;
 
-  // Connect to `peer` on `owner` (or on the current task's reactor).
-  static task<tcp_stream> connect(reactor& owner, endpoint peer, std::error_code& error);
-  static task<tcp_stream> connect(reactor& owner, endpoint peer);
-  static task<tcp_stream> connect(endpoint peer, std::error_code& error);
-  static task<tcp_stream> connect(endpoint peer);
-
-  // At least one byte, or 0 at EOF (or on error with the error_code form).
-  // Cancel-safe: a read that loses a race (with_timeout, with_deadline, a
-  // cancel through its task's or fiber's handle) loses no bytes; the next
-  // read of any form returns them first (docs/io.md, "Reads that lose a
-  // race"). What the buffer holds after such a read is unspecified.
-  task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
-  task<std::size_t> read_some(std::span<std::byte> buffer);
-  // Every byte, or an error (then some prefix may have been sent).
-  task<void> write_all(std::span<const std::byte> data, std::error_code& error);
-  task<void> write_all(std::span<const std::byte> data);
-  // Gathered: every byte of every buffer, in order, without copying them
-  // into one (a header and a body in one call): sendmsg with an iovec array
-  // on both backends (IORING_OP_SENDMSG on io_uring), MSG_NOSIGNAL; over
-  // 64 buffers (IOV_MAX is the kernel's limit) take more calls. Empty buffers are
-  // skipped (none, or only empty ones: nothing is sent). A partial send
-  // goes on where it stopped (in the middle of a buffer too) once the
-  // socket takes more. Errors, threads and close() as the one-buffer form
-  // (one writer at a time: the two forms share the write direction). The
-  // buffers and the span of them must stay valid until the write ends.
-  task<void> write_all(std::span<const std::span<const std::byte>> buffers, std::error_code& error);
-  task<void> write_all(std::span<const std::span<const std::byte>> buffers);
-
-  // Bounded forms, raced against the time without a child task (a
-  // with_timeout over read_some or write_all runs the operation as one):
-  // the socket's own wait is what is bounded, and a socket that is ready
-  // arms no timer. Who may call, threads, close() and the errors as
-  // read_some and write_all (they share the directions' one-at-a-time
-  // rule), plus std::errc::timed_out; `error` is always set (cleared on
-  // success). The task forms only (no fiber forms).
-  // read_some_until: as read_some, but at `deadline` with nothing read it
-  // returns 0 with std::errc::timed_out, having taken no byte: the stream
-  // stays usable, and the bytes that arrive later are the next read's (a
-  // read that ended by the time the deadline is seen wins). It returns an
-  // awaitable, not a task: co_await it at once, inside the canopy::task
-  // that called it (it holds the receive and the timer in that task's
-  // frame, so a read costs no allocation); `buffer` and `error` stay valid
-  // until it ends. Cancelling the task while it waits loses no byte.
-  // write_all_within: as write_all, but std::errc::timed_out once the
-  // socket took nothing for `stall_limit` (every send that makes progress
-  // starts it again: a slow reader is served, one that stopped is not);
-  // some prefix of `data` may have gone, so the stream is then unusable
-  // for this byte stream: close it. time_point::max() and
-  // milliseconds::max(): no limit (no timer); a deadline passed (or a
-  // limit of zero or less) only takes what is there without waiting. A
-  // bound needs the reactor's timers, as with_timeout does.
-  [[nodiscard]] detail::bounded_read read_some_until(std::span<std::byte> buffer,
-                                                     std::chrono::steady_clock::time_point deadline,
-                                                     std::error_code& error);
-  task<void> write_all_within(std::span<const std::byte> data,
-                              std::chrono::milliseconds stall_limit, std::error_code& error);
-
-  // Without waiting: one recv/send; errc::resource_unavailable_try_again
-  // when it would block. For callback-style code (io/callback.hpp). A read
-  // returns bytes an earlier read kept (read_some above) without a recv;
-  // readiness (readable(), a callback's edge) does not count those, so
-  // after a read lost a race, read before waiting for the next edge.
-  std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
-  std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
-
-  // shutdown(2): SHUT_RD, SHUT_WR or SHUT_RDWR.
-  std::error_code shutdown(int how) noexcept;
-  // Remove the registration and close the descriptor (idempotent). Waiting
-  // operations end with errc::operation_canceled.
-  void close() noexcept { socket_.close(); }
-
-  [[nodiscard]] bool is_open() const noexcept { return socket_.is_open(); }
-  [[nodiscard]] int native_handle() const noexcept { return socket_.fd(); }
   [[nodiscard]] endpoint local_endpoint() const noexcept { return socket_.local_endpoint(); }
   [[nodiscard]] endpoint remote_endpoint() const noexcept { return socket_.remote_endpoint(); }
   // TCP_NODELAY (on by default for accepted and connected streams).
   std::error_code set_no_delay(bool on) noexcept;
-  [[nodiscard]] const registration& reg() const noexcept { return socket_.reg(); }
-
- private:
-  detail::owned_socket socket_;
 };
 
 class tcp_listener {

@@ -25,7 +25,7 @@
 //
 // Threads: one operation per direction at a time (one receiver and one
 // sender may run concurrently); close() from any thread, not while another
-// thread still uses the object. The fiber forms are in io/fiber_io.hpp.
+// thread still uses the object. The fiber forms are in io/fiber/fiber_io.hpp.
 #pragma once
 
 #include <cstddef>

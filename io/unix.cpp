@@ -8,10 +8,8 @@
 #include <cstring>
 #include <utility>
 
-#include "gather.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
-#include "stream_bounded.hpp"
 
 namespace canopy::io {
 
@@ -92,12 +90,11 @@ std::string unix_endpoint::to_string() const {
 
 // ------------------------------------------------------------------ stream
 
-unix_stream::unix_stream(reactor& owner, int fd, std::error_code& error) noexcept
-    : socket_(owner, fd, interest::both, error) {}
-
-unix_stream detail::unix_connect(reactor& owner, const unix_endpoint& peer,
-                                 std::error_code& error) noexcept {
+// A Unix-domain connect never waits: `pending` stays false.
+unix_stream detail::unix_protocol::open_connect(reactor& owner, const unix_endpoint& peer,
+                                                bool& pending, std::error_code& error) noexcept {
   error.clear();
+  pending = false;
   if (peer.empty()) {
     error = std::make_error_code(std::errc::invalid_argument);
     return {};
@@ -126,118 +123,6 @@ unix_stream detail::adopt_accepted_unix(const registration& listener, const io_r
     return {};
   }
   return {*listener.owner(), static_cast<int>(accepted.count), error};
-}
-
-task<unix_stream> unix_stream::connect(reactor& owner, unix_endpoint peer, std::error_code& error) {
-  co_return detail::unix_connect(owner, peer, error);
-}
-
-task<unix_stream> unix_stream::connect(reactor& owner, unix_endpoint peer) {
-  std::error_code error;
-  unix_stream stream = detail::unix_connect(owner, peer, error);
-  if (error) {
-    throw std::system_error(error, "canopy::io::unix_stream::connect to " + peer.to_string());
-  }
-  co_return stream;
-}
-
-task<unix_stream> unix_stream::connect(unix_endpoint peer, std::error_code& error) {
-  return connect(reactor::current(), peer, error);
-}
-
-task<unix_stream> unix_stream::connect(unix_endpoint peer) {
-  return connect(reactor::current(), peer);
-}
-
-task<std::size_t> unix_stream::read_some(std::span<std::byte> buffer, std::error_code& error) {
-  const io_result done = co_await canopy::wait_on(readiness_op(
-      socket_.reg(), direction::read, detail::recv_attempt(socket_.fd(), buffer), buffer.size()));
-  error = done.error;
-  co_return done.count;
-}
-
-task<std::size_t> unix_stream::read_some(std::span<std::byte> buffer) {
-  std::error_code error;
-  const std::size_t got = co_await read_some(buffer, error);
-  throw_if(error, "canopy::io::unix_stream::read_some");
-  co_return got;
-}
-
-task<void> unix_stream::write_all(std::span<const std::byte> data, std::error_code& error) {
-  std::size_t sent = 0;
-  error =
-      (co_await canopy::wait_on(readiness_op(socket_.reg(), direction::write,
-                                             detail::send_all_attempt(socket_.fd(), data, sent))))
-          .error;
-}
-
-task<void> unix_stream::write_all(std::span<const std::byte> data) {
-  std::error_code error;
-  co_await write_all(data, error);
-  throw_if(error, "canopy::io::unix_stream::write_all");
-}
-
-// Readiness on both backends, as read_some and write_all (stream_receive.cpp).
-detail::bounded_read unix_stream::read_some_until(std::span<std::byte> buffer,
-                                                  std::chrono::steady_clock::time_point deadline,
-                                                  std::error_code& error) {
-  return canopy::wait_on(
-      detail::bounded_receive(detail::stream_receive(socket_.reg(), socket_.fd(), buffer,
-                                                     detail::stream_receive::kind::unix_domain),
-                              deadline, error));
-}
-
-task<void> unix_stream::write_all_within(std::span<const std::byte> data,
-                                         std::chrono::milliseconds stall_limit,
-                                         std::error_code& error) {
-  return detail::send_all_within(
-      [this](std::span<const std::byte> rest) noexcept {
-        return readiness_op(socket_.reg(), direction::write,
-                            detail::send_some_attempt(socket_.fd(), rest));
-      },
-      data, stall_limit, error);
-}
-
-task<void> unix_stream::write_all(std::span<const std::span<const std::byte>> buffers,
-                                  std::error_code& error) {
-  detail::gather_cursor cursor(buffers);
-  error =
-      (co_await canopy::wait_on(readiness_op(socket_.reg(), direction::write,
-                                             detail::send_gathered_attempt(socket_.fd(), cursor))))
-          .error;
-}
-
-task<void> unix_stream::write_all(std::span<const std::span<const std::byte>> buffers) {
-  std::error_code error;
-  co_await write_all(buffers, error);
-  throw_if(error, "canopy::io::unix_stream::write_all");
-}
-
-std::size_t unix_stream::try_read_some(std::span<std::byte> buffer,
-                                       std::error_code& error) noexcept {
-  const io_result done = detail::try_io(socket_.reg(), direction::read,
-                                        detail::recv_attempt(socket_.fd(), buffer), buffer.size());
-  error = done.error;
-  return done.count;
-}
-
-std::size_t unix_stream::try_write_some(std::span<const std::byte> data,
-                                        std::error_code& error) noexcept {
-  const io_result done = detail::try_io(socket_.reg(), direction::write,
-                                        detail::send_some_attempt(socket_.fd(), data));
-  error = done.error;
-  return done.count;
-}
-
-// NOLINTNEXTLINE(readability-make-member-function-const): changes the socket's state
-std::error_code unix_stream::shutdown(int how) noexcept {
-  if (!is_open()) {
-    return std::make_error_code(std::errc::bad_file_descriptor);
-  }
-  if (::shutdown(socket_.fd(), how) != 0) {
-    return errno_code(errno);
-  }
-  return {};
 }
 
 // ---------------------------------------------------------------- listener

@@ -25,7 +25,7 @@
 // makes it end with errc::operation_canceled. A connect to a listener whose
 // backlog is full reports errc::resource_unavailable_try_again (the kernel
 // gives no readiness edge to wait for). The fiber forms are in
-// io/fiber_io.hpp.
+// io/fiber/fiber_io.hpp.
 #pragma once
 
 #include <sys/un.h>
@@ -38,6 +38,7 @@
 #include <system_error>
 
 #include "../coroutine/task.hpp"
+#include "basic_stream.hpp"
 #include "owned_socket.hpp"
 #include "reactor.hpp"
 #include "registration.hpp"
@@ -70,55 +71,45 @@ class unix_endpoint {
   socklen_t length_ = 0;
 };
 
-class unix_stream {
+class unix_stream;
+
+namespace detail {
+// Unix-domain streams for basic_stream (io/basic_stream.hpp): readiness
+// waits on both backends, and a connect that never waits.
+struct unix_protocol {
+  using stream = unix_stream;
+  using endpoint_type = unix_endpoint;
+  static constexpr bool completion_requests = false;
+  static constexpr stream_receive::kind receive_kind = stream_receive::kind::unix_domain;
+  static constexpr const char* read_what = "canopy::io::unix_stream::read_some";
+  static constexpr const char* write_what = "canopy::io::unix_stream::write_all";
+  static constexpr const char* connect_what = "canopy::io::unix_stream::connect to ";
+  static unix_stream open_connect(reactor& owner, const unix_endpoint& peer, bool& pending,
+                                  std::error_code& error) noexcept;
+  static void connected(int /*fd*/) noexcept {}
+};
+}  // namespace detail
+
+// A connected Unix-domain stream: the members of detail::basic_stream
+// (connect, read_some, write_all, the gathered write (sendmsg,
+// MSG_NOSIGNAL, on both backends), the bounded forms (read_some_until
+// returns 0 with std::errc::timed_out at `deadline` having taken no byte,
+// the stream stays usable; write_all_within fails with
+// std::errc::timed_out once the socket took nothing for `stall_limit`, the
+// stream is then unusable), try_read_some, try_write_some, shutdown,
+// close; io/basic_stream.hpp states their contract, as tcp_stream's).
+class unix_stream : public detail::basic_stream<detail::unix_protocol> {
  public:
   unix_stream() noexcept = default;
   // Adopt a connected non-blocking AF_UNIX stream socket (closed if its
   // registration fails).
-  unix_stream(reactor& owner, int fd, std::error_code& error) noexcept;
+  unix_stream(reactor& owner, int fd, std::error_code& error) noexcept
+      : basic_stream(owner, fd, error, true) {}
   unix_stream(unix_stream&&) noexcept = default;
   unix_stream& operator=(unix_stream&&) noexcept = default;
   unix_stream(const unix_stream&) = delete;
   unix_stream& operator=(const unix_stream&) = delete;
   ~unix_stream() = default;
-
-  static task<unix_stream> connect(reactor& owner, unix_endpoint peer, std::error_code& error);
-  static task<unix_stream> connect(reactor& owner, unix_endpoint peer);
-  static task<unix_stream> connect(unix_endpoint peer, std::error_code& error);
-  static task<unix_stream> connect(unix_endpoint peer);
-
-  task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
-  task<std::size_t> read_some(std::span<std::byte> buffer);
-  task<void> write_all(std::span<const std::byte> data, std::error_code& error);
-  task<void> write_all(std::span<const std::byte> data);
-  // Gathered (sendmsg, MSG_NOSIGNAL): every byte of every buffer, in order,
-  // as tcp_stream's (io/tcp.hpp), on both backends.
-  task<void> write_all(std::span<const std::span<const std::byte>> buffers, std::error_code& error);
-  task<void> write_all(std::span<const std::span<const std::byte>> buffers);
-
-  // Bounded forms without a child task, as tcp_stream's (io/tcp.hpp):
-  // read_some_until returns 0 with std::errc::timed_out at `deadline`
-  // having taken no byte (the stream stays usable; an awaitable to
-  // co_await at once in the calling task, not a task); write_all_within
-  // fails with std::errc::timed_out once the socket took nothing for
-  // `stall_limit` (the stream is then unusable: close it).
-  [[nodiscard]] detail::bounded_read read_some_until(std::span<std::byte> buffer,
-                                                     std::chrono::steady_clock::time_point deadline,
-                                                     std::error_code& error);
-  task<void> write_all_within(std::span<const std::byte> data,
-                              std::chrono::milliseconds stall_limit, std::error_code& error);
-
-  std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
-  std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
-  std::error_code shutdown(int how) noexcept;
-
-  void close() noexcept { socket_.close(); }
-  [[nodiscard]] bool is_open() const noexcept { return socket_.is_open(); }
-  [[nodiscard]] int native_handle() const noexcept { return socket_.fd(); }
-  [[nodiscard]] const registration& reg() const noexcept { return socket_.reg(); }
-
- private:
-  detail::owned_socket socket_;
 };
 
 class unix_listener {
@@ -152,10 +143,8 @@ class unix_listener {
 
 namespace detail {
 struct io_result;
-// Shared by the task and fiber forms (io/unix.cpp): open and connect (a
-// Unix-domain connect never waits), and adopt what an accept returned.
-unix_stream unix_connect(reactor& owner, const unix_endpoint& peer,
-                         std::error_code& error) noexcept;
+// Shared by the task and fiber forms (io/unix.cpp): adopt what an accept
+// returned.
 unix_stream adopt_accepted_unix(const registration& listener, const io_result& accepted,
                                 std::error_code& error) noexcept;
 }  // namespace detail

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
-#include "io/buffered_fiber.hpp"
+#include "io/fiber/buffered_fiber.hpp"
 #include "io/io.hpp"
 #include "io/stream_writes.hpp"
 #include "tests/io_test_support.hpp"

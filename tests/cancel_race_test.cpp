@@ -27,7 +27,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/timer/timer_fiber.hpp"
 #include "tests/counted_source.hpp"

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/stream_op.hpp"
 #include "tests/io_test_support.hpp"

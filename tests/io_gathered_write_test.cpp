@@ -26,8 +26,8 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
-#include "io/buffered_fiber.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/buffered_fiber.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/stream_writes.hpp"
 #include "tests/io_test_support.hpp"

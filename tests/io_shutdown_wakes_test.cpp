@@ -16,7 +16,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/unix.hpp"
 #include "tests/io_test_support.hpp"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"

@@ -17,7 +17,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "io/tls/tls_fiber.hpp"
 #include "io/tls/tls_stream.hpp"

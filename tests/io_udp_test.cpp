@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "coroutine/coroutine.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/watchdog.hpp"

@@ -18,7 +18,7 @@
 
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
-#include "io/fiber_io.hpp"
+#include "io/fiber/fiber_io.hpp"
 #include "io/registration.hpp"
 #include "io/timer/timer_binding.hpp"
 #include "io/timer/timer_fiber.hpp"

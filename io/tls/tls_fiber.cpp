@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "../../fiber/this_fiber.hpp"
-#include "../fiber_io.hpp"
+#include "../fiber/fiber_io.hpp"
 #include "tls_claims.hpp"
 #include "tls_engine.hpp"
 

@@ -3,7 +3,7 @@
 // fiber (its worker runs other tasks meanwhile), for a tls_stream over a
 // tcp_stream or a unix_stream. The same steps as the task forms, moving
 // the encrypted bytes with the next layer's this_fiber::read_some and
-// write_all (io/fiber_io.hpp), so they run on both reactor backends.
+// write_all (io/fiber/fiber_io.hpp), so they run on both reactor backends.
 // (<canopy/io/tls_fiber.hpp> shows them in use.)
 //
 // Only inside a fiber (elsewhere std::logic_error, this_fiber's rule). The

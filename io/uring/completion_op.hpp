@@ -152,19 +152,19 @@ class completion_op {
     std::error_code error;
     std::int32_t kept = 0;
     switch (owner_->uring()->start(id_, which_, waiter_, rest, sequence_, kept, error)) {
-      case reactor::completion_status::in_flight:
+      case completion_status::in_flight:
         in_flight_ = true;
         return true;
-      case reactor::completion_status::completed:
+      case completion_status::completed:
         finish_count(static_cast<std::size_t>(kept));  // bytes a receive that lost a race kept
         return false;
-      case reactor::completion_status::failed:
+      case completion_status::failed:
         finish(error);
         return false;
-      case reactor::completion_status::busy:
+      case completion_status::busy:
         finish(std::make_error_code(std::errc::connection_already_in_progress));
         return false;
-      case reactor::completion_status::closed:
+      case completion_status::closed:
         break;
     }
     finish(std::make_error_code(std::errc::operation_canceled));
@@ -175,14 +175,14 @@ class completion_op {
   bool poll(const waker* waiter) noexcept {
     std::int32_t answer = 0;
     switch (owner_->uring()->poll(id_, which_, sequence_, waiter, answer)) {
-      case reactor::completion_status::in_flight:
+      case completion_status::in_flight:
         return false;
-      case reactor::completion_status::completed:
+      case completion_status::completed:
         in_flight_ = false;
         return absorb(answer);
-      case reactor::completion_status::closed:
-      case reactor::completion_status::failed:
-      case reactor::completion_status::busy:
+      case completion_status::closed:
+      case completion_status::failed:
+      case completion_status::busy:
         break;
     }
     in_flight_ = false;

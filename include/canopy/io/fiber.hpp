@@ -10,8 +10,8 @@
 // canopy-fiber.
 #pragma once
 
-#include "../detail/io/buffered_fiber.hpp"
-#include "../detail/io/fiber_io.hpp"
-#include "../detail/io/resolve_fiber.hpp"
+#include "../detail/io/fiber/buffered_fiber.hpp"
+#include "../detail/io/fiber/fiber_io.hpp"
+#include "../detail/io/fiber/resolve_fiber.hpp"
 #include "../fiber.hpp"
 #include "../io.hpp"

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "../blocking/blocking_fiber.hpp"
-#include "resolve.hpp"
+#include "../../blocking/blocking_fiber.hpp"
+#include "../resolve.hpp"
 
 namespace canopy::io::this_fiber {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <utility>
 
-#include "gather.hpp"
-#include "readiness.hpp"
-#include "socket_ops.hpp"
-#include "stream_op.hpp"
+#include "../gather.hpp"
+#include "../readiness.hpp"
+#include "../socket_ops.hpp"
+#include "../stream_op.hpp"
 
 namespace canopy::io {
 
@@ -31,6 +31,93 @@ io_result fiber_io(const registration& reg, direction which, Attempt attempt,
   return canopy::this_fiber::wait_on(op);
 }
 
+// The stream forms, once for both protocols (detail::basic_stream's
+// operations, protocol_ops: io/stream_op.hpp).
+template <class Protocol>
+typename Protocol::stream connect_stream(reactor& owner,
+                                         const typename Protocol::endpoint_type& peer,
+                                         std::error_code& error) {
+  bool pending = false;
+  typename Protocol::stream stream = Protocol::open_connect(owner, peer, pending, error);
+  if (pending) {
+    auto op = detail::protocol_ops<Protocol>::connect(stream.reg(), stream.native_handle(), peer);
+    error = canopy::this_fiber::wait_on(op).error;
+    if (error) {
+      return {};
+    }
+    Protocol::connected(stream.native_handle());
+  }
+  return stream;
+}
+
+template <class Protocol, class Listener>
+io_result accept_on(Listener& listener) {
+  auto op = detail::protocol_ops<Protocol>::accept(listener.reg(), listener.native_handle());
+  return canopy::this_fiber::wait_on(op);
+}
+
+template <class Protocol>
+std::size_t read_stream(detail::basic_stream<Protocol>& stream, std::span<std::byte> buffer,
+                        std::error_code& error) {
+  auto op = detail::protocol_ops<Protocol>::receive(stream.reg(), stream.native_handle(), buffer);
+  const io_result done = canopy::this_fiber::wait_on(op);
+  error = done.error;
+  return done.count;
+}
+
+template <class Protocol>
+void write_stream(detail::basic_stream<Protocol>& stream, std::span<const std::byte> data,
+                  std::error_code& error) {
+  std::size_t sent = 0;
+  auto op =
+      detail::protocol_ops<Protocol>::send_all(stream.reg(), stream.native_handle(), data, sent);
+  error = canopy::this_fiber::wait_on(op).error;
+}
+
+template <class Protocol>
+void write_stream(detail::basic_stream<Protocol>& stream,
+                  std::span<const std::span<const std::byte>> buffers, std::error_code& error) {
+  detail::gather_cursor cursor(buffers);
+  auto op =
+      detail::protocol_ops<Protocol>::send_gathered(stream.reg(), stream.native_handle(), cursor);
+  error = canopy::this_fiber::wait_on(op).error;
+}
+
+// The throwing forms, over the error_code forms (io/fiber/fiber_io.hpp).
+template <class Protocol>
+typename Protocol::stream or_throw_connect(reactor& owner,
+                                           const typename Protocol::endpoint_type& peer) {
+  std::error_code error;
+  typename Protocol::stream stream = this_fiber::connect(owner, peer, error);
+  if (error) {
+    throw std::system_error(error, "canopy::io::this_fiber::connect to " + peer.to_string());
+  }
+  return stream;
+}
+
+template <class Listener>
+auto or_throw_accept(Listener& listener) {
+  std::error_code error;
+  auto stream = this_fiber::accept(listener, error);
+  throw_if(error, "canopy::io::this_fiber::accept");
+  return stream;
+}
+
+template <class Stream>
+std::size_t or_throw_read(Stream& stream, std::span<std::byte> buffer) {
+  std::error_code error;
+  const std::size_t got = this_fiber::read_some(stream, buffer, error);
+  throw_if(error, "canopy::io::this_fiber::read_some");
+  return got;
+}
+
+template <class Stream, class Data>
+void or_throw_write(Stream& stream, Data data) {
+  std::error_code error;
+  this_fiber::write_all(stream, data, error);
+  throw_if(error, "canopy::io::this_fiber::write_all");
+}
+
 }  // namespace
 
 namespace this_fiber {
@@ -50,78 +137,33 @@ std::error_code readable(int fd) { return one_shot(fd, direction::read); }
 std::error_code writable(int fd) { return one_shot(fd, direction::write); }
 
 tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error) {
-  bool pending = false;
-  tcp_stream stream = detail::start_tcp_connect(owner, peer, pending, error);
-  if (pending) {
-    auto op = detail::connect_op(stream.reg(), stream.native_handle(), peer);
-    error = canopy::this_fiber::wait_on(op).error;
-    if (error) {
-      return {};
-    }
-    detail::set_no_delay_on(stream.native_handle());
-  }
-  return stream;
+  return connect_stream<detail::tcp_protocol>(owner, peer, error);
 }
-
 tcp_stream accept(tcp_listener& listener, std::error_code& error) {
-  auto op = detail::accept_op(listener.reg(), listener.native_handle());
-  const io_result accepted = canopy::this_fiber::wait_on(op);
-  return detail::adopt_accepted(listener.reg(), accepted, error);
+  return detail::adopt_accepted(listener.reg(), accept_on<detail::tcp_protocol>(listener), error);
 }
-
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
-  auto op = detail::receive_op(stream.reg(), stream.native_handle(), buffer);
-  const io_result done = canopy::this_fiber::wait_on(op);
-  error = done.error;
-  return done.count;
+  return read_stream(stream, buffer, error);
 }
-
 void write_all(tcp_stream& stream, std::span<const std::byte> data, std::error_code& error) {
-  std::size_t sent = 0;
-  auto op = detail::send_all_op(stream.reg(), stream.native_handle(), data, sent);
-  error = canopy::this_fiber::wait_on(op).error;
+  write_stream(stream, data, error);
 }
-
 void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> buffers,
                std::error_code& error) {
-  detail::gather_cursor cursor(buffers);
-  auto op = detail::send_gathered_op(stream.reg(), stream.native_handle(), cursor);
-  error = canopy::this_fiber::wait_on(op).error;
+  write_stream(stream, buffers, error);
 }
-
 tcp_stream connect(reactor& owner, const endpoint& peer) {
-  std::error_code error;
-  tcp_stream stream = connect(owner, peer, error);
-  if (error) {
-    throw std::system_error(error, "canopy::io::this_fiber::connect to " + peer.to_string());
-  }
-  return stream;
+  return or_throw_connect<detail::tcp_protocol>(owner, peer);
 }
-
-tcp_stream accept(tcp_listener& listener) {
-  std::error_code error;
-  tcp_stream stream = accept(listener, error);
-  throw_if(error, "canopy::io::this_fiber::accept");
-  return stream;
-}
-
+tcp_stream accept(tcp_listener& listener) { return or_throw_accept(listener); }
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer) {
-  std::error_code error;
-  const std::size_t got = read_some(stream, buffer, error);
-  throw_if(error, "canopy::io::this_fiber::read_some");
-  return got;
+  return or_throw_read(stream, buffer);
 }
-
 void write_all(tcp_stream& stream, std::span<const std::byte> data) {
-  std::error_code error;
-  write_all(stream, data, error);
-  throw_if(error, "canopy::io::this_fiber::write_all");
+  or_throw_write(stream, data);
 }
-
 void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> buffers) {
-  std::error_code error;
-  write_all(stream, buffers, error);
-  throw_if(error, "canopy::io::this_fiber::write_all");
+  or_throw_write(stream, buffers);
 }
 
 }  // namespace this_fiber
@@ -199,71 +241,34 @@ std::size_t receive(udp_socket& socket, std::span<std::byte> buffer) {
 namespace this_fiber {
 
 unix_stream connect(reactor& owner, const unix_endpoint& peer, std::error_code& error) {
-  return detail::unix_connect(owner, peer, error);  // never waits
+  return connect_stream<detail::unix_protocol>(owner, peer, error);  // never waits
 }
-
 unix_stream accept(unix_listener& listener, std::error_code& error) {
-  const io_result accepted =
-      fiber_io(listener.reg(), direction::read, detail::accept_attempt(listener.native_handle()));
-  return detail::adopt_accepted_unix(listener.reg(), accepted, error);
+  return detail::adopt_accepted_unix(listener.reg(), accept_on<detail::unix_protocol>(listener),
+                                     error);
 }
-
 std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
-  const io_result done =
-      fiber_io(stream.reg(), direction::read, detail::recv_attempt(stream.native_handle(), buffer),
-               buffer.size());
-  error = done.error;
-  return done.count;
+  return read_stream(stream, buffer, error);
 }
-
 void write_all(unix_stream& stream, std::span<const std::byte> data, std::error_code& error) {
-  std::size_t sent = 0;
-  error = fiber_io(stream.reg(), direction::write,
-                   detail::send_all_attempt(stream.native_handle(), data, sent))
-              .error;
+  write_stream(stream, data, error);
 }
-
 void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> buffers,
                std::error_code& error) {
-  detail::gather_cursor cursor(buffers);
-  error = fiber_io(stream.reg(), direction::write,
-                   detail::send_gathered_attempt(stream.native_handle(), cursor))
-              .error;
+  write_stream(stream, buffers, error);
 }
-
 unix_stream connect(reactor& owner, const unix_endpoint& peer) {
-  std::error_code error;
-  unix_stream stream = connect(owner, peer, error);
-  if (error) {
-    throw std::system_error(error, "canopy::io::this_fiber::connect to " + peer.to_string());
-  }
-  return stream;
+  return or_throw_connect<detail::unix_protocol>(owner, peer);
 }
-
-unix_stream accept(unix_listener& listener) {
-  std::error_code error;
-  unix_stream stream = accept(listener, error);
-  throw_if(error, "canopy::io::this_fiber::accept");
-  return stream;
-}
-
+unix_stream accept(unix_listener& listener) { return or_throw_accept(listener); }
 std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer) {
-  std::error_code error;
-  const std::size_t got = read_some(stream, buffer, error);
-  throw_if(error, "canopy::io::this_fiber::read_some");
-  return got;
+  return or_throw_read(stream, buffer);
 }
-
 void write_all(unix_stream& stream, std::span<const std::byte> data) {
-  std::error_code error;
-  write_all(stream, data, error);
-  throw_if(error, "canopy::io::this_fiber::write_all");
+  or_throw_write(stream, data);
 }
-
 void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> buffers) {
-  std::error_code error;
-  write_all(stream, buffers, error);
-  throw_if(error, "canopy::io::this_fiber::write_all");
+  or_throw_write(stream, buffers);
 }
 
 }  // namespace this_fiber

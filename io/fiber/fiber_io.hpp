@@ -22,13 +22,13 @@
 #include <span>
 #include <system_error>
 
-#include "../fiber/this_fiber.hpp"
-#include "registration.hpp"
-#include "signal.hpp"
-#include "tcp.hpp"
-#include "timer/timer_fiber.hpp"
-#include "udp.hpp"
-#include "unix.hpp"
+#include "../../fiber/this_fiber.hpp"
+#include "../registration.hpp"
+#include "../signal.hpp"
+#include "../tcp.hpp"
+#include "../timer/timer_fiber.hpp"
+#include "../udp.hpp"
+#include "../unix.hpp"
 
 namespace canopy::io {
 

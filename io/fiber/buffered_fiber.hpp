@@ -24,9 +24,9 @@
 #include <system_error>
 #include <vector>
 
-#include "buffered_reader.hpp"
+#include "../buffered_reader.hpp"
+#include "../read_buffer.hpp"
 #include "fiber_io.hpp"
-#include "read_buffer.hpp"
 
 namespace canopy::io::this_fiber {
 
