@@ -15,7 +15,7 @@
 
 namespace canopy {
 
-class driver_park_backend final : public park_backend {
+class driver_park_backend final : public detail::park_backend {
  public:
   explicit driver_park_backend(idle_driver& driver) noexcept : driver_(driver) {}
 

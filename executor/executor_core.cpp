@@ -71,7 +71,7 @@ executor_core::executor_core(executor_config config)
     state->is_host = index == workers;
     state->joins.attach(*this, index);
     for (std::size_t leaf = 0; leaf < config_.max_leaves; ++leaf) {
-      if (partition_owner(leaf, partitions_) == index) {
+      if (detail::partition_owner(leaf, partitions_) == index) {
         state->own_mask[leaf / 64] |= std::uint64_t{1} << (leaf % 64);
       }
     }

@@ -138,7 +138,7 @@ enum class host_drive : std::uint8_t {
   held_by_joiner,  // another joiner drives the executor until its own wait ends: try again soon
 };
 
-class executor_core final : private sleep_probe {
+class executor_core final : private detail::sleep_probe {
  public:
   explicit executor_core(executor_config config);
   ~executor_core() override;
@@ -282,8 +282,8 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] idle_driver* driver() const noexcept { return config_.driver.get(); }
 
   // Internal, for tests: the protocol objects.
-  summary_tree& tree() noexcept { return tree_; }
-  sleep_module& sleep() noexcept { return sleep_; }
+  detail::summary_tree& tree() noexcept { return tree_; }
+  detail::sleep_module& sleep() noexcept { return sleep_; }
   task_arena& arena() noexcept { return arena_; }
 
  private:
@@ -444,13 +444,13 @@ class executor_core final : private sleep_probe {
   // No owned workers: the host runs every task, and each ready task
   // notifies the host channel (signal_task).
   bool host_runs_everything_;
-  summary_tree tree_;
+  detail::summary_tree tree_;
   task_arena arena_;
-  sleep_module sleep_;
+  detail::sleep_module sleep_;
   // Adapts config_.driver to the park_backend the poller parks on (null
   // without a driver). Declared before workers_; the workers are joined in
   // shutdown(), before any member is destroyed.
-  std::unique_ptr<park_backend> poller_backend_;
+  std::unique_ptr<detail::park_backend> poller_backend_;
   // The owned workers, then the host role's state (index worker_count).
   std::vector<std::unique_ptr<worker_state>> workers_;
   // The host role, with the last of workers_ as its worker_state. Declared

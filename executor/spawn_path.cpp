@@ -192,7 +192,7 @@ std::size_t executor_core::place_external(std::size_t after) noexcept {
   }
   for (std::size_t step = 1; step <= workers; ++step) {
     const std::size_t candidate = (after + step) % workers;
-    if (sleep_.waker(candidate).latch().load() != sleep_latch::unset) {
+    if (sleep_.waker(candidate).latch().load() != detail::sleep_latch::unset) {
       return candidate;
     }
   }
@@ -363,7 +363,7 @@ bool executor_core::schedule_task(task_id id) noexcept {
 }
 
 void executor_core::signal_task(std::uint32_t slot) noexcept {
-  const summary_tree::set_outcome outcome =
+  const detail::summary_tree::set_outcome outcome =
       tree_.set_task_bit(arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot));
   if (outcome.upward.wakes_owed != 0) {
     sleep_.wake_for_permits(outcome.upward.wakes_owed);

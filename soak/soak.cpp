@@ -141,7 +141,7 @@ void dump_scheduler_state(executor& pool) {
                  static_cast<unsigned>(core.sleep().waker(worker).latch().load()),
                  static_cast<unsigned long long>(core.sleep().waker(worker).status()));
   }
-  summary_tree& tree = core.tree();
+  canopy::detail::summary_tree& tree = core.tree();
   for (std::size_t index = 0; index < tree.root_word_count(); ++index) {
     if (const std::uint64_t word = tree.root_word(index); word != 0 || index == 0) {
       std::fprintf(stderr, "  root word %zu: %016llx\n", index,

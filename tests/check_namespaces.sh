@@ -52,25 +52,25 @@ public_types=(
 # list is kept exact. Nothing new goes here: a new implementation type goes
 # into canopy::detail.
 not_yet_moved=(
-  canopy::atomic_counters canopy::basic_offer_deque canopy::continuation
+  canopy::basic_offer_deque canopy::continuation
   canopy::deadline_source canopy::driver_park_backend canopy::executor_core
-  canopy::fiber_spec canopy::fiber_stack canopy::futex_park_backend
+  canopy::fiber_spec canopy::fiber_stack
   canopy::host_budget canopy::host_channel canopy::host_drive canopy::idle_driver
-  canopy::idle_report canopy::idle_state canopy::join_state canopy::join_state_base
+  canopy::join_state canopy::join_state_base
   canopy::joined_value_t canopy::lifo_slot canopy::model::access_kind
   canopy::model::atomic canopy::notify_descriptor canopy::offer canopy::offer_deque
-  canopy::offered_job canopy::oneshot_pair canopy::park_backend canopy::pending_claim
-  canopy::permit_semaphore canopy::pooled_join_state canopy::race_value_t
+  canopy::offered_job canopy::oneshot_pair canopy::pending_claim
+  canopy::pooled_join_state canopy::race_value_t
   canopy::relacy::atomic canopy::relacy::call_site canopy::relacy::memory_order
   canopy::restore_running_on_exit canopy::run_outcome canopy::shutdown_flag
-  canopy::signal_waker canopy::sleep_latch canopy::sleep_module canopy::sleep_probe
+ 
   canopy::spawn_mode canopy::spawn_placement canopy::spawn_status canopy::spawnable_task
-  canopy::spin_history canopy::stack_pool_stats canopy::summary_tree canopy::sync::atomic
+  canopy::stack_pool_stats canopy::sync::atomic
   canopy::sync::futex_mutex canopy::sync::memory_order canopy::sync::thread
   canopy::task_arena canopy::task_end canopy::task_id canopy::task_slot
   canopy::task_spawner canopy::task_vtable canopy::trace_buffer canopy::trace_event
   canopy::trace_kind canopy::trace_lane canopy::trace_recorder canopy::trace_snapshot
-  canopy::tree_position canopy::wake_observer canopy::wake_reason canopy::worker_context
+  canopy::tree_position canopy::worker_context
   canopy::worker_counters canopy::yield_queue
 )
 

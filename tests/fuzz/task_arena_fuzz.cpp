@@ -71,11 +71,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::array<canopy::task_arena::reservation, 3> reservations{};
 
   const auto partition_of = [&](std::uint32_t slot) {
-    return canopy::partition_owner(arena.leaf_of(slot), partitions);
+    return canopy::detail::partition_owner(arena.leaf_of(slot), partitions);
   };
   const auto partition_full = [&](std::size_t partition) {
     const std::size_t capacity =
-        canopy::partition_size(partition, max_leaves, partitions) * per_leaf;
+        canopy::detail::partition_size(partition, max_leaves, partitions) * per_leaf;
     std::size_t used = 0;
     for (const std::uint32_t slot : model.live) {
       used += partition_of(slot) == partition ? 1 : 0;

@@ -45,8 +45,8 @@
 namespace {
 
 using canopy::lifo_slot;
-using canopy::summary_tree;
 using canopy::task_slot;
+using canopy::detail::summary_tree;
 using canopy::model::access_kind;
 using canopy::model::note_access;
 
@@ -136,7 +136,7 @@ struct executor_case {
 };
 
 // The objects of one execution, built afresh for each.
-class executor_world final : public canopy::sleep_probe {
+class executor_world final : public canopy::detail::sleep_probe {
  public:
   explicit executor_world(const executor_case& setup)
       : setup_(setup),
@@ -248,7 +248,8 @@ class executor_world final : public canopy::sleep_probe {
       parked_workers += parked[index] ? 1 : 0;
       busy_workers += workers_[index]->busy ? 1 : 0;
       any_gave_up = any_gave_up || workers_[index]->gave_up;
-      const bool yield_bit = (sleep_.waker(index).status() & canopy::signal_waker::yield_bit) != 0;
+      const bool yield_bit =
+          (sleep_.waker(index).status() & canopy::detail::signal_waker::yield_bit) != 0;
       if (yield_bit != !workers_[index]->yields.empty()) {
         return "worker " + std::to_string(index) + "'s yield bit disagrees with its yield queue";
       }
@@ -632,7 +633,7 @@ class executor_world final : public canopy::sleep_probe {
  private:
   const executor_case& setup_;
   summary_tree tree_;
-  canopy::sleep_module sleep_;
+  canopy::detail::sleep_module sleep_;
   std::vector<std::unique_ptr<worker_state>> workers_;
   std::map<std::uint32_t, std::unique_ptr<canopy::sync::atomic<std::uint64_t>>> states_;
   // Plain variables several threads touch. runs_ and completed_ are only

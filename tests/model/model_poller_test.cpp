@@ -141,7 +141,7 @@ class poller_world final : public canopy::model::driver_world {
         }
         continue;
       }
-      const canopy::idle_report report = search.found_none(sleep_, worker, *this);
+      const canopy::detail::idle_report report = search.found_none(sleep_, worker, *this);
       if (report.holds_poller) {
         driver_.dispatch();
         sleep_.release_poller();
