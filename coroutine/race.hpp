@@ -107,7 +107,7 @@ class first_end_awaiter {
     context.suspend_on(self, wait_kind::link, &link_);
     std::uint32_t settled = 1;  // our own share
     for (std::size_t index = 0; index < count_; ++index) {
-      if (!state(index)->set_continuation(continuation{&child_done, &entries_[index]})) {
+      if (!state(index)->set_continuation(detail::continuation{&child_done, &entries_[index]})) {
         ended(index);  // completed before we registered: nothing will call back
         ++settled;
       }
@@ -137,7 +137,9 @@ class first_end_awaiter {
     std::size_t index;
   };
 
-  join_state_base* state(std::size_t index) const noexcept { return (*handles_)[index].state(); }
+  detail::join_state_base* state(std::size_t index) const noexcept {
+    return (*handles_)[index].state();
+  }
 
   // Child `index` completed: the first one wins and cancels the others.
   // Runs before that child's decrement, so race's frame (and every handle

@@ -21,11 +21,10 @@
 #include "../summary_tree/summary_tree.hpp"
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // `epochs`: scratch, one entry per worker (the first pass's park epochs).
-[[nodiscard]] inline bool pool_is_quiescent(detail::sleep_module& sleep,
-                                            const detail::summary_tree& tree,
+[[nodiscard]] inline bool pool_is_quiescent(sleep_module& sleep, const summary_tree& tree,
                                             std::span<std::uint64_t> epochs) noexcept {
   // All reads seq_cst: they order against the workers' seq_cst latch
   // transitions and epoch stores (sleep_module::try_sleep) and the
@@ -33,7 +32,7 @@ namespace canopy {
   const std::size_t workers = epochs.size();
   for (std::size_t index = 0; index < workers; ++index) {
     epochs[index] = sleep.park_epoch(index);
-    if (sleep.waker(index).latch().word().load(sync::seq_cst) != detail::sleep_latch::sleeping) {
+    if (sleep.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping) {
       return false;
     }
   }
@@ -44,7 +43,7 @@ namespace canopy {
   // that was runnable when the first pass read its latch) is not SLEEPING,
   // or parked again through a new try_sleep that bumped its epoch.
   for (std::size_t index = 0; index < workers; ++index) {
-    if (sleep.waker(index).latch().word().load(sync::seq_cst) != detail::sleep_latch::sleeping ||
+    if (sleep.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping ||
         sleep.park_epoch(index) != epochs[index]) {
       return false;
     }
@@ -52,4 +51,4 @@ namespace canopy {
   return true;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

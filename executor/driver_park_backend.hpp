@@ -13,9 +13,9 @@
 #include "../sync/atomics.hpp"
 #include "idle_driver.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
-class driver_park_backend final : public detail::park_backend {
+class driver_park_backend final : public park_backend {
  public:
   explicit driver_park_backend(idle_driver& driver) noexcept : driver_(driver) {}
 
@@ -35,4 +35,4 @@ class driver_park_backend final : public detail::park_backend {
   idle_driver& driver_;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

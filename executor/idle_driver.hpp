@@ -28,7 +28,9 @@
 namespace canopy {
 
 class deadline_source;
+namespace detail {
 class executor_core;
+}  // namespace detail
 
 class idle_driver {
  public:
@@ -67,11 +69,11 @@ class idle_driver {
   // workers starts: a driver that brings services of its own (the reactor's
   // timers) attaches them here. May throw; the executor's construction then
   // fails. A driver serves one executor at a time. Default: nothing.
-  virtual void bind(executor_core& core) { static_cast<void>(core); }
+  virtual void bind(detail::executor_core& core) { static_cast<void>(core); }
   // That executor's shutdown is over: its tasks were destroyed (step 5), so
   // nothing can use the services bind() attached. Also called when the
   // executor's construction fails after bind(). Default: nothing.
-  virtual void unbind(executor_core& core) noexcept { static_cast<void>(core); }
+  virtual void unbind(detail::executor_core& core) noexcept { static_cast<void>(core); }
 
   // What the trace calls this driver (the reactor: its I/O backend).
   [[nodiscard]] virtual const char* name() const noexcept { return "idle driver"; }

@@ -29,7 +29,7 @@
 #include "lifo_slot.hpp"
 #include "task_slot.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // Where a task's bit sits in the summary tree.
 struct tree_position {
@@ -56,8 +56,8 @@ enum class pending_claim : std::uint8_t {
 // (invariant S): the caller runs it as an ordinary run.
 template <class Position, class OweWakes>
 [[nodiscard, gnu::always_inline]] inline pending_claim claim_pending_task(
-    const sync::atomic<std::uint64_t>& state, task_id id, lifo_slot& own,
-    detail::summary_tree& tree, Position position, OweWakes owe_wakes) noexcept {
+    const sync::atomic<std::uint64_t>& state, task_id id, lifo_slot& own, summary_tree& tree,
+    Position position, OweWakes owe_wakes) noexcept {
   // relaxed: a filter, not a guard; the RMW below decides who has the task.
   const std::uint64_t seen = state.load(sync::relaxed);
   if (task_slot::generation_of(seen) != id.generation ||
@@ -68,7 +68,7 @@ template <class Position, class OweWakes>
     return pending_claim::from_lifo;
   }
   const tree_position where = position(id.slot);
-  detail::summary_tree::activation upward;
+  summary_tree::activation upward;
   const bool taken = tree.claim_given_bit(where.leaf, where.signal, where.bit, upward);
   owe_wakes(upward.wakes_owed);
   if (!taken) {
@@ -83,4 +83,4 @@ template <class Position, class OweWakes>
   return pending_claim::from_tree;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

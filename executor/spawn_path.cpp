@@ -12,7 +12,7 @@
 #include "executor_core.hpp"
 #include "host/host_runner.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -34,7 +34,7 @@ template <spawn_placement Placement>
     spawn_mode mode, task_id* spawned) {
   // Read once: the thread-local pointer would otherwise be re-read after
   // the body's construction (an opaque call) by the count and the LIFO put.
-  worker_context* const worker = detail::this_thread_worker;
+  worker_context* const worker = this_thread_worker;
   worker_state* const self =
       worker != nullptr && worker->core == this ? workers_[worker->index].get() : nullptr;
   const bool on_worker = self != nullptr;
@@ -134,7 +134,7 @@ void store_pointer_body(void* storage, void* body) { ::new (storage) void*(body)
 
 spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, spawn_mode mode,
                                         task_id* spawned) {
-  worker_context* const worker = detail::this_thread_worker;
+  worker_context* const worker = this_thread_worker;
   if (worker != nullptr && worker->core == this) [[likely]] {
     worker_state& self = *workers_[worker->index];
     // As spawn_into's offered path, with the body a plain store: a worker
@@ -192,7 +192,7 @@ std::size_t executor_core::place_external(std::size_t after) noexcept {
   }
   for (std::size_t step = 1; step <= workers; ++step) {
     const std::size_t candidate = (after + step) % workers;
-    if (sleep_.waker(candidate).latch().load() != detail::sleep_latch::unset) {
+    if (sleep_.waker(candidate).latch().load() != sleep_latch::unset) {
       return candidate;
     }
   }
@@ -363,7 +363,7 @@ bool executor_core::schedule_task(task_id id) noexcept {
 }
 
 void executor_core::signal_task(std::uint32_t slot) noexcept {
-  const detail::summary_tree::set_outcome outcome =
+  const summary_tree::set_outcome outcome =
       tree_.set_task_bit(arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot));
   if (outcome.upward.wakes_owed != 0) {
     sleep_.wake_for_permits(outcome.upward.wakes_owed);
@@ -382,4 +382,4 @@ void executor_core::owe_wakes(std::uint32_t permits_granted) noexcept {
   }
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

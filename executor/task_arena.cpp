@@ -13,7 +13,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -63,7 +63,7 @@ task_arena::task_arena(std::size_t signals_per_leaf, std::size_t initial_leaves,
       leaves_(std::make_unique<sync::atomic<leaf_block*>[]>(max_leaves)),
       partitions_(std::make_unique<partition_state[]>(partition_count)) {
   for (std::size_t leaf = 0; leaf < initial_leaves; ++leaf) {
-    grow(detail::partition_owner(leaf, partition_count_));
+    grow(partition_owner(leaf, partition_count_));
   }
 }
 
@@ -96,8 +96,7 @@ std::optional<std::uint32_t> task_arena::try_claim_in(std::size_t partition) noe
   const std::size_t start = state.cursor.load(sync::relaxed) % words;
   for (std::size_t step = 0; step < words; ++step) {
     const std::size_t word = (start + step) % words;
-    const std::size_t leaf =
-        detail::partition_leaf(partition, word / signals_per_leaf_, partition_count_);
+    const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
     const std::size_t signal = word % signals_per_leaf_;
     sync::atomic<std::uint64_t>& occupancy = leaves_[leaf].load(sync::acquire)->occupancy[signal];
     std::uint64_t occupied = occupancy.load(sync::relaxed);
@@ -144,8 +143,7 @@ bool task_arena::try_reserve_in(std::size_t partition, reservation& into, int mi
   // acquire: pairs with grow()'s release increment, so the leaf is published.
   const std::size_t words = partitions_[partition].leaves.load(sync::acquire) * signals_per_leaf_;
   for (std::size_t word = 0; word < words; ++word) {
-    const std::size_t leaf =
-        detail::partition_leaf(partition, word / signals_per_leaf_, partition_count_);
+    const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
     const std::size_t signal = word % signals_per_leaf_;
     // relaxed: a pre-check; reserve_word's fetch_or decides.
     const std::uint64_t occupied =
@@ -172,7 +170,7 @@ bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexce
   const std::size_t start_leaf = start / signals_per_leaf_;
   const std::size_t start_signal = start % signals_per_leaf_;
   const auto leaf_at = [&](std::size_t position) {
-    return detail::partition_leaf(partition, position, partition_count_);
+    return partition_leaf(partition, position, partition_count_);
   };
   // 1. The cursor word, the last one reserved: its slots are likely still
   //    in this core's cache, so it is taken again once half of it is free
@@ -279,7 +277,7 @@ bool task_arena::grow(std::size_t partition) {
   const std::lock_guard lock(growth_mutex_);
   partition_state& state = partitions_[partition];
   const std::size_t owned = state.leaves.load(sync::relaxed);
-  const std::size_t leaf = detail::partition_leaf(partition, owned, partition_count_);
+  const std::size_t leaf = partition_leaf(partition, owned, partition_count_);
   if (leaf >= max_leaves_) {
     return false;
   }
@@ -321,4 +319,4 @@ std::size_t task_arena::live_count() const noexcept {
   return live;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -14,7 +14,7 @@
 #include "config.hpp"
 #include "trace_writers.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -72,7 +72,7 @@ void trace_buffer::park_started() noexcept {
   record({search_start_, park_start_, 0, 0, trace_kind::search, 0});
 }
 
-void trace_buffer::park_ended(detail::wake_reason reason) noexcept {
+void trace_buffer::park_ended(wake_reason reason) noexcept {
   const std::uint64_t at = now();
   // acquire: pairs with woke()'s release store (the id is a plain value; the
   // pair only keeps the read from being hoisted above the park).
@@ -151,7 +151,7 @@ void trace_recorder::outside_spawn() noexcept {
   outside_->record({at, at, 0, 0, trace_kind::spawn, 0});
 }
 
-void trace_recorder::woke(std::size_t worker, detail::wake_reason reason) noexcept {
+void trace_recorder::woke(std::size_t worker, wake_reason reason) noexcept {
   // relaxed: ids only need to be unique.
   const std::uint64_t flow = next_flow_.fetch_add(1, sync::relaxed) + 1;
   // release: pairs with park_ended()'s acquire exchange.
@@ -200,4 +200,4 @@ std::error_code trace_recorder::write_files(std::string& error_message) const {
   return write_trace_files(snapshot(), path_, svg_path(), error_message);
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -33,8 +33,10 @@
 #include "task_slot.hpp"
 
 namespace canopy {
-
 struct executor_config;
+}  // namespace canopy
+
+namespace canopy::detail {
 
 enum class trace_kind : std::uint8_t {
   run,           // a task ran, start..end; value: slot, detail: run_outcome, extra: nesting depth
@@ -102,7 +104,7 @@ class trace_buffer {
   void search_started() noexcept;
   void search_ended() noexcept;
   void park_started() noexcept;
-  void park_ended(detail::wake_reason reason) noexcept;
+  void park_ended(wake_reason reason) noexcept;
   // For the I/O layer: one poll of the reactor, `started` from now().
   void reactor_poll(std::uint64_t started, std::uint32_t events) noexcept;
 
@@ -130,7 +132,7 @@ class trace_buffer {
 
 // The whole trace of one executor. Built before the workers start, written
 // after they are joined.
-class trace_recorder final : public detail::wake_observer {
+class trace_recorder final : public wake_observer {
  public:
   // Null when tracing is off: config.trace_path empty and CANOPY_TRACE unset
   // or empty. Throws std::invalid_argument for trace_events_per_worker out of
@@ -161,7 +163,7 @@ class trace_recorder final : public detail::wake_observer {
   // Any thread that is not one of this executor's workers.
   void outside_spawn() noexcept;
   // wake_observer: a poster claimed `worker`'s park (any thread).
-  void woke(std::size_t worker, detail::wake_reason reason) noexcept override;
+  void woke(std::size_t worker, wake_reason reason) noexcept override;
 
   // Before the workers start: the idle driver's name, written with the trace.
   void set_driver_name(std::string name) { driver_name_ = std::move(name); }
@@ -185,4 +187,4 @@ class trace_recorder final : public detail::wake_observer {
   sync::atomic<std::uint64_t> next_flow_{0};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <unordered_set>
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -28,16 +28,16 @@ const char* outcome_name(std::uint8_t outcome) noexcept {
 }
 
 const char* reason_name(std::uint8_t reason) noexcept {
-  switch (static_cast<detail::wake_reason>(reason)) {
-    case detail::wake_reason::none:
+  switch (static_cast<wake_reason>(reason)) {
+    case wake_reason::none:
       return "none";
-    case detail::wake_reason::permit:
+    case wake_reason::permit:
       return "permit";
-    case detail::wake_reason::jec:
+    case wake_reason::jec:
       return "jec";
-    case detail::wake_reason::shutdown:
+    case wake_reason::shutdown:
       return "shutdown";
-    case detail::wake_reason::io:
+    case wake_reason::io:
       return "io";
   }
   return "unknown";
@@ -380,9 +380,8 @@ void write_trace_svg(const trace_snapshot& trace, std::string& out) {
       const int from = lane_top(index) + lane_height / 2;
       const int to_lane = lane_top(event.extra);
       const int to = to_lane + (to_lane > from ? 2 : lane_height - 2);
-      const char* colour = event.detail == static_cast<std::uint8_t>(detail::wake_reason::permit)
-                               ? "#2050d0"
-                               : "#9030b0";
+      const char* colour =
+          event.detail == static_cast<std::uint8_t>(wake_reason::permit) ? "#2050d0" : "#9030b0";
       out += "<line x1=\"" + std::to_string(left + column) + "\" y1=\"" + std::to_string(from) +
              "\" x2=\"" + std::to_string(left + column) + "\" y2=\"" + std::to_string(to) +
              "\" stroke=\"" + colour + "\" stroke-width=\"1\" marker-end=\"url(#head)\"/>\n";
@@ -420,4 +419,4 @@ std::error_code write_trace_files(const trace_snapshot& trace, const std::string
   return {};
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -19,7 +19,7 @@
 #include "executor_core.hpp"
 #include "host/host_runner.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -38,10 +38,10 @@ void executor_core::worker_main(std::size_t index) {
     std::fprintf(stderr, "canopy::executor: worker %zu could not be pinned to CPU %d: %s\n", index,
                  worker_cpus_[index], std::strerror(errno));
   }
-  detail::this_thread_worker = &self.context;
+  this_thread_worker = &self.context;
   self.joins.record_help_stack();
   trace_recorder::bind_this_thread(self.trace);
-  detail::idle_state idle;
+  idle_state idle;
   std::uint32_t slot = 0;
   while (!stopping_.load(sync::acquire)) {
     if (find_task(self, slot)) {
@@ -91,7 +91,7 @@ void executor_core::worker_main(std::size_t index) {
         }
         break;
       }
-      const detail::idle_report report = sleep_.no_work_found(index, idle, *this);
+      const idle_report report = sleep_.no_work_found(index, idle, *this);
       if (report.holds_poller) {
         dispatch_as_poller();
       }
@@ -101,17 +101,17 @@ void executor_core::worker_main(std::size_t index) {
         }
         worker_counters::bump(self.counters.spurious_wakeups, report.spurious_wakeups);
         switch (report.reason) {
-          case detail::wake_reason::permit:
+          case wake_reason::permit:
             worker_counters::bump(self.counters.wakes_by_permit);
             break;
-          case detail::wake_reason::jec:
+          case wake_reason::jec:
             worker_counters::bump(self.counters.wakes_by_jec);
             break;
-          case detail::wake_reason::shutdown:
+          case wake_reason::shutdown:
             worker_counters::bump(self.counters.wakes_by_shutdown);
             break;
-          case detail::wake_reason::io:  // the poller woke itself: counted in the reactor's stats
-          case detail::wake_reason::none:
+          case wake_reason::io:  // the poller woke itself: counted in the reactor's stats
+          case wake_reason::none:
             break;
         }
       }
@@ -123,7 +123,7 @@ void executor_core::worker_main(std::size_t index) {
       sleep_.stop_looking();
     }
   }
-  detail::this_thread_worker = nullptr;
+  this_thread_worker = nullptr;
 }
 
 void executor_core::count_towards_driver_poll(worker_state& self) noexcept {
@@ -211,9 +211,8 @@ bool executor_core::find_task(worker_state& self, std::uint32_t& slot) {
   if (workers_.size() > 1 && (claim_from_roots(self, false, slot) || steal_lifo(self, slot))) {
     worker_counters::bump(self.counters.steals);
     if (self.trace != nullptr) [[unlikely]] {
-      self.trace->steal(self.steal_leaf == no_leaf
-                            ? trace_buffer::no_partition
-                            : detail::partition_owner(self.steal_leaf, partitions_));
+      self.trace->steal(self.steal_leaf == no_leaf ? trace_buffer::no_partition
+                                                   : partition_owner(self.steal_leaf, partitions_));
     }
     self.last_from_yield = false;
     return true;
@@ -302,15 +301,15 @@ bool executor_core::claim_from_roots(worker_state& self, bool own_partition, std
 }
 
 bool executor_core::claim_in_leaf(std::size_t leaf, std::uint32_t& slot) {
-  detail::summary_tree::activation upward;
+  summary_tree::activation upward;
   const int index = tree_.claim_in_leaf(leaf, upward);
   owe_wakes(upward.wakes_owed);
   if (index < 0) {
     return false;
   }
   const auto within = static_cast<std::size_t>(index);
-  slot = arena_.index_of(leaf, within / detail::summary_tree::bits_per_word,
-                         static_cast<unsigned>(within % detail::summary_tree::bits_per_word));
+  slot = arena_.index_of(leaf, within / summary_tree::bits_per_word,
+                         static_cast<unsigned>(within % summary_tree::bits_per_word));
   return true;
 }
 
@@ -434,4 +433,4 @@ void executor_core::about_to_block(std::size_t worker) noexcept {
   }
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

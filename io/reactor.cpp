@@ -49,7 +49,9 @@ reactor::~reactor() {
   epoll_.reset();
 }
 
-reactor* reactor::of(executor_core& core) noexcept { return dynamic_cast<reactor*>(core.driver()); }
+reactor* reactor::of(canopy::detail::executor_core& core) noexcept {
+  return dynamic_cast<reactor*>(core.driver());
+}
 
 using detail::registration_entry;
 

@@ -135,7 +135,7 @@ struct round_state {
 // (executor::core() is the runtime underneath, for task kinds built on it).
 // Racy snapshots, printed only when the run has already failed.
 void dump_scheduler_state(executor& pool) {
-  executor_core& core = pool.core();
+  detail::executor_core& core = pool.core();
   for (std::size_t worker = 0; worker < core.worker_count(); ++worker) {
     std::fprintf(stderr, "  worker %zu: latch %u status %llx\n", worker,
                  static_cast<unsigned>(core.sleep().waker(worker).latch().load()),

@@ -52,26 +52,26 @@ public_types=(
 # list is kept exact. Nothing new goes here: a new implementation type goes
 # into canopy::detail.
 not_yet_moved=(
-  canopy::basic_offer_deque canopy::continuation
-  canopy::deadline_source canopy::driver_park_backend canopy::executor_core
-  canopy::fiber_spec canopy::fiber_stack
-  canopy::host_budget canopy::host_channel canopy::host_drive canopy::idle_driver
-  canopy::join_state canopy::join_state_base
-  canopy::joined_value_t canopy::lifo_slot canopy::model::access_kind
-  canopy::model::atomic canopy::notify_descriptor canopy::offer canopy::offer_deque
-  canopy::offered_job canopy::oneshot_pair canopy::pending_claim
-  canopy::pooled_join_state canopy::race_value_t
-  canopy::relacy::atomic canopy::relacy::call_site canopy::relacy::memory_order
-  canopy::restore_running_on_exit canopy::run_outcome canopy::shutdown_flag
  
-  canopy::spawn_mode canopy::spawn_placement canopy::spawn_status canopy::spawnable_task
+  canopy::deadline_source
+  canopy::fiber_spec canopy::fiber_stack
+  canopy::idle_driver
+ 
+  canopy::joined_value_t canopy::model::access_kind
+  canopy::model::atomic
+  canopy::oneshot_pair
+  canopy::race_value_t
+  canopy::relacy::atomic canopy::relacy::call_site canopy::relacy::memory_order
+ 
+ 
+  canopy::spawnable_task
   canopy::stack_pool_stats canopy::sync::atomic
   canopy::sync::futex_mutex canopy::sync::memory_order canopy::sync::thread
-  canopy::task_arena canopy::task_end canopy::task_id canopy::task_slot
-  canopy::task_spawner canopy::task_vtable canopy::trace_buffer canopy::trace_event
-  canopy::trace_kind canopy::trace_lane canopy::trace_recorder canopy::trace_snapshot
-  canopy::tree_position canopy::worker_context
-  canopy::worker_counters canopy::yield_queue
+ 
+  canopy::task_spawner
+ 
+ 
+ 
 )
 
 mode=check

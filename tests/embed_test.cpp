@@ -598,7 +598,7 @@ TEST_CASE("Canopy embedded in a plain epoll server loop: every hand-off comes ba
           continue;
         }
         pool.spawn_detached([&, request] {
-          if (canopy::current_worker() != nullptr) {
+          if (canopy::detail::current_worker() != nullptr) {
             computed_on_worker.fetch_add(1);
           }
           const std::uint64_t reply = request * 3 + 1;

@@ -345,7 +345,7 @@ class host_world {
     }
   }
 
-  canopy::host_channel channel_;
+  canopy::detail::host_channel channel_;
   int tasks_;
   host_blocks mode_;
   int ran_ = 0;

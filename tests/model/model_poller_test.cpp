@@ -178,7 +178,7 @@ class poller_world final : public canopy::model::driver_world {
   task_position io_task_;
   std::uint32_t poll_interval_;
   model_kernel_driver driver_;
-  canopy::driver_park_backend backend_;
+  canopy::detail::driver_park_backend backend_;
 };
 
 using canopy::model::under_thread_sanitizer;

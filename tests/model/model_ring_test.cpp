@@ -210,7 +210,7 @@ class ring_world final : public canopy::model::driver_world {
   bool canceller_;
   model_ring_kernel kernel_;
   model_ring_driver driver_;
-  canopy::driver_park_backend backend_;
+  canopy::detail::driver_park_backend backend_;
   int requests_ = 0;
   int delivered_ = 0;
   int woke_for_nothing_ = 0;
