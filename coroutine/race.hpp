@@ -40,8 +40,10 @@ namespace canopy {
 
 // What a contender of type task<T> gives in a race_result: T, or
 // std::monostate for task<void>.
+namespace detail {
 template <class T>
 using race_value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+}  // namespace detail
 
 template <class... Ts>
 class race_result;
@@ -52,7 +54,7 @@ namespace detail {
 // task completes; read by race after the link fired.
 template <class T>
 struct race_slot {
-  std::optional<race_value_t<T>> value;
+  std::optional<detail::race_value_t<T>> value;
   std::exception_ptr error;
 };
 
@@ -250,7 +252,7 @@ class race_result {
   }
   template <class Self>
   static auto& winner_value(Self& self) {
-    race_value_t<first_t>* found = nullptr;
+    detail::race_value_t<first_t>* found = nullptr;
     std::apply(
         [&](auto&... slots) {
           std::size_t index = 0;
@@ -262,7 +264,7 @@ class race_result {
   }
 
   std::size_t index_ = 0;
-  std::tuple<std::optional<race_value_t<Ts>>...> values_;
+  std::tuple<std::optional<detail::race_value_t<Ts>>...> values_;
 };
 
 namespace detail {

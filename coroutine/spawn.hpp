@@ -372,7 +372,7 @@ detail::spawn_status spawn_joined(
 }  // namespace detail
 
 template <class T>
-struct task_spawner<task<T>> {
+struct ext::task_spawner<task<T>> {
   using handle_type = task_handle<T>;
   static std::error_code spawn(detail::executor_core& core, task<T>&& work, detail::spawn_mode mode,
                                handle_type& out) {

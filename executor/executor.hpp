@@ -77,21 +77,30 @@
 
 namespace canopy {
 
+namespace ext {
+
 // Extension point for task kinds that are not callables (a C++20
 // canopy::task<T>, see coroutine/spawn.hpp; a fiber description,
-// canopy::fiber(fn), see fiber/fiber_task.hpp): specialise task_spawner<Task>
-// with a `handle_type` and
-//   static std::error_code spawn(executor_core&, Task&&, spawn_mode, handle_type& out);
-//   static std::error_code spawn_detached(executor_core&, Task&&, spawn_mode);
+// canopy::fiber(fn), see fiber/fiber_task.hpp): specialise
+// ext::task_spawner<Task> with a `handle_type` and
+//   static std::error_code spawn(detail::executor_core&, Task&&, detail::spawn_mode,
+//                                handle_type& out);
+//   static std::error_code spawn_detached(detail::executor_core&, Task&&, detail::spawn_mode);
 // and executor::spawn / try_spawn / spawn_detached use them instead of the
 // callable path.
 template <class Task>
 struct task_spawner {};
 
+}  // namespace ext
+
+namespace detail {
+
 template <class Task>
 concept spawnable_task = requires {
-  typename task_spawner<std::remove_cvref_t<Task>>::handle_type;
+  typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type;
 };
+
+}  // namespace detail
 
 namespace detail {
 
@@ -135,7 +144,7 @@ class executor {
 
   // Spawn fn() as a task; returns its join handle.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto spawn(Fn&& fn)
+  requires(!detail::spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto spawn(Fn&& fn)
       -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     detail::refuse_empty_callable(fn, "canopy::executor::spawn");
@@ -150,10 +159,10 @@ class executor {
   // canopy::fiber(fn, stack_size)); returns its handle (a task_handle<T>,
   // which is a join_handle<T>).
   template <class Task>
-  requires spawnable_task<Task>
-  auto spawn(Task&& task) -> typename task_spawner<std::remove_cvref_t<Task>>::handle_type {
-    typename task_spawner<std::remove_cvref_t<Task>>::handle_type handle;
-    if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn(
+  requires detail::spawnable_task<Task>
+  auto spawn(Task&& task) -> typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type {
+    typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type handle;
+    if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Task>>::spawn(
             *core_, std::forward<Task>(task), detail::spawn_mode::block, handle)) {
       throw spawn_error(static_cast<errc>(error.value()));
     }
@@ -163,17 +172,17 @@ class executor {
   // Like spawn(), but never blocks: at capacity or after shutdown it
   // returns the error instead (errc::at_capacity, errc::shut_down).
   template <class Task>
-  requires spawnable_task<Task>
+  requires detail::spawnable_task<Task>
   auto try_spawn(Task&& task)
-      -> spawn_attempt<typename task_spawner<std::remove_cvref_t<Task>>::handle_type> {
-    spawn_attempt<typename task_spawner<std::remove_cvref_t<Task>>::handle_type> attempt;
-    attempt.error = task_spawner<std::remove_cvref_t<Task>>::spawn(
+      -> spawn_attempt<typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type> {
+    spawn_attempt<typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type> attempt;
+    attempt.error = ext::task_spawner<std::remove_cvref_t<Task>>::spawn(
         *core_, std::forward<Task>(task), detail::spawn_mode::fail, attempt.handle);
     return attempt;
   }
 
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
+  requires(!detail::spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
       -> spawn_attempt<join_handle<std::invoke_result_t<std::decay_t<Fn>&>>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     detail::refuse_empty_callable(fn, "canopy::executor::try_spawn");
@@ -182,7 +191,8 @@ class executor {
 
   // Spawn without a join handle (cheapest). Exceptions go to the handler.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) void spawn_detached(Fn&& fn) {
+  requires(!detail::spawnable_task<Fn> &&
+           std::invocable<std::decay_t<Fn>&>) void spawn_detached(Fn&& fn) {
     detail::refuse_empty_callable(fn, "canopy::executor::spawn_detached");
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
@@ -195,9 +205,9 @@ class executor {
   // Spawn a task of another kind (a coroutine, a fiber) without a handle;
   // its exception, if any, goes to the handler, as for a callable.
   template <class Task>
-  requires spawnable_task<Task>
+  requires detail::spawnable_task<Task>
   void spawn_detached(Task&& task) {
-    if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn_detached(
+    if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Task>>::spawn_detached(
             *core_, std::forward<Task>(task), detail::spawn_mode::block)) {
       throw spawn_error(static_cast<errc>(error.value()));
     }

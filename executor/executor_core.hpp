@@ -277,7 +277,7 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] bool is_worker_thread() const noexcept;
 
   // The driver the poller worker waits on (executor_config::driver), or null.
-  [[nodiscard]] idle_driver* driver() const noexcept { return config_.driver.get(); }
+  [[nodiscard]] ext::idle_driver* driver() const noexcept { return config_.driver.get(); }
 
   // Internal, for tests: the protocol objects.
   summary_tree& tree() noexcept { return tree_; }

@@ -25,12 +25,18 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
+class executor_core;
+}  // namespace canopy::detail
+
+// canopy::ext: the extension points, the interfaces through which a part the
+// executor does not know (a reactor, its timers, a task kind) plugs in:
+// idle_driver and deadline_source here, task_spawner in executor/executor.hpp.
+// They are public in that an extension implements them, not part of the
+// everyday API (docs/io.md, docs/architecture.md "Namespaces").
+namespace canopy::ext {
 
 class deadline_source;
-namespace detail {
-class executor_core;
-}  // namespace detail
 
 class idle_driver {
  public:
@@ -154,4 +160,4 @@ inline bool idle_driver::deadline_may_be_due() const noexcept {
   return now.count() >= earliest;
 }
 
-}  // namespace canopy
+}  // namespace canopy::ext

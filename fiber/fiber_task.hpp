@@ -277,21 +277,23 @@ canopy::detail::spawn_status spawn_fiber_on(canopy::detail::executor_core& core,
 //   canopy::spawn / try_spawn / spawn_detached(canopy::fiber(fn)) inside a running task
 // It only describes the fiber (the callable, stored by value, and the stack
 // size); the spawn creates it.
+namespace detail {
 template <class Fn>
 struct fiber_spec {
   Fn fn;
   std::size_t stack_size = stack_pool::default_stack_size;
 };
+}  // namespace detail
 
 // fn is moved (or copied) into the description, and from there into the
 // fiber's control block when it is spawned. A null function pointer or an
 // empty std::function: std::invalid_argument.
 template <class Fn>
 requires std::is_invocable_v < std::decay_t<Fn>
-& > fiber_spec<std::decay_t<Fn>> fiber(Fn&& fn,
-                                       std::size_t stack_size = stack_pool::default_stack_size) {
+& > detail::fiber_spec<std::decay_t<Fn>> fiber(
+        Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size) {
   detail::refuse_empty_callable(fn, "canopy::fiber");
-  return fiber_spec<std::decay_t<Fn>>{std::forward<Fn>(fn), stack_size};
+  return detail::fiber_spec<std::decay_t<Fn>>{std::forward<Fn>(fn), stack_size};
 }
 
 // Spawning a fiber (executor::spawn / try_spawn / spawn_detached; the free
@@ -303,7 +305,7 @@ requires std::is_invocable_v < std::decay_t<Fn>
 // executor's on_detached_exception handler (as for every task detached
 // before it ends).
 template <class Fn>
-struct task_spawner<fiber_spec<Fn>> {
+struct ext::task_spawner<detail::fiber_spec<Fn>> {
   using handle_type = task_handle<detail::fiber_result_t<Fn>>;
   template <class Spec>
   static std::error_code spawn(canopy::detail::executor_core& core, Spec&& spec,
@@ -328,13 +330,13 @@ namespace detail {
 template <class T>
 inline constexpr bool is_fiber_spec = false;
 template <class Fn>
-inline constexpr bool is_fiber_spec<fiber_spec<Fn>> = true;
+inline constexpr bool is_fiber_spec<detail::fiber_spec<Fn>> = true;
 
 template <class Spec>
 concept fiber_description = is_fiber_spec<std::remove_cvref_t<Spec>>;
 
 template <class Spec>
-using fiber_handle_t = typename task_spawner<std::remove_cvref_t<Spec>>::handle_type;
+using fiber_handle_t = typename ext::task_spawner<std::remove_cvref_t<Spec>>::handle_type;
 
 }  // namespace detail
 
@@ -345,7 +347,7 @@ using fiber_handle_t = typename task_spawner<std::remove_cvref_t<Spec>>::handle_
 template <detail::fiber_description Spec>
 auto spawn(Spec&& spec) -> detail::fiber_handle_t<Spec> {
   detail::fiber_handle_t<Spec> handle;
-  if (const std::error_code error = task_spawner<std::remove_cvref_t<Spec>>::spawn(
+  if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Spec>>::spawn(
           detail::current_core("canopy::spawn(fiber)"), std::forward<Spec>(spec),
           canopy::detail::spawn_mode::block, handle)) {
     throw spawn_error(static_cast<errc>(error.value()));
@@ -358,7 +360,7 @@ auto spawn(Spec&& spec) -> detail::fiber_handle_t<Spec> {
 template <detail::fiber_description Spec>
 auto try_spawn(Spec&& spec) -> spawn_attempt<detail::fiber_handle_t<Spec>> {
   spawn_attempt<detail::fiber_handle_t<Spec>> attempt;
-  attempt.error = task_spawner<std::remove_cvref_t<Spec>>::spawn(
+  attempt.error = ext::task_spawner<std::remove_cvref_t<Spec>>::spawn(
       detail::current_core("canopy::try_spawn(fiber)"), std::forward<Spec>(spec),
       canopy::detail::spawn_mode::fail, attempt.handle);
   return attempt;
@@ -368,7 +370,7 @@ auto try_spawn(Spec&& spec) -> spawn_attempt<detail::fiber_handle_t<Spec>> {
 // on_detached_exception handler.
 template <detail::fiber_description Spec>
 void spawn_detached(Spec&& spec) {
-  if (const std::error_code error = task_spawner<std::remove_cvref_t<Spec>>::spawn_detached(
+  if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Spec>>::spawn_detached(
           detail::current_core("canopy::spawn_detached(fiber)"), std::forward<Spec>(spec),
           canopy::detail::spawn_mode::block)) {
     throw spawn_error(static_cast<errc>(error.value()));

@@ -118,7 +118,7 @@ template <class... Fns>
 class fork_join {
  public:
   static constexpr std::size_t count = sizeof...(Fns);
-  using result_type = std::tuple<joined_value_t<std::invoke_result_t<Fns&>>...>;
+  using result_type = std::tuple<detail::joined_value_t<std::invoke_result_t<Fns&>>...>;
 
   explicit fork_join(Fns&... fns) noexcept : fns_(fns...) {}
 
@@ -384,8 +384,8 @@ auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
 template <class F, class G>
 requires std::invocable < std::remove_reference_t<F>
 & > &&std::invocable<std::remove_reference_t<G>&> auto join(F&& f, G&& g)
-          -> std::pair<joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
-                       joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
+          -> std::pair<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
+                       detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
   auto [first, second] = detail::fork_join_here("canopy::join(f, g)", f, g);
   return {std::move(first), std::move(second)};
 }
@@ -395,8 +395,8 @@ requires std::invocable < std::remove_reference_t<F>
 template <class F, class G>
 requires std::invocable < std::remove_reference_t<F>
 & > &&std::invocable<std::remove_reference_t<G>&> auto join(executor& pool, F&& f, G&& g)
-          -> std::pair<joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
-                       joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
+          -> std::pair<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
+                       detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
   auto [first, second] = detail::fork_join_on(pool, "canopy::join(pool, f, g)", f, g);
   return {std::move(first), std::move(second)};
 }
@@ -405,7 +405,7 @@ requires std::invocable < std::remove_reference_t<F>
 template <class... Fns>
 requires(sizeof...(Fns) >= 1 &&
          (std::invocable<std::remove_reference_t<Fns>&> && ...)) auto parallel_invoke(Fns&&... fns)
-    -> std::tuple<joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
+    -> std::tuple<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
   return detail::fork_join_here("canopy::parallel_invoke", fns...);
 }
 
@@ -413,7 +413,7 @@ requires(sizeof...(Fns) >= 1 &&
 template <class... Fns>
 requires(sizeof...(Fns) >= 1 && (std::invocable<std::remove_reference_t<Fns>&> &&
                                  ...)) auto parallel_invoke(executor& pool, Fns&&... fns)
-    -> std::tuple<joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
+    -> std::tuple<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
   return detail::fork_join_on(pool, "canopy::parallel_invoke(pool, ...)", fns...);
 }
 

@@ -24,10 +24,9 @@
 namespace canopy {
 
 // What a callable returning R contributes to a join's result.
+namespace detail {
 template <class R>
 using joined_value_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-
-namespace detail {
 
 // The joiner's countdown of callables still running, on its stack. Bits
 // 0..29 count; bit 30: the joiner sleeps on the futex; bit 31: the last
@@ -137,7 +136,7 @@ class join_countdown {
 // it, read by the joiner after the countdown reached zero.
 template <class R>
 struct branch_outcome {
-  std::optional<joined_value_t<R>> value;
+  std::optional<detail::joined_value_t<R>> value;
   std::exception_ptr error;
   bool dropped = false;  // destroyed unrun (shutdown): task_cancelled
   // Run by the joiner's own thread (taken back, or

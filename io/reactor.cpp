@@ -296,7 +296,7 @@ bool reactor::has_queued_requests() const noexcept {
   return uring_ != nullptr && uring_->has_queued_requests();
 }
 
-void reactor::set_deadline_source(deadline_source* source) noexcept {
+void reactor::set_deadline_source(ext::deadline_source* source) noexcept {
   set_deadline_source_pointer(source);
   notify();  // the poller recomputes its timeout
 }
@@ -306,7 +306,7 @@ bool reactor::wait() noexcept {
     return true;  // not dispatched yet (a notify made park() call us again)
   }
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  deadline_source* source = deadline_source_pointer();
+  ext::deadline_source* source = deadline_source_pointer();
   if (source != nullptr) {
     deadline = source->next_deadline();
   }
@@ -339,7 +339,7 @@ void reactor::workers_stopped() noexcept {
 std::size_t reactor::expire_deadlines() noexcept {
   const bool due = deadline_due_;
   deadline_due_ = false;
-  deadline_source* source = deadline_source_pointer();
+  ext::deadline_source* source = deadline_source_pointer();
   if (source == nullptr) {
     return 0;
   }

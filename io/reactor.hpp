@@ -84,7 +84,7 @@ class uring_backend;
 struct completion_request;
 }  // namespace detail
 
-class reactor final : public idle_driver {
+class reactor final : public ext::idle_driver {
  public:
   // Throws std::system_error if epoll or the eventfd cannot be created, or
   // if io_uring was asked for (options or CANOPY_IO_BACKEND) and cannot run
@@ -198,7 +198,7 @@ class reactor final : public idle_driver {
   // The deadline source the poller consults (io/ timers). Set once, before
   // timers are used; null to detach. The source must outlive the reactor's
   // use of it (detach before destroying it).
-  void set_deadline_source(deadline_source* source) noexcept;
+  void set_deadline_source(ext::deadline_source* source) noexcept;
   // The timer queue this reactor brought (reactor_options::timers), while it
   // drives an executor; null otherwise.
   [[nodiscard]] timer_queue* own_timers() noexcept { return timers_bound_ ? timers_.get() : nullptr; }

@@ -36,6 +36,8 @@ public_types=(
   # <canopy/channel.hpp>, <canopy/sync.hpp>
   canopy::channel canopy::channel_errc canopy::oneshot_sender canopy::oneshot_receiver
   canopy::send_result canopy::recv_result canopy::mutex canopy::semaphore
+  # what canopy::oneshot<T>() returns (auto [tx, rx] = ...; examples name it)
+  canopy::oneshot_pair
   # <canopy/blocking.hpp>
   canopy::blocking_pool canopy::blocking_pool_config canopy::blocking_pool_stats
   # <canopy/fiber.hpp>
@@ -52,26 +54,15 @@ public_types=(
 # list is kept exact. Nothing new goes here: a new implementation type goes
 # into canopy::detail.
 not_yet_moved=(
- 
-  canopy::deadline_source
-  canopy::fiber_spec canopy::fiber_stack
-  canopy::idle_driver
- 
-  canopy::joined_value_t canopy::model::access_kind
-  canopy::model::atomic
-  canopy::oneshot_pair
-  canopy::race_value_t
+  # fiber/stack_pool.hpp: examples/fiber_fib.cpp reads canopy::stack_pool::stats()
+  # and docs/coroutines.md names stack_pool::set_guard_limit(), so the
+  # stack pool's face is to be decided (public, or the example changed).
+  canopy::fiber_stack canopy::stack_pool_stats
+  # sync/: the atomics and futex layer, and the checking builds' atomics;
+  # the folder and its namespace are to be renamed (issue 39, part 3).
+  canopy::sync::atomic canopy::sync::futex_mutex canopy::sync::memory_order canopy::sync::thread
+  canopy::model::access_kind canopy::model::atomic
   canopy::relacy::atomic canopy::relacy::call_site canopy::relacy::memory_order
- 
- 
-  canopy::spawnable_task
-  canopy::stack_pool_stats canopy::sync::atomic
-  canopy::sync::futex_mutex canopy::sync::memory_order canopy::sync::thread
- 
-  canopy::task_spawner
- 
- 
- 
 )
 
 mode=check

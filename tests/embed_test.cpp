@@ -430,7 +430,7 @@ TEST_CASE("run functions: errors name the problem") {
     CHECK_THROWS_AS(pool.post([] {}), canopy::spawn_error);
   }
   SUBCASE("worker_count 0 with an idle driver") {
-    struct never_driver final : canopy::idle_driver {
+    struct never_driver final : canopy::ext::idle_driver {
       bool wait() noexcept override { return false; }
       void notify() noexcept override {}
       std::size_t dispatch() noexcept override { return 0; }

@@ -38,7 +38,7 @@
 
 namespace canopy::io {
 
-class timer_queue final : public deadline_source {
+class timer_queue final : public ext::deadline_source {
  public:
   using clock = std::chrono::steady_clock;
 

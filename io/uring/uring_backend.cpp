@@ -89,7 +89,8 @@ void keep_received(registration_entry& target, const registration_entry::complet
 
 }  // namespace
 
-uring_backend::uring_backend(const idle_driver& owner, registration_slab& slab, unsigned entries)
+uring_backend::uring_backend(const ext::idle_driver& owner, registration_slab& slab,
+                             unsigned entries)
     : owner_(owner), slab_(slab), readiness_(slab, false) {
   std::error_code error;
   std::string why;

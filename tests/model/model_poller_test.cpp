@@ -35,7 +35,7 @@ namespace {
 // Every event first makes itself visible (counter or list), then bumps the
 // generation an epoll_wait blocks on, then wakes that waiter: a waiter that
 // checked before the event sees the generation moved and does not block.
-class model_kernel_driver final : public canopy::idle_driver {
+class model_kernel_driver final : public canopy::ext::idle_driver {
  public:
   // The poster side (any thread): an edge lands on the ready list.
   void readiness_edge() noexcept {
