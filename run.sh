@@ -340,6 +340,22 @@ run_tests() {
     fi
     rm -f "$cited_log"
   fi
+  # The public wall: no implementation type outside canopy::detail, no
+  # implementation file including <canopy/...> (one test).
+  if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
+    local namespaces_log
+    namespaces_log=$(mktemp)
+    echo "== namespaces" >&2
+    if bash tests/check_namespaces.sh >"$namespaces_log" 2>&1; then
+      tail -1 "$namespaces_log" >&2
+      passed=$((passed + 1))
+    else
+      record_failure "namespaces: an implementation type outside canopy::detail, or a facade include" \
+        "$namespaces_log"
+      failed=$((failed + 1))
+    fi
+    rm -f "$namespaces_log"
+  fi
   if [ -n "$uring_note" ]; then
     echo "$uring_note"
   fi

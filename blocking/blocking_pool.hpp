@@ -61,9 +61,11 @@
 namespace canopy {
 
 class executor;
+namespace detail {
 class executor_core;
 class join_state_base;
 struct shutdown_flag;  // executor/executor_core.hpp
+}  // namespace detail
 
 struct blocking_pool_config {
   // Threads at most (tokio: 512). 1..65536.
@@ -104,8 +106,8 @@ class blocking_job {
   // (executor_core::running_cancel_state; null: none). Read only while the
   // task has not abandoned the call, which it does before its body lets
   // go of that state.
-  blocking_job(std::shared_ptr<const shutdown_flag> executor_shutdown,
-               const join_state_base* cancel_state) noexcept
+  blocking_job(std::shared_ptr<const detail::shutdown_flag> executor_shutdown,
+               const detail::join_state_base* cancel_state) noexcept
       : executor_shutdown_(std::move(executor_shutdown)), cancel_state_(cancel_state) {}
   blocking_job(const blocking_job&) = delete;
   blocking_job& operator=(const blocking_job&) = delete;
@@ -136,8 +138,8 @@ class blocking_job {
   // before its state can be freed.
   mutable std::mutex guard_;
   bool abandoned_ = false;
-  std::shared_ptr<const shutdown_flag> executor_shutdown_;
-  const join_state_base* cancel_state_;
+  std::shared_ptr<const detail::shutdown_flag> executor_shutdown_;
+  const detail::join_state_base* cancel_state_;
 };
 
 }  // namespace detail
@@ -159,7 +161,7 @@ class blocking_pool {
 
   // The pool run_blocking uses in `core`'s tasks: the attached one, or the
   // process default.
-  static blocking_pool& for_executor(executor_core& core);
+  static blocking_pool& for_executor(detail::executor_core& core);
   // The process-wide pool, made on first use (default config).
   static blocking_pool& process_default();
 
@@ -174,7 +176,7 @@ class blocking_pool {
   static void reap(std::vector<std::thread>& finished);
 
   blocking_pool_config config_;
-  executor_core* attached_ = nullptr;
+  detail::executor_core* attached_ = nullptr;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;  // a call queued, or shutdown

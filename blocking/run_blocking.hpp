@@ -55,8 +55,8 @@ class blocking_call final : public blocking_job {
   using result_type = blocking_result_t<F>;
   using stored_type = std::conditional_t<std::is_void_v<result_type>, std::monostate, result_type>;
 
-  blocking_call(F&& fn, std::shared_ptr<const shutdown_flag> executor_shutdown,
-                const join_state_base* cancel_state)
+  blocking_call(F&& fn, std::shared_ptr<const detail::shutdown_flag> executor_shutdown,
+                const detail::join_state_base* cancel_state)
       : blocking_job(std::move(executor_shutdown), cancel_state), fn_(std::move(fn)) {}
 
   void run() noexcept override {
@@ -179,7 +179,7 @@ class blocking_wait {
 // Checks the caller is in a task, then submits: the pool of that executor.
 template <class F>
 blocking_wait<F> submit_blocking(F&& fn, const char* what) {
-  worker_context* const worker = current_worker();
+  detail::worker_context* const worker = detail::current_worker();
   if (worker == nullptr || !worker->has_running) {
     throw std::logic_error(std::string(what) + " called outside a running canopy task");
   }

@@ -97,10 +97,10 @@ class await_all_awaiter {
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> self) {
     task_context& context = context_of(self);
-    executor_core* const core = current_worker()->core;
+    detail::executor_core* const core = detail::current_worker()->core;
     // Children nobody started yet run here, newest first; count the rest.
     std::uint32_t running = 0;
-    for_each_newest_first([&](join_state<value_type>* state) {
+    for_each_newest_first([&](detail::join_state<value_type>* state) {
       if (!state->ready() && state->has_task_on(core)) {
         static_cast<void>(core->run_pending_inline(state->task()));
       }
@@ -121,7 +121,7 @@ class await_all_awaiter {
     std::uint32_t settled = 1;  // our own share
     std::uint32_t registered = 0;
     for (auto& handle : *handles_) {
-      join_state<value_type>* const state = handle.state();
+      detail::join_state<value_type>* const state = handle.state();
       if (registered == running) {
         break;  // only the first `running` not-ready children were counted
       }
@@ -129,7 +129,7 @@ class await_all_awaiter {
         continue;
       }
       ++registered;
-      if (!state->set_continuation(continuation{&child_done, this})) {
+      if (!state->set_continuation(detail::continuation{&child_done, this})) {
         ++settled;  // ended meanwhile: registered nothing
       }
     }
@@ -209,7 +209,7 @@ class await_all_awaiter {
   static bool cancel_children(wait_link& link) noexcept {
     auto* const self = static_cast<await_all_awaiter*>(link.source);
     for (auto& handle : *self->handles_) {
-      join_state<value_type>* const state = handle.state();
+      detail::join_state<value_type>* const state = handle.state();
       if (state->has_task_on(link.core)) {
         state->cancel_and_wake();
       } else {

@@ -20,7 +20,7 @@ namespace canopy {
 
 template <class T>
 T block_on(executor& pool, task<T> work) {
-  if (current_worker() != nullptr) {
+  if (detail::current_worker() != nullptr) {
     throw std::system_error(make_error_code(errc::worker_thread),
                             "canopy::block_on() on a worker thread would block it; "
                             "co_await the task instead");

@@ -22,7 +22,7 @@
 
 namespace canopy {
 
-[[nodiscard]] inline detail::bare_suspend<run_outcome::to_host> resume_on_host() noexcept {
+[[nodiscard]] inline detail::bare_suspend<detail::run_outcome::to_host> resume_on_host() noexcept {
   return {};
 }
 

@@ -93,7 +93,7 @@ class join_awaiter {
     if (state_->ready()) {
       return true;
     }
-    const worker_context* const worker = current_worker();
+    const detail::worker_context* const worker = detail::current_worker();
     if (worker == nullptr || !state_->has_task_on(worker->core)) {
       return false;
     }
@@ -105,16 +105,16 @@ class join_awaiter {
     // started, as one made after any start does.
     const bool takeable = !state_->identity_shared() && !state_->cancel_requested();
     // An adopted child's lazy body is its frame's address: copied here.
-    const executor_core::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
-                                        static_cast<void*>(&adopted_frame_),
-                                        sizeof(adopted_frame_)};
+    const detail::executor_core::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
+                                                static_cast<void*>(&adopted_frame_),
+                                                sizeof(adopted_frame_)};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
-      case executor_core::pending_run::adopted:
+      case detail::executor_core::pending_run::adopted:
         taken_over_ = true;
         return false;
-      case executor_core::pending_run::ran:
+      case detail::executor_core::pending_run::ran:
         return state_->ready();
-      case executor_core::pending_run::none:
+      case detail::executor_core::pending_run::none:
         break;
     }
     return false;
@@ -126,7 +126,7 @@ class join_awaiter {
     if (taken_over_) {
       return take_over(context, self);
     }
-    const worker_context* const worker = current_worker();
+    const detail::worker_context* const worker = detail::current_worker();
     if (!state_->has_task_on(worker->core)) {
       return suspend_on_foreign(context, self) ? std::noop_coroutine()
                                                : std::coroutine_handle<>(self);
@@ -183,7 +183,7 @@ class join_awaiter {
     return adopted_;
   }
 
-  static join_state<T>* checked(join_handle<T>& handle) {
+  static detail::join_state<T>* checked(join_handle<T>& handle) {
     if (!handle.valid()) {
       throw std::logic_error("canopy: co_await on an empty join handle");
     }
@@ -191,7 +191,7 @@ class join_awaiter {
   }
 
   Handle handle_;
-  join_state<T>* state_;
+  detail::join_state<T>* state_;
   child_handle adopted_;           // a taken-over child, until it ends
   void* adopted_frame_ = nullptr;  // its frame, copied from its lazy body
   inline_result<T> adopted_result_{};

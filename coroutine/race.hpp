@@ -40,8 +40,10 @@ namespace canopy {
 
 // What a contender of type task<T> gives in a race_result: T, or
 // std::monostate for task<void>.
+namespace detail {
 template <class T>
 using race_value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+}  // namespace detail
 
 template <class... Ts>
 class race_result;
@@ -52,7 +54,7 @@ namespace detail {
 // task completes; read by race after the link fired.
 template <class T>
 struct race_slot {
-  std::optional<race_value_t<T>> value;
+  std::optional<detail::race_value_t<T>> value;
   std::exception_ptr error;
 };
 
@@ -107,7 +109,7 @@ class first_end_awaiter {
     context.suspend_on(self, wait_kind::link, &link_);
     std::uint32_t settled = 1;  // our own share
     for (std::size_t index = 0; index < count_; ++index) {
-      if (!state(index)->set_continuation(continuation{&child_done, &entries_[index]})) {
+      if (!state(index)->set_continuation(detail::continuation{&child_done, &entries_[index]})) {
         ended(index);  // completed before we registered: nothing will call back
         ++settled;
       }
@@ -137,7 +139,9 @@ class first_end_awaiter {
     std::size_t index;
   };
 
-  join_state_base* state(std::size_t index) const noexcept { return (*handles_)[index].state(); }
+  detail::join_state_base* state(std::size_t index) const noexcept {
+    return (*handles_)[index].state();
+  }
 
   // Child `index` completed: the first one wins and cancels the others.
   // Runs before that child's decrement, so race's frame (and every handle
@@ -248,7 +252,7 @@ class race_result {
   }
   template <class Self>
   static auto& winner_value(Self& self) {
-    race_value_t<first_t>* found = nullptr;
+    detail::race_value_t<first_t>* found = nullptr;
     std::apply(
         [&](auto&... slots) {
           std::size_t index = 0;
@@ -260,7 +264,7 @@ class race_result {
   }
 
   std::size_t index_ = 0;
-  std::tuple<std::optional<race_value_t<Ts>>...> values_;
+  std::tuple<std::optional<detail::race_value_t<Ts>>...> values_;
 };
 
 namespace detail {

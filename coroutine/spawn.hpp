@@ -59,7 +59,7 @@ struct coroutine_body {
 
   task_context context;
   handle_type root;
-  join_state<T>* state;  // null when detached
+  detail::join_state<T>* state;  // null when detached
 
   [[nodiscard]] bool cancel_requested() const noexcept {
     return state != nullptr && state->cancel_requested();
@@ -73,14 +73,14 @@ struct coroutine_body {
       case wait_kind::link:
         return static_cast<const wait_link*>(context.waiting_on)->has_fired();
       case wait_kind::join:
-        return static_cast<const join_state_base*>(context.waiting_on)->ready();
+        return static_cast<const detail::join_state_base*>(context.waiting_on)->ready();
       case wait_kind::custom:
         return context.custom_ops->ready(context.waiting_on);
     }
     return true;
   }
 
-  run_outcome run() {
+  detail::run_outcome run() {
     // A first run, a yield or a plain wake wait on nothing: test that first.
     if (context.kind != wait_kind::none) [[unlikely]] {
       // A cancel is tested before the wait is cleared, so that cancel_now()
@@ -90,7 +90,7 @@ struct coroutine_body {
         return cancel_now();
       }
       if (!wait_over()) {
-        return run_outcome::suspended;  // woken, but not by what it waits for
+        return detail::run_outcome::suspended;  // woken, but not by what it waits for
       }
       context.clear_wait();  // a custom wait is disarmed by its awaiter when it resumes
     } else if (cancel_requested()) {
@@ -106,11 +106,11 @@ struct coroutine_body {
       context.resume_awaiter = false;
       context.resume_point.resume();
     }
-    if (context.signal != run_outcome::completed) {
+    if (context.signal != detail::run_outcome::completed) {
       return context.signal;
     }
     deliver();
-    return run_outcome::completed;
+    return detail::run_outcome::completed;
   }
 
   // The root finished: its frame has freed itself (final_suspend) and its
@@ -122,19 +122,19 @@ struct coroutine_body {
       return;
     }
     if (state->failed()) {
-      state->complete_with_error(*current_worker()->core);
+      state->complete_with_error(*detail::current_worker()->core);
     } else {
-      state->complete(join_state_base::outcome::value);
+      state->complete(detail::join_state_base::outcome::value);
     }
   }
 
-  run_outcome cancel_now() noexcept {
+  detail::run_outcome cancel_now() noexcept {
     if (!awaited_end_reached()) {
-      return run_outcome::suspended;  // the awaited task's end wakes it
+      return detail::run_outcome::suspended;  // the awaited task's end wakes it
     }
     release_frame();
-    state->complete(join_state_base::outcome::cancelled);
-    return run_outcome::completed;
+    state->complete(detail::join_state_base::outcome::cancelled);
+    return detail::run_outcome::completed;
   }
 
   // A cancelled task that waits for another task's end (a handle of this
@@ -148,7 +148,7 @@ struct coroutine_body {
   // may go.
   bool awaited_end_reached() noexcept {
     if (context.kind == wait_kind::join) {
-      auto* const awaited = static_cast<join_state_base*>(context.waiting_on);
+      auto* const awaited = static_cast<detail::join_state_base*>(context.waiting_on);
       if (awaited->ready()) {
         return true;
       }
@@ -185,7 +185,7 @@ struct coroutine_body {
       // task's id, never the frame: the frame can go at once. The awaited
       // task is cancelled too (woken, so that it stops now; its handle,
       // in this frame, keeps its state alive until then).
-      static_cast<join_state_base*>(waiting_on)->cancel_and_wake();
+      static_cast<detail::join_state_base*>(waiting_on)->cancel_and_wake();
     } else if (kind == wait_kind::custom) {
       context.custom_ops->disarm(waiting_on);  // the source forgets the frame now
     } else if (kind == wait_kind::link) {
@@ -197,11 +197,11 @@ struct coroutine_body {
     destroy_frame(frame);
   }
 
-  void finish(task_end end) noexcept {
-    if (end == task_end::dropped) {
+  void finish(detail::task_end end) noexcept {
+    if (end == detail::task_end::dropped) {
       release_frame();
       if (state != nullptr) {
-        state->complete(join_state_base::outcome::cancelled);
+        state->complete(detail::join_state_base::outcome::cancelled);
       }
     }
     if (state != nullptr) {
@@ -209,21 +209,21 @@ struct coroutine_body {
     }
   }
 
-  static run_outcome run_entry(void* storage) {
+  static detail::run_outcome run_entry(void* storage) {
     return static_cast<coroutine_body*>(storage)->run();
   }
-  static void destroy_entry(void* storage, task_end end) noexcept {
+  static void destroy_entry(void* storage, detail::task_end end) noexcept {
     auto* body = static_cast<coroutine_body*>(storage);
     body->finish(end);
     body->~coroutine_body();
   }
-  static const join_state_base* cancel_state_entry(const void* storage) noexcept {
+  static const detail::join_state_base* cancel_state_entry(const void* storage) noexcept {
     return static_cast<const coroutine_body*>(storage)->state;
   }
-  static constexpr task_vtable table{&run_entry, &destroy_entry, &cancel_state_entry};
+  static constexpr detail::task_vtable table{&run_entry, &destroy_entry, &cancel_state_entry};
 };
 
-static_assert(sizeof(coroutine_body<int>) <= task_slot::storage_size);
+static_assert(sizeof(coroutine_body<int>) <= detail::task_slot::storage_size);
 
 // Builds a detached task's body in its slot (spawn_body's constructor
 // callback); `frame` is the root's frame.
@@ -259,18 +259,18 @@ struct lazy_child {
     root.promise().set_context(&made->context);
     slot_of_storage(storage).vtable = &body::table;
   }
-  static run_outcome run_entry(void* storage) {
+  static detail::run_outcome run_entry(void* storage) {
     build(storage);
     return body::run_entry(storage);
   }
-  static void destroy_entry(void* storage, task_end end) noexcept {
+  static void destroy_entry(void* storage, detail::task_end end) noexcept {
     build(storage);
     body::destroy_entry(storage, end);
   }
   // spawn_body's constructor callback, for the placements spawn_child
   // does not take.
   static void construct(void* storage, void* frame) { ::new (storage) void*(frame); }
-  static constexpr task_vtable table{&run_entry, &destroy_entry};
+  static constexpr detail::task_vtable table{&run_entry, &destroy_entry};
 };
 
 // The join state of a coroutine task spawned with a handle: in the block
@@ -278,12 +278,12 @@ struct lazy_child {
 // take-over if it has the size (a fork's spawn follows its last join), else
 // from the pool.
 template <class T>
-pooled_join_state<T>* make_join_state(worker_context* spawner) {
-  if (spawner != nullptr && spawner->kept_join_state_size == sizeof(pooled_join_state<T>)) {
+detail::pooled_join_state<T>* make_join_state(detail::worker_context* spawner) {
+  if (spawner != nullptr && spawner->kept_join_state_size == sizeof(detail::pooled_join_state<T>)) {
     spawner->kept_join_state_size = 0;
-    return pooled_join_state<T>::make_in(std::exchange(spawner->kept_join_state, nullptr));
+    return detail::pooled_join_state<T>::make_in(std::exchange(spawner->kept_join_state, nullptr));
   }
-  return new pooled_join_state<T>();
+  return new detail::pooled_join_state<T>();
 }
 
 // The state of a coroutine task taken over unstarted, every reference of
@@ -292,15 +292,15 @@ pooled_join_state<T>* make_join_state(worker_context* spawner) {
 // goes without them: kept by the calling worker for its next coroutine
 // spawn if it keeps none, else back to the pool.
 template <class T>
-void discard_unstarted(join_state<T>* state) noexcept {
+void discard_unstarted(detail::join_state<T>* state) noexcept {
   // Every coroutine task's state is a pooled_join_state (spawn_coroutine).
-  void* const block = static_cast<pooled_join_state<T>*>(state);
-  worker_context& worker = *current_worker();
+  void* const block = static_cast<detail::pooled_join_state<T>*>(state);
+  detail::worker_context& worker = *detail::current_worker();
   if (worker.kept_join_state == nullptr) {
     worker.kept_join_state = block;
-    worker.kept_join_state_size = sizeof(pooled_join_state<T>);
+    worker.kept_join_state_size = sizeof(detail::pooled_join_state<T>);
   } else {
-    free_block(block, sizeof(pooled_join_state<T>));
+    free_block(block, sizeof(detail::pooled_join_state<T>));
   }
 }
 
@@ -310,22 +310,23 @@ void discard_unstarted(join_state<T>* state) noexcept {
 // its slot here. `spawner`: the calling worker's context when a task of
 // `core` spawns (offered placement), else null.
 template <class T>
-spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, spawn_mode mode,
-                             task_id* spawned, join_state<T>** state = nullptr,
-                             spawn_placement placement = spawn_placement::anywhere,
-                             worker_context* spawner = nullptr) {
+detail::spawn_status spawn_coroutine(
+    detail::executor_core& core, task<T>&& work, bool joined, detail::spawn_mode mode,
+    detail::task_id* spawned, detail::join_state<T>** state = nullptr,
+    detail::spawn_placement placement = detail::spawn_placement::anywhere,
+    detail::worker_context* spawner = nullptr) {
   if (!work.valid()) {
     throw std::invalid_argument("canopy: spawning an empty canopy::task");
   }
-  pooled_join_state<T>* const made = joined ? make_join_state<T>(spawner) : nullptr;
+  detail::pooled_join_state<T>* const made = joined ? make_join_state<T>(spawner) : nullptr;
   const typename coroutine_body<T>::handle_type root = work.release();
-  spawn_status status = spawn_status::spawned;
+  detail::spawn_status status = detail::spawn_status::spawned;
   try {
     if (made != nullptr) {
       // Named before the slot is published: the body reads it at its build.
       root.promise().deliver_to(made);
     }
-    if (joined && placement == spawn_placement::offered) {
+    if (joined && placement == detail::spawn_placement::offered) {
       // The fork's path: a lazy body (one pointer).
       status = core.spawn_child(&lazy_child<T>::table, root.address(), mode, spawned);
     } else if (joined) {
@@ -340,7 +341,7 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
     delete made;
     throw;
   }
-  if (status != spawn_status::spawned) {
+  if (status != detail::spawn_status::spawned) {
     root.destroy();
     delete made;
     return status;
@@ -348,35 +349,37 @@ spawn_status spawn_coroutine(executor_core& core, task<T>&& work, bool joined, s
   if (state != nullptr) {
     *state = made;
   }
-  return spawn_status::spawned;
+  return detail::spawn_status::spawned;
 }
 
 template <class T>
-spawn_status spawn_joined(executor_core& core, task<T>&& work, spawn_mode mode, task_handle<T>& out,
-                          spawn_placement placement = spawn_placement::anywhere,
-                          worker_context* spawner = nullptr) {
-  task_id id;
-  join_state<T>* state = nullptr;
-  if (const spawn_status status =
+detail::spawn_status spawn_joined(
+    detail::executor_core& core, task<T>&& work, detail::spawn_mode mode, task_handle<T>& out,
+    detail::spawn_placement placement = detail::spawn_placement::anywhere,
+    detail::worker_context* spawner = nullptr) {
+  detail::task_id id;
+  detail::join_state<T>* state = nullptr;
+  if (const detail::spawn_status status =
           spawn_coroutine(core, std::move(work), true, mode, &id, &state, placement, spawner);
-      status != spawn_status::spawned) {
+      status != detail::spawn_status::spawned) {
     return status;
   }
   state->set_task(&core, id);
   out = task_handle<T>(state, &core, id);
-  return spawn_status::spawned;
+  return detail::spawn_status::spawned;
 }
 
 }  // namespace detail
 
 template <class T>
-struct task_spawner<task<T>> {
+struct ext::task_spawner<task<T>> {
   using handle_type = task_handle<T>;
-  static std::error_code spawn(executor_core& core, task<T>&& work, spawn_mode mode,
+  static std::error_code spawn(detail::executor_core& core, task<T>&& work, detail::spawn_mode mode,
                                handle_type& out) {
     return to_error_code(detail::spawn_joined(core, std::move(work), mode, out));
   }
-  static std::error_code spawn_detached(executor_core& core, task<T>&& work, spawn_mode mode) {
+  static std::error_code spawn_detached(detail::executor_core& core, task<T>&& work,
+                                        detail::spawn_mode mode) {
     return to_error_code(detail::spawn_coroutine<T>(core, std::move(work), false, mode, nullptr));
   }
 };
@@ -394,14 +397,14 @@ struct task_spawner<task<T>> {
 // as a hint (docs/architecture.md, "Offered callables").
 template <class T>
 task_handle<T> spawn(task<T> work) {
-  worker_context& worker = detail::current_worker_for("canopy::spawn(task)");
-  executor_core& core = *worker.core;
-  task_id id;
-  join_state<T>* state = nullptr;
-  if (const spawn_status status =
-          detail::spawn_coroutine(core, std::move(work), true, spawn_mode::block, &id, &state,
-                                  spawn_placement::offered, &worker);
-      status != spawn_status::spawned) {
+  detail::worker_context& worker = detail::current_worker_for("canopy::spawn(task)");
+  detail::executor_core& core = *worker.core;
+  detail::task_id id;
+  detail::join_state<T>* state = nullptr;
+  if (const detail::spawn_status status =
+          detail::spawn_coroutine(core, std::move(work), true, detail::spawn_mode::block, &id,
+                                  &state, detail::spawn_placement::offered, &worker);
+      status != detail::spawn_status::spawned) {
     throw spawn_error(status);
   }
   state->set_task(&core, id);
@@ -413,10 +416,10 @@ task_handle<T> spawn(task<T> work) {
 template <class T>
 spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
   spawn_attempt<task_handle<T>> attempt;
-  worker_context& worker = detail::current_worker_for("canopy::try_spawn(task)");
-  attempt.error =
-      to_error_code(detail::spawn_joined(*worker.core, std::move(work), spawn_mode::fail,
-                                         attempt.handle, spawn_placement::offered, &worker));
+  detail::worker_context& worker = detail::current_worker_for("canopy::try_spawn(task)");
+  attempt.error = to_error_code(detail::spawn_joined(*worker.core, std::move(work),
+                                                     detail::spawn_mode::fail, attempt.handle,
+                                                     detail::spawn_placement::offered, &worker));
   return attempt;
 }
 
@@ -425,10 +428,10 @@ spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
 // pool.spawn_detached(task).)
 template <class T>
 void spawn_detached(task<T> work) {
-  if (const spawn_status status =
+  if (const detail::spawn_status status =
           detail::spawn_coroutine<T>(detail::current_core("canopy::spawn_detached(task)"),
-                                     std::move(work), false, spawn_mode::block, nullptr);
-      status != spawn_status::spawned) {
+                                     std::move(work), false, detail::spawn_mode::block, nullptr);
+      status != detail::spawn_status::spawned) {
     throw spawn_error(status);
   }
 }

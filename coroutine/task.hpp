@@ -125,20 +125,21 @@ class promise_of : public promise_base {
     context_ = context;
   }
   // The task is a root spawned with a handle: the result goes to `state`.
-  void deliver_to(join_state<T>* state) noexcept {
+  void deliver_to(detail::join_state<T>* state) noexcept {
     result_ = reinterpret_cast<std::uintptr_t>(state) | joined_tag;
   }
   // The join state deliver_to named (a joined root), else null.
   // (A tagged pointer: the integer-to-pointer casts are the point. The
   // analyzer cannot see a frame's promise constructed behind from_address.)
-  [[nodiscard]] join_state<T>* joined_state() const noexcept {
+  [[nodiscard]] detail::join_state<T>* joined_state() const noexcept {
     // NOLINTNEXTLINE(performance-no-int-to-ptr,clang-analyzer-core.UndefinedBinaryOperatorResult)
-    return (result_ & joined_tag) != 0 ? reinterpret_cast<join_state<T>*>(result_ & ~joined_tag)
-                                       : nullptr;
+    return (result_ & joined_tag) != 0
+               ? reinterpret_cast<detail::join_state<T>*>(result_ & ~joined_tag)
+               : nullptr;
   }
 
   CANOPY_PROMISE_HELPER void unhandled_exception() noexcept {
-    if (join_state<T>* const state = joined_state()) {
+    if (detail::join_state<T>* const state = joined_state()) {
       state->set_error(std::current_exception());
     } else if (inline_result<T>* const result = awaiting()) {
       result->error = std::current_exception();
@@ -159,7 +160,7 @@ class promise_of : public promise_base {
       context_->resume_point = result->awaiter;
       context_->resume_awaiter = true;
     } else {
-      context_->signal = run_outcome::completed;
+      context_->signal = detail::run_outcome::completed;
     }
     return {};
   }
@@ -173,7 +174,7 @@ class promise_of : public promise_base {
 
  private:
   static constexpr std::uintptr_t joined_tag = 1;
-  static_assert(alignof(inline_result<T>) > 1 && alignof(join_state<T>) > 1);
+  static_assert(alignof(inline_result<T>) > 1 && alignof(detail::join_state<T>) > 1);
 
   std::uintptr_t result_ = 0;
 };
@@ -186,7 +187,7 @@ class task_promise final : public promise_of<T> {
   template <class U = T>
   requires std::is_convertible_v<U&&, T> CANOPY_PROMISE_HELPER void return_value(
       U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
-    if (join_state<T>* const state = this->joined_state()) {
+    if (detail::join_state<T>* const state = this->joined_state()) {
       state->set_value(std::forward<U>(value));
     } else if (inline_result<T>* const result = this->awaiting()) {
       result->value.emplace(std::forward<U>(value));

@@ -41,7 +41,7 @@ struct task_context {
   void* waiting_on;                      // the wait_link, join state or custom wait
   const custom_wait_ops* custom_ops;     // when kind == custom
   wait_kind kind = wait_kind::none;
-  run_outcome signal = run_outcome::suspended;
+  detail::run_outcome signal = detail::run_outcome::suspended;
   // Set by an inline-awaited task that ran to its end (its frame freed
   // itself), with resume_point naming its awaiter: the body resumes that
   // next (coroutine/spawn.hpp), in place of a symmetric transfer.
@@ -69,7 +69,7 @@ struct task_context {
       custom_ops = ops;
     }
     kind = what;
-    signal = run_outcome::suspended;
+    signal = detail::run_outcome::suspended;
   }
   // The wait ended (it was over when the task ran, or the source was ready
   // before the task suspended).

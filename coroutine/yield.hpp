@@ -31,7 +31,7 @@ namespace canopy {
 
 namespace detail {
 
-template <run_outcome Outcome>
+template <detail::run_outcome Outcome>
 struct bare_suspend {
   using canopy_awaiter = void;
   bool await_ready() const noexcept { return false; }
@@ -46,8 +46,10 @@ struct bare_suspend {
 
 }  // namespace detail
 
-[[nodiscard]] inline detail::bare_suspend<run_outcome::yielded> yield_now() noexcept { return {}; }
-[[nodiscard]] inline detail::bare_suspend<run_outcome::suspended> wait_for_wake() noexcept {
+[[nodiscard]] inline detail::bare_suspend<detail::run_outcome::yielded> yield_now() noexcept {
+  return {};
+}
+[[nodiscard]] inline detail::bare_suspend<detail::run_outcome::suspended> wait_for_wake() noexcept {
   return {};
 }
 

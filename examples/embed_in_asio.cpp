@@ -32,7 +32,7 @@
 namespace {
 
 bool on_worker_of(canopy::executor& pool) {
-  const canopy::worker_context* worker = canopy::current_worker();
+  const canopy::detail::worker_context* worker = canopy::detail::current_worker();
   return worker != nullptr && worker->core == &pool.core() && pool.worker_count() > 0 &&
          worker->index < pool.worker_count();
 }

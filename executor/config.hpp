@@ -65,7 +65,7 @@ struct executor_config {
   // What the poller worker waits on besides its futex (executor/idle_driver.hpp),
   // e.g. a canopy::io::reactor. Null: no poller, every worker parks on its futex.
   // Shared so that it outlives every task the executor destroys at shutdown.
-  std::shared_ptr<idle_driver> driver;
+  std::shared_ptr<ext::idle_driver> driver;
   // While no worker is parked as the poller, a busy worker polls the driver
   // without blocking once per this many tasks (tokio: 61). 1..1000000.
   std::uint32_t driver_poll_interval = 61;

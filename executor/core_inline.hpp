@@ -11,16 +11,12 @@
 
 #include "executor_core.hpp"
 
-namespace canopy {
-
-namespace detail {
+namespace canopy::detail {
 
 // The calling thread's worker context (current_worker()), defined in
 // executor_core.cpp. constinit: a read from another file then needs no
 // call to a thread-local initialization wrapper.
 extern constinit thread_local worker_context* this_thread_worker;
-
-}  // namespace detail
 
 // Always inlined, as are claim_pending and run_claimed_nested: each has two
 // callers, and LTO would keep such a function out of line, a call on every
@@ -49,7 +45,7 @@ extern constinit thread_local worker_context* this_thread_worker;
 // Inlined into spawn_body, schedule and find_task: every task passes here,
 // and out of line it is a call and a spill on each.
 [[gnu::always_inline]] inline void executor_core::make_runnable(std::uint32_t slot) noexcept {
-  worker_context* const worker = detail::this_thread_worker;
+  worker_context* const worker = this_thread_worker;
   make_runnable_from(
       worker != nullptr && worker->core == this ? workers_[worker->index].get() : nullptr, slot);
 }
@@ -69,4 +65,4 @@ extern constinit thread_local worker_context* this_thread_worker;
   signal_task(slot);
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

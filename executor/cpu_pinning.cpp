@@ -7,7 +7,7 @@
 #include <string>
 #include <system_error>
 
-namespace canopy {
+namespace canopy::detail {
 
 std::vector<int> plan_worker_cpus(const executor_config& config) {
   std::vector<int> plan;
@@ -55,4 +55,4 @@ bool pin_this_thread(int cpu) noexcept {
   return ::sched_setaffinity(0, sizeof one, &one) == 0;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

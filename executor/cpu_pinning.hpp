@@ -12,7 +12,7 @@
 
 #include "config.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // One CPU per owned worker, or an empty plan when pinning is off. Worker i
 // gets config.worker_cpus[i % size] when that list is given, else the i-th
@@ -26,4 +26,4 @@ std::vector<int> plan_worker_cpus(const executor_config& config);
 // e.g. because the CPU went offline after the plan was made.
 bool pin_this_thread(int cpu) noexcept;
 
-}  // namespace canopy
+}  // namespace canopy::detail

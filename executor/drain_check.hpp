@@ -21,7 +21,7 @@
 #include "../summary_tree/summary_tree.hpp"
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // `epochs`: scratch, one entry per worker (the first pass's park epochs).
 [[nodiscard]] inline bool pool_is_quiescent(sleep_module& sleep, const summary_tree& tree,
@@ -51,4 +51,4 @@ namespace canopy {
   return true;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

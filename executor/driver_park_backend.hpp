@@ -13,11 +13,11 @@
 #include "../sync/atomics.hpp"
 #include "idle_driver.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class driver_park_backend final : public park_backend {
  public:
-  explicit driver_park_backend(idle_driver& driver) noexcept : driver_(driver) {}
+  explicit driver_park_backend(ext::idle_driver& driver) noexcept : driver_(driver) {}
 
   bool wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override {
     // seq_cst: pairs with a waker's claim (also seq_cst) — either we see the
@@ -32,7 +32,7 @@ class driver_park_backend final : public park_backend {
   void wake(sync::atomic<std::uint32_t>& /*word*/) noexcept override { driver_.notify(); }
 
  private:
-  idle_driver& driver_;
+  ext::idle_driver& driver_;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

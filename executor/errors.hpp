@@ -21,6 +21,8 @@ inline std::error_code make_error_code(errc value) noexcept {
   return {static_cast<int>(value), executor_category()};
 }
 
+namespace detail {
+
 // What the spawn path reports inside the library: `spawned`, or why not (the
 // errc of the same name). The success path makes no std::error_code: a
 // default-constructed one calls libstdc++'s system_category() out of line,
@@ -39,12 +41,14 @@ inline std::error_code to_error_code(spawn_status status) noexcept {
   return make_error_code(static_cast<errc>(status));
 }
 
+}  // namespace detail
+
 // Thrown by spawn() when the task cannot be accepted.
 class spawn_error : public std::system_error {
  public:
   explicit spawn_error(errc value) : std::system_error(make_error_code(value)) {}
   // Precondition: status != spawn_status::spawned.
-  explicit spawn_error(spawn_status status) : spawn_error(static_cast<errc>(status)) {}
+  explicit spawn_error(detail::spawn_status status) : spawn_error(static_cast<errc>(status)) {}
 };
 
 // Thrown by get() when the task was destroyed without completing.

@@ -77,21 +77,30 @@
 
 namespace canopy {
 
+namespace ext {
+
 // Extension point for task kinds that are not callables (a C++20
 // canopy::task<T>, see coroutine/spawn.hpp; a fiber description,
-// canopy::fiber(fn), see fiber/fiber_task.hpp): specialise task_spawner<Task>
-// with a `handle_type` and
-//   static std::error_code spawn(executor_core&, Task&&, spawn_mode, handle_type& out);
-//   static std::error_code spawn_detached(executor_core&, Task&&, spawn_mode);
+// canopy::fiber(fn), see fiber/fiber_task.hpp): specialise
+// ext::task_spawner<Task> with a `handle_type` and
+//   static std::error_code spawn(detail::executor_core&, Task&&, detail::spawn_mode,
+//                                handle_type& out);
+//   static std::error_code spawn_detached(detail::executor_core&, Task&&, detail::spawn_mode);
 // and executor::spawn / try_spawn / spawn_detached use them instead of the
 // callable path.
 template <class Task>
 struct task_spawner {};
 
+}  // namespace ext
+
+namespace detail {
+
 template <class Task>
 concept spawnable_task = requires {
-  typename task_spawner<std::remove_cvref_t<Task>>::handle_type;
+  typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type;
 };
+
+}  // namespace detail
 
 namespace detail {
 
@@ -128,18 +137,18 @@ class executor {
  public:
   executor() : executor(executor_config{}) {}
   explicit executor(executor_config config)
-      : core_(std::make_unique<executor_core>(std::move(config))) {}
+      : core_(std::make_unique<detail::executor_core>(std::move(config))) {}
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;
   ~executor() = default;  // core's destructor runs shutdown()
 
   // Spawn fn() as a task; returns its join handle.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto spawn(Fn&& fn)
+  requires(!detail::spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto spawn(Fn&& fn)
       -> join_handle<std::invoke_result_t<std::decay_t<Fn>&>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     detail::refuse_empty_callable(fn, "canopy::executor::spawn");
-    auto outcome = spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::block);
+    auto outcome = spawn_joined<result>(std::forward<Fn>(fn), detail::spawn_mode::block);
     if (outcome.error) {
       throw spawn_error(static_cast<errc>(outcome.error.value()));
     }
@@ -150,11 +159,11 @@ class executor {
   // canopy::fiber(fn, stack_size)); returns its handle (a task_handle<T>,
   // which is a join_handle<T>).
   template <class Task>
-  requires spawnable_task<Task>
-  auto spawn(Task&& task) -> typename task_spawner<std::remove_cvref_t<Task>>::handle_type {
-    typename task_spawner<std::remove_cvref_t<Task>>::handle_type handle;
-    if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn(
-            *core_, std::forward<Task>(task), spawn_mode::block, handle)) {
+  requires detail::spawnable_task<Task>
+  auto spawn(Task&& task) -> typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type {
+    typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type handle;
+    if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Task>>::spawn(
+            *core_, std::forward<Task>(task), detail::spawn_mode::block, handle)) {
       throw spawn_error(static_cast<errc>(error.value()));
     }
     return handle;
@@ -163,31 +172,32 @@ class executor {
   // Like spawn(), but never blocks: at capacity or after shutdown it
   // returns the error instead (errc::at_capacity, errc::shut_down).
   template <class Task>
-  requires spawnable_task<Task>
+  requires detail::spawnable_task<Task>
   auto try_spawn(Task&& task)
-      -> spawn_attempt<typename task_spawner<std::remove_cvref_t<Task>>::handle_type> {
-    spawn_attempt<typename task_spawner<std::remove_cvref_t<Task>>::handle_type> attempt;
-    attempt.error = task_spawner<std::remove_cvref_t<Task>>::spawn(
-        *core_, std::forward<Task>(task), spawn_mode::fail, attempt.handle);
+      -> spawn_attempt<typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type> {
+    spawn_attempt<typename ext::task_spawner<std::remove_cvref_t<Task>>::handle_type> attempt;
+    attempt.error = ext::task_spawner<std::remove_cvref_t<Task>>::spawn(
+        *core_, std::forward<Task>(task), detail::spawn_mode::fail, attempt.handle);
     return attempt;
   }
 
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
+  requires(!detail::spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) auto try_spawn(Fn&& fn)
       -> spawn_attempt<join_handle<std::invoke_result_t<std::decay_t<Fn>&>>> {
     using result = std::invoke_result_t<std::decay_t<Fn>&>;
     detail::refuse_empty_callable(fn, "canopy::executor::try_spawn");
-    return spawn_joined<result>(std::forward<Fn>(fn), spawn_mode::fail);
+    return spawn_joined<result>(std::forward<Fn>(fn), detail::spawn_mode::fail);
   }
 
   // Spawn without a join handle (cheapest). Exceptions go to the handler.
   template <class Fn>
-  requires(!spawnable_task<Fn> && std::invocable<std::decay_t<Fn>&>) void spawn_detached(Fn&& fn) {
+  requires(!detail::spawnable_task<Fn> &&
+           std::invocable<std::decay_t<Fn>&>) void spawn_detached(Fn&& fn) {
     detail::refuse_empty_callable(fn, "canopy::executor::spawn_detached");
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
-    if (const spawn_status status = spawn_body(task, spawn_mode::block, nullptr);
-        status != spawn_status::spawned) {
+    if (const detail::spawn_status status = spawn_body(task, detail::spawn_mode::block, nullptr);
+        status != detail::spawn_status::spawned) {
       throw spawn_error(status);
     }
   }
@@ -195,10 +205,10 @@ class executor {
   // Spawn a task of another kind (a coroutine, a fiber) without a handle;
   // its exception, if any, goes to the handler, as for a callable.
   template <class Task>
-  requires spawnable_task<Task>
+  requires detail::spawnable_task<Task>
   void spawn_detached(Task&& task) {
-    if (const std::error_code error = task_spawner<std::remove_cvref_t<Task>>::spawn_detached(
-            *core_, std::forward<Task>(task), spawn_mode::block)) {
+    if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Task>>::spawn_detached(
+            *core_, std::forward<Task>(task), detail::spawn_mode::block)) {
       throw spawn_error(static_cast<errc>(error.value()));
     }
   }
@@ -214,9 +224,9 @@ class executor {
     detail::refuse_empty_callable(fn, "canopy::executor::post");
     using body = detail::callable_body<std::decay_t<Fn>, std::invoke_result_t<std::decay_t<Fn>&>>;
     body task{std::forward<Fn>(fn), nullptr};
-    if (const spawn_status status =
-            spawn_body(task, spawn_mode::block, nullptr, spawn_placement::host);
-        status != spawn_status::spawned) {
+    if (const detail::spawn_status status =
+            spawn_body(task, detail::spawn_mode::block, nullptr, detail::spawn_placement::host);
+        status != detail::spawn_status::spawned) {
       throw spawn_error(status);
     }
   }
@@ -228,27 +238,27 @@ class executor {
   // is waited for instead, see the top of this file). On return, notify_fd() is readable if
   // work for the host is left, else it becomes readable when some arrives.
   std::size_t run_once() {
-    host_budget budget;
+    detail::host_budget budget;
     budget.max_tasks = 1;
     return core_->host().run(budget);
   }
-  std::size_t run_until_idle() { return core_->host().run(host_budget{}); }
+  std::size_t run_until_idle() { return core_->host().run(detail::host_budget{}); }
   template <class Rep, class Period>
   std::size_t run_for(std::chrono::duration<Rep, Period> duration) {
-    host_budget budget;
+    detail::host_budget budget;
     budget.wait_for_work = true;
     budget.deadline = detail::steady_deadline_after(duration);
     return core_->host().run(budget);
   }
   template <class Clock, class Duration>
   std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
-    host_budget budget;
+    detail::host_budget budget;
     budget.wait_for_work = true;
     budget.deadline = detail::steady_deadline_at(deadline);  // min() and max() saturate
     return core_->host().run(budget);
   }
   std::size_t run() {
-    host_budget budget;
+    detail::host_budget budget;
     budget.wait_for_work = true;
     budget.until_shutdown = true;
     return core_->host().run(budget);
@@ -270,21 +280,23 @@ class executor {
   [[nodiscard]] std::size_t capacity() const noexcept { return core_->capacity(); }
 
   // The runtime underneath, for task kinds built on it (coroutines, fibers).
-  [[nodiscard]] executor_core& core() noexcept { return *core_; }
+  [[nodiscard]] detail::executor_core& core() noexcept { return *core_; }
 
  private:
   template <class Result, class Fn>
-  spawn_attempt<join_handle<Result>> spawn_joined(Fn&& fn, spawn_mode mode) {
+  spawn_attempt<join_handle<Result>> spawn_joined(Fn&& fn, detail::spawn_mode mode) {
     using body = detail::callable_body<std::decay_t<Fn>, Result>;
     // Two references (task + handle); owned here until the spawn succeeded,
     // so that a throwing copy of fn, or a failed spawn, frees it.
-    std::unique_ptr<pooled_join_state<Result>> owner(new pooled_join_state<Result>());
+    std::unique_ptr<detail::pooled_join_state<Result>> owner(
+        new detail::pooled_join_state<Result>());
     body task{std::forward<Fn>(fn), owner.get()};
-    task_id id;
-    if (const spawn_status status = spawn_body(task, mode, &id); status != spawn_status::spawned) {
+    detail::task_id id;
+    if (const detail::spawn_status status = spawn_body(task, mode, &id);
+        status != detail::spawn_status::spawned) {
       return {join_handle<Result>(), to_error_code(status)};
     }
-    pooled_join_state<Result>* const state = owner.release();
+    detail::pooled_join_state<Result>* const state = owner.release();
     // Lets a coroutine or fiber that awaits the handle run the task at the
     // join if it has not started (executor_core::run_pending_inline).
     state->set_task(core_.get(), id);
@@ -292,8 +304,9 @@ class executor {
   }
 
   template <class Body>
-  spawn_status spawn_body(Body& task, spawn_mode mode, task_id* spawned,
-                          spawn_placement placement = spawn_placement::anywhere) {
+  detail::spawn_status spawn_body(
+      Body& task, detail::spawn_mode mode, detail::task_id* spawned,
+      detail::spawn_placement placement = detail::spawn_placement::anywhere) {
     return core_->spawn_body(
         &detail::body_vtable<Body>::table,
         [](void* storage, void* context) {
@@ -302,7 +315,7 @@ class executor {
         &task, mode, spawned, placement);
   }
 
-  std::unique_ptr<executor_core> core_;
+  std::unique_ptr<detail::executor_core> core_;
 };
 
 }  // namespace canopy

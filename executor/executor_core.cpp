@@ -20,13 +20,9 @@
 #include "driver_park_backend.hpp"
 #include "host/host_runner.hpp"
 
-namespace canopy {
-
-namespace detail {
+namespace canopy::detail {
 
 constinit thread_local worker_context* this_thread_worker = nullptr;
-
-}  // namespace detail
 
 namespace {
 
@@ -40,9 +36,9 @@ executor_config validated(executor_config config) {
 
 }  // namespace
 
-worker_context* current_worker() noexcept { return detail::this_thread_worker; }
+worker_context* current_worker() noexcept { return this_thread_worker; }
 
-worker_context*& current_worker_slot() noexcept { return detail::this_thread_worker; }
+worker_context*& current_worker_slot() noexcept { return this_thread_worker; }
 
 executor_core::executor_core(executor_config config)
     : config_(validated(std::move(config))),
@@ -78,7 +74,7 @@ executor_core::executor_core(executor_config config)
     state->random = 0x9E3779B97F4A7C15ULL * (index + 1);
     workers_.push_back(std::move(state));
   }
-  host_ = std::make_unique<detail::host_runner>(*this, *workers_[workers]);
+  host_ = std::make_unique<host_runner>(*this, *workers_[workers]);
   // Tracing (executor/trace.hpp): on only if configured; then every worker
   // records into its own buffer and posters report the wakes they deliver.
   trace_ = trace_recorder::from_config(config_);
@@ -132,7 +128,7 @@ executor_core::~executor_core() {
 }
 
 bool executor_core::is_worker_thread() const noexcept {
-  return detail::this_thread_worker != nullptr && detail::this_thread_worker->core == this;
+  return this_thread_worker != nullptr && this_thread_worker->core == this;
 }
 
 host_drive executor_core::run_host_until(bool (*ready)(const void* context) noexcept,
@@ -326,4 +322,4 @@ void executor_core::report_detached_exception(const std::exception_ptr& error) c
   }
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -14,7 +14,7 @@
 // task runs, the sleep probe) and run_at_join.cpp (a pending task taken
 // back at its join; fork-join's services); core_inline.hpp holds the steps
 // more than one of them inlines. Each worker_state holds a
-// detail::join_worker (join_worker.hpp), the owner of the worker's offer
+// join_worker (join_worker.hpp), the owner of the worker's offer
 // deque; fork-join (fork_join/) sits above it. The host role is
 // host/host_runner.
 #pragma once
@@ -44,12 +44,10 @@
 #include "trace.hpp"
 #include "yield_queue.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class executor_core;
-namespace detail {
 class host_runner;
-}
 
 // Per worker thread: who am I, and what am I running.
 struct worker_context {
@@ -58,7 +56,7 @@ struct worker_context {
   worker_context& operator=(const worker_context&) = delete;
   ~worker_context() {
     if (kept_join_state != nullptr) {
-      detail::free_block(kept_join_state, kept_join_state_size);
+      free_block(kept_join_state, kept_join_state_size);
     }
   }
 
@@ -228,7 +226,7 @@ class executor_core final : private sleep_probe {
   // Fork-join's services (executor/join_worker.cpp), for the worker
   // `worker` (an index of worker_state: the owned workers, then the host).
   // Its fork-join state:
-  detail::join_worker& joins_of(std::size_t worker) noexcept { return workers_[worker]->joins; }
+  join_worker& joins_of(std::size_t worker) noexcept { return workers_[worker]->joins; }
   [[nodiscard]] std::size_t thread_states() const noexcept { return workers_.size(); }
   worker_context& context_of(std::size_t worker) noexcept { return workers_[worker]->context; }
   // A task taken out of the worker's deque made runnable (its LIFO slot,
@@ -242,7 +240,7 @@ class executor_core final : private sleep_probe {
 
   // The host role (executor/host/host_runner.hpp): executor::run_once/.../run and
   // notify_fd go there.
-  [[nodiscard]] detail::host_runner& host() noexcept { return *host_; }
+  [[nodiscard]] host_runner& host() noexcept { return *host_; }
   // get()/wait_for() on a handle of this executor, or canopy::join, from a
   // thread that is not one of its workers: with no owned workers nobody
   // else would run the tasks, so the joiner takes the host role and runs
@@ -279,7 +277,7 @@ class executor_core final : private sleep_probe {
   [[nodiscard]] bool is_worker_thread() const noexcept;
 
   // The driver the poller worker waits on (executor_config::driver), or null.
-  [[nodiscard]] idle_driver* driver() const noexcept { return config_.driver.get(); }
+  [[nodiscard]] ext::idle_driver* driver() const noexcept { return config_.driver.get(); }
 
   // Internal, for tests: the protocol objects.
   summary_tree& tree() noexcept { return tree_; }
@@ -289,7 +287,7 @@ class executor_core final : private sleep_probe {
  private:
   // The host role runs tasks with the worker loop's own steps (find_task,
   // run_task, the LIFO slot and yield queue of its worker_state).
-  friend class detail::host_runner;
+  friend class host_runner;
 
   struct worker_state {
     explicit worker_state(std::size_t root_words) : own_mask(root_words, 0) {}
@@ -329,7 +327,7 @@ class executor_core final : private sleep_probe {
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
     alignas(sync::cache_line) lifo_slot lifo;
-    detail::join_worker joins;  // its offer deque (canopy::join, canopy::spawn)
+    join_worker joins;  // its offer deque (canopy::join, canopy::spawn)
     worker_counters counters;
     std::thread thread;
   };
@@ -455,7 +453,7 @@ class executor_core final : private sleep_probe {
   std::vector<std::unique_ptr<worker_state>> workers_;
   // The host role, with the last of workers_ as its worker_state. Declared
   // after workers_, so destroyed before them.
-  std::unique_ptr<detail::host_runner> host_;
+  std::unique_ptr<host_runner> host_;
   // The CPU of each owned worker when config_.pin_workers (cpu_pinning.hpp).
   std::vector<int> worker_cpus_;
   // Wakes from threads that are not this executor's, now inside schedule()
@@ -488,4 +486,4 @@ class executor_core final : private sleep_probe {
   sync::atomic<std::uint64_t> external_spawns_{0};  // spawns from non-worker threads
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

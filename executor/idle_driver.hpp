@@ -25,10 +25,18 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
+class executor_core;
+}  // namespace canopy::detail
+
+// canopy::ext: the extension points, the interfaces through which a part the
+// executor does not know (a reactor, its timers, a task kind) plugs in:
+// idle_driver and deadline_source here, task_spawner in executor/executor.hpp.
+// They are public in that an extension implements them, not part of the
+// everyday API (docs/io.md, docs/architecture.md "Namespaces").
+namespace canopy::ext {
 
 class deadline_source;
-class executor_core;
 
 class idle_driver {
  public:
@@ -67,11 +75,11 @@ class idle_driver {
   // workers starts: a driver that brings services of its own (the reactor's
   // timers) attaches them here. May throw; the executor's construction then
   // fails. A driver serves one executor at a time. Default: nothing.
-  virtual void bind(executor_core& core) { static_cast<void>(core); }
+  virtual void bind(detail::executor_core& core) { static_cast<void>(core); }
   // That executor's shutdown is over: its tasks were destroyed (step 5), so
   // nothing can use the services bind() attached. Also called when the
   // executor's construction fails after bind(). Default: nothing.
-  virtual void unbind(executor_core& core) noexcept { static_cast<void>(core); }
+  virtual void unbind(detail::executor_core& core) noexcept { static_cast<void>(core); }
 
   // What the trace calls this driver (the reactor: its I/O backend).
   [[nodiscard]] virtual const char* name() const noexcept { return "idle driver"; }
@@ -152,4 +160,4 @@ inline bool idle_driver::deadline_may_be_due() const noexcept {
   return now.count() >= earliest;
 }
 
-}  // namespace canopy
+}  // namespace canopy::ext

@@ -60,7 +60,7 @@ template <class T>
 class join_handle {
  public:
   join_handle() noexcept = default;
-  explicit join_handle(join_state<T>* state) noexcept : state_(state) {}
+  explicit join_handle(detail::join_state<T>* state) noexcept : state_(state) {}
   join_handle(join_handle&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
   join_handle& operator=(join_handle&& other) noexcept {
     if (this != &other) {
@@ -79,9 +79,9 @@ class join_handle {
   T get() {
     check_blocking_allowed("get()");
     state_->wait_blocking();
-    join_state<T>* state = std::exchange(state_, nullptr);
+    detail::join_state<T>* state = std::exchange(state_, nullptr);
     struct release_on_exit {
-      join_state<T>* state;
+      detail::join_state<T>* state;
       ~release_on_exit() { state->release_ref(); }
     } release{state};
     return state->take();
@@ -116,14 +116,14 @@ class join_handle {
   }
 
   // For awaiters (coroutine tasks): the shared completion record.
-  [[nodiscard]] join_state<T>* state() const noexcept { return state_; }
+  [[nodiscard]] detail::join_state<T>* state() const noexcept { return state_; }
 
  private:
   void check_blocking_allowed(const char* what) const {
     if (state_ == nullptr) {
       throw std::logic_error(std::string("canopy::join_handle::") + what + " on an empty handle");
     }
-    if (current_worker() != nullptr) {
+    if (detail::current_worker() != nullptr) {
       throw std::system_error(
           make_error_code(errc::worker_thread),
           std::string("canopy::join_handle::") + what +
@@ -142,9 +142,9 @@ class join_handle {
   // handle lets go of it without releasing its reference.
   template <class, class>
   friend class detail::join_awaiter;
-  [[nodiscard]] join_state<T>* let_go() noexcept { return std::exchange(state_, nullptr); }
+  [[nodiscard]] detail::join_state<T>* let_go() noexcept { return std::exchange(state_, nullptr); }
 
-  join_state<T>* state_ = nullptr;
+  detail::join_state<T>* state_ = nullptr;
 };
 
 }  // namespace canopy

@@ -8,7 +8,7 @@
 #include "../sync/futex.hpp"
 #include "executor_core.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -182,8 +182,8 @@ bool join_state_base::cancel_and_wake() noexcept {
   return true;
 }
 
-void detail::report_detached_exception_here(const std::exception_ptr& error) noexcept {
+void report_detached_exception_here(const std::exception_ptr& error) noexcept {
   current_worker()->core->report_detached_exception(error);
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

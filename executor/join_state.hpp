@@ -28,7 +28,7 @@
 #include "errors.hpp"
 #include "task_slot.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class executor_core;
 
@@ -224,10 +224,8 @@ class join_state<void> : public join_state_base {
 template <class T>
 class pooled_join_state final : public join_state<T> {
  public:
-  static void* operator new(std::size_t size) { return detail::allocate_block(size); }
-  static void operator delete(void* block, std::size_t size) noexcept {
-    detail::free_block(block, size);
-  }
+  static void* operator new(std::size_t size) { return allocate_block(size); }
+  static void operator delete(void* block, std::size_t size) noexcept { free_block(block, size); }
 
   // A state in `block`, a block the pool gave for a pooled_join_state<T>
   // (one a worker kept: worker_context::kept_join_state).
@@ -236,13 +234,9 @@ class pooled_join_state final : public join_state<T> {
   }
 };
 
-namespace detail {
-
 // Hands `error` to the on_detached_exception handler of the executor whose
 // worker calls this (a detached coroutine task's body, which always runs on
 // a worker or a host thread acting as one).
 void report_detached_exception_here(const std::exception_ptr& error) noexcept;
 
-}  // namespace detail
-
-}  // namespace canopy
+}  // namespace canopy::detail

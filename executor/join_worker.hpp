@@ -25,12 +25,10 @@
 #include "offer_deque.hpp"
 #include "task_slot.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class executor_core;
 struct worker_context;
-
-namespace detail {
 
 class join_worker {
  public:
@@ -151,5 +149,4 @@ class join_worker {
   std::uintptr_t help_stack_high_ = 0;
 };
 
-}  // namespace detail
-}  // namespace canopy
+}  // namespace canopy::detail

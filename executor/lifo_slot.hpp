@@ -21,7 +21,7 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class lifo_slot {
  public:
@@ -81,4 +81,4 @@ class lifo_slot {
   sync::atomic<std::uint32_t> word_{empty};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

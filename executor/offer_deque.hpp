@@ -31,7 +31,7 @@
 #include "../sync/atomics.hpp"
 #include "task_slot.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // What a thief runs: a callable offered by a join. The joiner fills it in
 // before push(); execute() runs the callable and tells the joiner it ended.
@@ -200,4 +200,4 @@ class basic_offer_deque {
 // and spawns past it go to the LIFO slot.
 using offer_deque = basic_offer_deque<256>;
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -29,7 +29,7 @@
 #include "lifo_slot.hpp"
 #include "task_slot.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // Where a task's bit sits in the summary tree.
 struct tree_position {
@@ -83,4 +83,4 @@ template <class Position, class OweWakes>
   return pending_claim::from_tree;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -17,7 +17,7 @@
 #define CANOPY_NO_ICF [[gnu::no_icf]]
 #endif
 
-namespace canopy {
+namespace canopy::detail {
 
 // Out of line: LTO inlines it into the awaiting coroutine's body, which it
 // makes larger and slower on the path where the child already ran.
@@ -110,7 +110,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
 
 [[gnu::always_inline]] inline executor_core::worker_state* executor_core::claim_pending(
     task_id id, task_slot& target) {
-  worker_context* worker = detail::this_thread_worker;
+  worker_context* worker = this_thread_worker;
   if (worker == nullptr || worker->core != this) {
     return nullptr;
   }
@@ -211,4 +211,4 @@ void executor_core::count_offer_steal(std::size_t worker) noexcept {
 
 void executor_core::announce_offer() noexcept { sleep_.new_jobs(1); }
 
-}  // namespace canopy
+}  // namespace canopy::detail

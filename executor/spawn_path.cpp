@@ -12,7 +12,7 @@
 #include "executor_core.hpp"
 #include "host/host_runner.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -34,7 +34,7 @@ template <spawn_placement Placement>
     spawn_mode mode, task_id* spawned) {
   // Read once: the thread-local pointer would otherwise be re-read after
   // the body's construction (an opaque call) by the count and the LIFO put.
-  worker_context* const worker = detail::this_thread_worker;
+  worker_context* const worker = this_thread_worker;
   worker_state* const self =
       worker != nullptr && worker->core == this ? workers_[worker->index].get() : nullptr;
   const bool on_worker = self != nullptr;
@@ -134,7 +134,7 @@ void store_pointer_body(void* storage, void* body) { ::new (storage) void*(body)
 
 spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, spawn_mode mode,
                                         task_id* spawned) {
-  worker_context* const worker = detail::this_thread_worker;
+  worker_context* const worker = this_thread_worker;
   if (worker != nullptr && worker->core == this) [[likely]] {
     worker_state& self = *workers_[worker->index];
     // As spawn_into's offered path, with the body a plain store: a worker
@@ -382,4 +382,4 @@ void executor_core::owe_wakes(std::uint32_t permits_granted) noexcept {
   }
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

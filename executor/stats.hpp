@@ -58,6 +58,8 @@ struct executor_stats {
   }
 };
 
+namespace detail {
+
 // The live counters of one worker. Written only by that worker (relaxed
 // load + store, no RMW), read by stats() from any thread.
 struct alignas(sync::cache_line) worker_counters {
@@ -92,5 +94,7 @@ struct alignas(sync::cache_line) worker_counters {
             finished.load(sync::relaxed)};
   }
 };
+
+}  // namespace detail
 
 }  // namespace canopy

@@ -13,7 +13,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -319,4 +319,4 @@ std::size_t task_arena::live_count() const noexcept {
   return live;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -31,7 +31,7 @@
 #include "../sync/atomics.hpp"
 #include "task_slot.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class task_arena {
  public:
@@ -173,4 +173,4 @@ class task_arena {
   std::mutex growth_mutex_;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -29,7 +29,7 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class join_state_base;
 
@@ -83,7 +83,6 @@ struct alignas(sync::cache_line) task_slot {
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
 static_assert(sizeof(task_slot) == sync::cache_line, "a task slot is one cache line");
 
-namespace detail {
 // The slot whose storage `body` is: a body that changes its own kind
 // (coroutine/spawn.hpp's lazy_child) sets the slot's vtable through it.
 // Only the thread that runs the body.
@@ -92,7 +91,6 @@ inline task_slot& slot_of_storage(void* body) noexcept {
   return *reinterpret_cast<task_slot*>(static_cast<std::byte*>(body) -
                                        offsetof(task_slot, storage));
 }
-}  // namespace detail
 #endif
 
 // A task's identity: its slot index and the generation it was spawned in.
@@ -101,4 +99,4 @@ struct task_id {
   std::uint32_t generation = 0;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

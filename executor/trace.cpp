@@ -14,7 +14,7 @@
 #include "config.hpp"
 #include "trace_writers.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -200,4 +200,4 @@ std::error_code trace_recorder::write_files(std::string& error_message) const {
   return write_trace_files(snapshot(), path_, svg_path(), error_message);
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -33,8 +33,10 @@
 #include "task_slot.hpp"
 
 namespace canopy {
-
 struct executor_config;
+}  // namespace canopy
+
+namespace canopy::detail {
 
 enum class trace_kind : std::uint8_t {
   run,           // a task ran, start..end; value: slot, detail: run_outcome, extra: nesting depth
@@ -185,4 +187,4 @@ class trace_recorder final : public wake_observer {
   sync::atomic<std::uint64_t> next_flow_{0};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <unordered_set>
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -419,4 +419,4 @@ std::error_code write_trace_files(const trace_snapshot& trace, const std::string
   return {};
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -14,7 +14,7 @@
 
 #include "trace.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // The Chrome trace-event JSON document, appended to `out`.
 void write_trace_json(const trace_snapshot& trace, std::string& out);
@@ -27,4 +27,4 @@ void write_trace_svg(const trace_snapshot& trace, std::string& out);
                                                 const std::string& svg_path,
                                                 std::string& error_message);
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -19,7 +19,7 @@
 #include "executor_core.hpp"
 #include "host/host_runner.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 
@@ -38,7 +38,7 @@ void executor_core::worker_main(std::size_t index) {
     std::fprintf(stderr, "canopy::executor: worker %zu could not be pinned to CPU %d: %s\n", index,
                  worker_cpus_[index], std::strerror(errno));
   }
-  detail::this_thread_worker = &self.context;
+  this_thread_worker = &self.context;
   self.joins.record_help_stack();
   trace_recorder::bind_this_thread(self.trace);
   idle_state idle;
@@ -123,7 +123,7 @@ void executor_core::worker_main(std::size_t index) {
       sleep_.stop_looking();
     }
   }
-  detail::this_thread_worker = nullptr;
+  this_thread_worker = nullptr;
 }
 
 void executor_core::count_towards_driver_poll(worker_state& self) noexcept {
@@ -433,4 +433,4 @@ void executor_core::about_to_block(std::size_t worker) noexcept {
   }
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -12,7 +12,7 @@
 #include <deque>
 #include <optional>
 
-namespace canopy {
+namespace canopy::detail {
 
 class yield_queue {
  public:
@@ -56,4 +56,4 @@ class yield_queue {
   std::deque<std::uint32_t> slots_;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -29,16 +29,16 @@ void check_canary(const fiber_frame& frame) noexcept {
 // The slot body: two pointers, inline in the slot.
 struct fiber_body {
   fiber_frame* frame;
-  join_state_base* state;
+  detail::join_state_base* state;
 
   [[nodiscard]] bool cancel_requested() const noexcept { return state->cancel_requested(); }
 
-  run_outcome run() {
+  detail::run_outcome run() {
     fiber_frame& current = *frame;
     if (current.armed != nullptr) {
       if (!current.armed->has_fired()) {
         if (!cancel_requested()) {
-          return run_outcome::suspended;  // woken, but not by what it waits for
+          return detail::run_outcome::suspended;  // woken, but not by what it waits for
         }
         return cancel_waiting(current);
       }
@@ -50,25 +50,25 @@ struct fiber_body {
     if (current.context == nullptr && !start(current)) {
       return finish();
     }
-    current.signal = run_outcome::suspended;
+    current.signal = detail::run_outcome::suspended;
     switch_into(current);
     check_canary(current);
-    if (current.signal != run_outcome::completed) {
+    if (current.signal != detail::run_outcome::completed) {
       return current.signal;
     }
     return finish();
   }
 
   // The fiber ended: its destructors ran; the result is in the state.
-  run_outcome finish() noexcept {
-    const join_state_base::outcome result = frame->result;
+  detail::run_outcome finish() noexcept {
+    const detail::join_state_base::outcome result = frame->result;
     free_fiber_frame(std::exchange(frame, nullptr));
-    if (result == join_state_base::outcome::error) {
-      state->complete_with_error(*current_worker()->core);
+    if (result == detail::join_state_base::outcome::error) {
+      state->complete_with_error(*detail::current_worker()->core);
     } else {
       state->complete(result);
     }
-    return run_outcome::completed;
+    return detail::run_outcome::completed;
   }
 
   // First run: a stack for the fiber. Without one the fiber never starts:
@@ -92,7 +92,7 @@ struct fiber_body {
   // One that cannot (a join state) cancels what it waits for instead
   // (join_wait::disarm); the fiber stays suspended until the link fires,
   // then unwinds here, on a worker of its own executor.
-  run_outcome cancel_waiting(fiber_frame& current) noexcept {
+  detail::run_outcome cancel_waiting(fiber_frame& current) noexcept {
     wait_link& link = *current.armed;
     if (!current.cancel_forwarded) {
       current.cancel_forwarded = true;
@@ -101,14 +101,14 @@ struct fiber_body {
         return cancel_now();
       }
     }
-    return run_outcome::suspended;  // until the link fires (spurious wakes land here too)
+    return detail::run_outcome::suspended;  // until the link fires (spurious wakes land here too)
   }
 
   // Unwind the fiber (it waits on no link), then complete "cancelled".
-  run_outcome cancel_now() noexcept {
+  detail::run_outcome cancel_now() noexcept {
     unwind_and_free(std::exchange(frame, nullptr));
-    state->complete(join_state_base::outcome::cancelled);
-    return run_outcome::completed;
+    state->complete(detail::join_state_base::outcome::cancelled);
+    return detail::run_outcome::completed;
   }
 
   // Dropped (shutdown): the fiber is unwound and its join state completed
@@ -142,30 +142,32 @@ struct fiber_body {
   // A dropped fiber's deferred end (release_dropped), from the link's fire().
   static void unwind_then_complete(void* owner) noexcept {
     auto* const current = static_cast<fiber_frame*>(owner);
-    join_state_base* const ended = current->state;
+    detail::join_state_base* const ended = current->state;
     unwind_and_free(current);
-    ended->complete(join_state_base::outcome::cancelled);
+    ended->complete(detail::join_state_base::outcome::cancelled);
     ended->release_ref();  // the body's reference, handed over by release_dropped
   }
 
-  static run_outcome run_entry(void* storage) { return static_cast<fiber_body*>(storage)->run(); }
-  static void destroy_entry(void* storage, task_end end) noexcept {
+  static detail::run_outcome run_entry(void* storage) {
+    return static_cast<fiber_body*>(storage)->run();
+  }
+  static void destroy_entry(void* storage, detail::task_end end) noexcept {
     auto* body = static_cast<fiber_body*>(storage);
-    if (end == task_end::dropped) {
+    if (end == detail::task_end::dropped) {
       if (body->frame != nullptr && !body->release_dropped()) {
         return;  // the state and the body's reference on it now belong to the link's fire()
       }
-      body->state->complete(join_state_base::outcome::cancelled);
+      body->state->complete(detail::join_state_base::outcome::cancelled);
     }
     body->state->release_ref();
   }
-  static const join_state_base* cancel_state_entry(const void* storage) noexcept {
+  static const detail::join_state_base* cancel_state_entry(const void* storage) noexcept {
     return static_cast<const fiber_body*>(storage)->state;
   }
-  static constexpr task_vtable table{&run_entry, &destroy_entry, &cancel_state_entry};
+  static constexpr detail::task_vtable table{&run_entry, &destroy_entry, &cancel_state_entry};
 };
 
-static_assert(sizeof(fiber_body) <= task_slot::storage_size);
+static_assert(sizeof(fiber_body) <= detail::task_slot::storage_size);
 
 // What a nested child may need besides its own stack request: the frames
 // of this_fiber::await, run_pending_child and the body's entry.
@@ -286,7 +288,7 @@ void switch_out(fiber_frame& frame) {
 }
 
 void fiber_exit(fiber_frame& frame) noexcept {
-  frame.signal = run_outcome::completed;
+  frame.signal = detail::run_outcome::completed;
 #if defined(CANOPY_TSAN_FIBERS)
   __tsan_switch_to_fiber(frame.tsan_return, 0);
 #endif
@@ -306,7 +308,7 @@ void unwind_and_free(fiber_frame* frame) noexcept {
     return;
   }
   switch_into(*frame);
-  if (frame->signal != run_outcome::completed) {
+  if (frame->signal != detail::run_outcome::completed) {
     std::fputs("canopy: a fiber suspended again while being unwound\n", stderr);
     std::abort();
   }
@@ -327,11 +329,11 @@ fiber_frame& checked_current_fiber(const char* what) {
   return *frame;
 }
 
-void run_pending_child(executor_core& core, task_id id) {
+void run_pending_child(detail::executor_core& core, detail::task_id id) {
   fiber_body child{};
-  const executor_core::adoption adopt{&fiber_body::table, &fits_on_this_stack, &child,
-                                      sizeof child};
-  if (core.run_or_adopt_pending(id, adopt) != executor_core::pending_run::adopted) {
+  const detail::executor_core::adoption adopt{&fiber_body::table, &fits_on_this_stack, &child,
+                                              sizeof child};
+  if (core.run_or_adopt_pending(id, adopt) != detail::executor_core::pending_run::adopted) {
     return;
   }
   // The child is now part of the running fiber: its body runs here, and a
@@ -339,14 +341,15 @@ void run_pending_child(executor_core& core, task_id id) {
   fiber_frame& frame = *child.frame;
   frame.body(frame);
   child.finish();
-  fiber_body::destroy_entry(&child, task_end::completed);
+  fiber_body::destroy_entry(&child, detail::task_end::completed);
   if (checked_current_fiber("this_fiber::await").unwinding) {
     throw fiber_unwind();  // the child saw the unwind first; pass it on to this fiber
   }
 }
 
-spawn_status spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
-                              spawn_mode mode, task_id* spawned) {
+detail::spawn_status spawn_fiber_body(detail::executor_core& core, fiber_frame* frame,
+                                      detail::join_state_base* state, detail::spawn_mode mode,
+                                      detail::task_id* spawned) {
   fiber_body body{frame, state};
   return core.spawn_body(
       &fiber_body::table,

@@ -89,13 +89,14 @@ struct fiber_frame {
   // unwind_and_free calls it directly with `unwinding` set.
   void (*body)(fiber_frame& frame) noexcept = nullptr;
   void* callable = nullptr;          // the stored callable, in this frame's block
-  join_state_base* state = nullptr;  // where body() puts the result
+  canopy::detail::join_state_base* state = nullptr;  // where body() puts the result
   wait_link* armed = nullptr;        // the link a wake must have fired, or null
   std::exception_ptr start_error;    // set when no stack could be had: body() reports it
   std::size_t stack_request = 0;     // usable stack bytes asked for at spawn
   std::size_t block_size = 0;        // this frame's block, for free_block
-  run_outcome signal = run_outcome::suspended;
-  join_state_base::outcome result = join_state_base::outcome::pending;
+  canopy::detail::run_outcome signal = canopy::detail::run_outcome::suspended;
+  canopy::detail::join_state_base::outcome result =
+      canopy::detail::join_state_base::outcome::pending;
   bool unwinding = false;  // the next resume throws fiber_unwind
   // A cancel found the fiber waiting on `armed` and handed the cancel on
   // to what it waits for (wait_link::disarm): it now waits for the link to
@@ -181,13 +182,16 @@ fiber_frame& checked_current_fiber(const char* what);
 // its this_fiber calls suspend the running fiber, and its wakers wake it);
 // any other task runs nested on this worker as usual. Throws fiber_unwind
 // when the running fiber was unwound while the child ran in it.
-void run_pending_child(executor_core& core, task_id id);
+void run_pending_child(canopy::detail::executor_core& core, canopy::detail::task_id id);
 
-spawn_status spawn_fiber_body(executor_core& core, fiber_frame* frame, join_state_base* state,
-                              spawn_mode mode, task_id* spawned);
+canopy::detail::spawn_status spawn_fiber_body(canopy::detail::executor_core& core,
+                                              fiber_frame* frame,
+                                              canopy::detail::join_state_base* state,
+                                              canopy::detail::spawn_mode mode,
+                                              canopy::detail::task_id* spawned);
 
 template <class R, class Fn>
-void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
+void run_fiber_function(fiber_frame& frame, canopy::detail::join_state<R>* state, Fn& fn) {
   // After a fiber_unwind was swallowed, the join state may already be
   // released (the task completed as cancelled): never touch it then.
   try {
@@ -195,21 +199,21 @@ void run_fiber_function(fiber_frame& frame, join_state<R>* state, Fn& fn) {
       std::invoke(fn);
       if (!frame.unwinding) {
         state->set_value();
-        frame.result = join_state_base::outcome::value;
+        frame.result = canopy::detail::join_state_base::outcome::value;
       }
     } else {
       R value = std::invoke(fn);
       if (!frame.unwinding) {
         state->set_value(std::move(value));
-        frame.result = join_state_base::outcome::value;
+        frame.result = canopy::detail::join_state_base::outcome::value;
       }
     }
   } catch (const fiber_unwind&) {
-    frame.result = join_state_base::outcome::cancelled;
+    frame.result = canopy::detail::join_state_base::outcome::cancelled;
   } catch (...) {
     if (!frame.unwinding) {
       state->set_error(std::current_exception());
-      frame.result = join_state_base::outcome::error;
+      frame.result = canopy::detail::join_state_base::outcome::error;
     }
   }
 }
@@ -221,27 +225,29 @@ using fiber_result_t = std::invoke_result_t<std::decay_t<Fn>&>;
 template <class R, class Stored>
 void run_and_destroy(fiber_frame& frame) noexcept {
   auto& stored = *static_cast<Stored*>(frame.callable);
-  auto* const state = static_cast<pooled_join_state<R>*>(frame.state);
+  auto* const state = static_cast<canopy::detail::pooled_join_state<R>*>(frame.state);
   if (frame.start_error) {
     state->set_error(frame.start_error);
-    frame.result = join_state_base::outcome::error;
+    frame.result = canopy::detail::join_state_base::outcome::error;
   } else if (!frame.unwinding) {
     run_fiber_function<R>(frame, state, stored);
   } else {
-    frame.result = join_state_base::outcome::cancelled;
+    frame.result = canopy::detail::join_state_base::outcome::cancelled;
   }
   stored.~Stored();
 }
 
 template <class Fn>
-spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size, spawn_mode mode,
-                            task_handle<fiber_result_t<Fn>>& out) {
+canopy::detail::spawn_status spawn_fiber_on(canopy::detail::executor_core& core, Fn&& fn,
+                                            std::size_t stack_size, canopy::detail::spawn_mode mode,
+                                            task_handle<fiber_result_t<Fn>>& out) {
   using R = fiber_result_t<Fn>;
   using stored = std::decay_t<Fn>;
   fiber_frame* frame = make_fiber_frame(stack_size, sizeof(stored), alignof(stored));
-  pooled_join_state<R>* state = nullptr;  // two references: the body's and the handle's
+  canopy::detail::pooled_join_state<R>* state =
+      nullptr;  // two references: the body's and the handle's
   try {
-    state = new pooled_join_state<R>();
+    state = new canopy::detail::pooled_join_state<R>();
     ::new (frame->callable) stored(std::forward<Fn>(fn));
   } catch (...) {
     free_fiber_frame(frame);  // no callable constructed, no stack
@@ -250,16 +256,16 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
   }
   frame->body = &run_and_destroy<R, stored>;
   frame->state = state;
-  task_id id;
-  if (const spawn_status status = spawn_fiber_body(core, frame, state, mode, &id);
-      status != spawn_status::spawned) {
+  canopy::detail::task_id id;
+  if (const canopy::detail::spawn_status status = spawn_fiber_body(core, frame, state, mode, &id);
+      status != canopy::detail::spawn_status::spawned) {
     unwind_and_free(frame);  // never started: destroys the callable, takes no stack
     delete state;
     return status;
   }
   state->set_task(&core, id);
   out = task_handle<R>(state, &core, id);
-  return spawn_status::spawned;
+  return canopy::detail::spawn_status::spawned;
 }
 
 }  // namespace detail
@@ -271,21 +277,23 @@ spawn_status spawn_fiber_on(executor_core& core, Fn&& fn, std::size_t stack_size
 //   canopy::spawn / try_spawn / spawn_detached(canopy::fiber(fn)) inside a running task
 // It only describes the fiber (the callable, stored by value, and the stack
 // size); the spawn creates it.
+namespace detail {
 template <class Fn>
 struct fiber_spec {
   Fn fn;
   std::size_t stack_size = stack_pool::default_stack_size;
 };
+}  // namespace detail
 
 // fn is moved (or copied) into the description, and from there into the
 // fiber's control block when it is spawned. A null function pointer or an
 // empty std::function: std::invalid_argument.
 template <class Fn>
 requires std::is_invocable_v < std::decay_t<Fn>
-& > fiber_spec<std::decay_t<Fn>> fiber(Fn&& fn,
-                                       std::size_t stack_size = stack_pool::default_stack_size) {
+& > detail::fiber_spec<std::decay_t<Fn>> fiber(
+        Fn&& fn, std::size_t stack_size = stack_pool::default_stack_size) {
   detail::refuse_empty_callable(fn, "canopy::fiber");
-  return fiber_spec<std::decay_t<Fn>>{std::forward<Fn>(fn), stack_size};
+  return detail::fiber_spec<std::decay_t<Fn>>{std::forward<Fn>(fn), stack_size};
 }
 
 // Spawning a fiber (executor::spawn / try_spawn / spawn_detached; the free
@@ -297,16 +305,17 @@ requires std::is_invocable_v < std::decay_t<Fn>
 // executor's on_detached_exception handler (as for every task detached
 // before it ends).
 template <class Fn>
-struct task_spawner<fiber_spec<Fn>> {
+struct ext::task_spawner<detail::fiber_spec<Fn>> {
   using handle_type = task_handle<detail::fiber_result_t<Fn>>;
   template <class Spec>
-  static std::error_code spawn(executor_core& core, Spec&& spec, spawn_mode mode,
-                               handle_type& out) {
+  static std::error_code spawn(canopy::detail::executor_core& core, Spec&& spec,
+                               canopy::detail::spawn_mode mode, handle_type& out) {
     return to_error_code(
         detail::spawn_fiber_on(core, std::forward<Spec>(spec).fn, spec.stack_size, mode, out));
   }
   template <class Spec>
-  static std::error_code spawn_detached(executor_core& core, Spec&& spec, spawn_mode mode) {
+  static std::error_code spawn_detached(canopy::detail::executor_core& core, Spec&& spec,
+                                        canopy::detail::spawn_mode mode) {
     handle_type handle;
     const std::error_code error = spawn(core, std::forward<Spec>(spec), mode, handle);
     if (!error) {
@@ -321,13 +330,13 @@ namespace detail {
 template <class T>
 inline constexpr bool is_fiber_spec = false;
 template <class Fn>
-inline constexpr bool is_fiber_spec<fiber_spec<Fn>> = true;
+inline constexpr bool is_fiber_spec<detail::fiber_spec<Fn>> = true;
 
 template <class Spec>
 concept fiber_description = is_fiber_spec<std::remove_cvref_t<Spec>>;
 
 template <class Spec>
-using fiber_handle_t = typename task_spawner<std::remove_cvref_t<Spec>>::handle_type;
+using fiber_handle_t = typename ext::task_spawner<std::remove_cvref_t<Spec>>::handle_type;
 
 }  // namespace detail
 
@@ -338,9 +347,9 @@ using fiber_handle_t = typename task_spawner<std::remove_cvref_t<Spec>>::handle_
 template <detail::fiber_description Spec>
 auto spawn(Spec&& spec) -> detail::fiber_handle_t<Spec> {
   detail::fiber_handle_t<Spec> handle;
-  if (const std::error_code error = task_spawner<std::remove_cvref_t<Spec>>::spawn(
-          detail::current_core("canopy::spawn(fiber)"), std::forward<Spec>(spec), spawn_mode::block,
-          handle)) {
+  if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Spec>>::spawn(
+          detail::current_core("canopy::spawn(fiber)"), std::forward<Spec>(spec),
+          canopy::detail::spawn_mode::block, handle)) {
     throw spawn_error(static_cast<errc>(error.value()));
   }
   return handle;
@@ -351,9 +360,9 @@ auto spawn(Spec&& spec) -> detail::fiber_handle_t<Spec> {
 template <detail::fiber_description Spec>
 auto try_spawn(Spec&& spec) -> spawn_attempt<detail::fiber_handle_t<Spec>> {
   spawn_attempt<detail::fiber_handle_t<Spec>> attempt;
-  attempt.error = task_spawner<std::remove_cvref_t<Spec>>::spawn(
-      detail::current_core("canopy::try_spawn(fiber)"), std::forward<Spec>(spec), spawn_mode::fail,
-      attempt.handle);
+  attempt.error = ext::task_spawner<std::remove_cvref_t<Spec>>::spawn(
+      detail::current_core("canopy::try_spawn(fiber)"), std::forward<Spec>(spec),
+      canopy::detail::spawn_mode::fail, attempt.handle);
   return attempt;
 }
 
@@ -361,9 +370,9 @@ auto try_spawn(Spec&& spec) -> spawn_attempt<detail::fiber_handle_t<Spec>> {
 // on_detached_exception handler.
 template <detail::fiber_description Spec>
 void spawn_detached(Spec&& spec) {
-  if (const std::error_code error = task_spawner<std::remove_cvref_t<Spec>>::spawn_detached(
+  if (const std::error_code error = ext::task_spawner<std::remove_cvref_t<Spec>>::spawn_detached(
           detail::current_core("canopy::spawn_detached(fiber)"), std::forward<Spec>(spec),
-          spawn_mode::block)) {
+          canopy::detail::spawn_mode::block)) {
     throw spawn_error(static_cast<errc>(error.value()));
   }
 }

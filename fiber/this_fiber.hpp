@@ -56,7 +56,7 @@ void suspend_on(Wait& wait, const char* what, bool fires_here = false) {
     frame.armed = nullptr;  // became ready meanwhile
     return;
   }
-  frame.signal = run_outcome::suspended;
+  frame.signal = canopy::detail::run_outcome::suspended;
   canopy::detail::switch_out(frame);
 }
 
@@ -99,7 +99,7 @@ using await_result_t = typename await_result<A>::type;
 inline void yield() {
   canopy::detail::fiber_frame& frame = canopy::detail::checked_current_fiber("this_fiber::yield()");
   frame.armed = nullptr;
-  frame.signal = run_outcome::yielded;
+  frame.signal = canopy::detail::run_outcome::yielded;
   canopy::detail::switch_out(frame);
 }
 
@@ -109,7 +109,7 @@ inline void resume_on_host() {
   canopy::detail::fiber_frame& frame =
       canopy::detail::checked_current_fiber("this_fiber::resume_on_host()");
   frame.armed = nullptr;
-  frame.signal = run_outcome::to_host;
+  frame.signal = canopy::detail::run_outcome::to_host;
   canopy::detail::switch_out(frame);
 }
 
@@ -117,7 +117,7 @@ inline void wait_for_wake() {
   canopy::detail::fiber_frame& frame =
       canopy::detail::checked_current_fiber("this_fiber::wait_for_wake()");
   frame.armed = nullptr;
-  frame.signal = run_outcome::suspended;
+  frame.signal = canopy::detail::run_outcome::suspended;
   canopy::detail::switch_out(frame);
 }
 
@@ -159,8 +159,8 @@ T await(join_handle<T>& handle) {
   // left of it, any other task nested on this worker (on its own stack if
   // it is a fiber: switch_into saves and restores the current fiber and the
   // sanitizers' view of it).
-  executor_core* const here = current_worker()->core;
-  join_state<T>* const state = handle.state();
+  canopy::detail::executor_core* const here = canopy::detail::current_worker()->core;
+  canopy::detail::join_state<T>* const state = handle.state();
   const bool child_here = state->has_task_on(here);
   if (child_here && !state->ready()) {
     canopy::detail::run_pending_child(*here, state->task());

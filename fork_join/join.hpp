@@ -118,15 +118,15 @@ template <class... Fns>
 class fork_join {
  public:
   static constexpr std::size_t count = sizeof...(Fns);
-  using result_type = std::tuple<joined_value_t<std::invoke_result_t<Fns&>>...>;
+  using result_type = std::tuple<detail::joined_value_t<std::invoke_result_t<Fns&>>...>;
 
   explicit fork_join(Fns&... fns) noexcept : fns_(fns...) {}
 
   // On a worker (or the host thread running a task) of `core`; `self` is
   // the calling thread's current_worker().
-  result_type run_on_worker(executor_core& core, const worker_context* self) {
+  result_type run_on_worker(detail::executor_core& core, const detail::worker_context* self) {
     join_countdown countdown(static_cast<std::uint32_t>(count - 1));
-    std::array<task_id, count == 1 ? 1 : count - 1> offered{};
+    std::array<detail::task_id, count == 1 ? 1 : count - 1> offered{};
     // Offered last to first: the second callable is pushed last, so it is
     // the deque's newest entry, the first taken back.
     std::size_t first_offered = count;
@@ -134,7 +134,7 @@ class fork_join {
                    std::make_index_sequence<count - 1>{});
 
     std::get<0>(outcomes_).run(std::get<0>(fns_));
-    if (current_worker() != self) [[unlikely]] {
+    if (detail::current_worker() != self) [[unlikely]] {
       // A fiber that called join was suspended inside the first callable
       // and resumed on another thread: the offered callables still name
       // the old thread as the joiner.
@@ -159,9 +159,9 @@ class fork_join {
   // From a thread that runs no task: every callable becomes a task of
   // `core` and this thread blocks until all ended.
   result_type run_from_outside(executor& pool) {
-    executor_core& core = pool.core();
+    detail::executor_core& core = pool.core();
     join_countdown countdown(static_cast<std::uint32_t>(count));
-    spawn_status failure = spawn_status::spawned;
+    detail::spawn_status failure = detail::spawn_status::spawned;
     std::exception_ptr thrown;
     offer_all(core, countdown, failure, thrown, std::make_index_sequence<count>{});
     if (core.worker_count() == 0) {
@@ -171,7 +171,7 @@ class fork_join {
     if (thrown) {
       std::rethrow_exception(thrown);
     }
-    if (failure != spawn_status::spawned) {
+    if (failure != detail::spawn_status::spawned) {
       throw spawn_error(failure);
     }
     return collect(std::make_index_sequence<count>{});
@@ -188,15 +188,17 @@ class fork_join {
   // Offer callable I as a task; false if it could not be (spawn_status or
   // an exception from the slot allocation).
   template <std::size_t I>
-  spawn_status offer(executor_core& core, join_countdown& countdown, const worker_context* joiner,
-                     spawn_mode mode, task_id& id) {
+  detail::spawn_status offer(detail::executor_core& core, join_countdown& countdown,
+                             const detail::worker_context* joiner, detail::spawn_mode mode,
+                             detail::task_id& id) {
     body_t<I> body{&std::get<I>(fns_), &std::get<I>(outcomes_), &countdown, joiner};
     return core.spawn_body(&body_t<I>::table, &body_t<I>::construct, &body, mode, &id);
   }
 
   template <std::size_t... Is>
-  void offer_reversed(executor_core& core, join_countdown& countdown, const worker_context* self,
-                      std::array<task_id, count == 1 ? 1 : count - 1>& offered,
+  void offer_reversed(detail::executor_core& core, join_countdown& countdown,
+                      const detail::worker_context* self,
+                      std::array<detail::task_id, count == 1 ? 1 : count - 1>& offered,
                       std::size_t& first_offered, std::index_sequence<Is...> /*indices*/) {
     bool stopped = false;
     const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -214,14 +216,14 @@ class fork_join {
         return;
       }
       // The deque is full (joins nested deeper than its capacity): a task.
-      task_id id;
-      spawn_status status = spawn_status::at_capacity;
+      detail::task_id id;
+      detail::spawn_status status = detail::spawn_status::at_capacity;
       try {
-        status = offer<I>(core, countdown, self, spawn_mode::fail, id);
+        status = offer<I>(core, countdown, self, detail::spawn_mode::fail, id);
       } catch (...) {
-        status = spawn_status::at_capacity;  // no slot could be made: run it here instead
+        status = detail::spawn_status::at_capacity;  // no slot could be made: run it here instead
       }
-      if (status != spawn_status::spawned) {
+      if (status != detail::spawn_status::spawned) {
         stopped = true;
         return;
       }
@@ -237,8 +239,8 @@ class fork_join {
   // it as a nested task instead, and run_entry marks it finished here).
   // offered[k] holds callable count - 1 - k (offer_reversed).
   template <class AllEnded, std::size_t... Is>
-  void take_back(executor_core& core, const worker_context& self,
-                 const std::array<task_id, count == 1 ? 1 : count - 1>& offered,
+  void take_back(detail::executor_core& core, const detail::worker_context& self,
+                 const std::array<detail::task_id, count == 1 ? 1 : count - 1>& offered,
                  std::size_t first_offered, const AllEnded& all_ended,
                  std::index_sequence<Is...> /*indices*/) {
     const auto take_back_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -249,7 +251,7 @@ class fork_join {
         const bool taken_back = in_deque_[I]
                                     ? core.joins_of(self.index).take_back_job(std::get<I>(jobs_))
                                     : core.take_back_unrun(offered[count - 1 - I]) ==
-                                          executor_core::pending_run::adopted;
+                                          detail::executor_core::pending_run::adopted;
         if (taken_back) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
           std::get<I>(outcomes_).finished_here = true;
@@ -279,20 +281,21 @@ class fork_join {
   }
 
   template <std::size_t... Is>
-  void offer_all(executor_core& core, join_countdown& countdown, spawn_status& failure,
-                 std::exception_ptr& thrown, std::index_sequence<Is...> /*indices*/) {
+  void offer_all(detail::executor_core& core, join_countdown& countdown,
+                 detail::spawn_status& failure, std::exception_ptr& thrown,
+                 std::index_sequence<Is...> /*indices*/) {
     const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-      if (failure != spawn_status::spawned || thrown) {
+      if (failure != detail::spawn_status::spawned || thrown) {
         countdown.count_down();  // never offered: nothing will count it
         return;
       }
-      task_id id;
+      detail::task_id id;
       try {
-        failure = offer<I>(core, countdown, nullptr, spawn_mode::block, id);
+        failure = offer<I>(core, countdown, nullptr, detail::spawn_mode::block, id);
       } catch (...) {
         thrown = std::current_exception();
       }
-      if (failure != spawn_status::spawned || thrown) {
+      if (failure != detail::spawn_status::spawned || thrown) {
         countdown.count_down();
       }
     };
@@ -305,18 +308,19 @@ class fork_join {
   // role, or shutdown began, that thread or shutdown runs (or drops) them
   // and the caller just waits; if another joiner holds it, it hands the
   // role back when its own wait ends, so this one tries again meanwhile.
-  static void drive_as_host(executor_core& core, const join_countdown& countdown) {
+  static void drive_as_host(detail::executor_core& core, const join_countdown& countdown) {
     for (;;) {
-      const host_drive drive = core.run_host_until(
+      const detail::host_drive drive = core.run_host_until(
           [](const void* waited) noexcept {
             return static_cast<const join_countdown*>(waited)->done();
           },
           &countdown, -1);
-      if (countdown.done() || (drive != host_drive::ran && drive != host_drive::held_by_joiner)) {
+      if (countdown.done() ||
+          (drive != detail::host_drive::ran && drive != detail::host_drive::held_by_joiner)) {
         return;
       }
-      if (drive == host_drive::held_by_joiner) {
-        std::this_thread::sleep_for(executor_core::host_role_retry);
+      if (drive == detail::host_drive::held_by_joiner) {
+        std::this_thread::sleep_for(detail::executor_core::host_role_retry);
       }
     }
   }
@@ -347,7 +351,7 @@ class fork_join {
 template <class... Fns>
 auto fork_join_here(const char* what, Fns&... fns) -> typename fork_join<Fns...>::result_type {
   (refuse_empty_callable(fns, what), ...);
-  worker_context* const worker = current_worker();
+  detail::worker_context* const worker = detail::current_worker();
   if (worker == nullptr) {
     throw std::logic_error(std::string(what) +
                            " outside a task of a canopy executor: name the executor "
@@ -360,8 +364,8 @@ template <class... Fns>
 auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
     typename fork_join<Fns...>::result_type {
   (refuse_empty_callable(fns, what), ...);
-  executor_core& core = pool.core();
-  if (worker_context* const worker = current_worker(); worker != nullptr) {
+  detail::executor_core& core = pool.core();
+  if (detail::worker_context* const worker = detail::current_worker(); worker != nullptr) {
     if (worker->core == &core) {
       return fork_join<Fns...>(fns...).run_on_worker(core, worker);
     }
@@ -380,8 +384,8 @@ auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
 template <class F, class G>
 requires std::invocable < std::remove_reference_t<F>
 & > &&std::invocable<std::remove_reference_t<G>&> auto join(F&& f, G&& g)
-          -> std::pair<joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
-                       joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
+          -> std::pair<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
+                       detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
   auto [first, second] = detail::fork_join_here("canopy::join(f, g)", f, g);
   return {std::move(first), std::move(second)};
 }
@@ -391,8 +395,8 @@ requires std::invocable < std::remove_reference_t<F>
 template <class F, class G>
 requires std::invocable < std::remove_reference_t<F>
 & > &&std::invocable<std::remove_reference_t<G>&> auto join(executor& pool, F&& f, G&& g)
-          -> std::pair<joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
-                       joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
+          -> std::pair<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<F>&>>,
+                       detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<G>&>>> {
   auto [first, second] = detail::fork_join_on(pool, "canopy::join(pool, f, g)", f, g);
   return {std::move(first), std::move(second)};
 }
@@ -401,7 +405,7 @@ requires std::invocable < std::remove_reference_t<F>
 template <class... Fns>
 requires(sizeof...(Fns) >= 1 &&
          (std::invocable<std::remove_reference_t<Fns>&> && ...)) auto parallel_invoke(Fns&&... fns)
-    -> std::tuple<joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
+    -> std::tuple<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
   return detail::fork_join_here("canopy::parallel_invoke", fns...);
 }
 
@@ -409,7 +413,7 @@ requires(sizeof...(Fns) >= 1 &&
 template <class... Fns>
 requires(sizeof...(Fns) >= 1 && (std::invocable<std::remove_reference_t<Fns>&> &&
                                  ...)) auto parallel_invoke(executor& pool, Fns&&... fns)
-    -> std::tuple<joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
+    -> std::tuple<detail::joined_value_t<std::invoke_result_t<std::remove_reference_t<Fns>&>>...> {
   return detail::fork_join_on(pool, "canopy::parallel_invoke(pool, ...)", fns...);
 }
 

@@ -24,10 +24,9 @@
 namespace canopy {
 
 // What a callable returning R contributes to a join's result.
+namespace detail {
 template <class R>
 using joined_value_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-
-namespace detail {
 
 // The joiner's countdown of callables still running, on its stack. Bits
 // 0..29 count; bit 30: the joiner sleeps on the futex; bit 31: the last
@@ -137,7 +136,7 @@ class join_countdown {
 // it, read by the joiner after the countdown reached zero.
 template <class R>
 struct branch_outcome {
-  std::optional<joined_value_t<R>> value;
+  std::optional<detail::joined_value_t<R>> value;
   std::exception_ptr error;
   bool dropped = false;  // destroyed unrun (shutdown): task_cancelled
   // Run by the joiner's own thread (taken back, or
@@ -176,22 +175,22 @@ struct branch_body {
   Fn* fn;
   branch_outcome<R>* outcome;
   join_countdown* countdown;
-  const worker_context* joiner;  // the joining thread's; null when joined from outside
+  const detail::worker_context* joiner;  // the joining thread's; null when joined from outside
 
-  static run_outcome run_entry(void* storage) {
+  static detail::run_outcome run_entry(void* storage) {
     const branch_body body = *std::launder(static_cast<branch_body*>(storage));
     body.outcome->run(*body.fn);
-    if (body.joiner != nullptr && current_worker() == body.joiner) {
+    if (body.joiner != nullptr && detail::current_worker() == body.joiner) {
       // The joiner runs it, nested in its join: it learns of the end from
       // this flag, and the locked decrement is saved (most forks).
       body.outcome->finished_here = true;
     } else {
       body.countdown->count_down();
     }
-    return run_outcome::completed;
+    return detail::run_outcome::completed;
   }
-  static void destroy_entry(void* storage, task_end end) noexcept {
-    if (end == task_end::dropped) {  // never ran (shutdown): the joiner must still wake
+  static void destroy_entry(void* storage, detail::task_end end) noexcept {
+    if (end == detail::task_end::dropped) {  // never ran (shutdown): the joiner must still wake
       const branch_body body = *std::launder(static_cast<branch_body*>(storage));
       body.outcome->dropped = true;
       body.countdown->count_down();
@@ -200,19 +199,19 @@ struct branch_body {
   static void construct(void* storage, void* context) noexcept {
     ::new (storage) branch_body(*static_cast<const branch_body*>(context));
   }
-  static constexpr task_vtable table{&run_entry, &destroy_entry};
+  static constexpr detail::task_vtable table{&run_entry, &destroy_entry};
 };
 
 // An offered callable in its joiner's deque (offer_deque.hpp):
 // what a thief runs. It lives in the fork_join on the joiner's stack and
 // touches nothing of the join after its count_down().
 template <class Fn, class R>
-struct branch_job : offered_job {
+struct branch_job : detail::offered_job {
   Fn* fn = nullptr;
   branch_outcome<R>* outcome = nullptr;
   join_countdown* countdown = nullptr;
 
-  static void run_stolen(offered_job& base) noexcept {
+  static void run_stolen(detail::offered_job& base) noexcept {
     auto& job = static_cast<branch_job&>(base);
     job.outcome->run(*job.fn);
     job.countdown->count_down();

@@ -15,7 +15,7 @@
 namespace canopy::io {
 
 struct callback_registration::state {
-  std::shared_ptr<idle_driver> keep_alive;  // the reactor outlives this state
+  std::shared_ptr<ext::idle_driver> keep_alive;  // the reactor outlives this state
   reactor* owner = nullptr;
   reactor::registration_id id{};
   callback on_ready;

@@ -49,7 +49,9 @@ reactor::~reactor() {
   epoll_.reset();
 }
 
-reactor* reactor::of(executor_core& core) noexcept { return dynamic_cast<reactor*>(core.driver()); }
+reactor* reactor::of(canopy::detail::executor_core& core) noexcept {
+  return dynamic_cast<reactor*>(core.driver());
+}
 
 using detail::registration_entry;
 
@@ -262,7 +264,7 @@ std::size_t reactor::take_kept(registration_id id, std::span<std::byte> buffer) 
   });
 }
 
-void reactor::set_deadline_source(deadline_source* source) noexcept {
+void reactor::set_deadline_source(ext::deadline_source* source) noexcept {
   set_deadline_source_pointer(source);
   notify();  // the poller recomputes its timeout
 }
@@ -272,7 +274,7 @@ bool reactor::wait() noexcept {
     return true;  // not dispatched yet (a notify made park() call us again)
   }
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  deadline_source* source = deadline_source_pointer();
+  ext::deadline_source* source = deadline_source_pointer();
   if (source != nullptr) {
     deadline = source->next_deadline();
   }
@@ -305,7 +307,7 @@ void reactor::workers_stopped() noexcept {
 std::size_t reactor::expire_deadlines() noexcept {
   const bool due = deadline_due_;
   deadline_due_ = false;
-  deadline_source* source = deadline_source_pointer();
+  ext::deadline_source* source = deadline_source_pointer();
   if (source == nullptr) {
     return 0;
   }

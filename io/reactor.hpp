@@ -83,7 +83,7 @@ class epoll_backend;
 class uring_backend;
 }  // namespace detail
 
-class reactor final : public idle_driver {
+class reactor final : public ext::idle_driver {
  public:
   // Throws std::system_error if epoll or the eventfd cannot be created, or
   // if io_uring was asked for (options or CANOPY_IO_BACKEND) and cannot run
@@ -104,7 +104,7 @@ class reactor final : public idle_driver {
   // The reactor of `pool` (its executor_config::driver). Throws
   // std::logic_error if it has none.
   static reactor& of(executor& pool);
-  static reactor* of(executor_core& core) noexcept;
+  static reactor* of(canopy::detail::executor_core& core) noexcept;
 
   // ---- registrations (any thread) ----
   using registration_id = detail::registration_id;
@@ -173,7 +173,7 @@ class reactor final : public idle_driver {
   // The deadline source the poller consults (io/ timers). Set once, before
   // timers are used; null to detach. The source must outlive the reactor's
   // use of it (detach before destroying it).
-  void set_deadline_source(deadline_source* source) noexcept;
+  void set_deadline_source(ext::deadline_source* source) noexcept;
   // The timer queue this reactor brought (reactor_options::timers), while it
   // drives an executor; null otherwise.
   [[nodiscard]] timer_queue* own_timers() noexcept { return timers_bound_ ? timers_.get() : nullptr; }
@@ -187,8 +187,8 @@ class reactor final : public idle_driver {
   // Attach / detach the reactor's own timers (io/timer/reactor_timers.cpp).
   // bind throws std::logic_error if this reactor already drives a running
   // executor.
-  void bind(executor_core& core) override;
-  void unbind(executor_core& core) noexcept override;
+  void bind(canopy::detail::executor_core& core) override;
+  void unbind(canopy::detail::executor_core& core) noexcept override;
   // "epoll" or "io_uring" (the trace's io_backend).
   [[nodiscard]] const char* name() const noexcept override { return to_string(backend_); }
 
@@ -211,7 +211,7 @@ class reactor final : public idle_driver {
   detail::epoll_backend* readiness_ = nullptr;
 
   // The executor this reactor drives (bind/unbind), and its own timers.
-  sync::atomic<executor_core*> bound_core_{nullptr};
+  sync::atomic<canopy::detail::executor_core*> bound_core_{nullptr};
   std::unique_ptr<timer_queue> timers_;
   bool timers_bound_ = false;
 

@@ -19,7 +19,7 @@ reactor& reactor::of(executor& pool) {
 }
 
 reactor& reactor::current() {
-  worker_context* worker = current_worker();
+  canopy::detail::worker_context* worker = canopy::detail::current_worker();
   if (worker == nullptr || worker->core == nullptr) {
     throw std::logic_error(
         "canopy::io::reactor::current() called outside a task (pass a reactor explicitly)");

@@ -27,7 +27,7 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class atomic_counters {
  public:
@@ -101,4 +101,4 @@ class atomic_counters {
   alignas(sync::cache_line) sync::atomic<std::uint64_t> value_{0};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

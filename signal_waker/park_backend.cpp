@@ -2,7 +2,7 @@
 
 #include "../sync/futex.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // In the checking builds sync/futex.hpp is the checker's futex (a parked
 // logical thread; Relacy's emulation), so the checkers run this code too.
@@ -18,4 +18,4 @@ void futex_park_backend::wake(sync::atomic<std::uint32_t>& word) noexcept {
   sync::futex_wake_one(word);
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -20,7 +20,7 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class park_backend {
  public:
@@ -40,4 +40,4 @@ class futex_park_backend final : public park_backend {
   void wake(sync::atomic<std::uint32_t>& word) noexcept override;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -2,7 +2,7 @@
 
 #include "../summary_tree/partition.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 signal_waker::signal_waker(std::size_t max_partition_leaves, park_backend& backend)
     : backend_(backend),
@@ -82,4 +82,4 @@ bool signal_waker::force_wake(wake_reason reason) noexcept {
   return was_sleeping;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

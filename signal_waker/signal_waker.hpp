@@ -27,7 +27,7 @@
 #include "park_backend.hpp"
 #include "sleep_latch.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 enum class wake_reason : std::uint32_t { none = 0, permit = 1, jec = 2, shutdown = 3, io = 4 };
 
@@ -105,4 +105,4 @@ class signal_waker {
   std::unique_ptr<sync::atomic<std::uint64_t>[]> partition_summary_;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -15,7 +15,7 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class sleep_latch {
  public:
@@ -70,4 +70,4 @@ class sleep_latch {
   sync::atomic<std::uint32_t> word_{unset};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

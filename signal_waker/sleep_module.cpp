@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace canopy {
+namespace canopy::detail {
 
 sleep_module::sleep_module(std::size_t worker_count, std::size_t max_partition_leaves,
                            std::uint32_t yield_rounds, permit_semaphore& permits)
@@ -217,4 +217,4 @@ void sleep_module::wake_all_for_shutdown() noexcept {
   }
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -46,7 +46,7 @@
 #include "signal_waker.hpp"
 #include "spin_history.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // Per-worker progress through the idle rounds. Owned by the worker thread.
 struct idle_state {
@@ -194,4 +194,4 @@ class sleep_module {
   sync::atomic<std::uint32_t> wake_cursor_{0};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -27,7 +27,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace canopy {
+namespace canopy::detail {
 
 class spin_history {
  public:
@@ -61,4 +61,4 @@ class spin_history {
   std::uint32_t score_ = max_score;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -135,13 +135,13 @@ struct round_state {
 // (executor::core() is the runtime underneath, for task kinds built on it).
 // Racy snapshots, printed only when the run has already failed.
 void dump_scheduler_state(executor& pool) {
-  executor_core& core = pool.core();
+  detail::executor_core& core = pool.core();
   for (std::size_t worker = 0; worker < core.worker_count(); ++worker) {
     std::fprintf(stderr, "  worker %zu: latch %u status %llx\n", worker,
                  static_cast<unsigned>(core.sleep().waker(worker).latch().load()),
                  static_cast<unsigned long long>(core.sleep().waker(worker).status()));
   }
-  summary_tree& tree = core.tree();
+  canopy::detail::summary_tree& tree = core.tree();
   for (std::size_t index = 0; index < tree.root_word_count(); ++index) {
     if (const std::uint64_t word = tree.root_word(index); word != 0 || index == 0) {
       std::fprintf(stderr, "  root word %zu: %016llx\n", index,

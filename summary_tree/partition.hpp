@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-namespace canopy {
+namespace canopy::detail {
 
 [[nodiscard]] constexpr std::size_t partition_owner(std::size_t leaf,
                                                     std::size_t worker_count) noexcept {
@@ -35,4 +35,4 @@ namespace canopy {
   return worker < leaf_count ? (leaf_count - worker + worker_count - 1) / worker_count : 0;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace canopy {
+namespace canopy::detail {
 
 std::uint32_t permit_semaphore::release(std::uint32_t n) noexcept {
   // seq_cst: this load (and the CAS below) is the producer half of the
@@ -75,4 +75,4 @@ permit_semaphore::snapshot permit_semaphore::load() const noexcept {
   return {permits_of(word), sleepers_of(word)};
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

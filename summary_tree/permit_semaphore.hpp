@@ -31,7 +31,7 @@
 
 #include "../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class permit_semaphore {
  public:
@@ -81,4 +81,4 @@ class permit_semaphore {
   alignas(sync::cache_line) sync::atomic<std::uint64_t> word_{0};
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

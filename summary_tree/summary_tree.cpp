@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace canopy {
+namespace canopy::detail {
 
 namespace {
 constexpr std::uint64_t bit_of(std::size_t index) noexcept {
@@ -191,4 +191,4 @@ bool summary_tree::any_active() const noexcept {
   return false;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -38,7 +38,7 @@
 #include "../sync/atomics.hpp"
 #include "permit_semaphore.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class summary_tree {
  public:
@@ -138,4 +138,4 @@ class summary_tree {
   permit_semaphore permits_;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

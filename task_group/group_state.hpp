@@ -66,9 +66,9 @@ struct group_state {
   // is destroyed at its next suspension, or at once if suspended). Not
   // under the mutex: at the executor's shutdown a cancel destroys the task
   // at once, and its end (child_end) takes the mutex.
-  [[nodiscard]] std::vector<join_state_base*> stop_locked() {
+  [[nodiscard]] std::vector<detail::join_state_base*> stop_locked() {
     stop.request_stop();
-    std::vector<join_state_base*> taken;
+    std::vector<detail::join_state_base*> taken;
     taken.reserve(running);
     for (slot& each : slots) {
       if (each.handle.valid()) {
@@ -78,8 +78,8 @@ struct group_state {
     }
     return taken;
   }
-  static void cancel_taken(const std::vector<join_state_base*>& taken) noexcept {
-    for (join_state_base* each : taken) {
+  static void cancel_taken(const std::vector<detail::join_state_base*>& taken) noexcept {
+    for (detail::join_state_base* each : taken) {
       each->cancel_and_wake();
       each->release_ref();
     }
@@ -126,7 +126,7 @@ class child_end {
       outcome_.value.reset();  // not wanted: dropped here, outside the mutex
     }
     group_state<T>& state = *state_;
-    std::vector<join_state_base*> cancelling;
+    std::vector<detail::join_state_base*> cancelling;
     std::unique_lock lock(state.mutex);
     // This task is ending: its handle only needs letting go (detaching a
     // task that ends with no exception discards nothing). If launch() has

@@ -188,7 +188,7 @@ class task_group {
   // Cancels the children still running; cannot wait for them (co_await
   // close() first to wait). Their outcomes are discarded.
   ~task_group() {
-    std::vector<join_state_base*> cancelling;
+    std::vector<detail::join_state_base*> cancelling;
     {
       const std::lock_guard lock(state_->mutex);
       if (state_->running != 0) {
@@ -298,7 +298,7 @@ class task_group {
 
   // Cancel the running children without waiting (close() waits). Any thread.
   void cancel() noexcept {
-    std::vector<join_state_base*> cancelling;
+    std::vector<detail::join_state_base*> cancelling;
     {
       const std::lock_guard lock(state_->mutex);
       cancelling = state_->stop_locked();

@@ -72,7 +72,7 @@ TEST_CASE("run_blocking returns fn's value off the workers, in tasks and fibers"
     blocking_pool blocking(pool);
     auto coroutine = [&]() -> task<int> {
       const bool on_worker =
-          co_await canopy::run_blocking([] { return canopy::current_worker() != nullptr; });
+          co_await canopy::run_blocking([] { return canopy::detail::current_worker() != nullptr; });
       CHECK_FALSE(on_worker);
       co_return co_await canopy::run_blocking(
           [](std::stop_token token) { return token.stop_requested() ? -1 : 42; });

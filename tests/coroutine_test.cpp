@@ -441,7 +441,7 @@ TEST_CASE("one million pending coroutine tasks fit; bytes per pending task") {
     }
     MESSAGE("coroutine frame (heap, incl. malloc overhead): "
             << (heap() - heap_vector) / 1000 << " bytes; join state object "
-            << sizeof(canopy::join_state<long>) << " bytes; slot 64 bytes");
+            << sizeof(canopy::detail::join_state<long>) << " bytes; slot 64 bytes");
   }
   const std::size_t heap_before = heap();
   for (long index = 0; index < count; ++index) {

@@ -46,7 +46,7 @@ executor_config pool_of(std::size_t workers) {
 }
 
 bool on_canopy_worker(executor& pool) {
-  const canopy::worker_context* worker = canopy::current_worker();
+  const canopy::detail::worker_context* worker = canopy::detail::current_worker();
   return worker != nullptr && worker->core == &pool.core();
 }
 

@@ -430,7 +430,7 @@ TEST_CASE("run functions: errors name the problem") {
     CHECK_THROWS_AS(pool.post([] {}), canopy::spawn_error);
   }
   SUBCASE("worker_count 0 with an idle driver") {
-    struct never_driver final : canopy::idle_driver {
+    struct never_driver final : canopy::ext::idle_driver {
       bool wait() noexcept override { return false; }
       void notify() noexcept override {}
       std::size_t dispatch() noexcept override { return 0; }
@@ -598,7 +598,7 @@ TEST_CASE("Canopy embedded in a plain epoll server loop: every hand-off comes ba
           continue;
         }
         pool.spawn_detached([&, request] {
-          if (canopy::current_worker() != nullptr) {
+          if (canopy::detail::current_worker() != nullptr) {
             computed_on_worker.fetch_add(1);
           }
           const std::uint64_t reply = request * 3 + 1;

@@ -423,17 +423,17 @@ TEST_CASE("slots recycled into a worker's reservation all come back to the arena
 
 namespace {
 // Takes every slot of a reservation, in order.
-std::vector<std::uint32_t> take_all(canopy::task_arena::reservation& from) {
+std::vector<std::uint32_t> take_all(canopy::detail::task_arena::reservation& from) {
   std::vector<std::uint32_t> slots;
   while (from.free != 0) {
-    slots.push_back(canopy::task_arena::take(from));
+    slots.push_back(canopy::detail::task_arena::take(from));
   }
   return slots;
 }
 }  // namespace
 
 TEST_CASE("task_arena: empty words by hint, half-free words next, fragments only at full size") {
-  using canopy::task_arena;
+  using canopy::detail::task_arena;
   task_arena arena(2, 1, 2, 1);  // one partition, leaves of 2 words (128 slots), at most 2 leaves
   task_arena::reservation run;
   REQUIRE(arena.reserve(0, run));
@@ -489,7 +489,7 @@ TEST_CASE("task_arena: empty words by hint, half-free words next, fragments only
 }
 
 TEST_CASE("task_arena: a reservation returns to the last word once half of it is free") {
-  using canopy::task_arena;
+  using canopy::detail::task_arena;
   task_arena arena(4, 1, 1, 1);  // one partition, one leaf of 4 words (256 slots)
   task_arena::reservation run;
   REQUIRE(arena.reserve(0, run));

@@ -365,7 +365,7 @@ TEST_CASE("joins nested deeper than the deque's capacity offer the rest as tasks
   // On one worker nothing is stolen: the first offer_deque::capacity
   // levels fill the deque, each deeper one became a task.
   CHECK(pool.stats().total().spawned ==
-        static_cast<std::uint64_t>(depth - canopy::offer_deque::capacity));
+        static_cast<std::uint64_t>(depth - canopy::detail::offer_deque::capacity));
 }
 
 TEST_CASE("parallel_invoke runs 3 and 4 callables and returns a tuple in argument order") {

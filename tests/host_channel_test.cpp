@@ -18,7 +18,7 @@
 
 #include "tests/watchdog.hpp"
 
-using canopy::host_channel;
+using canopy::detail::host_channel;
 using namespace std::chrono_literals;
 
 namespace {

@@ -21,15 +21,15 @@
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
-using canopy::join_state_base;
-using outcome = canopy::join_state_base::outcome;
+using canopy::detail::join_state_base;
+using outcome = canopy::detail::join_state_base::outcome;
 using namespace std::chrono_literals;
 
 namespace {
 
 // A record that counts its destruction (the last release_ref's delete).
 template <class T>
-class counted_state final : public canopy::join_state<T> {
+class counted_state final : public canopy::detail::join_state<T> {
  public:
   explicit counted_state(std::atomic<int>& destroyed) : destroyed_(&destroyed) {}
   counted_state(const counted_state&) = delete;
@@ -274,7 +274,7 @@ TEST_CASE(
     "complete_with_error reports to on_detached_exception only when detached, not cancelled") {
   detached_log log;
   canopy::executor pool(log.configure());
-  canopy::executor_core& core = pool.core();
+  canopy::detail::executor_core& core = pool.core();
   std::atomic<int> destroyed{0};
   const auto failing = [&](const char* text) {
     auto* state = new counted_state<int>(destroyed);

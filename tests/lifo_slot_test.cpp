@@ -13,7 +13,7 @@
 
 #include "tests/watchdog.hpp"
 
-using canopy::lifo_slot;
+using canopy::detail::lifo_slot;
 
 TEST_CASE("lifo_slot: put into an empty slot evicts nothing; a second put evicts the first") {
   lifo_slot slot;

@@ -15,14 +15,14 @@
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
-using canopy::atomic_counters;
-using canopy::sleep_latch;
+using canopy::detail::atomic_counters;
+using canopy::detail::sleep_latch;
 using canopy::testing::eventually;
 
 namespace {
 
 // A probe whose answer the test controls.
-class scripted_probe final : public canopy::sleep_probe {
+class scripted_probe final : public canopy::detail::sleep_probe {
  public:
   std::atomic<bool> stay_awake{false};
   std::atomic<int> blocks{0};
@@ -73,23 +73,23 @@ class idle_workers {
     return total;
   }
 
-  canopy::permit_semaphore permits;
-  canopy::sleep_module sleep;
+  canopy::detail::permit_semaphore permits;
+  canopy::detail::sleep_module sleep;
   scripted_probe probe;
 
  private:
   void look_until_stopped(std::size_t index) {
     record& mine = records_[index];
-    canopy::idle_state idle;
+    canopy::detail::idle_state idle;
     sleep.start_looking(idle);
     mine.first_spin_rounds.store(idle.spin_rounds);
     while (!stop_.load()) {
-      const canopy::idle_report report = sleep.no_work_found(index, idle, probe);
+      const canopy::detail::idle_report report = sleep.no_work_found(index, idle, probe);
       if (report.parked) {
         mine.spin_rounds_after_park.store(idle.spin_rounds);
-        if (report.reason == canopy::wake_reason::jec) {
+        if (report.reason == canopy::detail::wake_reason::jec) {
           mine.jec_wakes.fetch_add(1);
-        } else if (report.reason == canopy::wake_reason::permit) {
+        } else if (report.reason == canopy::detail::wake_reason::permit) {
           mine.permit_wakes.fetch_add(1);
         }
         mine.parks.fetch_add(1);
@@ -153,28 +153,28 @@ TEST_CASE("sleep_latch: owner transitions, waker claims only SLEEPING") {
 }
 
 TEST_CASE("signal_waker: partition summary follows the leaf words of the partition") {
-  canopy::futex_park_backend backend;
-  canopy::summary_tree tree(10, 2);
+  canopy::detail::futex_park_backend backend;
+  canopy::detail::summary_tree tree(10, 2);
   constexpr std::size_t workers = 3;
-  canopy::signal_waker waker(4, backend);  // worker 1 owns leaves 1, 4, 7
+  canopy::detail::signal_waker waker(4, backend);  // worker 1 owns leaves 1, 4, 7
   CHECK_FALSE(waker.sync_partition_summary(tree, 1, workers, 10));
-  CHECK((waker.status() & canopy::signal_waker::task_bit) == 0);
+  CHECK((waker.status() & canopy::detail::signal_waker::task_bit) == 0);
   static_cast<void>(tree.set_task_bit(3, 0, 0));  // worker 0's leaf: not ours
   CHECK_FALSE(waker.sync_partition_summary(tree, 1, workers, 10));
   static_cast<void>(tree.set_task_bit(7, 1, 9));  // ours, partition position 2
   CHECK(waker.sync_partition_summary(tree, 1, workers, 10));
   CHECK(waker.partition_summary_word(0) == 0b100);
-  CHECK((waker.status() & canopy::signal_waker::task_bit) != 0);
-  canopy::summary_tree::activation upward;
+  CHECK((waker.status() & canopy::detail::signal_waker::task_bit) != 0);
+  canopy::detail::summary_tree::activation upward;
   CHECK(tree.claim_task_bit(7, 1, 0, upward) == 9);
   CHECK_FALSE(waker.sync_partition_summary(tree, 1, workers, 10));
-  CHECK((waker.status() & canopy::signal_waker::task_bit) == 0);
+  CHECK((waker.status() & canopy::detail::signal_waker::task_bit) == 0);
 }
 
 TEST_CASE("signal_waker: a claimed sleeper is unparked and learns why") {
   canopy::testing::watchdog guard("park/unpark", 30);
-  canopy::futex_park_backend backend;
-  canopy::signal_waker waker(1, backend);
+  canopy::detail::futex_park_backend backend;
+  canopy::detail::signal_waker waker(1, backend);
   REQUIRE(waker.latch().get_sleepy());
   REQUIRE(waker.latch().fall_asleep());
   std::atomic<bool> returned{false};
@@ -184,11 +184,11 @@ TEST_CASE("signal_waker: a claimed sleeper is unparked and learns why") {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK_FALSE(returned.load());  // really blocked
-  REQUIRE(waker.claim(canopy::wake_reason::permit));
+  REQUIRE(waker.claim(canopy::detail::wake_reason::permit));
   waker.unpark();
   sleeper.join();
   CHECK(returned.load());
-  CHECK(waker.take_wake_reason() == canopy::wake_reason::permit);
+  CHECK(waker.take_wake_reason() == canopy::detail::wake_reason::permit);
 }
 
 TEST_CASE("sleep_module: a worker parks after its rounds; new_jobs wakes it via the JEC") {
@@ -231,9 +231,9 @@ TEST_CASE("sleep_module: a permit wake takes its permit along; the other sleeper
 }
 
 TEST_CASE("sleep_module: new_jobs wakes nobody while enough workers are awake and idle") {
-  canopy::permit_semaphore permits;
-  canopy::sleep_module sleep(2, 1, 0, permits);
-  canopy::idle_state idle;
+  canopy::detail::permit_semaphore permits;
+  canopy::detail::sleep_module sleep(2, 1, 0, permits);
+  canopy::detail::idle_state idle;
   sleep.start_looking(idle);  // one awake-but-idle worker, nobody sleeping
   CHECK(sleep.new_jobs(1) == 0);
   CHECK(sleep.counters().jec() % 2 == 1);  // but the JEC went active
@@ -242,10 +242,10 @@ TEST_CASE("sleep_module: new_jobs wakes nobody while enough workers are awake an
 
 TEST_CASE("sleep_module: a JEC change between sleepy and sleep prevents the park") {
   canopy::testing::watchdog guard("jec abort", 30);
-  canopy::permit_semaphore permits;
-  canopy::sleep_module sleep(1, 1, 0, permits);
+  canopy::detail::permit_semaphore permits;
+  canopy::detail::sleep_module sleep(1, 1, 0, permits);
   scripted_probe probe;
-  canopy::idle_state idle;
+  canopy::detail::idle_state idle;
   sleep.start_looking(idle);
   // Round 0 == yield_rounds: announce sleepy.
   CHECK_FALSE(sleep.no_work_found(0, idle, probe).parked);
@@ -259,11 +259,11 @@ TEST_CASE("sleep_module: a JEC change between sleepy and sleep prevents the park
 }
 
 TEST_CASE("sleep_module: the final probe keeps a worker awake") {
-  canopy::permit_semaphore permits;
-  canopy::sleep_module sleep(1, 1, 0, permits);
+  canopy::detail::permit_semaphore permits;
+  canopy::detail::sleep_module sleep(1, 1, 0, permits);
   scripted_probe probe;
   probe.stay_awake.store(true);
-  canopy::idle_state idle;
+  canopy::detail::idle_state idle;
   sleep.start_looking(idle);
   for (int round = 0; round < 10; ++round) {
     CHECK_FALSE(sleep.no_work_found(0, idle, probe).parked);
@@ -277,10 +277,10 @@ TEST_CASE("sleep_module: the final probe keeps a worker awake") {
 TEST_CASE("spin_history: long parks stop the spinning; a short park or early work restarts it") {
   using std::chrono::microseconds;
   using std::chrono::milliseconds;
-  canopy::spin_history history;
+  canopy::detail::spin_history history;
   CHECK(history.rounds_to_spin(4) == 4);  // a new worker spins
   // Parks between short_park and idle_park count down.
-  for (std::uint32_t park = 1; park < canopy::spin_history::max_score; ++park) {
+  for (std::uint32_t park = 1; park < canopy::detail::spin_history::max_score; ++park) {
     history.parked(microseconds(200));
     CHECK(history.rounds_to_spin(4) == 4);  // not yet enough long parks
   }
@@ -295,7 +295,7 @@ TEST_CASE("spin_history: long parks stop the spinning; a short park or early wor
   CHECK(history.rounds_to_spin(4) == 0);
   history.found_work_without_parking();
   CHECK(history.rounds_to_spin(4) == 4);
-  history.parked(canopy::spin_history::idle_park);
+  history.parked(canopy::detail::spin_history::idle_park);
   CHECK(history.rounds_to_spin(4) == 0);
 }
 

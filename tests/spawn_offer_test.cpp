@@ -64,7 +64,7 @@ TEST_CASE("an awaited child that has not started runs inside its awaiter") {
   // waker made from it wakes.
   auto identified = []() -> task<bool> {
     auto child = canopy::spawn(waker_inside());
-    const canopy::task_id id = child.id();
+    const canopy::detail::task_id id = child.id();
     const canopy::waker inside = co_await child;
     co_return inside.id().slot == id.slot&& inside.id().generation == id.generation;
   };
@@ -183,7 +183,7 @@ TEST_CASE("offered children run however they are awaited, or if they are not") {
     // others are run by the worker or a thief while the parent waits.
     auto in_order = []() -> task<long> {
       std::vector<canopy::task_handle<int>> children;
-      const int count = static_cast<int>(canopy::offer_deque::capacity) + 44;
+      const int count = static_cast<int>(canopy::detail::offer_deque::capacity) + 44;
       children.reserve(static_cast<std::size_t>(count));
       for (int index = 0; index < count; ++index) {
         children.push_back(canopy::spawn(value_of(index)));
@@ -194,7 +194,7 @@ TEST_CASE("offered children run however they are awaited, or if they are not") {
       }
       co_return total;
     };
-    const long count = static_cast<long>(canopy::offer_deque::capacity) + 44;
+    const long count = static_cast<long>(canopy::detail::offer_deque::capacity) + 44;
     CHECK(canopy::block_on(pool, in_order()) == count * (count - 1) / 2);
 
     // Spawned inside a join's callable and not awaited there: they sit above

@@ -14,8 +14,8 @@
 #include "summary_tree/permit_semaphore.hpp"
 #include "tests/watchdog.hpp"
 
-using canopy::permit_semaphore;
-using canopy::summary_tree;
+using canopy::detail::permit_semaphore;
+using canopy::detail::summary_tree;
 
 namespace {
 bool tree_is_empty(const summary_tree& tree) {
@@ -358,14 +358,14 @@ TEST_CASE("partition_owner deals leaves round-robin and agrees with its helpers"
     for (std::size_t leaf_count : {1U, 5U, 64U, 1000U}) {
       std::vector<std::size_t> owned(workers, 0);
       for (std::size_t leaf = 0; leaf < leaf_count; ++leaf) {
-        const std::size_t owner = canopy::partition_owner(leaf, workers);
+        const std::size_t owner = canopy::detail::partition_owner(leaf, workers);
         REQUIRE(owner < workers);
-        CHECK(canopy::partition_leaf(owner, canopy::partition_slot(leaf, workers), workers) ==
-              leaf);
+        CHECK(canopy::detail::partition_leaf(owner, canopy::detail::partition_slot(leaf, workers),
+                                             workers) == leaf);
         ++owned[owner];
       }
       for (std::size_t worker = 0; worker < workers; ++worker) {
-        CHECK(owned[worker] == canopy::partition_size(worker, leaf_count, workers));
+        CHECK(owned[worker] == canopy::detail::partition_size(worker, leaf_count, workers));
       }
     }
   }

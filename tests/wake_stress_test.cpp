@@ -78,7 +78,7 @@ struct race_body {
   std::atomic<long>* observed;
   std::atomic<bool>* finish;
 
-  static canopy::run_outcome run(void* storage) {
+  static canopy::detail::run_outcome run(void* storage) {
     auto& self = *static_cast<race_body*>(storage);
     if (self.in_run->exchange(1, std::memory_order_acq_rel) != 0) {
       self.overlaps->fetch_add(1);
@@ -94,10 +94,10 @@ struct race_body {
     }
     const bool last = self.finish->load(std::memory_order_acquire);
     self.in_run->store(0, std::memory_order_release);
-    return last ? canopy::run_outcome::completed : canopy::run_outcome::suspended;
+    return last ? canopy::detail::run_outcome::completed : canopy::detail::run_outcome::suspended;
   }
-  static void destroy(void* /*storage*/, canopy::task_end /*end*/) noexcept {}
-  static constexpr canopy::task_vtable table{&run, &destroy};
+  static void destroy(void* /*storage*/, canopy::detail::task_end /*end*/) noexcept {}
+  static constexpr canopy::detail::task_vtable table{&run, &destroy};
 };
 
 }  // namespace
@@ -158,14 +158,14 @@ TEST_CASE("schedule vs. finish: a task woken while running runs once more, never
   std::atomic<long> observed{0};
   std::atomic<bool> finish{false};
   race_body body{&in_run, &runs, &overlaps, &published, &observed, &finish};
-  canopy::task_id id;
-  const canopy::spawn_status status = pool.core().spawn_body(
+  canopy::detail::task_id id;
+  const canopy::detail::spawn_status status = pool.core().spawn_body(
       &race_body::table,
       [](void* storage, void* context) {
         new (storage) race_body(*static_cast<race_body*>(context));
       },
-      &body, canopy::spawn_mode::fail, &id);
-  REQUIRE(status == canopy::spawn_status::spawned);
+      &body, canopy::detail::spawn_mode::fail, &id);
+  REQUIRE(status == canopy::detail::spawn_status::spawned);
 
   const long wakes_per_thread = 500000 / canopy::testing::stress_divisor();
   std::vector<std::thread> wakers;

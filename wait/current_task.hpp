@@ -18,14 +18,16 @@ namespace canopy::detail {
 
 // The throw is out of line so that this inlines into every spawn (out of
 // line the whole check is a call on every fork).
-inline worker_context& current_worker_for(const char* what) {
-  worker_context* worker = current_worker();
+inline detail::worker_context& current_worker_for(const char* what) {
+  detail::worker_context* worker = detail::current_worker();
   if (worker == nullptr) [[unlikely]] {
     throw_outside_task(what);
   }
   return *worker;
 }
 
-inline executor_core& current_core(const char* what) { return *current_worker_for(what).core; }
+inline detail::executor_core& current_core(const char* what) {
+  return *current_worker_for(what).core;
+}
 
 }  // namespace canopy::detail

@@ -15,10 +15,10 @@ namespace canopy::detail {
 // The wait on one join state, shared by coroutines and fibers.
 template <class T>
 struct join_wait {
-  join_state<T>* state;
+  detail::join_state<T>* state;
   wait_link link_;
 
-  explicit join_wait(join_state<T>* awaited) noexcept : state(awaited) {
+  explicit join_wait(detail::join_state<T>* awaited) noexcept : state(awaited) {
     link_.disarm = &disarm;
     link_.source = awaited;
   }
@@ -30,7 +30,7 @@ struct join_wait {
   // nothing is registered and the caller must not suspend).
   [[nodiscard]] bool arm() noexcept {
     link_.arm_for_current_task();
-    return state->set_continuation(continuation{&wait_link::fire, &link_});
+    return state->set_continuation(detail::continuation{&wait_link::fire, &link_});
   }
 
   // A registered continuation cannot be taken back; cancel the child
@@ -41,7 +41,7 @@ struct join_wait {
   // cancel_and_wake reads); another executor's child is only asked, as
   // await_all does: nothing here may reach into that executor.
   static bool disarm(wait_link& link) noexcept {
-    auto* const state = static_cast<join_state<T>*>(link.source);
+    auto* const state = static_cast<detail::join_state<T>*>(link.source);
     if (state->has_task_on(link.core)) {
       state->cancel_and_wake();
     } else {
@@ -55,7 +55,7 @@ struct join_wait {
 // line, GCC keeps it a call of its own on every join.
 template <class T>
 [[gnu::always_inline]] inline T take_and_detach(join_handle<T>& handle) {
-  join_state<T>* state = handle.state();
+  detail::join_state<T>* state = handle.state();
   struct detach_on_exit {
     join_handle<T>& handle;
     ~detach_on_exit() { handle.detach(); }

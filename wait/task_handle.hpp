@@ -26,24 +26,25 @@ template <class T>
 class task_handle : public join_handle<T> {
  public:
   task_handle() noexcept = default;
-  task_handle(join_state<T>* state, executor_core* core, task_id id) noexcept
+  task_handle(detail::join_state<T>* state, detail::executor_core* core,
+              detail::task_id id) noexcept
       : join_handle<T>(state), core_(core), id_(id) {}
 
   // The task's id, for a waker (canopy::waker(*core(), id())). A handle
   // whose id was asked for keeps its task a task of its own when a
   // coroutine awaits it before it started (otherwise the awaiter may run it
   // inside itself and retire the id: coroutine/join_await.hpp).
-  [[nodiscard]] task_id id() const noexcept {
-    if (join_state<T>* const state = this->state(); state != nullptr) {
+  [[nodiscard]] detail::task_id id() const noexcept {
+    if (detail::join_state<T>* const state = this->state(); state != nullptr) {
       state->share_identity();
     }
     return id_;
   }
-  [[nodiscard]] executor_core* core() const noexcept { return core_; }
+  [[nodiscard]] detail::executor_core* core() const noexcept { return core_; }
 
  private:
-  executor_core* core_ = nullptr;
-  task_id id_{};
+  detail::executor_core* core_ = nullptr;
+  detail::task_id id_{};
 };
 
 namespace detail {

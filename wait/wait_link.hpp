@@ -46,7 +46,7 @@ struct wait_link {
   // Called by the task itself before it registers the link anywhere; the
   // registration's release (set_continuation, the event mutex) publishes it.
   void arm_for_current_task() noexcept {
-    worker_context* worker = current_worker();
+    detail::worker_context* worker = detail::current_worker();
     core = worker->core;
     id = worker->running;
     state.store(armed, sync::relaxed);
@@ -63,8 +63,8 @@ struct wait_link {
     auto* link = static_cast<wait_link*>(self);
     // Read everything we need before the exchange: once `fired` is
     // visible the task may resume and free the link.
-    executor_core* const target = link->core;
-    const task_id task = link->id;
+    detail::executor_core* const target = link->core;
+    const detail::task_id task = link->id;
     // acq_rel: release publishes the source's result to the task's
     // has_fired(); acquire pairs with abandon()'s exchange so reclaim/owner
     // are visible when we find `abandoned`.
@@ -89,8 +89,8 @@ struct wait_link {
     return state.exchange(abandoned, sync::acq_rel) == fired;
   }
 
-  executor_core* core = nullptr;
-  task_id id{};
+  detail::executor_core* core = nullptr;
+  detail::task_id id{};
   sync::atomic<std::uint32_t> state{armed};
   // Set by the source before the link can fire: take the registration back
   // (true), or report that a fire() is coming or done (false).

@@ -28,28 +28,28 @@ namespace canopy {
 class waker {
  public:
   waker() noexcept = default;
-  waker(executor_core& core, task_id id) noexcept : core_(&core), id_(id) {}
+  waker(detail::executor_core& core, detail::task_id id) noexcept : core_(&core), id_(id) {}
 
   // True if the task still existed (it is, or will be, run again).
   bool wake() const noexcept { return core_ != nullptr && core_->schedule(id_); }
 
   [[nodiscard]] bool valid() const noexcept { return core_ != nullptr; }
-  [[nodiscard]] task_id id() const noexcept { return id_; }
-  [[nodiscard]] executor_core* core() const noexcept { return core_; }
+  [[nodiscard]] detail::task_id id() const noexcept { return id_; }
+  [[nodiscard]] detail::executor_core* core() const noexcept { return core_; }
 
   friend bool operator==(const waker& a, const waker& b) noexcept {
     return a.core_ == b.core_ && a.id_.slot == b.id_.slot && a.id_.generation == b.id_.generation;
   }
 
  private:
-  executor_core* core_ = nullptr;
-  task_id id_{};
+  detail::executor_core* core_ = nullptr;
+  detail::task_id id_{};
 };
 
 // The waker of the task running on this thread (a callable, a coroutine, a
 // fiber). Throws std::logic_error outside a task.
 inline waker current_waker() {
-  worker_context* worker = current_worker();
+  detail::worker_context* worker = detail::current_worker();
   if (worker == nullptr || !worker->has_running) {
     throw std::logic_error("canopy::current_waker() called outside a running task");
   }

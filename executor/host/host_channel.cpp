@@ -1,6 +1,6 @@
 #include "host_channel.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 void host_channel::push(std::uint32_t slot) {
   {
@@ -89,4 +89,4 @@ void host_channel::wait_readable(std::chrono::nanoseconds timeout) noexcept {
   descriptor_.wait_readable(timeout);
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -42,7 +42,7 @@
 #include "../../sync/atomics.hpp"
 #include "notify_descriptor.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class host_channel {
  public:
@@ -118,4 +118,4 @@ class host_channel {
   std::uint64_t expected_writes_ = 0;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

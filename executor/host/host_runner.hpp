@@ -33,7 +33,7 @@
 #include "../executor_core.hpp"
 #include "host_channel.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 // How long one call of host_runner::run() keeps the calling thread.
 struct host_budget {
@@ -47,8 +47,6 @@ struct host_budget {
   bool (*ready)(const void* ready_context) noexcept = nullptr;
   const void* ready_context = nullptr;
 };
-
-namespace detail {
 
 class host_runner {
  public:
@@ -120,5 +118,4 @@ class host_runner {
   sync::atomic<std::uint8_t> holder_{0};
 };
 
-}  // namespace detail
-}  // namespace canopy
+}  // namespace canopy::detail

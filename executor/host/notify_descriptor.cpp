@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <system_error>
 
-namespace canopy {
+namespace canopy::detail {
 
 #ifdef CANOPY_MODEL_CHECK
 // Model-checking build: the count is a checker word and blocking parks the
@@ -64,4 +64,4 @@ void notify_descriptor::wait_readable(std::chrono::nanoseconds timeout) noexcept
 }
 #endif
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -15,7 +15,7 @@
 
 #include "../../sync/atomics.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 class notify_descriptor {
  public:
@@ -51,4 +51,4 @@ class notify_descriptor {
 #endif
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

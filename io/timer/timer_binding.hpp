@@ -44,7 +44,7 @@ class reactor_timers {
   [[nodiscard]] timer_queue& queue() noexcept { return *queue_; }
 
  private:
-  executor_core* core_;
+  canopy::detail::executor_core* core_;
   reactor* reactor_;
   std::unique_ptr<timer_queue> added_;  // null: the reactor's own timers
   timer_queue* queue_;

@@ -38,7 +38,7 @@
 
 namespace canopy::io {
 
-class timer_queue final : public deadline_source {
+class timer_queue final : public ext::deadline_source {
  public:
   using clock = std::chrono::steady_clock;
 
@@ -95,12 +95,12 @@ class timer_queue final : public deadline_source {
   // the executor's timers and detaches it before it stops. At most one
   // queue per executor; attach throws std::logic_error on a second one or
   // when the table (64 executors) is full.
-  static void attach(executor_core& core, timer_queue& queue);
-  static void detach(executor_core& core) noexcept;
+  static void attach(canopy::detail::executor_core& core, timer_queue& queue);
+  static void detach(canopy::detail::executor_core& core) noexcept;
   // The queue of the executor running the calling task; throws
   // std::logic_error outside a task or when none is attached.
   static timer_queue& current();
-  [[nodiscard]] static timer_queue* find(const executor_core* core) noexcept;
+  [[nodiscard]] static timer_queue* find(const canopy::detail::executor_core* core) noexcept;
 
  private:
   // A futex_mutex: every timed wait arms and disarms under it, and its

@@ -89,7 +89,8 @@ void keep_received(registration_entry& target, const registration_entry::complet
 
 }  // namespace
 
-uring_backend::uring_backend(const idle_driver& owner, registration_slab& slab, unsigned entries)
+uring_backend::uring_backend(const ext::idle_driver& owner, registration_slab& slab,
+                             unsigned entries)
     : owner_(owner), slab_(slab), readiness_(slab, false) {
   std::error_code error;
   std::string why;
@@ -138,7 +139,7 @@ void uring_backend::arm_watches() noexcept {
 // Whether a worker of this reactor's executor runs on this thread: it
 // submits what it queued when it runs out of work (idle_driver::submit).
 bool uring_backend::submits_for_this_thread() const noexcept {
-  const worker_context* worker = current_worker();
+  const canopy::detail::worker_context* worker = canopy::detail::current_worker();
   return worker != nullptr && worker->core != nullptr && worker->core->driver() == &owner_ &&
          worker->index < worker->core->worker_count();
 }

@@ -43,7 +43,7 @@ class uring_backend {
   // without it (errc::function_not_supported). `owner` is the reactor
   // (a worker of its executor submits at its idle point); `slab` the
   // registrations; both must outlive the backend.
-  uring_backend(const idle_driver& owner, registration_slab& slab, unsigned entries);
+  uring_backend(const ext::idle_driver& owner, registration_slab& slab, unsigned entries);
   ~uring_backend();
   uring_backend(const uring_backend&) = delete;
   uring_backend& operator=(const uring_backend&) = delete;
@@ -84,7 +84,7 @@ class uring_backend {
   void wait_until_reaped(registration_entry& target, std::size_t which,
                          std::uint16_t sequence) noexcept;
 
-  const idle_driver& owner_;
+  const ext::idle_driver& owner_;
   registration_slab& slab_;
   epoll_backend readiness_;
   std::unique_ptr<completion_ring> ring_;

@@ -16,7 +16,7 @@ static_assert(!CANOPY_IO_URING, "without_uring.cpp is built only without the io_
 
 namespace canopy::io::detail {
 
-uring_backend::uring_backend(const idle_driver& owner, registration_slab& slab,
+uring_backend::uring_backend(const ext::idle_driver& owner, registration_slab& slab,
                              unsigned /*entries*/)
     : owner_(owner), slab_(slab), readiness_(slab, false) {
   // Asked for by name: say why it is missing rather than run epoll quietly.

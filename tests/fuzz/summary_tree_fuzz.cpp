@@ -64,7 +64,7 @@ class reference_tree {
 };
 
 struct harness {
-  canopy::summary_tree tree;
+  canopy::detail::summary_tree tree;
   reference_tree model;
   std::uint32_t sleepers = 0;  // sleepers the fuzzer registered (reference)
 
@@ -85,7 +85,7 @@ struct harness {
 
   // Checks the wakes a mutating call reported against the permit state.
   void check_wakes(const std::vector<std::uint64_t>& roots_before,
-                   canopy::permit_semaphore::snapshot before, std::uint32_t wakes_owed) {
+                   canopy::detail::permit_semaphore::snapshot before, std::uint32_t wakes_owed) {
     const auto after = tree.permits().load();
     if (after.permits > after.sleepers) {
       fail("permits exceed sleepers", 0, 0, after.permits);
@@ -180,7 +180,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 2: {  // claim from a word, preferring bits at or after `bit`
-        canopy::summary_tree::activation upward;
+        canopy::detail::summary_tree::activation upward;
         const int claimed = h.tree.claim_task_bit(leaf, signal, bit, upward);
         if (claimed < 0) {
           if (reference != 0) {
@@ -201,7 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 3: {  // claim anywhere in a leaf
-        canopy::summary_tree::activation upward;
+        canopy::detail::summary_tree::activation upward;
         const int claimed = h.tree.claim_in_leaf(leaf, upward);
         if (claimed < 0) {
           if (!h.model.leaf_empty(leaf)) {
@@ -225,7 +225,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 4: {  // claim one given task
-        canopy::summary_tree::activation upward;
+        canopy::detail::summary_tree::activation upward;
         const bool claimed = h.tree.claim_given_bit(leaf, signal, bit, upward);
         if (claimed != ((reference & mask) != 0)) {
           fail("claim_given_bit differs from the reference", leaf, signal, bit);
@@ -280,7 +280,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t remaining = h.model.total();
   std::size_t drained = 0;
   for (std::size_t leaf = 0; leaf < leaves; ++leaf) {
-    canopy::summary_tree::activation upward;
+    canopy::detail::summary_tree::activation upward;
     while (h.tree.claim_in_leaf(leaf, upward) >= 0) {
       ++drained;
     }

@@ -44,11 +44,11 @@ struct reference_allocator {
   }
 };
 
-void write_tag(canopy::task_arena& arena, std::uint32_t slot) {
+void write_tag(canopy::detail::task_arena& arena, std::uint32_t slot) {
   std::memcpy(arena.slot(slot).storage, &slot, sizeof slot);
 }
 
-void check_tag(canopy::task_arena& arena, std::uint32_t slot) {
+void check_tag(canopy::detail::task_arena& arena, std::uint32_t slot) {
   std::uint32_t tag = 0;
   std::memcpy(&tag, arena.slot(slot).storage, sizeof tag);
   if (tag != slot) {
@@ -65,17 +65,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t max_leaves =
       partitions + input.ConsumeIntegralInRange<std::size_t>(0, 2 * partitions);
   const std::size_t initial = input.ConsumeIntegralInRange<std::size_t>(0, max_leaves);
-  canopy::task_arena arena(signals, initial, max_leaves, partitions);
+  canopy::detail::task_arena arena(signals, initial, max_leaves, partitions);
   const std::size_t per_leaf = arena.tasks_per_leaf();
   reference_allocator model;
-  std::array<canopy::task_arena::reservation, 3> reservations{};
+  std::array<canopy::detail::task_arena::reservation, 3> reservations{};
 
   const auto partition_of = [&](std::uint32_t slot) {
-    return canopy::partition_owner(arena.leaf_of(slot), partitions);
+    return canopy::detail::partition_owner(arena.leaf_of(slot), partitions);
   };
   const auto partition_full = [&](std::size_t partition) {
     const std::size_t capacity =
-        canopy::partition_size(partition, max_leaves, partitions) * per_leaf;
+        canopy::detail::partition_size(partition, max_leaves, partitions) * per_leaf;
     std::size_t used = 0;
     for (const std::uint32_t slot : model.live) {
       used += partition_of(slot) == partition ? 1 : 0;
@@ -154,7 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (reservation.free == 0) {
           break;
         }
-        const std::uint32_t slot = canopy::task_arena::take(reservation);
+        const std::uint32_t slot = canopy::detail::task_arena::take(reservation);
         if (model.reserved.erase(slot) != 1) {
           fail("take returned a slot that was not reserved", slot);
         }

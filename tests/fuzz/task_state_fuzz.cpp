@@ -59,7 +59,7 @@ struct task_record;
 
 // The fuzzer's state, shared with task bodies (which run on the worker).
 struct fuzz_world {
-  canopy::executor_core* core = nullptr;
+  canopy::detail::executor_core* core = nullptr;
   std::vector<std::unique_ptr<task_record>> records;
   std::mutex mutex;  // guards plans and records (the worker appends children)
 };
@@ -67,8 +67,9 @@ struct fuzz_world {
 struct task_record {
   fuzz_world* world = nullptr;
   std::size_t number = 0;
-  canopy::task_id id{};
-  std::deque<canopy::run_outcome> plan;  // outcomes of the next runs (guarded by world->mutex)
+  canopy::detail::task_id id{};
+  std::deque<canopy::detail::run_outcome>
+      plan;                              // outcomes of the next runs (guarded by world->mutex)
   bool spawn_child_next_run = false;     // guarded by world->mutex
   std::atomic<bool> hold{false};         // block the next run until released
   std::atomic<bool> held{false};         // a run is blocked in hold
@@ -85,9 +86,9 @@ struct body {
   task_record* record;
 };
 
-canopy::task_id spawn_record(fuzz_world& world, task_record& record);
+canopy::detail::task_id spawn_record(fuzz_world& world, task_record& record);
 
-canopy::run_outcome run_body(void* storage) {
+canopy::detail::run_outcome run_body(void* storage) {
   task_record& record = *static_cast<body*>(storage)->record;
   record.runs_started.fetch_add(1);
   if (record.hold.load()) {
@@ -95,7 +96,7 @@ canopy::run_outcome run_body(void* storage) {
     wait_until([&] { return !record.hold.load(); }, "a held run was never released");
     record.held.store(false);
   }
-  canopy::run_outcome outcome = canopy::run_outcome::suspended;
+  canopy::detail::run_outcome outcome = canopy::detail::run_outcome::suspended;
   task_record* child = nullptr;
   {
     const std::lock_guard lock(record.world->mutex);
@@ -116,21 +117,22 @@ canopy::run_outcome run_body(void* storage) {
   return outcome;
 }
 
-void destroy_body(void* storage, canopy::task_end end) noexcept {
+void destroy_body(void* storage, canopy::detail::task_end end) noexcept {
   task_record& record = *static_cast<body*>(storage)->record;
-  (end == canopy::task_end::completed ? record.destroyed_completed : record.destroyed_dropped)
+  (end == canopy::detail::task_end::completed ? record.destroyed_completed
+                                              : record.destroyed_dropped)
       .fetch_add(1);
 }
 
-constexpr canopy::task_vtable record_vtable{&run_body, &destroy_body};
+constexpr canopy::detail::task_vtable record_vtable{&run_body, &destroy_body};
 
-canopy::task_id spawn_record(fuzz_world& world, task_record& record) {
-  canopy::task_id id{};
+canopy::detail::task_id spawn_record(fuzz_world& world, task_record& record) {
+  canopy::detail::task_id id{};
   const auto status = world.core->spawn_body(
       &record_vtable,
       [](void* storage, void* context) { new (storage) body{static_cast<task_record*>(context)}; },
-      &record, canopy::spawn_mode::fail, &id);
-  if (status != canopy::spawn_status::spawned) {
+      &record, canopy::detail::spawn_mode::fail, &id);
+  if (status != canopy::detail::spawn_status::spawned) {
     fail("spawn failed far below capacity", static_cast<long>(status));
   }
   return id;
@@ -144,12 +146,12 @@ int predict_runs(fuzz_world& world, task_record& record, std::size_t from = 0) {
   for (std::size_t step = from;; ++step) {
     ++runs;
     const auto outcome =
-        step < record.plan.size() ? record.plan[step] : canopy::run_outcome::suspended;
-    if (outcome == canopy::run_outcome::completed) {
+        step < record.plan.size() ? record.plan[step] : canopy::detail::run_outcome::suspended;
+    if (outcome == canopy::detail::run_outcome::completed) {
       record.completed = true;
       return runs;
     }
-    if (outcome == canopy::run_outcome::suspended) {
+    if (outcome == canopy::detail::run_outcome::suspended) {
       return runs;
     }
   }
@@ -182,10 +184,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   config.on_shutdown = input.ConsumeBool() ? canopy::shutdown_policy::drain
                                            : canopy::shutdown_policy::cancel_pending;
   fuzz_world world;
-  auto core = std::make_unique<canopy::executor_core>(config);
+  auto core = std::make_unique<canopy::detail::executor_core>(config);
   world.core = core.get();
   constexpr std::size_t max_tasks = 40;
-  std::vector<canopy::task_id> stale_ids;
+  std::vector<canopy::detail::task_id> stale_ids;
 
   const auto new_record = [&]() -> task_record& {
     auto record = std::make_unique<task_record>();
@@ -227,7 +229,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 1: {  // plan the next outcome of a task
         if (task_record* record = live_record(pick)) {
-          const auto outcome = static_cast<canopy::run_outcome>(input.ConsumeIntegralInRange(0, 2));
+          const auto outcome =
+              static_cast<canopy::detail::run_outcome>(input.ConsumeIntegralInRange(0, 2));
           const std::lock_guard lock(world.mutex);
           if (record->plan.size() < 4) {
             record->plan.push_back(outcome);
@@ -248,7 +251,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           break;
         }
         record->hold.store(true);
-        canopy::run_outcome first = canopy::run_outcome::suspended;
+        canopy::detail::run_outcome first = canopy::detail::run_outcome::suspended;
         {
           const std::lock_guard lock(world.mutex);
           if (!record->plan.empty()) {
@@ -266,7 +269,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // new walk from the next plan entry); a run that yields was going to
         // run again anyway (the wakes are absorbed); a completing run drops
         // them. Predicted before the release: the run pops its plan entry.
-        if (first == canopy::run_outcome::suspended) {
+        if (first == canopy::detail::run_outcome::suspended) {
           record->expected_runs += predict_runs(world, *record, 1);
         }
         record->hold.store(false);
@@ -287,7 +290,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (int index = 0; index < wakes; ++index) {
           wake(*target);  // SCHEDULED, not running: every wake after the first is absorbed
         }
-        for (const canopy::task_id stale : stale_ids) {
+        for (const canopy::detail::task_id stale : stale_ids) {
           if (core->schedule(stale)) {
             fail("a stale-generation wake returned true", stale.slot);
           }
@@ -296,7 +299,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 5: {  // stale-generation wakes (slots may hold new tasks now)
-        for (const canopy::task_id stale : stale_ids) {
+        for (const canopy::detail::task_id stale : stale_ids) {
           if (core->schedule(stale)) {
             fail("a stale-generation wake returned true", stale.slot);
           }
@@ -325,7 +328,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (auto& record : world.records) {
       if (record->completed && record->destroyed_completed.load() == 1) {
         bool known = false;
-        for (const canopy::task_id stale : stale_ids) {
+        for (const canopy::detail::task_id stale : stale_ids) {
           known =
               known || (stale.slot == record->id.slot && stale.generation == record->id.generation);
         }

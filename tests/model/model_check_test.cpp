@@ -25,7 +25,7 @@
 
 namespace {
 
-using canopy::summary_tree;
+using canopy::detail::summary_tree;
 
 struct task_position {
   std::size_t leaf;
@@ -34,7 +34,7 @@ struct task_position {
 };
 
 // The objects of one execution, built afresh for each.
-class world final : public canopy::sleep_probe {
+class world final : public canopy::detail::sleep_probe {
  public:
   // busy_after_first_claim: each worker runs a long task after the first
   // task it claims (it stops searching until the execution ends), so a
@@ -193,7 +193,7 @@ class world final : public canopy::sleep_probe {
   std::size_t workers_;
   std::size_t leaves_;
   summary_tree tree_;
-  canopy::sleep_module sleep_;
+  canopy::detail::sleep_module sleep_;
   // Plain variables several logical threads touch, which the partial-order
   // reduction need not see: the counters are only incremented during an
   // execution (increments commute) and read by the verdict; stop_ changes
@@ -345,7 +345,7 @@ class host_world {
     }
   }
 
-  canopy::host_channel channel_;
+  canopy::detail::host_channel channel_;
   int tasks_;
   host_blocks mode_;
   int ran_ = 0;

@@ -44,9 +44,9 @@
 
 namespace {
 
-using canopy::lifo_slot;
-using canopy::summary_tree;
-using canopy::task_slot;
+using canopy::detail::lifo_slot;
+using canopy::detail::summary_tree;
+using canopy::detail::task_slot;
 using canopy::model::access_kind;
 using canopy::model::note_access;
 
@@ -54,7 +54,7 @@ constexpr std::size_t signals_per_leaf = 2;
 constexpr std::uint32_t slots_per_leaf = signals_per_leaf * 64;
 constexpr std::size_t no_task_index = ~std::size_t{0};
 
-canopy::tree_position position_of(std::uint32_t slot) {
+canopy::detail::tree_position position_of(std::uint32_t slot) {
   return {slot / slots_per_leaf, (slot / 64) % signals_per_leaf, slot % 64};
 }
 
@@ -136,7 +136,7 @@ struct executor_case {
 };
 
 // The objects of one execution, built afresh for each.
-class executor_world final : public canopy::sleep_probe {
+class executor_world final : public canopy::detail::sleep_probe {
  public:
   explicit executor_world(const executor_case& setup)
       : setup_(setup),
@@ -212,7 +212,7 @@ class executor_world final : public canopy::sleep_probe {
       note_access(&live_, access_kind::write);
       checking_ = true;
       zero_seen_ = live_ == 0;
-      const bool quiescent = canopy::pool_is_quiescent(sleep_, tree_, epochs_);
+      const bool quiescent = canopy::detail::pool_is_quiescent(sleep_, tree_, epochs_);
       note_access(&live_, access_kind::write);
       checking_ = false;
       if (quiescent) {
@@ -248,7 +248,8 @@ class executor_world final : public canopy::sleep_probe {
       parked_workers += parked[index] ? 1 : 0;
       busy_workers += workers_[index]->busy ? 1 : 0;
       any_gave_up = any_gave_up || workers_[index]->gave_up;
-      const bool yield_bit = (sleep_.waker(index).status() & canopy::signal_waker::yield_bit) != 0;
+      const bool yield_bit =
+          (sleep_.waker(index).status() & canopy::detail::signal_waker::yield_bit) != 0;
       if (yield_bit != !workers_[index]->yields.empty()) {
         return "worker " + std::to_string(index) + "'s yield bit disagrees with its yield queue";
       }
@@ -344,7 +345,7 @@ class executor_world final : public canopy::sleep_probe {
  private:
   struct worker_state {
     lifo_slot lifo;
-    canopy::yield_queue yields;
+    canopy::detail::yield_queue yields;
     bool last_from_yield = false;
     bool busy = false;     // runs a long task until the end (owner only)
     bool gave_up = false;  // searched total_rounds in vain (owner only)
@@ -374,7 +375,7 @@ class executor_world final : public canopy::sleep_probe {
 
   // executor_core::signal_task: the task bit, then a wake per the protocol.
   void signal(std::uint32_t slot) {
-    const canopy::tree_position where = position_of(slot);
+    const canopy::detail::tree_position where = position_of(slot);
     canopy::model::post_task(tree_, sleep_, where.leaf, where.signal, where.bit);
   }
 
@@ -554,19 +555,20 @@ class executor_world final : public canopy::sleep_probe {
   // `take_back`, canopy::join's take_back_unrun: the same claim).
   void join(std::size_t worker, std::size_t awaited, bool take_back) {
     const task_plan& task = setup_.tasks[awaited];
-    const canopy::task_id id{task.slot, task.generation};
+    const canopy::detail::task_id id{task.slot, task.generation};
     canopy::sync::atomic<std::uint64_t>& state = state_of(task.slot);
-    const canopy::pending_claim claim = canopy::claim_pending_task(
+    const canopy::detail::pending_claim claim = canopy::detail::claim_pending_task(
         state, id, workers_[worker]->lifo, tree_, position_of, [this](std::uint32_t permits) {
           if (permits != 0) {
             sleep_.wake_for_permits(permits);
           }
         });
-    if (claim == canopy::pending_claim::took_next_task) {
+    if (claim == canopy::detail::pending_claim::took_next_task) {
       signal(task.slot);  // as executor_core::claim_pending: back into the tree
       return;
     }
-    if (claim != canopy::pending_claim::from_lifo && claim != canopy::pending_claim::from_tree) {
+    if (claim != canopy::detail::pending_claim::from_lifo &&
+        claim != canopy::detail::pending_claim::from_tree) {
       return;  // not runnable, or someone else took it: the awaiter would suspend
     }
     const std::uint64_t now = state.peek();
@@ -632,7 +634,7 @@ class executor_world final : public canopy::sleep_probe {
  private:
   const executor_case& setup_;
   summary_tree tree_;
-  canopy::sleep_module sleep_;
+  canopy::detail::sleep_module sleep_;
   std::vector<std::unique_ptr<worker_state>> workers_;
   std::map<std::uint32_t, std::unique_ptr<canopy::sync::atomic<std::uint64_t>>> states_;
   // Plain variables several threads touch. runs_ and completed_ are only

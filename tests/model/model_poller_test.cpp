@@ -35,7 +35,7 @@ namespace {
 // Every event first makes itself visible (counter or list), then bumps the
 // generation an epoll_wait blocks on, then wakes that waiter: a waiter that
 // checked before the event sees the generation moved and does not block.
-class model_kernel_driver final : public canopy::idle_driver {
+class model_kernel_driver final : public canopy::ext::idle_driver {
  public:
   // The poster side (any thread): an edge lands on the ready list.
   void readiness_edge() noexcept {
@@ -141,7 +141,7 @@ class poller_world final : public canopy::model::driver_world {
         }
         continue;
       }
-      const canopy::idle_report report = search.found_none(sleep_, worker, *this);
+      const canopy::detail::idle_report report = search.found_none(sleep_, worker, *this);
       if (report.holds_poller) {
         driver_.dispatch();
         sleep_.release_poller();
@@ -178,7 +178,7 @@ class poller_world final : public canopy::model::driver_world {
   task_position io_task_;
   std::uint32_t poll_interval_;
   model_kernel_driver driver_;
-  canopy::driver_park_backend backend_;
+  canopy::detail::driver_park_backend backend_;
 };
 
 using canopy::model::under_thread_sanitizer;

@@ -29,7 +29,7 @@ namespace canopy::model {
 // out unless a case runs a canceller. The fields it guards
 // (eventfd_watched_, pending_, poller_waiting_) are plain here: the checker
 // switches threads only at schedule points.
-class model_ring_driver final : public idle_driver {
+class model_ring_driver final : public ext::idle_driver {
  public:
   model_ring_driver(model_ring_kernel& kernel, bool canceller) noexcept
       : kernel_(kernel), canceller_(canceller) {}

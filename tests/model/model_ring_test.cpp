@@ -107,11 +107,11 @@ class ring_world final : public canopy::model::driver_world {
           driver_.submit();
         }
       }
-      const canopy::idle_report report = search.found_none(sleep_, worker, *this);
+      const canopy::detail::idle_report report = search.found_none(sleep_, worker, *this);
       if (report.holds_poller) {
         const std::size_t delivered = driver_.dispatch();
         // The poller woke itself (wait() said it collected something).
-        if (report.parked && report.reason == canopy::wake_reason::io && delivered == 0 &&
+        if (report.parked && report.reason == canopy::detail::wake_reason::io && delivered == 0 &&
             !driver_.take_kept_reaped_elsewhere()) {
           ++woke_for_nothing_;
         }
@@ -210,7 +210,7 @@ class ring_world final : public canopy::model::driver_world {
   bool canceller_;
   model_ring_kernel kernel_;
   model_ring_driver driver_;
-  canopy::driver_park_backend backend_;
+  canopy::detail::driver_park_backend backend_;
   int requests_ = 0;
   int delivered_ = 0;
   int woke_for_nothing_ = 0;

@@ -14,6 +14,15 @@
 
 namespace canopy::model {
 
+// The protocol's parts are the executor's internals (canopy::detail).
+using detail::idle_report;
+using detail::idle_state;
+using detail::signal_waker;
+using detail::sleep_module;
+using detail::sleep_probe;
+using detail::summary_tree;
+using detail::wake_reason;
+
 #if defined(__SANITIZE_THREAD__)
 inline constexpr bool under_thread_sanitizer = true;
 #elif defined(__has_feature)

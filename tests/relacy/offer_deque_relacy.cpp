@@ -20,20 +20,20 @@ namespace {
 
 constexpr int job_count = 7;
 
-struct payload_job : canopy::offered_job {
+struct payload_job : canopy::detail::offered_job {
   rl::var<int> payload;
 };
 
 // Odd entries are tasks (a slot index, as canopy::spawn offers), even ones
 // callables; a task's "body" is task_payload[index].
 struct world {
-  canopy::basic_offer_deque<4> deque;
+  canopy::detail::basic_offer_deque<4> deque;
   std::array<payload_job, job_count> jobs;
   std::array<rl::var<int>, job_count> task_payload;
   std::array<canopy::sync::atomic<int>, job_count> taken{};
   std::array<bool, job_count> pushed{};
 
-  void take(canopy::offer entry) {
+  void take(canopy::detail::offer entry) {
     if (entry.empty()) {
       return;
     }
@@ -55,17 +55,17 @@ struct world {
     const auto at = static_cast<std::size_t>(index);
     if (index % 2 == 1) {
       task_payload[at]($) = index + 1;
-      pushed[at] = deque.push(canopy::offer::of_task(static_cast<std::uint32_t>(index)));
+      pushed[at] = deque.push(canopy::detail::offer::of_task(static_cast<std::uint32_t>(index)));
     } else {
       jobs[at].payload($) = index + 1;
-      pushed[at] = deque.push(canopy::offer::of_job(jobs[at]));
+      pushed[at] = deque.push(canopy::detail::offer::of_job(jobs[at]));
     }
   }
 
   // The owner's take-back at an await: what newest() showed, or nothing.
   void pop_newest() {
-    const canopy::offer seen = deque.newest();
-    const canopy::offer got = deque.pop();
+    const canopy::detail::offer seen = deque.newest();
+    const canopy::detail::offer got = deque.pop();
     RL_ASSERT(got.empty() || got == seen);
     take(got);
   }

@@ -33,7 +33,7 @@
 
 namespace {
 
-using canopy::summary_tree;
+using canopy::detail::summary_tree;
 
 struct task_position {
   std::size_t leaf;
@@ -50,7 +50,7 @@ struct wake_case {
 
 // The objects of one execution, built afresh for each (Relacy's atomics
 // exist only inside a simulation).
-class world final : public canopy::sleep_probe {
+class world final : public canopy::detail::sleep_probe {
  public:
   world(const wake_case& setup)
       : setup_(setup),
@@ -102,7 +102,7 @@ class world final : public canopy::sleep_probe {
 
   const wake_case& setup_;
   summary_tree tree_;
-  canopy::sleep_module sleep_;
+  canopy::detail::sleep_module sleep_;
   int total_ = 0;
   int claimed_ = 0;
   bool stop_ = false;
