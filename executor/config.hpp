@@ -67,7 +67,8 @@ struct executor_config {
   // Shared so that it outlives every task the executor destroys at shutdown.
   std::shared_ptr<ext::idle_driver> driver;
   // While no worker is parked as the poller, a busy worker polls the driver
-  // without blocking once per this many tasks (tokio: 61). 1..1000000.
+  // without blocking once per this many tasks (tokio: 61), and sooner when
+  // the driver says a deadline is due or completions wait. 1..1000000.
   std::uint32_t driver_poll_interval = 61;
 
   // Trace of worker activity (executor/trace.hpp, docs/tracing.md): when

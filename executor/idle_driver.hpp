@@ -90,7 +90,29 @@ class idle_driver {
   // fires nothing and refreshes the hint.
   [[nodiscard]] bool deadline_may_be_due() const noexcept;
 
+  // Any thread, wait-free: whether completions may wait in the driver's
+  // completion queue for dispatch() (set_completion_queue_view below; false
+  // for a driver without one). A busy worker then polls the driver before
+  // its interval is up, so that a completion is not left waiting for up
+  // to driver_poll_interval tasks. A no can be stale (relaxed: the entry
+  // is then seen at the next task or the next poll); a yes means a poll
+  // finds something, unless another poller reaps it first.
+  [[nodiscard]] bool completions_may_be_waiting() const noexcept {
+    return completion_tail_ != nullptr &&
+           sync::load_shared_relaxed(completion_tail_) !=
+               sync::load_shared_relaxed(completion_head_);
+  }
+
  protected:
+  // A driver whose completions arrive in a queue in shared memory (an
+  // io_uring completion queue: the kernel advances `tail`, dispatch()
+  // advances `head`) shows its two indexes here, from its constructor,
+  // before an executor is given it; both words outlive the driver's use.
+  void set_completion_queue_view(const std::uint32_t* head, const std::uint32_t* tail) noexcept {
+    completion_head_ = head;
+    completion_tail_ = tail;
+  }
+
   // The driver's deadline source (null: none). Whoever replaces it keeps the
   // old one alive until no worker can be asking deadline_may_be_due() (the
   // executor's workers are joined first).
@@ -106,6 +128,10 @@ class idle_driver {
 
  private:
   sync::atomic<deadline_source*> deadlines_{nullptr};
+  // Written once, before any worker of the executor exists (its threads
+  // start after the driver is built): plain.
+  const std::uint32_t* completion_head_ = nullptr;
+  const std::uint32_t* completion_tail_ = nullptr;
 };
 
 // A source of deadlines for a driver (io/ timers): the driver sleeps at most

@@ -128,9 +128,10 @@ void executor_core::worker_main(std::size_t index) {
 
 void executor_core::count_towards_driver_poll(worker_state& self) noexcept {
   // Every driver_poll_interval tasks for readiness (tokio's 61), and as soon
-  // as a timer is due, so that a busy pool fires timers within one task's run.
+  // as a timer is due or completions wait, so that a busy pool fires timers
+  // and delivers completions within one task's run.
   if (++self.since_driver_poll < config_.driver_poll_interval &&
-      !config_.driver->deadline_may_be_due()) {
+      !config_.driver->completions_may_be_waiting() && !config_.driver->deadline_may_be_due()) {
     return;
   }
   self.since_driver_poll = 0;

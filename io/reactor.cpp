@@ -38,6 +38,11 @@ reactor::reactor(reactor_options options)
     uring_ = std::make_unique<uring_backend>(*this, slab_, options.ring_entries);
     readiness_ = &uring_->readiness();
     backend_ = io_backend::io_uring;
+    // A busy worker looks at the completion queue after each task and
+    // polls when entries wait there, rather than every
+    // driver_poll_interval tasks: a completion has no system call of the
+    // worker's to ride on, as epoll's readiness has the task's own read.
+    set_completion_queue_view(uring_->completion_head(), uring_->completion_tail());
   } else {
     epoll_ = std::make_unique<epoll_backend>(slab_, true);
     readiness_ = epoll_.get();

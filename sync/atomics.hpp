@@ -81,6 +81,14 @@ inline void fence_seq_cst() noexcept { std::atomic_thread_fence(std::memory_orde
 #endif
 #endif
 
+// A relaxed load of a word that another party (the kernel, through memory
+// it shares with the process, such as an io_uring queue index) writes with
+// its own atomics: the word is not a std::atomic of ours, so the load is
+// made through the compiler's atomic built-in.
+inline std::uint32_t load_shared_relaxed(const std::uint32_t* word) noexcept {
+  return __atomic_load_n(word, __ATOMIC_RELAXED);
+}
+
 // Busy-wait hint for short spins.
 inline void spin_pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)

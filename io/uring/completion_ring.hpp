@@ -126,6 +126,11 @@ class completion_ring {
     return count;
   }
   [[nodiscard]] bool has_completions() noexcept { return io_uring_cq_ready(&ring_) != 0; }
+  // The completion queue's indexes in the memory shared with the kernel
+  // (the kernel advances the tail, reap() the head), for a hint read
+  // without the reaping lock (ext::idle_driver::completions_may_be_waiting).
+  [[nodiscard]] const std::uint32_t* completion_head() const noexcept { return ring_.cq.khead; }
+  [[nodiscard]] const std::uint32_t* completion_tail() const noexcept { return ring_.cq.ktail; }
 
   // ---- cancellation (any thread) ----
   // Make sure the kernel is done with the request carrying `user_data`,

@@ -164,6 +164,13 @@ void uring_backend::workers_stopped() noexcept {
 
 bool uring_backend::has_queued_requests() const noexcept { return ring_->has_unsubmitted(); }
 
+const std::uint32_t* uring_backend::completion_head() const noexcept {
+  return ring_->completion_head();
+}
+const std::uint32_t* uring_backend::completion_tail() const noexcept {
+  return ring_->completion_tail();
+}
+
 completion_status uring_backend::start(registration_id id, direction which, const waker& waiter,
                                        const completion_request& request, std::uint16_t& sequence,
                                        std::int32_t& result, std::error_code& error) noexcept {

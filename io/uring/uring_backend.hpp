@@ -72,6 +72,11 @@ class uring_backend {
   void cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
                       unsigned position) noexcept;
 
+  // The ring's completion-queue indexes (completion_ring.hpp), for the
+  // reactor's completions_may_be_waiting() hint; valid for the backend's life.
+  [[nodiscard]] const std::uint32_t* completion_head() const noexcept;
+  [[nodiscard]] const std::uint32_t* completion_tail() const noexcept;
+
   // Adds the ring's counters and the readiness half's to `stats`.
   void add_stats(reactor_stats& stats) const noexcept;
 

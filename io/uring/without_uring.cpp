@@ -57,6 +57,8 @@ void uring_backend::abandon(registration_id /*id*/, direction /*which*/,
                             std::uint16_t /*sequence*/) noexcept {}
 
 bool uring_backend::has_queued_requests() const noexcept { return false; }
+const std::uint32_t* uring_backend::completion_head() const noexcept { return nullptr; }
+const std::uint32_t* uring_backend::completion_tail() const noexcept { return nullptr; }
 
 void uring_backend::cancel_request(registration_id /*id*/, std::size_t /*which*/,
                                    std::uint16_t /*sequence*/, unsigned /*position*/) noexcept {}
