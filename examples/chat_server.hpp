@@ -1,6 +1,6 @@
 // chat_server.hpp — a line-based chat room on Canopy's toolkit, as a small
 // library: examples/chat_server.cpp is its command line, and
-// tests/chat_server_test.cpp drives it in-process. Public headers only.
+// tests/examples/chat_server_test.cpp drives it in-process. Public headers only.
 //
 //   chat::server room(chat::options{.port = 7000, .unix_path = "/tmp/chat.sock"});
 //   chat::report what = room.wait();   // until SIGINT/SIGTERM or options.max_run

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# check_cited_paths.sh — every repository file a comment or a document cites
-# exists. Scans README.md, docs/*.md (not docs/history/, a log of its time)
-# and the sources, tests, benchmarks and examples for paths that start with
-# one of the repository's folders and end in a file extension, and reports
-# each one that names no file. Run by ./run.sh test (plain suite).
+# check_cited_paths.sh — every repository file and folder a comment or a
+# document cites exists. Scans README.md, docs/*.md (not docs/history/, a
+# log of its time), run.sh, .ci/run and, in every folder below, the sources,
+# scripts, build files and documents (not bench/results/, dated logs like
+# docs/history/) for paths that start with one of the repository's folders
+# and end in a file extension (executor/task_arena.hpp) or a slash
+# (executor/host/), and reports each one that names nothing. Also fails on a
+# link under include/ (include/canopy/detail/<folder>) whose folder is gone.
+# Run by ./run.sh test (plain suite).
 # Last line: "cited paths: N checked, M missing".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -39,9 +43,19 @@ scan_list=()
 for dir in "${folder_list[@]}"; do
   [ "$dir" = docs ] || scan_list+=("$dir")
 done
-pattern="(^|[^A-Za-z0-9_./-])(${folders})/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(hpp|cpp|h|md|sh|py|rs|build|txt|in|ini|json)\b"
+extensions="hpp|cpp|h|md|sh|py|rs|build|txt|in|ini|json|jsonl|toml|svg|csv"
+file_pattern="(^|[^A-Za-z0-9_./-])(${folders})/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(${extensions})\b"
+folder_pattern="(^|[^A-Za-z0-9_./-])(${folders})/([A-Za-z0-9_.-]+/)*"
 checked=0
 missing=0
+# The links that give the public headers their detail/ paths.
+while IFS= read -r link; do
+  checked=$((checked + 1))
+  if [ ! -e "$link" ]; then
+    echo "-- $link links to $(readlink "$link"), which does not exist" >&2
+    missing=$((missing + 1))
+  fi
+done < <(find include -type l | sort)
 while IFS= read -r file; do
   while IFS= read -r cited; do
     checked=$((checked + 1))
@@ -52,13 +66,20 @@ while IFS= read -r file; do
       echo "-- $file cites $cited, which does not exist" >&2
       missing=$((missing + 1))
     fi
-  done < <(grep -oE "$pattern" "$file" | sed -E "s/^[^A-Za-z0-9_]//" | sort -u)
+  done < <({
+    grep -oE "$file_pattern" "$file"
+    grep -oE "$folder_pattern" "$file"
+  } | sed -E "s/^[^A-Za-z0-9_]//" | sort -u)
 done < <(
   {
     echo README.md
+    echo run.sh
+    echo .ci/run
     find docs -maxdepth 1 -name '*.md'
-    find "${scan_list[@]}" -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.sh' -o -name '*.py' \
-      -o -name 'meson.build' -o -name '*.rs' \) -not -path '*/corpus/*' 2>/dev/null
+    find "${scan_list[@]}" -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' -o -name '*.sh' \
+      -o -name '*.py' -o -name 'meson.build' -o -name '*.rs' -o -name '*.md' -o -name '*.toml' \
+      -o -name '*.ini' -o -name '*.in' -o -name 'CMakeLists.txt' \) \
+      -not -path '*/corpus/*' -not -path 'bench/results/*' -not -path '*/target/*' 2>/dev/null
     find . -maxdepth 1 -name meson.build
   } | sort -u
 )

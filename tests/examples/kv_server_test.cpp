@@ -1,5 +1,5 @@
 // examples/kv_server driven as a user would: the built binary, real
-// clients. tests/kv_server_check.py (Python sockets, curl) checks every
+// clients. tests/examples/kv_server_check.py (Python sockets, curl) checks every
 // reply of many concurrent clients, bad input, expiry, the JSON stats page,
 // SIGTERM under load (exit 0, every acknowledged SET in the log) and the
 // drain deadline (a client that never reads is cut at --drain-ms); the

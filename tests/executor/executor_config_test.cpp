@@ -1,4 +1,4 @@
-// The README's executor promises that executor_contract_test does not cover,
+// The README's executor promises that executor_api_test does not cover,
 // through the public headers only: executor_config's ranges (each field
 // named), the trace file loading as JSON, stats()' live_tasks, capacity and
 // the counters a cancel and a shutdown move, and a null function pointer or

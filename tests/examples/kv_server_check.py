@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Drives examples/kv_server with real clients; tests/kv_server_test.cpp runs it.
+"""Drives examples/kv_server with real clients; tests/examples/kv_server_test.cpp runs it.
 
     kv_server_check.py SERVER_BINARY CASE     (CASE: replies, sigterm, deadline)
 

@@ -1,4 +1,4 @@
-// The README's signal and HTTP promises that io_contract_test does not
+// The README's signal and HTTP promises that io_api_test does not
 // cover, through the public headers only: two signal_sets watching one
 // signal (each signal read by exactly one), a cancelled wait leaving its
 // set usable (task and fiber), and curl against the HTTP server with a

@@ -2,8 +2,8 @@
 // through the public headers only: task_group's failure and cancel rules,
 // the blocking pool's limits and errors, channels closed under waiters, the
 // semaphore's bad arguments, async_event's manual reset, and fibers' stacks,
-// exceptions and unwinding (the executor's own promises: executor_contract_test
-// and executor_config_contract_test).
+// exceptions and unwinding (the executor's own promises: executor_api_test
+// and executor_config_test).
 #include <doctest/doctest.h>
 
 #include <atomic>
