@@ -23,7 +23,7 @@
 #include <limits>
 #include <optional>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 class executor_core;

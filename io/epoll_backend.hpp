@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "reactor_types.hpp"
 #include "registration_slab.hpp"
 

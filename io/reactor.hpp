@@ -69,7 +69,7 @@
 #include "../executor/config.hpp"
 #include "../executor/executor.hpp"
 #include "../executor/idle_driver.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "../wait/waker.hpp"
 #include "reactor_types.hpp"
 #include "registration_slab.hpp"

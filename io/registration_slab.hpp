@@ -29,8 +29,8 @@
 #include <system_error>
 #include <vector>
 
-#include "../sync/atomics.hpp"
-#include "../sync/futex_mutex.hpp"
+#include "../atomics/atomics.hpp"
+#include "../atomics/futex_mutex.hpp"
 #include "../wait/waker.hpp"
 
 namespace canopy::io::detail {

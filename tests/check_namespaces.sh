@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.." || exit 1
 # The implementation folders checked. io/ is the next one: its types still
 # sit in canopy::io beside the public ones (issue 39, part 3).
 folders=(executor summary_tree signal_waker wait coroutine fiber fork_join task_group
-  task_sync blocking embed sync)
+  task_sync blocking embed atomics)
 
 # The public types: a new type in plain canopy (or another namespace without
 # `detail` in its name) fails until it is added here, deliberately.
@@ -58,7 +58,7 @@ not_yet_moved=(
   # and docs/coroutines.md names stack_pool::set_guard_limit(), so the
   # stack pool's face is to be decided (public, or the example changed).
   canopy::fiber_stack canopy::stack_pool_stats
-  # sync/: the atomics and futex layer, and the checking builds' atomics;
+  # atomics/: the atomics and futex layer, and the checking builds' atomics;
   # the folder and its namespace are to be renamed (issue 39, part 3).
   canopy::sync::atomic canopy::sync::futex_mutex canopy::sync::memory_order canopy::sync::thread
   canopy::model::access_kind canopy::model::atomic

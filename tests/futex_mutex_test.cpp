@@ -1,11 +1,11 @@
-// sync::futex_mutex on real threads (sync/futex_mutex.hpp). The model check
+// sync::futex_mutex on real threads (atomics/futex_mutex.hpp). The model check
 // and Relacy cases (tests/model/, tests/relacy/) explore two and three
 // lockers exhaustively or at random; these run more threads than cores,
 // so the spin gives up and lockers sleep on the futex, and a holder that
 // sleeps under the lock (as reactor::add does across epoll_ctl) sends every
 // other locker to the futex. A lost wake-up shows as the watchdog's
 // timeout, a broken exclusion as a wrong count.
-#include "sync/futex_mutex.hpp"
+#include "atomics/futex_mutex.hpp"
 
 #include <doctest/doctest.h>
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <utility>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "wait_link.hpp"
 
 namespace canopy {

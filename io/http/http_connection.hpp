@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "http_chars.hpp"
 #include "http_parser.hpp"
 

@@ -45,7 +45,7 @@
 #include <system_error>
 #include <utility>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "http_connection.hpp"
 #include "http_response.hpp"
 #include "http_server.hpp"

@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "http_connection.hpp"
 #include "http_connection_loop.hpp"
 

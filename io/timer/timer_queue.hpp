@@ -31,8 +31,8 @@
 
 #include "../../executor/executor_core.hpp"
 #include "../../executor/idle_driver.hpp"
-#include "../../sync/atomics.hpp"
-#include "../../sync/futex_mutex.hpp"
+#include "../../atomics/atomics.hpp"
+#include "../../atomics/futex_mutex.hpp"
 #include "../../wait/waker.hpp"
 #include "timer_wheel.hpp"
 

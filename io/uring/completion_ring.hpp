@@ -54,7 +54,7 @@
 #include <string>
 #include <system_error>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #endif
 
 namespace canopy::io::detail {

@@ -24,7 +24,7 @@
 #include <system_error>
 
 #include "../../executor/idle_driver.hpp"
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "../../wait/waker.hpp"
 #include "../epoll_backend.hpp"
 #include "../reactor_types.hpp"

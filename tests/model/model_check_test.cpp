@@ -17,7 +17,7 @@
 #include "executor/host/host_channel.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/protocol_steps.hpp"

@@ -8,7 +8,7 @@
 #include <new>
 #include <utility>
 
-#include "sync/model_atomic.hpp"
+#include "atomics/model_atomic.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" {

@@ -36,7 +36,7 @@
 #include "executor/yield_queue.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/explored_bound.hpp"
 #include "tests/model/model_checker.hpp"

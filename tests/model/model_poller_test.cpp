@@ -22,7 +22,7 @@
 
 #include "executor/driver_park_backend.hpp"
 #include "executor/idle_driver.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/driver_world.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/model_checker.hpp"

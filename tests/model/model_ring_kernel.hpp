@@ -18,7 +18,7 @@
 #include <deque>
 #include <optional>
 
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/model_checker.hpp"
 
 namespace canopy::model {

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "executor/idle_driver.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/model_ring_kernel.hpp"
 

@@ -7,7 +7,7 @@
 // parks until its node's state leaves `waiting`. A lost wake-up shows as an
 // execution that ends with a thread parked; tests/model/mutants.sh removes
 // each re-check to show that the cases notice. The same file checks
-// sync::futex_mutex (sync/futex_mutex.hpp), the reactor's and the timer
+// sync::futex_mutex (atomics/futex_mutex.hpp), the reactor's and the timer
 // queue's lock: mutual exclusion, and no locker left asleep.
 #include <doctest/doctest.h>
 
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "sync/atomics.hpp"
-#include "sync/futex.hpp"
-#include "sync/futex_mutex.hpp"
+#include "atomics/atomics.hpp"
+#include "atomics/futex.hpp"
+#include "atomics/futex_mutex.hpp"
 #include "task_sync/channel_core.hpp"
 #include "task_sync/semaphore_core.hpp"
 #include "tests/model/expect_clean.hpp"

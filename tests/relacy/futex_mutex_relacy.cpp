@@ -1,4 +1,4 @@
-// Weak-memory check of sync::futex_mutex (sync/futex_mutex.hpp): the real
+// Weak-memory check of sync::futex_mutex (atomics/futex_mutex.hpp): the real
 // lock under Relacy's simulation of the C++ memory model. Each thread takes
 // the lock, reads and writes a Relacy variable the previous holders wrote
 // (a read without a happens-before edge from their unlock is reported as a
@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <optional>
 
-#include "sync/atomics.hpp"  // first: Relacy, then its allocation macros taken back
-#include "sync/futex_mutex.hpp"
+#include "atomics/atomics.hpp"  // first: Relacy, then its allocation macros taken back
+#include "atomics/futex_mutex.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "executor/offer_deque.hpp"
-#include "sync/atomics.hpp"  // first: Relacy, then its allocation macros taken back
+#include "atomics/atomics.hpp"  // first: Relacy, then its allocation macros taken back
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Weak-memory check of the wake protocol: the real summary_tree,
 // permit_semaphore, signal_waker and sleep_module sources, compiled with
 // CANOPY_RELACY so that every sync::atomic is a Relacy atomic with the
-// memory order the code names (sync/relacy_atomic.hpp), run under Relacy's
+// memory order the code names (atomics/relacy_atomic.hpp), run under Relacy's
 // simulation of the C++ memory model. The model check (tests/model/)
 // explores sequentially consistent interleavings; here a relaxed or acquire
 // load may read an older store, so a fence or seq_cst order the protocol
@@ -28,7 +28,7 @@
 
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"  // first: Relacy, then its allocation macros taken back
+#include "atomics/atomics.hpp"  // first: Relacy, then its allocation macros taken back
 #include "tests/model/protocol_steps.hpp"
 
 namespace {

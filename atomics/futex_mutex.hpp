@@ -15,7 +15,7 @@
 //
 // Not recursive, not fair. Any thread may lock; only the holder unlocks.
 // Meets Lockable (std::lock_guard, std::unique_lock). Built on
-// sync/atomics.hpp and sync/futex.hpp, so the model checker (tests/model/)
+// atomics/atomics.hpp and atomics/futex.hpp, so the model checker (tests/model/)
 // runs this very code with its own atomics and parking.
 #pragma once
 
