@@ -24,7 +24,7 @@
 #include "atomics.hpp"
 #include "futex.hpp"
 
-namespace canopy::sync {
+namespace canopy::detail::sync {
 
 class futex_mutex {
  public:
@@ -98,4 +98,4 @@ class futex_mutex {
   atomic<std::uint32_t> word_{free};
 };
 
-}  // namespace canopy::sync
+}  // namespace canopy::detail::sync

@@ -58,11 +58,6 @@ not_yet_moved=(
   # and docs/coroutines.md names stack_pool::set_guard_limit(), so the
   # stack pool's face is to be decided (public, or the example changed).
   canopy::fiber_stack canopy::stack_pool_stats
-  # atomics/: the atomics and futex layer, and the checking builds' atomics;
-  # the folder and its namespace are to be renamed (issue 39, part 3).
-  canopy::sync::atomic canopy::sync::futex_mutex canopy::sync::memory_order canopy::sync::thread
-  canopy::model::access_kind canopy::model::atomic
-  canopy::relacy::atomic canopy::relacy::call_site canopy::relacy::memory_order
 )
 
 mode=check

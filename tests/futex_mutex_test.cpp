@@ -22,7 +22,7 @@ namespace {
 // Plain counters guarded by the mutex: two holders at once lose updates
 // (and ThreadSanitizer reports the race).
 struct guarded {
-  canopy::sync::futex_mutex mutex;
+  canopy::detail::sync::futex_mutex mutex;
   long count = 0;
   long inside = 0;
   long overlaps = 0;
@@ -70,7 +70,7 @@ TEST_CASE("futex_mutex: six threads on two cores, every increment kept, no two h
 }
 
 TEST_CASE("futex_mutex: try_lock fails while held and succeeds after unlock") {
-  canopy::sync::futex_mutex mutex;
+  canopy::detail::sync::futex_mutex mutex;
   mutex.lock();
   bool taken_elsewhere = true;
   std::thread other([&] { taken_elsewhere = mutex.try_lock(); });

@@ -37,7 +37,7 @@
 
 #include "atomics/model_atomic.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 // One execution of a scenario: the logical threads to run and the check to
 // make when every thread has finished or is parked.
@@ -72,4 +72,4 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
 
 // schedule_point, note_access, park_on and unpark_on: atomics/model_atomic.hpp.
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

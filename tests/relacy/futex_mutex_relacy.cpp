@@ -18,18 +18,18 @@ namespace {
 constexpr int rounds = 2;
 
 struct world {
-  canopy::sync::futex_mutex mutex;
+  canopy::detail::sync::futex_mutex mutex;
   rl::var<int> count;  // guarded by mutex
-  canopy::sync::atomic<int> inside{0};
+  canopy::detail::sync::atomic<int> inside{0};
 
   world() { count($) = 0; }
 
   void lock_unlock() {
     for (int round = 0; round < rounds; ++round) {
       mutex.lock();
-      RL_ASSERT(inside.fetch_add(1, canopy::sync::relaxed) == 0);
+      RL_ASSERT(inside.fetch_add(1, canopy::detail::sync::relaxed) == 0);
       count($) = count($) + 1;
-      inside.fetch_sub(1, canopy::sync::relaxed);
+      inside.fetch_sub(1, canopy::detail::sync::relaxed);
       mutex.unlock();
     }
   }

@@ -63,14 +63,14 @@ class world final : public canopy::detail::sleep_probe {
 
   void produce_all(const std::vector<task_position>& tasks) {
     for (const task_position& task : tasks) {
-      canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
+      canopy::detail::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
     }
   }
 
   // A worker: claim (own leaves first), else go through the idle protocol
   // and park. Ends when every task is claimed.
   void work(std::size_t worker) {
-    canopy::model::search_steps search;
+    canopy::detail::model::search_steps search;
     while (!stop_) {
       if (claim_one(worker)) {
         search.found_work(tree_, sleep_);
@@ -90,7 +90,7 @@ class world final : public canopy::detail::sleep_probe {
   void about_to_block(std::size_t /*worker*/) noexcept override {}
 
   bool claim_one(std::size_t worker) {
-    if (!canopy::model::claim_any_task(tree_, sleep_, worker, setup_.leaves)) {
+    if (!canopy::detail::model::claim_any_task(tree_, sleep_, worker, setup_.leaves)) {
       return false;
     }
     if (++claimed_ == total_) {
