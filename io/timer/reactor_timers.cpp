@@ -23,7 +23,7 @@ void reactor::bind(canopy::detail::executor_core& core) {
   if (timers_ != nullptr) {
     timers_->set_earlier_deadline_listener(&notify_reactor, this);
     try {
-      timer_queue::attach(core, *timers_);  // throws past 64 executors with timers
+      detail::timer_queue::attach(core, *timers_);  // throws past 64 executors with timers
     } catch (...) {
       bound_core_.store(nullptr, canopy::detail::sync::relaxed);
       throw;
@@ -39,7 +39,7 @@ void reactor::unbind(canopy::detail::executor_core& core) noexcept {
   }
   if (timers_bound_) {
     set_deadline_source(nullptr);
-    timer_queue::detach(core);
+    detail::timer_queue::detach(core);
     timers_bound_ = false;
   }
   bound_core_.store(nullptr, canopy::detail::sync::relaxed);
@@ -50,9 +50,9 @@ reactor_timers::reactor_timers(executor& pool)
   if (queue_ != nullptr) {
     return;
   }
-  added_ = std::make_unique<timer_queue>();
+  added_ = std::make_unique<detail::timer_queue>();
   added_->set_earlier_deadline_listener(&notify_reactor, reactor_);
-  timer_queue::attach(*core_, *added_);
+  detail::timer_queue::attach(*core_, *added_);
   reactor_->set_deadline_source(added_.get());
   queue_ = added_.get();
 }
@@ -61,7 +61,7 @@ reactor_timers::~reactor_timers() {
   core_->shutdown();
   if (added_ != nullptr) {
     reactor_->set_deadline_source(nullptr);
-    timer_queue::detach(*core_);
+    detail::timer_queue::detach(*core_);
   }
 }
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <stdexcept>
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 namespace {
 
@@ -232,4 +232,4 @@ timer_queue& timer_queue::current() {
   return *queue;
 }
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail

@@ -36,7 +36,7 @@
 #include "../../wait/waker.hpp"
 #include "timer_wheel.hpp"
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 class timer_queue final : public ext::deadline_source {
  public:
@@ -116,4 +116,4 @@ class timer_queue final : public ext::deadline_source {
   void* listener_arg_ = nullptr;
 };
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail
