@@ -80,12 +80,6 @@ not_yet_moved=(
   # and docs/coroutines.md names stack_pool::set_guard_limit(), so the
   # stack pool's face is to be decided (public, or the example changed).
   canopy::fiber_stack canopy::stack_pool_stats
-  # io/http/http_parser.hpp: the parser's answers and its incremental
-  # reader (the connection loop's; tests/http_parser_test, the fuzzer and
-  # the bench call them) sit beside the public request types; to move
-  # into canopy::io::http::detail with parse_request and status_of.
-  canopy::io::http::parse_status canopy::io::http::parse_error canopy::io::http::parse_outcome
-  canopy::io::http::request_reader
 )
 
 mode=check
