@@ -49,7 +49,7 @@
 #include "../executor/executor_core.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "../wait/wait_link.hpp"
 #include "join_await.hpp"
 #include "task.hpp"

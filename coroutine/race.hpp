@@ -30,7 +30,7 @@
 
 #include "../executor/errors.hpp"
 #include "../executor/join_state.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "../wait/task_handle.hpp"
 #include "../wait/wait_link.hpp"
 #include "spawn.hpp"

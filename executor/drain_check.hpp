@@ -9,7 +9,7 @@
 // read, no task ran and none was runnable: a wake that lands later races
 // shutdown, and its task is destroyed as a suspended one would be.
 //
-// Compiled against sync/atomics.hpp only, so the model checker
+// Compiled against atomics/atomics.hpp only, so the model checker
 // (tests/model/) runs this code, not a copy.
 #pragma once
 
@@ -19,7 +19,7 @@
 
 #include "../signal_waker/sleep_module.hpp"
 #include "../summary_tree/summary_tree.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

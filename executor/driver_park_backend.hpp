@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "../signal_waker/park_backend.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "idle_driver.hpp"
 
 namespace canopy::detail {

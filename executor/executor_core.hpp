@@ -31,7 +31,7 @@
 
 #include "../signal_waker/sleep_module.hpp"
 #include "../summary_tree/summary_tree.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "block_pool.hpp"
 #include "config.hpp"
 #include "errors.hpp"

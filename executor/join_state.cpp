@@ -5,7 +5,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "../sync/futex.hpp"
+#include "../atomics/futex.hpp"
 #include "executor_core.hpp"
 
 namespace canopy::detail {

@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "block_pool.hpp"
 #include "errors.hpp"
 #include "task_slot.hpp"

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "offer_deque.hpp"
 #include "task_slot.hpp"
 

@@ -13,13 +13,13 @@
 // in is taken exactly once: by one exchange (owner or thief) or the owner's
 // CAS, or it is evicted by the owner's next put (invariant S).
 //
-// Compiled against sync/atomics.hpp only, so the model checker
+// Compiled against atomics/atomics.hpp only, so the model checker
 // (tests/model/) runs this code, not a copy.
 #pragma once
 
 #include <cstdint>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

@@ -17,7 +17,7 @@
 // the tree. (The LIFO path is safe: only the caller puts tasks into its own
 // LIFO slot.)
 //
-// Compiled against sync/atomics.hpp only, so the model checker
+// Compiled against atomics/atomics.hpp only, so the model checker
 // (tests/model/) runs this code, not a copy.
 #pragma once
 
@@ -25,7 +25,7 @@
 #include <cstdint>
 
 #include "../summary_tree/summary_tree.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "lifo_slot.hpp"
 #include "task_slot.hpp"
 

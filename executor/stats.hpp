@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy {
 

@@ -28,7 +28,7 @@
 #include <mutex>
 #include <optional>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "task_slot.hpp"
 
 namespace canopy::detail {

@@ -29,7 +29,7 @@
 
 #include "../signal_waker/signal_waker.hpp"
 #include "../signal_waker/sleep_module.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "task_slot.hpp"
 
 namespace canopy {

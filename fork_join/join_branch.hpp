@@ -18,8 +18,8 @@
 #include "../executor/executor_core.hpp"
 #include "../executor/offer_deque.hpp"
 #include "../executor/task_slot.hpp"
-#include "../sync/atomics.hpp"
-#include "../sync/futex.hpp"
+#include "../atomics/atomics.hpp"
+#include "../atomics/futex.hpp"
 
 namespace canopy {
 

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "reactor_types.hpp"
 #include "registration_slab.hpp"
 
@@ -98,10 +98,10 @@ class epoll_backend {
   bool fresh_from_wait_ = false;
 
   // Statistics (relaxed counters).
-  sync::atomic<std::uint64_t> blocking_waits_{0};
-  sync::atomic<std::uint64_t> polls_{0};
-  sync::atomic<std::uint64_t> events_{0};
-  sync::atomic<std::uint64_t> notifies_{0};
+  canopy::detail::sync::atomic<std::uint64_t> blocking_waits_{0};
+  canopy::detail::sync::atomic<std::uint64_t> polls_{0};
+  canopy::detail::sync::atomic<std::uint64_t> events_{0};
+  canopy::detail::sync::atomic<std::uint64_t> notifies_{0};
 };
 
 }  // namespace canopy::io::detail

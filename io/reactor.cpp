@@ -22,7 +22,7 @@ using detail::uring_backend;
 reactor::reactor() : reactor(reactor_options{}) {}
 
 reactor::reactor(reactor_options options)
-    : timers_(options.timers ? std::make_unique<timer_queue>() : nullptr) {
+    : timers_(options.timers ? std::make_unique<detail::timer_queue>() : nullptr) {
   // Checked whichever backend runs, so that bad input fails the same way
   // with CANOPY_IO_BACKEND set or not (io_uring_setup refuses 0 with a bare
   // EINVAL, and automatic would fall back to epoll without a word).
@@ -160,38 +160,40 @@ void reactor::remove(registration_id id) noexcept {
   }
 }
 
-wait_status reactor::ready_or_arm(registration_id id, direction which, const waker& waiter,
-                                  std::uint64_t& tick) noexcept {
-  return slab_.with_live(id, wait_status::closed, [&](registration_entry& target) {
+detail::wait_status reactor::ready_or_arm(registration_id id, direction which, const waker& waiter,
+                                          std::uint64_t& tick) noexcept {
+  return slab_.with_live(id, detail::wait_status::closed, [&](registration_entry& target) {
     const auto index = static_cast<std::size_t>(which);
     if (target.ready[index]) {
       tick = target.tick;
-      return wait_status::ready;
+      return detail::wait_status::ready;
     }
     // A stored waker is a live wait's (each way a wait ends takes it out):
     // another task's wait here would strand one of the two, so refuse it.
     if (target.waiters[index].valid() && !(target.waiters[index] == waiter)) {
-      return wait_status::busy;
+      return detail::wait_status::busy;
     }
     target.waiters[index] = waiter;
     if (!target.in_epoll && !readiness_->watch_deferred(target)) {
       target.waiters[index] = waker{};
       tick = target.tick;
-      return wait_status::ready;  // the operation's next attempt reports the error
+      return detail::wait_status::ready;  // the operation's next attempt reports the error
     }
-    return wait_status::armed;
+    return detail::wait_status::armed;
   });
 }
 
-wait_status reactor::peek(registration_id id, direction which) noexcept {
+detail::wait_status reactor::peek(registration_id id, direction which) noexcept {
   std::uint64_t tick = 0;
   return peek(id, which, tick);
 }
 
-wait_status reactor::peek(registration_id id, direction which, std::uint64_t& tick) noexcept {
-  return slab_.with_live(id, wait_status::closed, [&](registration_entry& target) {
+detail::wait_status reactor::peek(registration_id id, direction which,
+                                  std::uint64_t& tick) noexcept {
+  return slab_.with_live(id, detail::wait_status::closed, [&](registration_entry& target) {
     tick = target.tick;
-    return target.ready[static_cast<std::size_t>(which)] ? wait_status::ready : wait_status::armed;
+    return target.ready[static_cast<std::size_t>(which)] ? detail::wait_status::ready
+                                                         : detail::wait_status::armed;
   });
 }
 
@@ -325,7 +327,7 @@ std::size_t reactor::expire_deadlines() noexcept {
   }
   const std::size_t fired = source->expire(std::chrono::steady_clock::now());
   if (fired != 0) {
-    deadline_fires_.fetch_add(1, sync::relaxed);
+    deadline_fires_.fetch_add(1, canopy::detail::sync::relaxed);
   }
   return fired;
 }
@@ -337,7 +339,7 @@ reactor_stats reactor::stats() const noexcept {
   } else {
     epoll_->add_stats(result);
   }
-  result.deadlines = deadline_fires_.load(sync::relaxed);
+  result.deadlines = deadline_fires_.load(canopy::detail::sync::relaxed);
   result.backend = backend_;
   return result;
 }

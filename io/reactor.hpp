@@ -69,17 +69,16 @@
 #include "../executor/config.hpp"
 #include "../executor/executor.hpp"
 #include "../executor/idle_driver.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "../wait/waker.hpp"
 #include "reactor_types.hpp"
 #include "registration_slab.hpp"
 
 namespace canopy::io {
 
-class timer_queue;
-
 namespace detail {
 class epoll_backend;
+class timer_queue;
 class uring_backend;
 }  // namespace detail
 
@@ -126,8 +125,8 @@ class reactor final : public ext::idle_driver {
 
   // If `which` is ready (or in error), returns ready with *tick set;
   // otherwise stores `waiter` (replacing a previous one) and returns armed.
-  wait_status ready_or_arm(registration_id id, direction which, const waker& waiter,
-                           std::uint64_t& tick) noexcept;
+  detail::wait_status ready_or_arm(registration_id id, direction which, const waker& waiter,
+                                   std::uint64_t& tick) noexcept;
   // The operation got EAGAIN after seeing `tick`: clear `which` unless an
   // event arrived since.
   // Also forgets a hang-up or error flag for `which`: EAGAIN shows it is stale.
@@ -138,9 +137,9 @@ class reactor final : public ext::idle_driver {
   void clear_after_short_read(registration_id id, std::uint64_t tick) noexcept;
   // Whether `which` is ready (or in error), without arming; closed for a
   // removed registration.
-  wait_status peek(registration_id id, direction which) noexcept;
+  detail::wait_status peek(registration_id id, direction which) noexcept;
   // As peek, and the events counter read under the same lock.
-  wait_status peek(registration_id id, direction which, std::uint64_t& tick) noexcept;
+  detail::wait_status peek(registration_id id, direction which, std::uint64_t& tick) noexcept;
   // The registration's event counter (0 for a stale id).
   std::uint64_t tick(registration_id id) noexcept;
   // Forget the stored waiter for `which` (a wait that ended without an edge).
@@ -176,7 +175,9 @@ class reactor final : public ext::idle_driver {
   void set_deadline_source(ext::deadline_source* source) noexcept;
   // The timer queue this reactor brought (reactor_options::timers), while it
   // drives an executor; null otherwise.
-  [[nodiscard]] timer_queue* own_timers() noexcept { return timers_bound_ ? timers_.get() : nullptr; }
+  [[nodiscard]] detail::timer_queue* own_timers() noexcept {
+    return timers_bound_ ? timers_.get() : nullptr;
+  }
 
   // ---- idle_driver ----
   bool wait() noexcept override;
@@ -211,14 +212,14 @@ class reactor final : public ext::idle_driver {
   detail::epoll_backend* readiness_ = nullptr;
 
   // The executor this reactor drives (bind/unbind), and its own timers.
-  sync::atomic<canopy::detail::executor_core*> bound_core_{nullptr};
-  std::unique_ptr<timer_queue> timers_;
+  canopy::detail::sync::atomic<canopy::detail::executor_core*> bound_core_{nullptr};
+  std::unique_ptr<detail::timer_queue> timers_;
   bool timers_bound_ = false;
 
   // Poller-only: the last wait saw its deadline pass.
   bool deadline_due_ = false;
 
-  sync::atomic<std::uint64_t> deadline_fires_{0};  // relaxed counter
+  canopy::detail::sync::atomic<std::uint64_t> deadline_fires_{0};  // relaxed counter
 };
 
 // `config` with a fresh reactor as its driver.

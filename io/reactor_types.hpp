@@ -40,15 +40,6 @@ struct reactor_options {
 enum class interest : std::uint8_t { readable = 1, writable = 2, both = 3 };
 enum class direction : std::uint8_t { read = 0, write = 1 };
 
-// What ready_or_arm() found.
-enum class wait_status : std::uint8_t {
-  ready,   // the direction is ready (or in error): try the operation
-  armed,   // not ready: the waker is stored and will be woken on the next edge
-  closed,  // the registration was removed: errc::operation_canceled
-  busy,    // another operation waits in this direction (one at a time):
-           // errc::connection_already_in_progress, nothing stored
-};
-
 struct reactor_stats {
   std::uint64_t blocking_waits = 0;        // epoll_wait calls that could block (poller parked)
   std::uint64_t polls = 0;                 // non-blocking polls (dispatch)
@@ -61,6 +52,15 @@ struct reactor_stats {
 };
 
 namespace detail {
+
+// What ready_or_arm() found.
+enum class wait_status : std::uint8_t {
+  ready,   // the direction is ready (or in error): try the operation
+  armed,   // not ready: the waker is stored and will be woken on the next edge
+  closed,  // the registration was removed: errc::operation_canceled
+  busy,    // another operation waits in this direction (one at a time):
+           // errc::connection_already_in_progress, nothing stored
+};
 
 // What a completion request (uring_backend::start, poll) came to.
 enum class completion_status : std::uint8_t { in_flight, completed, closed, failed, busy };

@@ -60,7 +60,7 @@ std::uint64_t registration::tick(direction /*which*/) const noexcept {
 }
 
 bool registration::ready(direction which, std::uint64_t& tick) const noexcept {
-  return owner_ == nullptr || owner_->peek(id_, which, tick) != wait_status::armed;
+  return owner_ == nullptr || owner_->peek(id_, which, tick) != detail::wait_status::armed;
 }
 
 void registration::clear_ready(direction which, std::uint64_t tick) const noexcept {
@@ -77,36 +77,36 @@ void registration::clear_after_short_read(std::uint64_t tick) const noexcept {
 
 bool readiness_wait::ready() noexcept {
   if (owner_ == nullptr) {
-    status_ = wait_status::closed;
+    status_ = detail::wait_status::closed;
     return true;
   }
   status_ = owner_->peek(id_, which_);
-  return status_ != wait_status::armed;
+  return status_ != detail::wait_status::armed;
 }
 
 bool readiness_wait::arm(const waker& waiter) noexcept {
   if (owner_ == nullptr) {
-    status_ = wait_status::closed;
+    status_ = detail::wait_status::closed;
     return false;
   }
   std::uint64_t tick = 0;
   status_ = owner_->ready_or_arm(id_, which_, waiter, tick);
-  return status_ == wait_status::armed;
+  return status_ == detail::wait_status::armed;
 }
 
 void readiness_wait::disarm() noexcept {
   // Only a waker this wait stored: a refused (busy) or ready wait stored
   // none, and clearing would strand another task's wait.
-  if (owner_ != nullptr && status_ == wait_status::armed) {
+  if (owner_ != nullptr && status_ == detail::wait_status::armed) {
     owner_->disarm(id_, which_);
   }
 }
 
 std::error_code readiness_wait::result() noexcept {
-  if (status_ == wait_status::closed) {
+  if (status_ == detail::wait_status::closed) {
     return std::make_error_code(std::errc::operation_canceled);
   }
-  if (status_ == wait_status::busy) {
+  if (status_ == detail::wait_status::busy) {
     return std::make_error_code(std::errc::connection_already_in_progress);
   }
   if (owner_->has_error(id_)) {

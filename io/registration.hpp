@@ -99,7 +99,7 @@ class readiness_wait {
   reactor::registration_id id_;
   int fd_;
   direction which_;
-  wait_status status_ = wait_status::armed;
+  detail::wait_status status_ = detail::wait_status::armed;
 };
 
 inline auto readable(const registration& reg) noexcept {

@@ -55,12 +55,16 @@ char > task<void> write_all(Stream& stream, std::span<Char> text) {
   return stream.write_all(std::as_bytes(text));
 }
 
+namespace detail {
+
 // A stream with a gathered write_all (tcp_stream, unix_stream).
 template <class S>
 concept gathering_stream = requires(S& stream, std::span<const std::span<const std::byte>> buffers,
                                     std::error_code& error) {
   { stream.write_all(buffers, error) } -> std::same_as<task<void>>;
 };
+
+}  // namespace detail
 
 // One frame as buffered_reader::read_frame reads it: a 4-byte big-endian
 // length, then `payload`, in one write (a gathered one where the stream
@@ -70,7 +74,7 @@ concept gathering_stream = requires(S& stream, std::span<const std::span<const s
 template <writable_stream Stream>
 task<void> write_frame(Stream& stream, std::span<const std::byte> payload, std::error_code& error,
                        std::size_t max_size = std::numeric_limits<std::uint32_t>::max()) {
-  if constexpr (gathering_stream<Stream>) {
+  if constexpr (detail::gathering_stream<Stream>) {
     const detail::frame_header_bytes header = detail::frame_header(payload.size(), max_size, error);
     if (error) {
       co_return;

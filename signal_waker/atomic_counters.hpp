@@ -25,7 +25,7 @@
 
 #include <cstdint>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

@@ -1,10 +1,10 @@
 #include "park_backend.hpp"
 
-#include "../sync/futex.hpp"
+#include "../atomics/futex.hpp"
 
 namespace canopy::detail {
 
-// In the checking builds sync/futex.hpp is the checker's futex (a parked
+// In the checking builds atomics/futex.hpp is the checker's futex (a parked
 // logical thread; Relacy's emulation), so the checkers run this code too.
 bool futex_park_backend::wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept {
   // The kernel compares the word with `expected` under its own lock, so a

@@ -23,7 +23,7 @@
 #include <memory>
 
 #include "../summary_tree/summary_tree.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "park_backend.hpp"
 #include "sleep_latch.hpp"
 

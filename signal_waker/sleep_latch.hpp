@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

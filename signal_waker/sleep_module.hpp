@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "../summary_tree/permit_semaphore.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "atomic_counters.hpp"
 #include "signal_waker.hpp"
 #include "spin_history.hpp"

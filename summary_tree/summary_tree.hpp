@@ -35,7 +35,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "permit_semaphore.hpp"
 
 namespace canopy::detail {

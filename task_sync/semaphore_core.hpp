@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 #include "wait_lock.hpp"
 #include "waiter_list.hpp"
 

@@ -4,16 +4,16 @@
 // still finds it taken sleeps on the word (futex) instead of spinning.
 //
 // Word: 0 free, 1 taken, 2 taken and someone may sleep on it (Drepper,
-// "Futexes Are Tricky", mutex 3). Built on sync/atomics.hpp and
-// sync/futex.hpp so that the model checker (tests/model/) runs this very
+// "Futexes Are Tricky", mutex 3). Built on atomics/atomics.hpp and
+// atomics/futex.hpp so that the model checker (tests/model/) runs this very
 // code with its own atomics and parking.
 #pragma once
 
 #include <cstdint>
 #include <utility>
 
-#include "../sync/atomics.hpp"
-#include "../sync/futex.hpp"
+#include "../atomics/atomics.hpp"
+#include "../atomics/futex.hpp"
 
 namespace canopy::detail {
 

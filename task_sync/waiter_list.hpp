@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

@@ -29,7 +29,7 @@
 
 #include "../executor/executor_core.hpp"
 #include "../executor/task_slot.hpp"
-#include "../sync/atomics.hpp"
+#include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

@@ -144,13 +144,13 @@ class http_connection : public std::enable_shared_from_this<http_connection<Stre
     bool answered = false;
     for (;;) {
       const std::string_view pending(input_.data() + begin_, end_ - begin_);
-      const http::parse_outcome outcome = http::parse_request(pending, request_);
-      if (outcome.status == http::parse_status::incomplete) {
+      const http::detail::parse_outcome outcome = http::detail::parse_request(pending, request_);
+      if (outcome.status == http::detail::parse_status::incomplete) {
         break;
       }
       // A chunked body (chunked_body) is refused as before: this peer
       // answers GETs; request_reader would be needed to decode one.
-      if (outcome.status != http::parse_status::complete) {
+      if (outcome.status != http::detail::parse_status::complete) {
         output_.append(
             "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         closing = true;

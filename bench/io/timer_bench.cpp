@@ -252,10 +252,10 @@ std::vector<double> canopy_lateness(const settings& run, bool loaded) {
 }
 
 void canopy_insert_cancel(double& ns_per_timer, double& bytes_per_timer) {
-  canopy::io::timer_queue queue;
+  canopy::io::detail::timer_queue queue;
   std::mt19937_64 random(1);
   const long before = resident_kib();
-  std::vector<canopy::io::timer_queue::entry> entries(timer_count);
+  std::vector<canopy::io::detail::timer_queue::entry> entries(timer_count);
   const auto now = clock_type::now();
   std::vector<clock_type::time_point> deadlines(timer_count);
   for (auto& deadline : deadlines) {

@@ -39,7 +39,7 @@
 #include <mutex>
 #include <optional>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "notify_descriptor.hpp"
 
 namespace canopy::detail {

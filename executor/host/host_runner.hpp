@@ -29,7 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "../executor_core.hpp"
 #include "host_channel.hpp"
 

@@ -3,7 +3,7 @@
 // signal once, take every count signalled so far, and block until readable.
 //
 // A model-checking build (CANOPY_MODEL_CHECK, tests/model/) replaces the
-// eventfd with a checker word, as sync/futex.hpp does for the futex, so
+// eventfd with a checker word, as atomics/futex.hpp does for the futex, so
 // the model check runs the real host_channel code.
 //
 // Threads: signal() from any thread; take() and wait_readable() only by the
@@ -13,7 +13,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 
 namespace canopy::detail {
 

@@ -6,6 +6,10 @@
 
 namespace canopy::io::http {
 
+using detail::parse_error;
+using detail::parse_outcome;
+using detail::parse_status;
+
 namespace {
 
 using detail::is_field_char;
@@ -287,8 +291,8 @@ parse_error error_of(detail::chunk_error error) noexcept {
 
 }  // namespace
 
-parse_outcome parse_request(std::string_view input, request& out,
-                            const request_limits& limits) noexcept {
+parse_outcome detail::parse_request(std::string_view input, request& out,
+                                    const request_limits& limits) noexcept {
   parse_outcome outcome = parse(input, out, limits);
   if (outcome.status == parse_status::incomplete) {
     outcome.keep = input.size();
@@ -296,7 +300,7 @@ parse_outcome parse_request(std::string_view input, request& out,
   return outcome;
 }
 
-parse_outcome request_reader::read(std::span<char> input, request& out) noexcept {
+parse_outcome detail::request_reader::read(std::span<char> input, request& out) noexcept {
   // The head again (it may have moved): as cheap as for a Content-Length
   // body, and the decoder does not depend on it.
   parse_outcome head = parse_request(std::string_view(input.data(), input.size()), out, limits_);
@@ -326,7 +330,7 @@ parse_outcome request_reader::read(std::span<char> input, request& out) noexcept
   return {parse_status::complete, parse_error::none, head.consumed + body_.consumed()};
 }
 
-int status_of(parse_error error) noexcept {
+int detail::status_of(parse_error error) noexcept {
   switch (error) {
     case parse_error::body_too_large:
       return 413;
@@ -339,7 +343,7 @@ int status_of(parse_error error) noexcept {
   }
 }
 
-std::string_view describe(parse_error error) noexcept {
+std::string_view detail::describe(parse_error error) noexcept {
   switch (error) {
     case parse_error::none:
       return "no error";

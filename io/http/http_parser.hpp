@@ -93,6 +93,9 @@ struct request {
   [[nodiscard]] std::string_view find(std::string_view name) const noexcept;
 };
 
+// The parser itself: the connection loop's (io/http/http_connection_loop.hpp).
+namespace detail {
+
 enum class parse_status : std::uint8_t {
   complete,
   incomplete,
@@ -158,6 +161,8 @@ class request_reader {
 
 // A short description of `error`, for logs.
 [[nodiscard]] std::string_view describe(parse_error error) noexcept;
+
+}  // namespace detail
 
 // Case-insensitive ASCII comparison (header names, tokens).
 [[nodiscard]] bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept;

@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "http_connection.hpp"
 #include "http_connection_loop.hpp"
 
@@ -147,9 +147,12 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
 }
 
 server_counters counters() noexcept {
-  return {totals.connections.load(sync::relaxed),  totals.requests.load(sync::relaxed),
-          totals.bad_requests.load(sync::relaxed), totals.timeouts.load(sync::relaxed),
-          totals.idle_closes.load(sync::relaxed),  totals.write_timeouts.load(sync::relaxed)};
+  return {totals.connections.load(canopy::detail::sync::relaxed),
+          totals.requests.load(canopy::detail::sync::relaxed),
+          totals.bad_requests.load(canopy::detail::sync::relaxed),
+          totals.timeouts.load(canopy::detail::sync::relaxed),
+          totals.idle_closes.load(canopy::detail::sync::relaxed),
+          totals.write_timeouts.load(canopy::detail::sync::relaxed)};
 }
 
 }  // namespace canopy::io::http

@@ -15,7 +15,7 @@ void reactor::bind(canopy::detail::executor_core& core) {
   canopy::detail::executor_core* expected = nullptr;
   // Relaxed: the claim only tells a second executor apart; what the timers
   // publish goes through timer_queue::attach's mutex and release store.
-  if (!bound_core_.compare_exchange_strong(expected, &core, sync::relaxed)) {
+  if (!bound_core_.compare_exchange_strong(expected, &core, canopy::detail::sync::relaxed)) {
     throw std::logic_error(
         "canopy::io::reactor: this reactor already drives a running executor (a reactor serves "
         "one executor at a time; give each executor its own, e.g. with canopy::io::with_reactor)");
@@ -23,9 +23,9 @@ void reactor::bind(canopy::detail::executor_core& core) {
   if (timers_ != nullptr) {
     timers_->set_earlier_deadline_listener(&notify_reactor, this);
     try {
-      timer_queue::attach(core, *timers_);  // throws past 64 executors with timers
+      detail::timer_queue::attach(core, *timers_);  // throws past 64 executors with timers
     } catch (...) {
-      bound_core_.store(nullptr, sync::relaxed);
+      bound_core_.store(nullptr, canopy::detail::sync::relaxed);
       throw;
     }
     set_deadline_source(timers_.get());
@@ -34,15 +34,15 @@ void reactor::bind(canopy::detail::executor_core& core) {
 }
 
 void reactor::unbind(canopy::detail::executor_core& core) noexcept {
-  if (bound_core_.load(sync::relaxed) != &core) {
+  if (bound_core_.load(canopy::detail::sync::relaxed) != &core) {
     return;
   }
   if (timers_bound_) {
     set_deadline_source(nullptr);
-    timer_queue::detach(core);
+    detail::timer_queue::detach(core);
     timers_bound_ = false;
   }
-  bound_core_.store(nullptr, sync::relaxed);
+  bound_core_.store(nullptr, canopy::detail::sync::relaxed);
 }
 
 reactor_timers::reactor_timers(executor& pool)
@@ -50,9 +50,9 @@ reactor_timers::reactor_timers(executor& pool)
   if (queue_ != nullptr) {
     return;
   }
-  added_ = std::make_unique<timer_queue>();
+  added_ = std::make_unique<detail::timer_queue>();
   added_->set_earlier_deadline_listener(&notify_reactor, reactor_);
-  timer_queue::attach(*core_, *added_);
+  detail::timer_queue::attach(*core_, *added_);
   reactor_->set_deadline_source(added_.get());
   queue_ = added_.get();
 }
@@ -61,7 +61,7 @@ reactor_timers::~reactor_timers() {
   core_->shutdown();
   if (added_ != nullptr) {
     reactor_->set_deadline_source(nullptr);
-    timer_queue::detach(*core_);
+    detail::timer_queue::detach(*core_);
   }
 }
 

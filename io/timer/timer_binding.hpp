@@ -41,13 +41,13 @@ class reactor_timers {
   reactor_timers(const reactor_timers&) = delete;
   reactor_timers& operator=(const reactor_timers&) = delete;
 
-  [[nodiscard]] timer_queue& queue() noexcept { return *queue_; }
+  [[nodiscard]] detail::timer_queue& queue() noexcept { return *queue_; }
 
  private:
   canopy::detail::executor_core* core_;
   reactor* reactor_;
-  std::unique_ptr<timer_queue> added_;  // null: the reactor's own timers
-  timer_queue* queue_;
+  std::unique_ptr<detail::timer_queue> added_;  // null: the reactor's own timers
+  detail::timer_queue* queue_;
 };
 
 }  // namespace canopy::io

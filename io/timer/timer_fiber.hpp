@@ -18,9 +18,9 @@
 
 namespace canopy::this_fiber {
 
-inline void sleep_until(io::timer_queue::clock::time_point deadline) {
+inline void sleep_until(io::detail::timer_queue::clock::time_point deadline) {
   canopy::detail::checked_current_fiber("this_fiber::sleep_until()");
-  io::timer_wait wait(deadline);
+  io::detail::timer_wait wait(deadline);
   wait_on(wait);  // a cancel unwinds from here after disarming the timer
 }
 

@@ -31,12 +31,12 @@
 
 #include "../../executor/executor_core.hpp"
 #include "../../executor/idle_driver.hpp"
-#include "../../sync/atomics.hpp"
-#include "../../sync/futex_mutex.hpp"
+#include "../../atomics/atomics.hpp"
+#include "../../atomics/futex_mutex.hpp"
 #include "../../wait/waker.hpp"
 #include "timer_wheel.hpp"
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 class timer_queue final : public ext::deadline_source {
  public:
@@ -47,9 +47,11 @@ class timer_queue final : public ext::deadline_source {
     waker target;
     // Set under the queue's mutex when the entry expires. acquire loads
     // (has_fired) pair with expire()'s release store.
-    sync::atomic<bool> fired{false};
+    canopy::detail::sync::atomic<bool> fired{false};
 
-    [[nodiscard]] bool has_fired() const noexcept { return fired.load(sync::acquire); }
+    [[nodiscard]] bool has_fired() const noexcept {
+      return fired.load(canopy::detail::sync::acquire);
+    }
   };
 
   timer_queue() noexcept;
@@ -105,7 +107,7 @@ class timer_queue final : public ext::deadline_source {
  private:
   // A futex_mutex: every timed wait arms and disarms under it, and its
   // uncontended path is inline. Held only for wheel moves, never a call out.
-  sync::futex_mutex mutex_;
+  canopy::detail::sync::futex_mutex mutex_;
   timer_wheel wheel_;        // guarded by mutex_
   std::uint64_t promised_;   // guarded: last next_deadline() answer, in ticks
   std::uint64_t hinted_;     // guarded: last earliest_deadline_hint() published, in ticks
@@ -114,4 +116,4 @@ class timer_queue final : public ext::deadline_source {
   void* listener_arg_ = nullptr;
 };
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail

@@ -4,7 +4,7 @@ namespace canopy::io {
 
 timer_thread::timer_thread(executor& pool) : core_(&pool.core()) {
   queue_.set_earlier_deadline_listener(&timer_thread::on_earlier_deadline, this);
-  timer_queue::attach(*core_, queue_);
+  detail::timer_queue::attach(*core_, queue_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -15,7 +15,7 @@ timer_thread::~timer_thread() {
   }
   wake_.notify_one();
   thread_.join();
-  timer_queue::detach(*core_);
+  detail::timer_queue::detach(*core_);
 }
 
 void timer_thread::on_earlier_deadline(void* self) noexcept {
@@ -32,10 +32,10 @@ void timer_thread::run() {
   while (!stopping_) {
     poke_ = false;
     lock.unlock();
-    queue_.expire(timer_queue::clock::now());
+    queue_.expire(detail::timer_queue::clock::now());
     // Asked after expiring: an arm() from here on that is earlier than
     // this answer pokes us (timer_queue keeps the promise under its mutex).
-    const std::optional<timer_queue::clock::time_point> next = queue_.next_deadline();
+    const std::optional<detail::timer_queue::clock::time_point> next = queue_.next_deadline();
     lock.lock();
     if (stopping_ || poke_) {
       continue;

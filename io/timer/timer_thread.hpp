@@ -30,14 +30,14 @@ class timer_thread {
   timer_thread(const timer_thread&) = delete;
   timer_thread& operator=(const timer_thread&) = delete;
 
-  [[nodiscard]] timer_queue& queue() noexcept { return queue_; }
+  [[nodiscard]] detail::timer_queue& queue() noexcept { return queue_; }
 
  private:
   static void on_earlier_deadline(void* self) noexcept;
   void run();
 
   canopy::detail::executor_core* core_;
-  timer_queue queue_;
+  detail::timer_queue queue_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool poke_ = false;      // guarded by mutex_

@@ -53,6 +53,8 @@ namespace canopy {
 
 namespace io {
 
+namespace detail {
+
 // The wait source of one deadline on one timer queue. Must not move while
 // armed (it lives in the awaiting frame or fiber stack).
 class timer_wait {
@@ -83,6 +85,8 @@ class timer_wait {
   clock::time_point deadline_;
   timer_queue::entry entry_;
 };
+
+}  // namespace detail
 
 // The value of an awaitable, or errc::timed_out.
 template <class T>
@@ -204,8 +208,8 @@ inline task<void> sleep_contender(timer_queue::clock::time_point deadline);
 }  // namespace io
 
 // Suspend the calling task until `deadline` (not at all if it has passed).
-[[nodiscard]] inline auto sleep_until(io::timer_queue::clock::time_point deadline) {
-  return canopy::wait_on(io::timer_wait(deadline));
+[[nodiscard]] inline auto sleep_until(io::detail::timer_queue::clock::time_point deadline) {
+  return canopy::wait_on(io::detail::timer_wait(deadline));
 }
 
 template <class Rep, class Period>
@@ -223,7 +227,7 @@ template <class Rep, class Period, canopy::wait_source W>
 
 // with_deadline: with_timeout with an absolute deadline.
 template <canopy::wait_source W>
-[[nodiscard]] auto with_deadline(io::timer_queue::clock::time_point deadline, W& source) {
+[[nodiscard]] auto with_deadline(io::detail::timer_queue::clock::time_point deadline, W& source) {
   return canopy::wait_on(io::detail::timed_source<W>(source, deadline));
 }
 
@@ -240,7 +244,7 @@ auto with_timeout(std::chrono::duration<Rep, Period> /*duration*/, W&& /*source*
 }
 template <canopy::wait_source W>
   requires(!std::is_lvalue_reference_v<W>)
-auto with_deadline(io::timer_queue::clock::time_point /*deadline*/, W&& /*source*/) {
+auto with_deadline(io::detail::timer_queue::clock::time_point /*deadline*/, W&& /*source*/) {
   static_assert(std::is_lvalue_reference_v<W>,
                 "canopy::with_deadline(deadline, source): the wait source must be a named "
                 "object that outlives the await (e.g. `canopy::io::readiness_wait "

@@ -4,7 +4,7 @@
 #include <bit>
 #include <utility>
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 timer_wheel::timer_wheel() noexcept { earliest_.fill(never); }
 
@@ -143,4 +143,4 @@ bool timer_wheel::due_slot(std::uint64_t now, std::size_t& slot) const noexcept 
   return false;
 }
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail

@@ -55,7 +55,7 @@
 #include <limits>
 #include <vector>
 
-namespace canopy::io {
+namespace canopy::io::detail {
 
 // The intrusive part of a timer. Lives in the waiter (a coroutine frame, a
 // fiber stack); the wheel only links it.
@@ -219,4 +219,4 @@ std::size_t timer_wheel::expire(std::uint64_t now, std::size_t limit, Fire&& fir
   return fired;
 }
 
-}  // namespace canopy::io
+}  // namespace canopy::io::detail

@@ -24,7 +24,7 @@
 #include <system_error>
 
 #include "../../executor/idle_driver.hpp"
-#include "../../sync/atomics.hpp"
+#include "../../atomics/atomics.hpp"
 #include "../../wait/waker.hpp"
 #include "../epoll_backend.hpp"
 #include "../reactor_types.hpp"
@@ -108,8 +108,8 @@ class uring_backend {
   } pending_completion_;
 
   // Statistics (relaxed counters).
-  sync::atomic<std::uint64_t> blocking_waits_{0};
-  sync::atomic<std::uint64_t> completions_{0};
+  canopy::detail::sync::atomic<std::uint64_t> blocking_waits_{0};
+  canopy::detail::sync::atomic<std::uint64_t> completions_{0};
 };
 
 }  // namespace canopy::io::detail

@@ -61,7 +61,7 @@ fi
 # The installed layout: Canopy's folders only under include/canopy/, the
 # public headers at its top, the rest under canopy/detail/, and none of the
 # headers only the model checks or the executor's own sources use.
-for generic in executor coroutine fiber sync; do
+for generic in executor coroutine fiber atomics; do
   if [ -e "$prefix/include/$generic" ] || [ -e "$prefix/include/canopy/$generic" ]; then
     echo "-- consumer: install put an implementation folder outside canopy/detail: $generic" >&2
     failed=$((failed + 1))
@@ -79,7 +79,7 @@ if grep -rl 'include <liburing' "$prefix/include" >&2 || [ -e "$prefix/include/c
   echo "-- consumer: an installed header includes <liburing.h>, or io/uring/ was installed" >&2
   failed=$((failed + 1))
 fi
-for private in sync/model_atomic.hpp sync/relacy_atomic.hpp executor/pending_claim.hpp \
+for private in atomics/model_atomic.hpp atomics/relacy_atomic.hpp executor/pending_claim.hpp \
   executor/drain_check.hpp executor/core_inline.hpp; do
   if [ -e "$prefix/include/canopy/detail/$private" ]; then
     echo "-- consumer: an internal header was installed: $private" >&2

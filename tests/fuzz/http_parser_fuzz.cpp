@@ -128,7 +128,7 @@ bool reference_decode(std::string_view bytes, std::string& body, std::size_t& ta
 struct reading {
   std::vector<std::string> targets;
   std::vector<std::string> bodies;
-  http::parse_status last = http::parse_status::incomplete;
+  http::detail::parse_status last = http::detail::parse_status::incomplete;
 };
 
 // Feeds `bytes` to a request_reader in pieces as the server does (`pieces`:
@@ -137,7 +137,7 @@ struct reading {
 // is checked against reference_decode.
 reading read_all(std::string_view bytes, const std::vector<std::size_t>& pieces,
                  const http::request_limits& limits) {
-  http::request_reader reader(limits);
+  http::detail::request_reader reader(limits);
   http::request request;
   reading result;
   std::string pending;
@@ -151,23 +151,23 @@ reading read_all(std::string_view bytes, const std::vector<std::size_t>& pieces,
     fed += take;
     for (;;) {
       const std::string before = pieces.empty() ? pending : std::string();
-      const http::parse_outcome outcome = reader.read(std::span<char>(pending), request);
+      const http::detail::parse_outcome outcome = reader.read(std::span<char>(pending), request);
       result.last = outcome.status;
-      if (outcome.status == http::parse_status::incomplete) {
-        if (outcome.error != http::parse_error::none || outcome.keep > pending.size()) {
+      if (outcome.status == http::detail::parse_status::incomplete) {
+        if (outcome.error != http::detail::parse_error::none || outcome.keep > pending.size()) {
           fail("reader: incomplete with an error, or keep past the input",
                static_cast<long>(outcome.keep));
         }
         pending.resize(outcome.keep);
         break;
       }
-      if (outcome.status == http::parse_status::invalid) {
-        if (outcome.error == http::parse_error::none) {
+      if (outcome.status == http::detail::parse_status::invalid) {
+        if (outcome.error == http::detail::parse_error::none) {
           fail("reader: invalid without an error", 0);
         }
         return result;
       }
-      if (outcome.status != http::parse_status::complete || outcome.consumed == 0 ||
+      if (outcome.status != http::detail::parse_status::complete || outcome.consumed == 0 ||
           outcome.consumed > pending.size()) {
         fail("reader: not complete, or consumed outside the input",
              static_cast<long>(outcome.status));
@@ -179,8 +179,8 @@ reading read_all(std::string_view bytes, const std::vector<std::size_t>& pieces,
       }
       if (pieces.empty()) {
         http::request head;
-        const http::parse_outcome plain = http::parse_request(before, head, limits);
-        if (plain.status == http::parse_status::chunked_body) {
+        const http::detail::parse_outcome plain = http::detail::parse_request(before, head, limits);
+        if (plain.status == http::detail::parse_status::chunked_body) {
           std::string body;
           std::size_t taken = 0;
           if (!reference_decode(std::string_view(before).substr(plain.consumed), body, taken) ||
@@ -221,8 +221,8 @@ void check_reader(std::string_view bytes, const http::request_limits& limits) {
   // Under a head limit of 0 or 1 byte, a lone CR before a request is too
   // large before its LF arrives and makes it an empty line to skip: an edge
   // of parse_request's limits, not of reading in pieces.
-  if (limits.max_head_bytes >= 2 &&
-      (split.last == http::parse_status::invalid) != (whole.last == http::parse_status::invalid)) {
+  if (limits.max_head_bytes >= 2 && (split.last == http::detail::parse_status::invalid) !=
+                                        (whole.last == http::detail::parse_status::invalid)) {
     fail("reader: the input in pieces ends otherwise than at once", static_cast<long>(split.last));
   }
 }
@@ -241,52 +241,52 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view whole(bytes);
   http::request request;
   check_reader(whole, limits);
-  const http::parse_outcome outcome = http::parse_request(whole, request, limits);
+  const http::detail::parse_outcome outcome = http::detail::parse_request(whole, request, limits);
   switch (outcome.status) {
-    case http::parse_status::invalid:
-      if (outcome.error == http::parse_error::none) {
+    case http::detail::parse_status::invalid:
+      if (outcome.error == http::detail::parse_error::none) {
         fail("invalid without an error", 0);
       }
-      if (http::describe(outcome.error).empty()) {
+      if (http::detail::describe(outcome.error).empty()) {
         fail("an error without a description", static_cast<long>(outcome.error));
       }
       // Each limit has its own answer, and nothing else gets it.
-      if ((http::status_of(outcome.error) == 413) !=
-              (outcome.error == http::parse_error::body_too_large) ||
-          (http::status_of(outcome.error) == 431) !=
-              (outcome.error == http::parse_error::head_too_large)) {
+      if ((http::detail::status_of(outcome.error) == 413) !=
+              (outcome.error == http::detail::parse_error::body_too_large) ||
+          (http::detail::status_of(outcome.error) == 431) !=
+              (outcome.error == http::detail::parse_error::head_too_large)) {
         fail("a limit answered with the wrong status", static_cast<long>(outcome.error));
       }
       // Without a chunked body the body limit is decided from the
       // Content-Length field, so only once the whole head has arrived.
-      if (outcome.error == http::parse_error::body_too_large &&
+      if (outcome.error == http::detail::parse_error::body_too_large &&
           whole.find("\r\n\r\n") == std::string_view::npos) {
         fail("body_too_large before the head ended", 0);
       }
       return 0;
-    case http::parse_status::incomplete:
-      if (outcome.error != http::parse_error::none) {
+    case http::detail::parse_status::incomplete:
+      if (outcome.error != http::detail::parse_error::none) {
         fail("incomplete with an error", static_cast<long>(outcome.error));
       }
       return 0;
-    case http::parse_status::chunked_body: {
+    case http::detail::parse_status::chunked_body: {
       // A field may be empty ("Transfer-Encoding:" then one that says chunked).
       bool named = false;
       for (std::size_t index = 0; index < request.header_count; ++index) {
         named =
             named || http::equals_ignoring_case(request.headers[index].name, "transfer-encoding");
       }
-      if (outcome.error != http::parse_error::none || outcome.consumed > whole.size() || !named ||
-          !request.body.empty()) {
+      if (outcome.error != http::detail::parse_error::none || outcome.consumed > whole.size() ||
+          !named || !request.body.empty()) {
         fail("chunked_body without its head, its Transfer-Encoding, or with a body",
              static_cast<long>(outcome.consumed));
       }
       return 0;
     }
-    case http::parse_status::complete:
+    case http::detail::parse_status::complete:
       break;
   }
-  if (outcome.error != http::parse_error::none || outcome.consumed == 0 ||
+  if (outcome.error != http::detail::parse_error::none || outcome.consumed == 0 ||
       outcome.consumed > whole.size()) {
     fail("complete with an error, or consumed outside the input",
          static_cast<long>(outcome.consumed));
@@ -297,8 +297,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The request alone parses the same (copied, so views must move with it).
   const std::string alone(consumed);
   http::request again;
-  const http::parse_outcome same = http::parse_request(alone, again, limits);
-  if (same.status != http::parse_status::complete || same.consumed != outcome.consumed ||
+  const http::detail::parse_outcome same = http::detail::parse_request(alone, again, limits);
+  if (same.status != http::detail::parse_status::complete || same.consumed != outcome.consumed ||
       again.header_count != request.header_count || again.body != request.body ||
       again.method != request.method || again.target != request.target) {
     fail("the request without the bytes after it parses differently",
@@ -308,9 +308,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // bytes must never be told "invalid" or "complete" early.
   for (std::size_t cut = 0; cut < alone.size(); ++cut) {
     http::request partial;
-    const http::parse_outcome early =
-        http::parse_request(std::string_view(alone).substr(0, cut), partial, limits);
-    if (early.status != http::parse_status::incomplete) {
+    const http::detail::parse_outcome early =
+        http::detail::parse_request(std::string_view(alone).substr(0, cut), partial, limits);
+    if (early.status != http::detail::parse_status::incomplete) {
       fail("a proper prefix of a complete request was not incomplete", static_cast<long>(cut));
     }
   }

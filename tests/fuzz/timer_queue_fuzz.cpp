@@ -1,5 +1,5 @@
 // timer_queue_fuzz — random arm / disarm / expire sequences on a real
-// io::timer_queue, with the cancel-at-the-deadline race of issue 27 as a
+// io::detail::timer_queue, with the cancel-at-the-deadline race of issue 27 as a
 // step of its own: the clock reaches an entry's deadline (the entry is due,
 // a waiter's ready() would say so) and the waiter disarms it and frees it
 // before any expiry ran. The entries live on the heap and a disarmed one is
@@ -28,7 +28,7 @@
 
 namespace {
 
-using canopy::io::timer_queue;
+using canopy::io::detail::timer_queue;
 
 [[noreturn]] void fail(const char* what, long detail) {
   std::fprintf(stderr, "timer_queue_fuzz: %s (detail %ld)\n", what, detail);

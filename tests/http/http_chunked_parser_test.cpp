@@ -14,8 +14,8 @@
 #include "io/http/http_parser.hpp"
 
 namespace http = canopy::io::http;
-using http::parse_error;
-using http::parse_status;
+using http::detail::parse_error;
+using http::detail::parse_status;
 
 namespace {
 
@@ -34,7 +34,7 @@ struct reading {
 // `incomplete` only the `keep` bytes stay before the next piece.
 reading read_all(std::string_view input, std::size_t piece = 0,
                  const http::request_limits& limits = {}) {
-  http::request_reader reader(limits);
+  http::detail::request_reader reader(limits);
   http::request req;
   reading result;
   std::string pending;
@@ -45,7 +45,7 @@ reading read_all(std::string_view input, std::size_t piece = 0,
     pending.append(input.substr(fed, take));
     fed += take;
     for (;;) {
-      const http::parse_outcome outcome = reader.read(std::span<char>(pending), req);
+      const http::detail::parse_outcome outcome = reader.read(std::span<char>(pending), req);
       if (outcome.status == parse_status::incomplete) {
         REQUIRE(outcome.keep <= pending.size());
         pending.resize(outcome.keep);
@@ -80,7 +80,7 @@ const std::string chunked_head = "POST /up HTTP/1.1\r\nTransfer-Encoding: chunke
 TEST_CASE("http chunked: a body in chunks is decoded into req.body, as a Content-Length one") {
   const std::string input = chunked_head + "5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n";
   std::string buffer = input;
-  http::request_reader reader;
+  http::detail::request_reader reader;
   http::request req;
   const auto outcome = reader.read(std::span<char>(buffer), req);
   REQUIRE(outcome.status == parse_status::complete);
@@ -108,7 +108,7 @@ TEST_CASE("http chunked: a body in chunks is decoded into req.body, as a Content
 TEST_CASE("http chunked: parse_request alone stops after the head of a chunked request") {
   const std::string input = chunked_head + "3\r\nabc\r\n0\r\n\r\n";
   http::request req;
-  const auto outcome = http::parse_request(input, req);
+  const auto outcome = http::detail::parse_request(input, req);
   REQUIRE(outcome.status == parse_status::chunked_body);
   CHECK(outcome.consumed == chunked_head.size());
   CHECK(req.target == "/up");
@@ -144,7 +144,7 @@ TEST_CASE(
   // Two pieces, cut at every byte.
   for (std::size_t cut = 1; cut < input.size(); ++cut) {
     CAPTURE(cut);
-    http::request_reader reader;
+    http::detail::request_reader reader;
     http::request req;
     std::string pending(input.substr(0, cut));
     std::vector<std::string> got;
@@ -171,7 +171,7 @@ TEST_CASE(
 
 TEST_CASE("http chunked: incomplete keeps the head and the body decoded so far") {
   std::string buffer = chunked_head + "3\r\nabc\r\n2\r\nd";
-  http::request_reader reader;
+  http::detail::request_reader reader;
   http::request req;
   const auto outcome = reader.read(std::span<char>(buffer), req);
   REQUIRE(outcome.status == parse_status::incomplete);
@@ -203,9 +203,10 @@ TEST_CASE("http chunked: malformed chunk-size lines and chunk endings are invali
   CHECK(error_of(chunked_head + "5;" + std::string(200, 'e'), limits) ==
         parse_error::bad_chunk_size);
   CHECK(error_of(chunked_head + std::string(200, '0'), limits) == parse_error::bad_chunk_size);
-  CHECK(http::status_of(parse_error::bad_chunk_size) == 400);
-  CHECK(http::describe(parse_error::bad_chunk_size).find("hex") != std::string_view::npos);
-  CHECK(http::describe(parse_error::bad_chunk_ending).find("CRLF") != std::string_view::npos);
+  CHECK(http::detail::status_of(parse_error::bad_chunk_size) == 400);
+  CHECK(http::detail::describe(parse_error::bad_chunk_size).find("hex") != std::string_view::npos);
+  CHECK(http::detail::describe(parse_error::bad_chunk_ending).find("CRLF") !=
+        std::string_view::npos);
 }
 
 TEST_CASE(
@@ -219,7 +220,7 @@ TEST_CASE(
   CHECK(error_of(chunked_head + "6\r\nabcdef\r\n5", limits) == parse_error::body_too_large);
   // A huge size is refused at once as well, not buffered.
   CHECK(error_of(chunked_head + "fffffff", limits) == parse_error::body_too_large);
-  CHECK(http::status_of(parse_error::body_too_large) == 413);
+  CHECK(http::detail::status_of(parse_error::body_too_large) == 413);
 }
 
 TEST_CASE("http chunked: trailers are bounded by the head's limits and checked as fields") {
@@ -232,7 +233,7 @@ TEST_CASE("http chunked: trailers are bounded by the head's limits and checked a
         parse_error::head_too_large);
   CHECK(error_of(chunked_head + "0\r\nA: " + std::string(120, 'v'), limits) ==
         parse_error::head_too_large);
-  CHECK(http::status_of(parse_error::head_too_large) == 431);
+  CHECK(http::detail::status_of(parse_error::head_too_large) == 431);
   CHECK(error_of(chunked_head + "0\r\nNoColon\r\n\r\n") == parse_error::bad_header);
   CHECK(error_of(chunked_head + "0\r\nBad Name: x\r\n\r\n") == parse_error::bad_header);
   CHECK(error_of(chunked_head + "0\r\n folded: x\r\n\r\n") == parse_error::bad_header);
@@ -250,7 +251,7 @@ TEST_CASE("http chunked: other transfer codings are 501; with Content-Length or 
         "POST / HTTP/1.1\r\nTransfer-Encoding: " + std::string(codings) + "\r\n\r\n0\r\n\r\n";
     const parse_error error = error_of(head);
     CHECK(error == parse_error::unsupported_transfer_encoding);
-    CHECK(http::status_of(error) == 501);
+    CHECK(http::detail::status_of(error) == 501);
   }
   // Split over two fields, the list is the same.
   CHECK(error_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
@@ -267,8 +268,8 @@ TEST_CASE("http chunked: other transfer codings are 501; with Content-Length or 
     CAPTURE(head);
     const parse_error error = error_of(std::string(head) + "3\r\nabc\r\n0\r\n\r\n");
     CHECK(error == parse_error::bad_transfer_encoding);
-    CHECK(http::status_of(error) == 400);
+    CHECK(http::detail::status_of(error) == 400);
   }
-  CHECK(http::describe(parse_error::bad_transfer_encoding).find("Content-Length") !=
+  CHECK(http::detail::describe(parse_error::bad_transfer_encoding).find("Content-Length") !=
         std::string_view::npos);
 }

@@ -7,11 +7,11 @@
 #include <string>
 #include <string_view>
 
-using canopy::io::http::parse_error;
-using canopy::io::http::parse_request;
-using canopy::io::http::parse_status;
 using canopy::io::http::request;
 using canopy::io::http::request_limits;
+using canopy::io::http::detail::parse_error;
+using canopy::io::http::detail::parse_request;
+using canopy::io::http::detail::parse_status;
 
 namespace {
 
@@ -135,12 +135,14 @@ TEST_CASE("http parser: limits on the head, the header count and the body") {
   request req;
   CHECK(parse_request("POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd", req, limits).status ==
         parse_status::complete);
-  CHECK(canopy::io::http::describe(parse_error::head_too_large).find("limit") != std::string::npos);
-  CHECK(canopy::io::http::describe(parse_error::body_too_large).find("body") != std::string::npos);
+  CHECK(canopy::io::http::detail::describe(parse_error::head_too_large).find("limit") !=
+        std::string::npos);
+  CHECK(canopy::io::http::detail::describe(parse_error::body_too_large).find("body") !=
+        std::string::npos);
 }
 
 TEST_CASE("http parser: each limit has its status code, every other error 400 or 501") {
-  using canopy::io::http::status_of;
+  using canopy::io::http::detail::status_of;
   CHECK(status_of(parse_error::body_too_large) == 413);
   CHECK(status_of(parse_error::head_too_large) == 431);
   CHECK(status_of(parse_error::unsupported_transfer_encoding) == 501);
@@ -175,7 +177,8 @@ TEST_CASE("http parser: a bare LF or CR line ending is invalid as soon as it is 
   const auto outcome = parse_request("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\na\nb", req);
   REQUIRE(outcome.status == parse_status::complete);
   CHECK(req.body == "a\nb");
-  CHECK(canopy::io::http::describe(parse_error::bad_line_ending).find("LF") != std::string::npos);
+  CHECK(canopy::io::http::detail::describe(parse_error::bad_line_ending).find("LF") !=
+        std::string::npos);
 }
 
 TEST_CASE("http parser: a byte of 0x80 or above in the target is invalid; in a field value, not") {

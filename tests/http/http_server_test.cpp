@@ -617,7 +617,7 @@ TEST_CASE("http server: a head with bare LF line endings gets 400 at once, not a
   // A 30 s request timeout: a server that waited for the CRLF CRLF would
   // answer 408 long after the client's 10 s receive timeout.
   test_server server(30s);
-  const std::string reason(http::describe(http::parse_error::bad_line_ending));
+  const std::string reason(http::detail::describe(http::detail::parse_error::bad_line_ending));
   for (const std::string_view request :
        {"GET / HTTP/1.1\nHost: x\n\n", "GET / HTTP/1.1\r\nHost: x\n\r\n",
         "GET / HTTP/1.1\r\nHost: x\nAccept: */*\r\n\r\n", "GET / HTTP/1.1\rHost: x\r\n"}) {
@@ -640,7 +640,8 @@ TEST_CASE("http server: a byte of 0x80 or above in the target gets 400; in a fie
     peer.send("GET /caf\xC3\xA9 HTTP/1.1\r\n\r\n");
     const std::string all = peer.read_to_eof();
     CHECK(all.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
-    CHECK(all.find(http::describe(http::parse_error::bad_target)) != std::string::npos);
+    CHECK(all.find(http::detail::describe(http::detail::parse_error::bad_target)) !=
+          std::string::npos);
   }
   {
     client peer(server.port());

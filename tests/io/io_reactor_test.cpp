@@ -209,11 +209,14 @@ TEST_CASE("removing a registration while a task waits ends the wait with operati
     CHECK(second.generation != first.generation);
     pipe.put();
     CHECK(eventually([&] {
-      return owner.peek(second, canopy::io::direction::read) == canopy::io::wait_status::ready;
+      return owner.peek(second, canopy::io::direction::read) ==
+             canopy::io::detail::wait_status::ready;
     }));
-    CHECK(owner.peek(first, canopy::io::direction::read) == canopy::io::wait_status::closed);
+    CHECK(owner.peek(first, canopy::io::direction::read) ==
+          canopy::io::detail::wait_status::closed);
     owner.remove(first);  // stale: a no-op that leaves `second` registered
-    CHECK(owner.peek(second, canopy::io::direction::read) == canopy::io::wait_status::ready);
+    CHECK(owner.peek(second, canopy::io::direction::read) ==
+          canopy::io::detail::wait_status::ready);
     owner.remove(second);
   }
   CHECK(open_fd_count() == fds_before);

@@ -60,7 +60,7 @@ TEST_CASE("an executor with a reactor has timers with nothing else created") {
     co_return !result.has_value();
   }());
   CHECK(timed_out);
-  canopy::io::timer_queue* const own = canopy::io::reactor::of(pool).own_timers();
+  canopy::io::detail::timer_queue* const own = canopy::io::reactor::of(pool).own_timers();
   REQUIRE(own != nullptr);
   CHECK(own->pending() == 0);
   // A reactor_timers made by older code is a handle to the reactor's queue.
@@ -116,7 +116,7 @@ TEST_CASE("tasks still sleeping at shutdown are destroyed before the reactor's t
         co_await canopy::sleep_for(1h);
       }(destroyed));
     }
-    canopy::io::timer_queue* const own = canopy::io::reactor::of(pool).own_timers();
+    canopy::io::detail::timer_queue* const own = canopy::io::reactor::of(pool).own_timers();
     REQUIRE(own != nullptr);
     REQUIRE(canopy::testing::eventually([&] { return own->pending() == sleepers; }));
   }  // ~executor: the sleepers disarm their timers while the queue lives

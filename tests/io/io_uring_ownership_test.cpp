@@ -287,7 +287,7 @@ TEST_CASE("a receive that timed out leaves the stream clean for the next read") 
     // same stream its completion reads used; then the completion form again.
     auto http_form =
         canopy::block_on(pool, [](tcp_stream* stream, std::span<std::byte> into) -> task<bool> {
-          const auto deadline = canopy::io::timer_queue::clock::now() + 20ms;
+          const auto deadline = canopy::io::detail::timer_queue::clock::now() + 20ms;
           canopy::io::detail::readiness_op next(
               stream->reg(), canopy::io::direction::read,
               canopy::io::detail::recv_attempt(stream->native_handle(), into), into.size());

@@ -32,8 +32,8 @@
 using canopy::executor;
 using canopy::executor_config;
 using canopy::task;
-using canopy::io::timer_node;
-using canopy::io::timer_wheel;
+using canopy::io::detail::timer_node;
+using canopy::io::detail::timer_wheel;
 using namespace std::chrono_literals;
 using canopy::testing::counted_source;
 using clock_type = std::chrono::steady_clock;
@@ -338,10 +338,10 @@ TEST_CASE("timer_queue: a storm expired while other threads arm and cancel") {
   // before its deadline, one cancelled before firing never fires, and every
   // other one fires.
   canopy::testing::watchdog guard("timer_queue storm", 60);
-  canopy::io::timer_queue queue;
+  canopy::io::detail::timer_queue queue;
   const std::size_t per_thread = static_cast<std::size_t>(scaled(20'000));
   struct armed {
-    canopy::io::timer_queue::entry entry;
+    canopy::io::detail::timer_queue::entry entry;
     clock_type::time_point deadline;
     bool cancelled = false;
   };
@@ -393,14 +393,14 @@ TEST_CASE("timer_queue: a storm expired while other threads arm and cancel") {
 }
 
 TEST_CASE("timer_queue: arm, fire, disarm; a passed deadline is due at once") {
-  canopy::io::timer_queue queue;
-  canopy::io::timer_queue::entry passed;
+  canopy::io::detail::timer_queue queue;
+  canopy::io::detail::timer_queue::entry passed;
   REQUIRE(queue.arm(passed, clock_type::now() - 1ms, canopy::waker{}));
   CHECK(queue.pending() == 1);
   CHECK(queue.expire(clock_type::now()) == 1);
   CHECK(passed.has_fired());
   CHECK(queue.pending() == 0);
-  canopy::io::timer_queue::entry item;
+  canopy::io::detail::timer_queue::entry item;
   const auto deadline = clock_type::now() + 2ms;
   REQUIRE(queue.arm(item, deadline, canopy::waker{}));
   CHECK(queue.pending() == 1);
@@ -415,7 +415,7 @@ TEST_CASE("timer_queue: arm, fire, disarm; a passed deadline is due at once") {
   CHECK(queue.pending() == 0);
   CHECK_FALSE(queue.next_deadline().has_value());
 
-  canopy::io::timer_queue::entry other;
+  canopy::io::detail::timer_queue::entry other;
   REQUIRE(queue.arm(other, clock_type::now() + 1h, canopy::waker{}));
   queue.disarm(other);
   CHECK(queue.pending() == 0);
@@ -424,14 +424,14 @@ TEST_CASE("timer_queue: arm, fire, disarm; a passed deadline is due at once") {
 }
 
 TEST_CASE("timer_queue: an earlier deadline notifies the driver once") {
-  canopy::io::timer_queue queue;
+  canopy::io::detail::timer_queue queue;
   std::atomic<int> notified{0};
   queue.set_earlier_deadline_listener(
       [](void* counter) noexcept { static_cast<std::atomic<int>*>(counter)->fetch_add(1); },
       &notified);
-  canopy::io::timer_queue::entry a;
-  canopy::io::timer_queue::entry b;
-  canopy::io::timer_queue::entry c;
+  canopy::io::detail::timer_queue::entry a;
+  canopy::io::detail::timer_queue::entry b;
+  canopy::io::detail::timer_queue::entry c;
   REQUIRE(queue.arm(a, clock_type::now() + 1h, canopy::waker{}));
   CHECK(notified.load() == 1);
   CHECK(queue.next_deadline().has_value());  // the driver now sleeps towards a
@@ -474,7 +474,7 @@ TEST_CASE("sleep_for outside a task or without a timer queue throws logic_error"
   executor pool(config_with(1));
   auto handle = pool.spawn([]() -> task<void> { co_await canopy::sleep_for(1ms); }());
   CHECK_THROWS_AS(handle.get(), std::logic_error);
-  CHECK_THROWS_AS(canopy::io::timer_queue::current(), std::logic_error);
+  CHECK_THROWS_AS(canopy::io::detail::timer_queue::current(), std::logic_error);
   pool.shutdown();
 }
 

@@ -25,7 +25,7 @@
 #include "tests/model/model_checker.hpp"
 #include "tests/model/protocol_steps.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 struct task_position {
   std::size_t leaf;
@@ -173,4 +173,4 @@ exploration_result explore_driver_world(const std::function<std::shared_ptr<Worl
       preemption_bound, max_executions);
 }
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

@@ -8,7 +8,7 @@
 
 #include "tests/model/model_checker.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 inline void expect_clean(const exploration_result& result) {
   INFO("failure: " << result.failure << " schedule: " << result.failing_schedule);
@@ -19,4 +19,4 @@ inline void expect_clean(const exploration_result& result) {
                                   << " cut short by sleep sets)");
 }
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

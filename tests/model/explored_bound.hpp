@@ -15,7 +15,7 @@
 #include "tests/model/protocol_steps.hpp"
 #include "tests/watchdog.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 inline int explored_bound(int preemption_bound, int threads) {
   if (preemption_bound < 0) {
@@ -30,4 +30,4 @@ inline int explored_bound(int preemption_bound, int threads) {
   return preemption_bound;
 }
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

@@ -17,7 +17,7 @@
 #include "executor/host/host_channel.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/protocol_steps.hpp"
@@ -57,7 +57,7 @@ class world final : public canopy::detail::sleep_probe {
 
   // Make one task runnable, then wake per the protocol.
   void produce(task_position task) {
-    canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
+    canopy::detail::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
     ++produced_;
   }
 
@@ -65,7 +65,7 @@ class world final : public canopy::detail::sleep_probe {
   // It gives up after `total_rounds`; searching `stuck_rounds` in vain after
   // every producer finished means a runnable task became invisible.
   void work(std::size_t worker, std::size_t producer_threads) {
-    canopy::model::search_steps search;
+    canopy::detail::model::search_steps search;
     int rounds_after_producers = 0;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
       if (producers_done_.peek() == producer_threads && ++rounds_after_producers > stuck_rounds) {
@@ -183,7 +183,7 @@ class world final : public canopy::detail::sleep_probe {
   }
 
   bool claim_one(std::size_t worker) {
-    if (!canopy::model::claim_any_task(tree_, sleep_, worker, leaves_)) {
+    if (!canopy::detail::model::claim_any_task(tree_, sleep_, worker, leaves_)) {
       return false;
     }
     ++claimed_;
@@ -206,7 +206,7 @@ class world final : public canopy::detail::sleep_probe {
   std::vector<char> busy_;  // per worker: set once, by that worker
   // Workers read it while producers run: a checker word (peek() notes the
   // read without adding a schedule point).
-  canopy::sync::atomic<std::size_t> producers_done_{0};
+  canopy::detail::sync::atomic<std::size_t> producers_done_{0};
 };
 
 // The bound a case explores in this build. Sanitizer builds
@@ -217,7 +217,7 @@ class world final : public canopy::detail::sleep_probe {
 // switches, and the memory grew past 20 GB with the cases at one preemption
 // fewer. A negative bound is used as given (a case that must find
 // something).
-using canopy::model::under_thread_sanitizer;
+using canopy::detail::model::under_thread_sanitizer;
 
 int explored_bound(int preemption_bound) {
   if (preemption_bound < 0) {
@@ -240,9 +240,9 @@ struct model_case {
   bool busy_after_first_claim = false;  // see world's constructor
 };
 
-canopy::model::exploration_result check_case(
+canopy::detail::model::exploration_result check_case(
     const model_case& setup, int preemption_bound,
-    canopy::model::reduction mode = canopy::model::reduction::none,
+    canopy::detail::model::reduction mode = canopy::detail::model::reduction::none,
     std::uint64_t max_executions = 200000) {
   const bool exact = preemption_bound < 0;
   preemption_bound = explored_bound(preemption_bound);
@@ -250,14 +250,14 @@ canopy::model::exploration_result check_case(
     preemption_bound = 0;  // three workers: tens of thousands of executions even at bound 1
   }
   std::shared_ptr<world> current;
-  return canopy::model::explore(
+  return canopy::detail::model::explore(
       [&] {
         current =
             std::make_shared<world>(setup.workers, setup.leaves, setup.busy_after_first_claim);
         for (const task_position& task : setup.preexisting) {
           current->produce(task);  // runs outside any execution: no schedule points
         }
-        canopy::model::scenario run;
+        canopy::detail::model::scenario run;
         for (std::size_t worker = 0; worker < setup.workers; ++worker) {
           run.threads.emplace_back([world = current, worker, producers = setup.producers.size()] {
             world->work(worker, producers);
@@ -352,9 +352,9 @@ class host_world {
   bool stop_ = false;
 };
 
-canopy::model::exploration_result check_host_case(host_blocks mode,
-                                                  const std::vector<int>& posts_per_poster,
-                                                  int preemption_bound) {
+canopy::detail::model::exploration_result check_host_case(host_blocks mode,
+                                                          const std::vector<int>& posts_per_poster,
+                                                          int preemption_bound) {
   if (canopy::testing::stress_divisor() > 1 && preemption_bound > 1) {
     --preemption_bound;
   }
@@ -363,10 +363,10 @@ canopy::model::exploration_result check_host_case(host_blocks mode,
     tasks += posts;
   }
   std::shared_ptr<host_world> current;
-  return canopy::model::explore(
+  return canopy::detail::model::explore(
       [&] {
         current = std::make_shared<host_world>(tasks, mode);
-        canopy::model::scenario run;
+        canopy::detail::model::scenario run;
         run.threads.emplace_back([world = current] { world->host(); });
         for (const int posts : posts_per_poster) {
           run.threads.emplace_back([world = current, posts] { world->post(posts); });
@@ -401,7 +401,8 @@ TEST_CASE("model: two workers, a task posted into the other worker's partition")
   // One preemption deeper, which the sleep sets make affordable (not under
   // ThreadSanitizer, where it would repeat bound 1: see explored_bound).
   if (!under_thread_sanitizer) {
-    expect_clean(check_case({2, 2, {}, {{{1, 0, 0}}}}, 3, canopy::model::reduction::sleep_sets));
+    expect_clean(
+        check_case({2, 2, {}, {{{1, 0, 0}}}}, 3, canopy::detail::model::reduction::sleep_sets));
   }
 }
 
@@ -423,8 +424,8 @@ TEST_CASE("model: two claimers and a post into one word leave no stale summary b
   // marked active and no worker can ever park.
   expect_clean(check_case({2, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 2));
   if (!under_thread_sanitizer) {
-    expect_clean(
-        check_case({2, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 3, canopy::model::reduction::sleep_sets));
+    expect_clean(check_case({2, 1, {{0, 0, 0}}, {{{0, 0, 7}}}}, 3,
+                            canopy::detail::model::reduction::sleep_sets));
   }
 }
 
@@ -433,7 +434,7 @@ TEST_CASE("model: three workers, two producers race into one leaf while the othe
   // path for the other; workers 0 and 2 search it as thieves, and any of
   // the three may be parked, searching or claiming when each post lands.
   expect_clean(check_case({3, 3, {}, {{{1, 0, 0}}, {{1, 1, 3}}}}, 2,
-                          canopy::model::reduction::sleep_sets, 2000000));
+                          canopy::detail::model::reduction::sleep_sets, 2000000));
 }
 
 TEST_CASE("model: a backlog behind a busy worker wakes a sleeper (liveness)") {
@@ -443,7 +444,7 @@ TEST_CASE("model: a backlog behind a busy worker wakes a sleeper (liveness)") {
   // and another sleeps. Two producers post into worker 0's leaf (the second
   // post finds the leaf active: the JEC path), or one producer posts both;
   // or a task is already waiting when the threads start.
-  using canopy::model::reduction;
+  using canopy::detail::model::reduction;
   model_case two_producers{3, 3, {}, {{{0, 0, 0}}, {{0, 1, 1}}}};
   two_producers.busy_after_first_claim = true;
   expect_clean(check_case(two_producers, 2, reduction::sleep_sets, 2000000));
@@ -465,7 +466,7 @@ TEST_CASE("model: liveness: a finder stops counting itself idle before it looks 
   // first and looks after, which pairs with the poster's tree RMW then
   // counter RMW. tests/model/mutants.sh puts the look back before the
   // decrement and expects these cases to reject it.
-  using canopy::model::reduction;
+  using canopy::detail::model::reduction;
   model_case three_in_one_word{3, 3, {}, {{{0, 0, 0}, {0, 0, 1}, {0, 0, 2}}}};
   three_in_one_word.busy_after_first_claim = true;
   expect_clean(check_case(three_in_one_word, 2, reduction::sleep_sets, 2000000));
@@ -481,35 +482,35 @@ TEST_CASE("model: the checker finds the lost wakeup of check-then-sleep") {
   // where the task is posted between the check and the park, with and
   // without the partial-order reduction.
   struct broken {
-    canopy::sync::atomic<std::uint32_t> work{0};
-    canopy::sync::atomic<std::uint32_t> parked{0};
-    canopy::sync::atomic<std::uint32_t> word{0};
+    canopy::detail::sync::atomic<std::uint32_t> work{0};
+    canopy::detail::sync::atomic<std::uint32_t> parked{0};
+    canopy::detail::sync::atomic<std::uint32_t> word{0};
   };
-  using canopy::model::reduction;
+  using canopy::detail::model::reduction;
   for (const reduction mode : {reduction::none, reduction::sleep_sets}) {
     CAPTURE(static_cast<int>(mode));
     std::shared_ptr<broken> state;
-    const auto result = canopy::model::explore(
+    const auto result = canopy::detail::model::explore(
         [&] {
           state = std::make_shared<broken>();
-          canopy::model::scenario run;
+          canopy::detail::model::scenario run;
           run.threads.emplace_back([s = state] {
             if (s->work.load() == 0) {
               s->parked.store(1);
-              canopy::model::park_on(&s->word, 0, s->word.peek());
+              canopy::detail::model::park_on(&s->word, 0, s->word.peek());
             }
           });
           run.threads.emplace_back([s = state] {
             if (s->parked.load() == 1) {
               s->word.store(1);
-              canopy::model::unpark_on(&s->word);
+              canopy::detail::model::unpark_on(&s->word);
             }
             s->work.store(1);
           });
           run.check = [s = state](const std::vector<bool>& parked) -> std::string {
             return parked[0] && s->work.peek() == 1 ? "lost wakeup" : "";
           };
-          run.teardown = [s = state] { canopy::model::unpark_on(&s->word); };
+          run.teardown = [s = state] { canopy::detail::model::unpark_on(&s->word); };
           return run;
         },
         2, 1000, 20000, mode);
@@ -526,22 +527,22 @@ TEST_CASE("model: sleep sets reach every final state of the full search, in fewe
   // plus every value a thread read. The reduction must reach exactly the
   // set of final states the full search reaches.
   struct shared_words {
-    canopy::sync::atomic<std::uint32_t> x{0};
-    canopy::sync::atomic<std::uint32_t> y{0};
-    canopy::sync::atomic<std::uint32_t> z{0};
-    canopy::sync::atomic<std::uint32_t> w{0};
+    canopy::detail::sync::atomic<std::uint32_t> x{0};
+    canopy::detail::sync::atomic<std::uint32_t> y{0};
+    canopy::detail::sync::atomic<std::uint32_t> z{0};
+    canopy::detail::sync::atomic<std::uint32_t> w{0};
     std::uint32_t seen_by_first = 0;
     std::uint32_t seen_by_second = 0;
     std::uint32_t seen_by_third = 0;
   };
-  using canopy::model::reduction;
+  using canopy::detail::model::reduction;
   auto final_states = [](reduction mode, std::uint64_t& executions) {
     std::set<std::string> states;
     std::shared_ptr<shared_words> state;
-    const auto result = canopy::model::explore(
+    const auto result = canopy::detail::model::explore(
         [&] {
           state = std::make_shared<shared_words>();
-          canopy::model::scenario run;
+          canopy::detail::model::scenario run;
           run.threads.emplace_back([s = state] {
             s->x.store(1);
             s->seen_by_first = s->y.load();
@@ -595,7 +596,7 @@ TEST_CASE("model: sleep sets on a real-source case: same verdict, fewer executio
   // The two-worker case above at the same bound, without and with the
   // reduction: the number of executions each needs is the measure of what
   // the reduction saves on the real protocol.
-  using canopy::model::reduction;
+  using canopy::detail::model::reduction;
   if (under_thread_sanitizer) {
     MESSAGE("left to the plain and ASan builds: it repeats a case above (see explored_bound)");
     return;

@@ -8,7 +8,7 @@
 #include <new>
 #include <utility>
 
-#include "sync/model_atomic.hpp"
+#include "atomics/model_atomic.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" {
@@ -19,7 +19,7 @@ void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 }
 #endif
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 namespace {
 
@@ -456,4 +456,4 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
   }
 }
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

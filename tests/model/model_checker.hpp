@@ -1,7 +1,7 @@
 // A small stateless model checker for Canopy's protocol code.
 //
 // The protocol sources are compiled with CANOPY_MODEL_CHECK, which turns
-// every sync::atomic operation into a schedule point (sync/model_atomic.hpp).
+// every sync::atomic operation into a schedule point (atomics/model_atomic.hpp).
 // Each logical thread runs on a Boost.Context fiber; at every schedule point
 // the checker decides which thread runs next. It explores the choices
 // depth-first, re-running the scenario from scratch for each schedule, with
@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
-#include "sync/model_atomic.hpp"
+#include "atomics/model_atomic.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 // One execution of a scenario: the logical threads to run and the check to
 // make when every thread has finished or is parked.
@@ -70,6 +70,6 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
                            std::uint64_t max_executions, std::size_t max_steps = 20000,
                            reduction mode = reduction::none);
 
-// schedule_point, note_access, park_on and unpark_on: sync/model_atomic.hpp.
+// schedule_point, note_access, park_on and unpark_on: atomics/model_atomic.hpp.
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

@@ -36,7 +36,7 @@
 #include "executor/yield_queue.hpp"
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/explored_bound.hpp"
 #include "tests/model/model_checker.hpp"
@@ -47,8 +47,8 @@ namespace {
 using canopy::detail::lifo_slot;
 using canopy::detail::summary_tree;
 using canopy::detail::task_slot;
-using canopy::model::access_kind;
-using canopy::model::note_access;
+using canopy::detail::model::access_kind;
+using canopy::detail::model::note_access;
 
 constexpr std::size_t signals_per_leaf = 2;
 constexpr std::uint32_t slots_per_leaf = signals_per_leaf * 64;
@@ -154,7 +154,7 @@ class executor_world final : public canopy::detail::sleep_probe {
     }
     for (const task_plan& task : setup.tasks) {
       if (states_.count(task.slot) == 0) {
-        states_.emplace(task.slot, std::make_unique<canopy::sync::atomic<std::uint64_t>>(
+        states_.emplace(task.slot, std::make_unique<canopy::detail::sync::atomic<std::uint64_t>>(
                                        task_slot::make_state(task.generation, 0)));
       }
     }
@@ -188,7 +188,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   // A worker: executor_core::worker_main's loop over find_task.
   void work(std::size_t index) {
     worker_state& self = *workers_[index];
-    canopy::model::search_steps search;
+    canopy::detail::model::search_steps search;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
       std::uint32_t slot = 0;
       if (find_task(index, slot)) {
@@ -225,7 +225,7 @@ class executor_world final : public canopy::detail::sleep_probe {
         }
         return;
       }
-      canopy::model::park_on(&drain_word_, seen, drain_word_.peek());
+      canopy::detail::model::park_on(&drain_word_, seen, drain_word_.peek());
     }
   }
 
@@ -336,7 +336,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   void teardown() {
     stop_ = true;
     sleep_.wake_all_for_shutdown();
-    canopy::model::unpark_on(&drain_word_);
+    canopy::detail::model::unpark_on(&drain_word_);
   }
 
   static constexpr int total_rounds = 24;
@@ -351,7 +351,9 @@ class executor_world final : public canopy::detail::sleep_probe {
     bool gave_up = false;  // searched total_rounds in vain (owner only)
   };
 
-  canopy::sync::atomic<std::uint64_t>& state_of(std::uint32_t slot) { return *states_.at(slot); }
+  canopy::detail::sync::atomic<std::uint64_t>& state_of(std::uint32_t slot) {
+    return *states_.at(slot);
+  }
 
   // The task whose slot and generation these are (the plan's table).
   std::size_t task_for(std::uint32_t slot, std::uint32_t generation) const {
@@ -376,7 +378,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   // executor_core::signal_task: the task bit, then a wake per the protocol.
   void signal(std::uint32_t slot) {
     const canopy::detail::tree_position where = position_of(slot);
-    canopy::model::post_task(tree_, sleep_, where.leaf, where.signal, where.bit);
+    canopy::detail::model::post_task(tree_, sleep_, where.leaf, where.signal, where.bit);
   }
 
   // executor_core::make_runnable on a worker: into its LIFO slot; the task
@@ -409,7 +411,7 @@ class executor_world final : public canopy::detail::sleep_probe {
       if ((leaf % setup_.workers == worker) != own) {
         continue;
       }
-      if (const int within = canopy::model::claim_in_active_leaf(tree_, sleep_, leaf);
+      if (const int within = canopy::detail::model::claim_in_active_leaf(tree_, sleep_, leaf);
           within >= 0) {
         slot = static_cast<std::uint32_t>(leaf * slots_per_leaf + within);
         return true;
@@ -491,7 +493,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   // by canopy::join's take-back, which runs the callable itself (no count-down).
   void run(std::size_t worker, std::uint32_t slot, bool taken_back = false) {
     worker_state& self = *workers_[worker];
-    canopy::sync::atomic<std::uint64_t>& state = state_of(slot);
+    canopy::detail::sync::atomic<std::uint64_t>& state = state_of(slot);
     const std::uint32_t generation = task_slot::generation_of(state.load());
     state.store(task_slot::make_state(generation, task_slot::executing));
     const std::size_t index = task_for(slot, generation);
@@ -556,7 +558,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   void join(std::size_t worker, std::size_t awaited, bool take_back) {
     const task_plan& task = setup_.tasks[awaited];
     const canopy::detail::task_id id{task.slot, task.generation};
-    canopy::sync::atomic<std::uint64_t>& state = state_of(task.slot);
+    canopy::detail::sync::atomic<std::uint64_t>& state = state_of(task.slot);
     const canopy::detail::pending_claim claim = canopy::detail::claim_pending_task(
         state, id, workers_[worker]->lifo, tree_, position_of, [this](std::uint32_t permits) {
           if (permits != 0) {
@@ -622,7 +624,7 @@ class executor_world final : public canopy::detail::sleep_probe {
     }
     if (setup_.drain) {
       drain_word_.fetch_add(1);
-      canopy::model::unpark_on(&drain_word_);
+      canopy::detail::model::unpark_on(&drain_word_);
     }
   }
 
@@ -636,7 +638,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   summary_tree tree_;
   canopy::detail::sleep_module sleep_;
   std::vector<std::unique_ptr<worker_state>> workers_;
-  std::map<std::uint32_t, std::unique_ptr<canopy::sync::atomic<std::uint64_t>>> states_;
+  std::map<std::uint32_t, std::unique_ptr<canopy::detail::sync::atomic<std::uint64_t>>> states_;
   // Plain variables several threads touch. runs_ and completed_ are only
   // incremented during an execution (increments commute) and read by the
   // verdict. live_, checking_ and zero_seen_ are read during the execution
@@ -652,25 +654,26 @@ class executor_world final : public canopy::detail::sleep_probe {
   bool stop_ = false;
   std::string failure_;  // the first failure seen during the execution
   std::vector<std::uint64_t> epochs_;
-  canopy::sync::atomic<std::uint32_t> drain_word_{0};
+  canopy::detail::sync::atomic<std::uint32_t> drain_word_{0};
   // canopy::join's countdown: the offered callables that have not ended.
-  canopy::sync::atomic<std::uint32_t> join_countdown_;
+  canopy::detail::sync::atomic<std::uint32_t> join_countdown_;
 };
 
-canopy::model::exploration_result check_case(const executor_case& setup, int preemption_bound,
-                                             std::uint64_t max_executions = 2000000) {
+canopy::detail::model::exploration_result check_case(const executor_case& setup,
+                                                     int preemption_bound,
+                                                     std::uint64_t max_executions = 2000000) {
   const int threads =
       static_cast<int>(setup.workers + setup.late_posts.size()) + (setup.drain ? 1 : 0);
-  preemption_bound = canopy::model::explored_bound(preemption_bound, threads);
+  preemption_bound = canopy::detail::model::explored_bound(preemption_bound, threads);
   std::shared_ptr<executor_world> current;
-  return canopy::model::explore(
+  return canopy::detail::model::explore(
       [&] {
         current = std::make_shared<executor_world>(setup);
         for (const std::size_t task : setup.preexisting) {
           current->made_runnable_.push_back(task);
           current->make_preexisting(task);  // no schedule points: before the execution
         }
-        canopy::model::scenario run;
+        canopy::detail::model::scenario run;
         for (std::size_t worker = 0; worker < setup.workers; ++worker) {
           run.threads.emplace_back([world = current, worker] { world->work(worker); });
         }
@@ -687,7 +690,7 @@ canopy::model::exploration_result check_case(const executor_case& setup, int pre
         run.teardown = [world = current] { world->teardown(); };
         return run;
       },
-      preemption_bound, max_executions, 20000, canopy::model::reduction::sleep_sets);
+      preemption_bound, max_executions, 20000, canopy::detail::model::reduction::sleep_sets);
 }
 
 }  // namespace
@@ -822,7 +825,7 @@ TEST_CASE(
   executor_case setup;
   setup.tasks = {joining(task(0), 1), reused_by(task(1), 2), next_generation(task(1))};
   setup.preexisting = {0, 1};
-  if (canopy::model::under_thread_sanitizer) {
+  if (canopy::detail::model::under_thread_sanitizer) {
     // Two preemptions: over 5 GB and 18 s under ThreadSanitizer (see
     // explored_bound). The plain and ASan builds run it.
     MESSAGE("left to the plain and ASan builds: it needs two preemptions");

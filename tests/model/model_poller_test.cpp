@@ -22,7 +22,7 @@
 
 #include "executor/driver_park_backend.hpp"
 #include "executor/idle_driver.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/driver_world.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/model_checker.hpp"
@@ -57,7 +57,7 @@ class model_kernel_driver final : public canopy::ext::idle_driver {
     if (notified) {
       return false;  // a notify(): park() re-reads its latch
     }
-    canopy::model::park_on(&epoll_generation_, generation, epoll_generation_.peek());
+    canopy::detail::model::park_on(&epoll_generation_, generation, epoll_generation_.peek());
     return false;  // woken by an event: the caller's loop calls wait() again
   }
 
@@ -90,20 +90,20 @@ class model_kernel_driver final : public canopy::ext::idle_driver {
  private:
   void signal_epoll() noexcept {
     epoll_generation_.fetch_add(1);
-    canopy::model::unpark_on(&epoll_generation_);
+    canopy::detail::model::unpark_on(&epoll_generation_);
   }
 
-  canopy::sync::atomic<std::uint32_t> eventfd_{0};
-  canopy::sync::atomic<std::uint32_t> ready_edges_{0};
-  canopy::sync::atomic<std::uint32_t> epoll_generation_{0};
+  canopy::detail::sync::atomic<std::uint32_t> eventfd_{0};
+  canopy::detail::sync::atomic<std::uint32_t> ready_edges_{0};
+  canopy::detail::sync::atomic<std::uint32_t> epoll_generation_{0};
   std::uint32_t collected_ = 0;  // the poller's own buffer (one holder at a time)
   void (*on_edge_)(void*) = nullptr;
   void* on_edge_target_ = nullptr;
 };
 
-using canopy::model::task_position;
+using canopy::detail::model::task_position;
 
-class poller_world final : public canopy::model::driver_world {
+class poller_world final : public canopy::detail::model::driver_world {
  public:
   // `io_task`: where the task waiting on the socket goes when its edge is dispatched.
   poller_world(std::size_t workers, task_position io_task, std::uint32_t poll_interval)
@@ -120,7 +120,7 @@ class poller_world final : public canopy::model::driver_world {
 
   // A worker of executor_core::worker_main, reduced to its protocol steps.
   void work(std::size_t worker, std::size_t producer_threads) {
-    canopy::model::search_steps search;
+    canopy::detail::model::search_steps search;
     int rounds_after_producers = 0;
     std::uint32_t since_poll = 0;
     for (int round = 0; round < total_rounds && !stop_; ++round) {
@@ -181,7 +181,7 @@ class poller_world final : public canopy::model::driver_world {
   canopy::detail::driver_park_backend backend_;
 };
 
-using canopy::model::under_thread_sanitizer;
+using canopy::detail::model::under_thread_sanitizer;
 
 struct poller_case {
   std::size_t workers;
@@ -192,8 +192,8 @@ struct poller_case {
   std::uint32_t poll_interval = 1;
 };
 
-canopy::model::exploration_result check_poller_case(const poller_case& setup,
-                                                    int preemption_bound) {
+canopy::detail::model::exploration_result check_poller_case(const poller_case& setup,
+                                                            int preemption_bound) {
   if (canopy::testing::stress_divisor() > 1 && preemption_bound > 1) {
     --preemption_bound;
   }
@@ -203,7 +203,7 @@ canopy::model::exploration_result check_poller_case(const poller_case& setup,
     // executions at bound 1 took over 20 GB. The plain build explores it.
     preemption_bound = setup.workers >= 2 ? 0 : std::min(preemption_bound, 1);
   }
-  return canopy::model::explore_driver_world<poller_world>(
+  return canopy::detail::model::explore_driver_world<poller_world>(
       [&] {
         return std::make_shared<poller_world>(setup.workers, setup.io_task, setup.poll_interval);
       },
@@ -214,7 +214,7 @@ canopy::model::exploration_result check_poller_case(const poller_case& setup,
 
 }  // namespace
 
-using canopy::model::expect_clean;
+using canopy::detail::model::expect_clean;
 
 TEST_CASE("model poller: a task posted while the only sleeper waits in the driver") {
   // One worker: it parks as the poller (epoll_wait); the outside post must

@@ -18,10 +18,10 @@
 #include <deque>
 #include <optional>
 
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/model_checker.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 // One completion-queue entry.
 struct model_cqe {
@@ -181,4 +181,4 @@ class model_ring_kernel {
   bool closing_ = false;
 };
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

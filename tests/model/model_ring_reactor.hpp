@@ -18,11 +18,11 @@
 #include <utility>
 
 #include "executor/idle_driver.hpp"
-#include "sync/atomics.hpp"
+#include "atomics/atomics.hpp"
 #include "tests/model/model_checker.hpp"
 #include "tests/model/model_ring_kernel.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 // reap_lock_ matters only against a thread that cancels a request
 // (wait_until_reaped reaps on that thread), so its schedule points are left
@@ -222,7 +222,7 @@ class model_ring_driver final : public ext::idle_driver {
 
   model_ring_kernel& kernel_;
   bool canceller_;
-  canopy::sync::atomic<std::uint32_t> reap_lock_{0};
+  canopy::detail::sync::atomic<std::uint32_t> reap_lock_{0};
   std::optional<model_cqe> pending_;  // reactor::pending_completion_
   bool eventfd_watched_ = false;      // open_ring arms nothing: the poller's arm_watches does
   bool poller_waiting_ = false;       // reactor::poller_waiting_
@@ -233,4 +233,4 @@ class model_ring_driver final : public ext::idle_driver {
   void* on_completion_target_ = nullptr;
 };
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

@@ -37,9 +37,9 @@
 
 namespace {
 
-using canopy::model::model_ring_driver;
-using canopy::model::model_ring_kernel;
-using canopy::model::task_position;
+using canopy::detail::model::model_ring_driver;
+using canopy::detail::model::model_ring_kernel;
+using canopy::detail::model::task_position;
 
 struct ring_case {
   std::size_t workers;
@@ -52,7 +52,7 @@ struct ring_case {
   bool outside_request = false;  // a thread that is not a worker starts a request
 };
 
-class ring_world final : public canopy::model::driver_world {
+class ring_world final : public canopy::detail::model::driver_world {
  public:
   explicit ring_world(const ring_case& setup)
       : driver_world(setup.workers),
@@ -71,7 +71,7 @@ class ring_world final : public canopy::model::driver_world {
   // A worker of executor_core::worker_main, reduced to its protocol steps
   // and its driver calls.
   void work(std::size_t worker, std::size_t producer_threads) {
-    canopy::model::search_steps search;
+    canopy::detail::model::search_steps search;
     int rounds_after_producers = 0;
     std::uint32_t since_poll = 0;
     bool out_of_work = false;
@@ -216,7 +216,8 @@ class ring_world final : public canopy::model::driver_world {
   int woke_for_nothing_ = 0;
 };
 
-canopy::model::exploration_result check_ring_case(const ring_case& given, int preemption_bound) {
+canopy::detail::model::exploration_result check_ring_case(const ring_case& given,
+                                                          int preemption_bound) {
   // Under ThreadSanitizer, no preemption with two workers, a canceller or
   // an outside request: TSan's memory grows with every execution's fiber
   // switches, and these cases run hundreds at one preemption (a whole
@@ -225,17 +226,17 @@ canopy::model::exploration_result check_ring_case(const ring_case& given, int pr
   // more blocking points to order.
   const bool heavy = given.workers >= 2 || given.canceller || given.outside_request;
   ring_case setup = given;
-  if (canopy::model::under_thread_sanitizer && given.canceller) {
+  if (canopy::detail::model::under_thread_sanitizer && given.canceller) {
     setup.posts.push_back({0, 0, 4});
   }
   const std::size_t devices = setup.request_tasks.empty() && !setup.outside_request ? 0 : 1;
   const std::size_t requesters = setup.outside_request ? 1 : 0;
   const std::size_t others = devices + requesters + (setup.canceller ? 1 : 0);
   const auto threads = static_cast<int>(setup.workers + setup.posts.size() + others);
-  const int bound = canopy::model::under_thread_sanitizer && heavy
+  const int bound = canopy::detail::model::under_thread_sanitizer && heavy
                         ? 0
-                        : canopy::model::explored_bound(preemption_bound, threads);
-  return canopy::model::explore_driver_world<ring_world>(
+                        : canopy::detail::model::explored_bound(preemption_bound, threads);
+  return canopy::detail::model::explore_driver_world<ring_world>(
       [&] { return std::make_shared<ring_world>(setup); }, setup.workers, setup.request_tasks,
       setup.posts, others,
       [devices, requesters](ring_world& world, std::size_t other) {
@@ -252,7 +253,7 @@ canopy::model::exploration_result check_ring_case(const ring_case& given, int pr
 
 }  // namespace
 
-using canopy::model::expect_clean;
+using canopy::detail::model::expect_clean;
 
 TEST_CASE("model ring: a task's request queued just before its worker goes idle") {
   // Two workers: one may park in the ring first (its wait flushed nothing),

@@ -7,7 +7,7 @@
 // parks until its node's state leaves `waiting`. A lost wake-up shows as an
 // execution that ends with a thread parked; tests/model/mutants.sh removes
 // each re-check to show that the cases notice. The same file checks
-// sync::futex_mutex (sync/futex_mutex.hpp), the reactor's and the timer
+// sync::futex_mutex (atomics/futex_mutex.hpp), the reactor's and the timer
 // queue's lock: mutual exclusion, and no locker left asleep.
 #include <doctest/doctest.h>
 
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "sync/atomics.hpp"
-#include "sync/futex.hpp"
-#include "sync/futex_mutex.hpp"
+#include "atomics/atomics.hpp"
+#include "atomics/futex.hpp"
+#include "atomics/futex_mutex.hpp"
 #include "task_sync/channel_core.hpp"
 #include "task_sync/semaphore_core.hpp"
 #include "tests/model/expect_clean.hpp"
@@ -32,33 +32,33 @@ using canopy::detail::waiter_waiting;
 
 // Wakes the logical thread parked on a node's state word.
 struct model_waker {
-  canopy::sync::atomic<std::uint32_t>* word = nullptr;
+  canopy::detail::sync::atomic<std::uint32_t>* word = nullptr;
   void wake() const noexcept {
     if (word != nullptr) {
-      canopy::sync::futex_wake_all(*word);
+      canopy::detail::sync::futex_wake_all(*word);
     }
   }
 };
 
 struct waits {
   bool stop = false;  // set by teardown only
-  std::vector<canopy::sync::atomic<std::uint32_t>*> words;
+  std::vector<canopy::detail::sync::atomic<std::uint32_t>*> words;
 
   // Park until the node is finished (or teardown); false if torn down.
-  bool park(canopy::sync::atomic<std::uint32_t>& state) {
+  bool park(canopy::detail::sync::atomic<std::uint32_t>& state) {
     words.push_back(&state);
-    while (state.load(canopy::sync::acquire) == waiter_waiting) {
+    while (state.load(canopy::detail::sync::acquire) == waiter_waiting) {
       if (stop) {
         return false;
       }
-      canopy::sync::futex_wait(state, waiter_waiting);
+      canopy::detail::sync::futex_wait(state, waiter_waiting);
     }
     return true;
   }
   void teardown() {
     stop = true;
     for (auto* word : words) {
-      canopy::sync::futex_wake_all(*word);
+      canopy::detail::sync::futex_wake_all(*word);
     }
   }
 };
@@ -87,7 +87,7 @@ struct channel_world {
         return;
       }
     }
-    if (node.state.load(canopy::sync::acquire) == canopy::detail::waiter_done) {
+    if (node.state.load(canopy::detail::sync::acquire) == canopy::detail::waiter_done) {
       ++sent;
     }
   }
@@ -111,7 +111,7 @@ struct channel_world {
         return;
       }
     }
-    if (node.state.load(canopy::sync::acquire) == canopy::detail::waiter_done) {
+    if (node.state.load(canopy::detail::sync::acquire) == canopy::detail::waiter_done) {
       channel.take_promised(value);
       received.push_back(*value);
     }
@@ -135,12 +135,13 @@ struct channel_world {
   }
 };
 
-canopy::model::exploration_result check_channel(std::size_t capacity, int values, int bound) {
+canopy::detail::model::exploration_result check_channel(std::size_t capacity, int values,
+                                                        int bound) {
   std::shared_ptr<channel_world> current;
-  return canopy::model::explore(
+  return canopy::detail::model::explore(
       [&] {
         current = std::make_shared<channel_world>(capacity);
-        canopy::model::scenario run;
+        canopy::detail::model::scenario run;
         run.threads.emplace_back([world = current, values] {
           for (int i = 1; i <= values; ++i) {
             world->send(i);
@@ -157,7 +158,7 @@ canopy::model::exploration_result check_channel(std::size_t capacity, int values
         run.teardown = [world = current] { world->parking.teardown(); };
         return run;
       },
-      canopy::model::explored_bound(bound, 2), 400000);
+      canopy::detail::model::explored_bound(bound, 2), 400000);
 }
 
 using model_semaphore = canopy::detail::basic_semaphore<model_waker>;
@@ -181,7 +182,7 @@ struct semaphore_world {
         }
       }
     }
-    canopy::model::note_access(&inside, canopy::model::access_kind::write);
+    canopy::detail::model::note_access(&inside, canopy::detail::model::access_kind::write);
     overlaps += inside++ != 0 ? 1 : 0;
     --inside;
     ++done;
@@ -189,12 +190,12 @@ struct semaphore_world {
   }
 };
 
-canopy::model::exploration_result check_semaphore(int threads, int bound) {
+canopy::detail::model::exploration_result check_semaphore(int threads, int bound) {
   std::shared_ptr<semaphore_world> current;
-  return canopy::model::explore(
+  return canopy::detail::model::explore(
       [&] {
         current = std::make_shared<semaphore_world>();
-        canopy::model::scenario run;
+        canopy::detail::model::scenario run;
         for (int i = 0; i < threads; ++i) {
           run.threads.emplace_back([world = current] { world->acquire_release(); });
         }
@@ -215,11 +216,11 @@ canopy::model::exploration_result check_semaphore(int threads, int bound) {
         run.teardown = [world = current] { world->parking.teardown(); };
         return run;
       },
-      canopy::model::explored_bound(bound, threads), 400000);
+      canopy::detail::model::explored_bound(bound, threads), 400000);
 }
 
 struct mutex_world {
-  canopy::sync::futex_mutex mutex;
+  canopy::detail::sync::futex_mutex mutex;
   int inside = 0;  // plain: two holders at once would be the bug
   int overlaps = 0;
   int done = 0;
@@ -227,9 +228,9 @@ struct mutex_world {
   void lock_unlock(int rounds) {
     for (int round = 0; round < rounds; ++round) {
       mutex.lock();
-      canopy::model::note_access(&inside, canopy::model::access_kind::write);
+      canopy::detail::model::note_access(&inside, canopy::detail::model::access_kind::write);
       overlaps += inside++ != 0 ? 1 : 0;
-      canopy::model::schedule_point();  // another thread may run while we hold it
+      canopy::detail::model::schedule_point();  // another thread may run while we hold it
       --inside;
       ++done;
       mutex.unlock();
@@ -241,12 +242,12 @@ struct mutex_world {
 // holds it; a holder never parks, so an execution that ends with a thread
 // parked lost a wake-up. No teardown: once the checker stops switching,
 // a parked locker's exchange finds the word free (the holder has finished).
-canopy::model::exploration_result check_futex_mutex(int threads, int rounds, int bound) {
+canopy::detail::model::exploration_result check_futex_mutex(int threads, int rounds, int bound) {
   std::shared_ptr<mutex_world> current;
-  return canopy::model::explore(
+  return canopy::detail::model::explore(
       [&] {
         current = std::make_shared<mutex_world>();
-        canopy::model::scenario run;
+        canopy::detail::model::scenario run;
         for (int i = 0; i < threads; ++i) {
           run.threads.emplace_back([world = current, rounds] { world->lock_unlock(rounds); });
         }
@@ -272,7 +273,7 @@ canopy::model::exploration_result check_futex_mutex(int threads, int rounds, int
         };
         return run;
       },
-      canopy::model::explored_bound(bound, threads), 400000);
+      canopy::detail::model::explored_bound(bound, threads), 400000);
 }
 
 }  // namespace
@@ -281,22 +282,23 @@ TEST_CASE("model sync: futex_mutex excludes and wakes every sleeper (2 and 3 loc
   // Two lockers at five preemptions: a spinning locker that sees the word
   // free and a holder that takes it again before the spinner's CAS need
   // five switches away from a thread that could go on.
-  canopy::model::expect_clean(check_futex_mutex(2, 3, 5));
-  canopy::model::expect_clean(check_futex_mutex(3, 2, 4));
+  canopy::detail::model::expect_clean(check_futex_mutex(2, 3, 5));
+  canopy::detail::model::expect_clean(check_futex_mutex(3, 2, 4));
 }
 
 TEST_CASE("model task_sync: a sender and a receiver that race lose no wake-up (capacity 1)") {
-  canopy::model::expect_clean(check_channel(1, 3, 3));
+  canopy::detail::model::expect_clean(check_channel(1, 3, 3));
 }
 
 TEST_CASE("model task_sync: sender and receiver through a two-slot ring") {
-  canopy::model::expect_clean(check_channel(2, 3, 2));
+  canopy::detail::model::expect_clean(check_channel(2, 3, 2));
 }
 
 TEST_CASE("model task_sync: semaphore release races a waiter's arm; no lost permit or wake-up") {
   // ThreadSanitizer builds explore one preemption (explored_bound): two
   // threads then have only 10 schedules, too few to check anything, so
   // there the first check runs three.
-  canopy::model::expect_clean(check_semaphore(canopy::model::under_thread_sanitizer ? 3 : 2, 3));
-  canopy::model::expect_clean(check_semaphore(3, 2));
+  canopy::detail::model::expect_clean(
+      check_semaphore(canopy::detail::model::under_thread_sanitizer ? 3 : 2, 3));
+  canopy::detail::model::expect_clean(check_semaphore(3, 2));
 }

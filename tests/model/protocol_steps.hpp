@@ -12,7 +12,7 @@
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 // The protocol's parts are the executor's internals (canopy::detail).
 using detail::idle_report;
@@ -101,4 +101,4 @@ class search_steps {
   bool looking_ = false;
 };
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

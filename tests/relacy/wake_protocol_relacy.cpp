@@ -1,7 +1,7 @@
 // Weak-memory check of the wake protocol: the real summary_tree,
 // permit_semaphore, signal_waker and sleep_module sources, compiled with
 // CANOPY_RELACY so that every sync::atomic is a Relacy atomic with the
-// memory order the code names (sync/relacy_atomic.hpp), run under Relacy's
+// memory order the code names (atomics/relacy_atomic.hpp), run under Relacy's
 // simulation of the C++ memory model. The model check (tests/model/)
 // explores sequentially consistent interleavings; here a relaxed or acquire
 // load may read an older store, so a fence or seq_cst order the protocol
@@ -28,7 +28,7 @@
 
 #include "signal_waker/sleep_module.hpp"
 #include "summary_tree/summary_tree.hpp"
-#include "sync/atomics.hpp"  // first: Relacy, then its allocation macros taken back
+#include "atomics/atomics.hpp"  // first: Relacy, then its allocation macros taken back
 #include "tests/model/protocol_steps.hpp"
 
 namespace {
@@ -63,14 +63,14 @@ class world final : public canopy::detail::sleep_probe {
 
   void produce_all(const std::vector<task_position>& tasks) {
     for (const task_position& task : tasks) {
-      canopy::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
+      canopy::detail::model::post_task(tree_, sleep_, task.leaf, task.signal, task.bit);
     }
   }
 
   // A worker: claim (own leaves first), else go through the idle protocol
   // and park. Ends when every task is claimed.
   void work(std::size_t worker) {
-    canopy::model::search_steps search;
+    canopy::detail::model::search_steps search;
     while (!stop_) {
       if (claim_one(worker)) {
         search.found_work(tree_, sleep_);
@@ -90,7 +90,7 @@ class world final : public canopy::detail::sleep_probe {
   void about_to_block(std::size_t /*worker*/) noexcept override {}
 
   bool claim_one(std::size_t worker) {
-    if (!canopy::model::claim_any_task(tree_, sleep_, worker, setup_.leaves)) {
+    if (!canopy::detail::model::claim_any_task(tree_, sleep_, worker, setup_.leaves)) {
       return false;
     }
     if (++claimed_ == total_) {

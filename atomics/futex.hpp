@@ -34,7 +34,7 @@
 #include <ctime>
 #endif
 
-namespace canopy::sync {
+namespace canopy::detail::sync {
 
 #ifdef CANOPY_MODEL_CHECK
 // Model-checking build: parking is a state of the checker's logical thread
@@ -46,7 +46,7 @@ inline void futex_wake_one(atomic<std::uint32_t>& word) noexcept { model::unpark
 inline void futex_wake_all(atomic<std::uint32_t>& word) noexcept { model::unpark_on(&word); }
 #elif defined(CANOPY_RELACY)
 // Weak-memory checking build: Relacy's futex emulation on the word
-// (sync/relacy_atomic.hpp), recorded at the caller's line.
+// (atomics/relacy_atomic.hpp), recorded at the caller's line.
 inline void futex_wait(atomic<std::uint32_t>& word, std::uint32_t expected,
                        const relacy::call_site& at = relacy::call_site::current()) {
   word.futex_wait(expected, at);
@@ -85,4 +85,4 @@ inline void futex_wake_all(atomic<std::uint32_t>& word) noexcept {
 }
 #endif
 
-}  // namespace canopy::sync
+}  // namespace canopy::detail::sync

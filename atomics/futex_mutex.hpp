@@ -15,7 +15,7 @@
 //
 // Not recursive, not fair. Any thread may lock; only the holder unlocks.
 // Meets Lockable (std::lock_guard, std::unique_lock). Built on
-// sync/atomics.hpp and sync/futex.hpp, so the model checker (tests/model/)
+// atomics/atomics.hpp and atomics/futex.hpp, so the model checker (tests/model/)
 // runs this very code with its own atomics and parking.
 #pragma once
 
@@ -24,7 +24,7 @@
 #include "atomics.hpp"
 #include "futex.hpp"
 
-namespace canopy::sync {
+namespace canopy::detail::sync {
 
 class futex_mutex {
  public:
@@ -98,4 +98,4 @@ class futex_mutex {
   atomic<std::uint32_t> word_{free};
 };
 
-}  // namespace canopy::sync
+}  // namespace canopy::detail::sync

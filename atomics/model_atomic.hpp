@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace canopy::model {
+namespace canopy::detail::model {
 
 enum class access_kind : std::uint8_t { read, write };
 
@@ -117,4 +117,4 @@ class atomic {
   std::uint32_t word_;  // the checker's name for this word (name_word)
 };
 
-}  // namespace canopy::model
+}  // namespace canopy::detail::model

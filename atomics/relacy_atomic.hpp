@@ -23,7 +23,7 @@
 #include <source_location>
 #endif
 
-namespace canopy::relacy {
+namespace canopy::detail::relacy {
 
 using memory_order = rl::memory_order;
 
@@ -116,4 +116,4 @@ class atomic {
   mutable rl::atomic<T> value_;
 };
 
-}  // namespace canopy::relacy
+}  // namespace canopy::detail::relacy
