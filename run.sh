@@ -431,9 +431,9 @@ run_soak() {
   "${runner[@]}" "$dir/soak/canopy_soak" --seconds "$seconds" "${seed[@]}"
 }
 
-# Release builds use link-time optimisation: callgrind counted 5.5 % fewer
-# instructions for fib(30) and 11 % fewer for fib_fiber with it
-# (docs/history/performance-log.md, entry 7).
+# Release builds use link-time optimisation: it inlines the executor's
+# spawn and switch paths across the library's translation units (the
+# measurement is in docs/history/performance-log.md, entry 7).
 release_options=(--buildtype=release -Db_lto=true)
 
 # ./run.sh demo [--seconds S] [--connections N] [--server-threads T] [--client-threads T]:
