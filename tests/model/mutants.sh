@@ -142,7 +142,7 @@ relacy_libs=()
 # undone.
 copy_sources() {
   mkdir -p "$scratch/pristine/tests"
-  cp -r summary_tree signal_waker sync executor task_sync embed fork_join "$scratch/pristine/"
+  cp -r summary_tree signal_waker atomics executor task_sync embed fork_join "$scratch/pristine/"
   cp -r tests/model tests/relacy tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
   cp -r "$scratch/pristine" "$scratch/src"
 }
