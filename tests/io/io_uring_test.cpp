@@ -355,55 +355,60 @@ TEST_CASE("the trace names the I/O backend") {
 TEST_CASE("a completion reaches a busy worker long before driver_poll_interval tasks") {
   const canopy::testing::watchdog guard("busy completions", 120);
   const scoped_env explicit_backend("CANOPY_IO_BACKEND", nullptr);
+  const std::size_t fds_before = canopy::testing::open_fd_count();
   std::optional<canopy::executor_config> config =
       canopy::testing::config_for(io_backend::io_uring, 1);
   if (!config) {
     return;  // reported by config_for
   }
   config->driver_poll_interval = 1000000;  // the task-count poll alone would need 10^6 tasks
-  executor pool(*config);
-  reactor& owner = reactor::of(pool);
-  REQUIRE(owner.backend() == io_backend::io_uring);
-  tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
-  // The poller's waits counted just before the read starts (the worker is
-  // running, so none is in progress); none yet: the reader has not got there.
-  std::atomic<std::uint64_t> waits_at_read{0};
-  std::atomic<bool> reading{false};
-  std::atomic<bool> delivered{false};
-  auto reader = pool.spawn([](tcp_listener* from, reactor* on, std::atomic<std::uint64_t>& waits,
-                              std::atomic<bool>& started,
-                              std::atomic<bool>& done) -> task<std::size_t> {
-    tcp_stream peer = co_await from->accept();
-    std::array<std::byte, 16> buffer{};
-    waits.store(on->stats().blocking_waits);
-    started.store(true);
-    const std::size_t got = co_await peer.read_some(buffer);
-    done.store(true);
-    co_return got;
-  }(&listener, &owner, waits_at_read, reading, delivered));
-  const int client = canopy::testing::connect_raw(listener.local_endpoint());
-  REQUIRE(canopy::testing::eventually([&] { return reading.load(); }));
-  // The receive goes to the kernel when the worker runs out of work (its
-  // wait as the poller submits it): only then does the spinner start.
-  REQUIRE(canopy::testing::eventually(
-      [&] { return owner.stats().blocking_waits > waits_at_read.load(); }));
-  // From here the only worker never runs out of work until the read ends,
-  // so it never waits on the ring: only its looks between tasks can reap.
-  std::atomic<long> spun{0};
-  auto spinner = pool.spawn([](std::atomic<bool>& stop, std::atomic<long>& rounds) -> task<void> {
-    while (!stop.load()) {
-      co_await canopy::yield_now();
-      rounds.fetch_add(1);
-    }
-  }(delivered, spun));
-  REQUIRE(canopy::testing::eventually([&] { return spun.load() >= 1000; }));
-  const long rounds_at_send = spun.load();
-  const char byte = 'x';
-  REQUIRE(::send(client, &byte, 1, MSG_NOSIGNAL) == 1);
-  CHECK(reader.get() == 1);
-  spinner.get();
-  const long rounds = spun.load() - rounds_at_send;
-  MESSAGE("spinner rounds from the send until the read completed: " << rounds);
-  CHECK(rounds < static_cast<long>(config->driver_poll_interval) / 2);
-  ::close(client);
+  {
+    executor pool(*config);
+    reactor& owner = reactor::of(pool);
+    REQUIRE(owner.backend() == io_backend::io_uring);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    // The poller's waits counted just before the read starts (the worker is
+    // running, so none is in progress); none yet: the reader has not got there.
+    std::atomic<std::uint64_t> waits_at_read{0};
+    std::atomic<bool> reading{false};
+    std::atomic<bool> delivered{false};
+    auto reader =
+        pool.spawn([](tcp_listener* from, reactor* on, std::atomic<std::uint64_t>& waits,
+                      std::atomic<bool>& started, std::atomic<bool>& done) -> task<std::size_t> {
+          tcp_stream peer = co_await from->accept();
+          std::array<std::byte, 16> buffer{};
+          waits.store(on->stats().blocking_waits);
+          started.store(true);
+          const std::size_t got = co_await peer.read_some(buffer);
+          done.store(true);
+          co_return got;
+        }(&listener, &owner, waits_at_read, reading, delivered));
+    const int client = canopy::testing::connect_raw(listener.local_endpoint());
+    REQUIRE(canopy::testing::eventually([&] { return reading.load(); }));
+    // The receive goes to the kernel when the worker runs out of work (its
+    // wait as the poller submits it): only then does the spinner start.
+    REQUIRE(canopy::testing::eventually(
+        [&] { return owner.stats().blocking_waits > waits_at_read.load(); }));
+    // From here the only worker never runs out of work until the read ends,
+    // so it never waits on the ring: only its looks between tasks can reap.
+    std::atomic<long> spun{0};
+    auto spinner = pool.spawn([](std::atomic<bool>& stop, std::atomic<long>& rounds) -> task<void> {
+      while (!stop.load()) {
+        co_await canopy::yield_now();
+        rounds.fetch_add(1);
+      }
+    }(delivered, spun));
+    REQUIRE(canopy::testing::eventually([&] { return spun.load() >= 1000; }));
+    const long rounds_at_send = spun.load();
+    const char byte = 'x';
+    REQUIRE(::send(client, &byte, 1, MSG_NOSIGNAL) == 1);
+    CHECK(reader.get() == 1);
+    spinner.get();
+    const long rounds = spun.load() - rounds_at_send;
+    MESSAGE("spinner rounds from the send until the read completed: " << rounds);
+    CHECK(rounds < static_cast<long>(config->driver_poll_interval) / 2);
+    ::close(client);
+  }
+  config.reset();
+  CHECK(canopy::testing::open_fd_count() == fds_before);  // the ring, epoll, eventfd, sockets
 }
