@@ -25,28 +25,34 @@
 #include "../unix.hpp"
 #include "tls_stream.hpp"
 
-namespace canopy::io::this_fiber {
+namespace canopy::this_fiber {
 
-void handshake(tls_stream<tcp_stream>& stream, std::error_code& error);
-std::size_t read_some(tls_stream<tcp_stream>& stream, std::span<std::byte> buffer,
+void handshake(io::tls_stream<io::tcp_stream>& stream, std::error_code& error);
+std::size_t read_some(io::tls_stream<io::tcp_stream>& stream, std::span<std::byte> buffer,
                       std::error_code& error);
-void write_all(tls_stream<tcp_stream>& stream, std::span<const std::byte> data,
+void write_all(io::tls_stream<io::tcp_stream>& stream, std::span<const std::byte> data,
                std::error_code& error);
-void shutdown(tls_stream<tcp_stream>& stream, std::error_code& error);
-void handshake(tls_stream<tcp_stream>& stream);
-std::size_t read_some(tls_stream<tcp_stream>& stream, std::span<std::byte> buffer);
-void write_all(tls_stream<tcp_stream>& stream, std::span<const std::byte> data);
-void shutdown(tls_stream<tcp_stream>& stream);
+void shutdown(io::tls_stream<io::tcp_stream>& stream, std::error_code& error);
+void handshake(io::tls_stream<io::tcp_stream>& stream);
+std::size_t read_some(io::tls_stream<io::tcp_stream>& stream, std::span<std::byte> buffer);
+void write_all(io::tls_stream<io::tcp_stream>& stream, std::span<const std::byte> data);
+void shutdown(io::tls_stream<io::tcp_stream>& stream);
 
-void handshake(tls_stream<unix_stream>& stream, std::error_code& error);
-std::size_t read_some(tls_stream<unix_stream>& stream, std::span<std::byte> buffer,
+void handshake(io::tls_stream<io::unix_stream>& stream, std::error_code& error);
+std::size_t read_some(io::tls_stream<io::unix_stream>& stream, std::span<std::byte> buffer,
                       std::error_code& error);
-void write_all(tls_stream<unix_stream>& stream, std::span<const std::byte> data,
+void write_all(io::tls_stream<io::unix_stream>& stream, std::span<const std::byte> data,
                std::error_code& error);
-void shutdown(tls_stream<unix_stream>& stream, std::error_code& error);
-void handshake(tls_stream<unix_stream>& stream);
-std::size_t read_some(tls_stream<unix_stream>& stream, std::span<std::byte> buffer);
-void write_all(tls_stream<unix_stream>& stream, std::span<const std::byte> data);
-void shutdown(tls_stream<unix_stream>& stream);
+void shutdown(io::tls_stream<io::unix_stream>& stream, std::error_code& error);
+void handshake(io::tls_stream<io::unix_stream>& stream);
+std::size_t read_some(io::tls_stream<io::unix_stream>& stream, std::span<std::byte> buffer);
+void write_all(io::tls_stream<io::unix_stream>& stream, std::span<const std::byte> data);
+void shutdown(io::tls_stream<io::unix_stream>& stream);
 
-}  // namespace canopy::io::this_fiber
+}  // namespace canopy::this_fiber
+
+namespace canopy::io {
+// The name these forms had before they joined canopy::this_fiber
+// (io/fiber/fiber_io.hpp).
+namespace this_fiber = canopy::this_fiber;
+}  // namespace canopy::io

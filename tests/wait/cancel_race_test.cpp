@@ -551,7 +551,7 @@ TEST_CASE("readiness: cancel against the descriptor becoming readable") {
           return pool.spawn(canopy::fiber([r, &waiting, &destroyed] {
             const canopy::testing::destroy_flag flag(destroyed);
             waiting.store(true, std::memory_order_release);
-            return canopy::io::this_fiber::readable(*r) ? -1 : 7;
+            return canopy::this_fiber::readable(*r) ? -1 : 7;
           }));
         },
         fire, after);

@@ -35,7 +35,7 @@ using io::tcp_listener;
 using io::tcp_stream;
 using io::tls_context;
 using tls = io::tls_stream<tcp_stream>;
-namespace fiber_io = io::this_fiber;
+namespace fiber_io = canopy::this_fiber;
 
 // OpenSSL's handshake runs on the fiber's stack.
 constexpr std::size_t tls_fiber_stack = 256 * 1024;
