@@ -27,9 +27,9 @@
 #include "../registration.hpp"
 #include "../signal.hpp"
 #include "../tcp.hpp"
-#include "../timer/timer_fiber.hpp"
 #include "../udp.hpp"
 #include "../unix.hpp"
+#include "timer_fiber.hpp"
 
 namespace canopy::this_fiber {
 

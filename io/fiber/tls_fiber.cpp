@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "../../fiber/this_fiber.hpp"
-#include "../fiber/fiber_io.hpp"
-#include "tls_claims.hpp"
-#include "tls_engine.hpp"
+#include "../tls/tls_claims.hpp"
+#include "../tls/tls_engine.hpp"
+#include "fiber_io.hpp"
 
 namespace canopy::this_fiber {
 

@@ -22,8 +22,8 @@
 #include <system_error>
 
 #include "../tcp.hpp"
+#include "../tls/tls_stream.hpp"
 #include "../unix.hpp"
-#include "tls_stream.hpp"
 
 namespace canopy::this_fiber {
 

@@ -25,6 +25,6 @@
 // canopy-tls and canopy-fiber.
 #pragma once
 
-#include "../detail/io/tls/tls_fiber.hpp"
+#include "../detail/io/fiber/tls_fiber.hpp"
 #include "fiber.hpp"
 #include "tls.hpp"
