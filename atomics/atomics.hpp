@@ -17,7 +17,7 @@
 #include "relacy_atomic.hpp"
 #endif
 
-namespace canopy::detail::sync {
+namespace canopy::detail::atomics {
 
 #ifdef CANOPY_MODEL_CHECK
 // Model-checking build (tests/model/): every operation is a schedule point.
@@ -114,4 +114,4 @@ using thread = std::thread;
 // Size of the destructive-interference unit; shared hot words are padded to it.
 inline constexpr std::size_t cache_line = 64;
 
-}  // namespace canopy::detail::sync
+}  // namespace canopy::detail::atomics

@@ -34,7 +34,7 @@
 #include <ctime>
 #endif
 
-namespace canopy::detail::sync {
+namespace canopy::detail::atomics {
 
 #ifdef CANOPY_MODEL_CHECK
 // Model-checking build: parking is a state of the checker's logical thread
@@ -85,4 +85,4 @@ inline void futex_wake_all(atomic<std::uint32_t>& word) noexcept {
 }
 #endif
 
-}  // namespace canopy::detail::sync
+}  // namespace canopy::detail::atomics

@@ -24,7 +24,7 @@
 #include "atomics.hpp"
 #include "futex.hpp"
 
-namespace canopy::detail::sync {
+namespace canopy::detail::atomics {
 
 class futex_mutex {
  public:
@@ -98,4 +98,4 @@ class futex_mutex {
   atomic<std::uint32_t> word_{free};
 };
 
-}  // namespace canopy::detail::sync
+}  // namespace canopy::detail::atomics

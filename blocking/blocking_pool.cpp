@@ -52,7 +52,7 @@ bool blocking_job::executor_shutting_down() const noexcept {
   // ordered after a refused spawn; a read that misses the store comes
   // before it in the flag's order: the call started before the shutdown
   // began.
-  return executor_shutdown_->begun.load(sync::relaxed);
+  return executor_shutdown_->begun.load(atomics::relaxed);
 }
 
 void blocking_job::mark_abandoned() noexcept {

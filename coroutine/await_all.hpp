@@ -113,7 +113,7 @@ class await_all_awaiter {
     // holds until it registered them all, so that the count cannot reach
     // zero (and fire) before every registration is done.
     // relaxed: published to the children by set_continuation's release.
-    remaining_.store(running + 1, sync::relaxed);
+    remaining_.store(running + 1, atomics::relaxed);
     link_.arm_for_current_task();
     link_.disarm = &cancel_children;
     link_.source = this;
@@ -137,7 +137,7 @@ class await_all_awaiter {
     // acq_rel: the children's completions decrement the same word; whoever
     // takes it to zero saw every other decrement. If it is us, no child is
     // left to fire the link, and we go on without suspending.
-    if (remaining_.fetch_sub(settled, sync::acq_rel) == settled) {
+    if (remaining_.fetch_sub(settled, atomics::acq_rel) == settled) {
       context.clear_wait();
       return false;
     }
@@ -198,7 +198,7 @@ class await_all_awaiter {
     auto* const self = static_cast<await_all_awaiter*>(context);
     // acq_rel: see await_suspend. Only the last one touches the awaiter
     // afterwards (the task cannot resume, or be freed, before it fires).
-    if (self->remaining_.fetch_sub(1, sync::acq_rel) == 1) {
+    if (self->remaining_.fetch_sub(1, atomics::acq_rel) == 1) {
       wait_link::fire(&self->link_);
     }
   }
@@ -221,7 +221,7 @@ class await_all_awaiter {
 
   Range* handles_;
   [[no_unique_address]] output_type out_{};
-  sync::atomic<std::uint32_t> remaining_{0};
+  atomics::atomic<std::uint32_t> remaining_{0};
   wait_link link_;
 };
 

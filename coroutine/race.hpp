@@ -102,7 +102,7 @@ class first_end_awaiter {
     // registered them all, so that the count cannot reach zero (and fire)
     // before every registration is done.
     // relaxed: published to the children by set_continuation's release.
-    remaining_.store(static_cast<std::uint32_t>(count_) + 1, sync::relaxed);
+    remaining_.store(static_cast<std::uint32_t>(count_) + 1, atomics::relaxed);
     link_.arm_for_current_task();
     link_.disarm = &cancel_all;
     link_.source = this;
@@ -118,7 +118,7 @@ class first_end_awaiter {
     // takes it to zero saw every other decrement (and the slot each child
     // wrote before completing). If it is us, no child is left to fire the
     // link, and we go on without suspending.
-    if (remaining_.fetch_sub(settled, sync::acq_rel) == settled) {
+    if (remaining_.fetch_sub(settled, atomics::acq_rel) == settled) {
       context.clear_wait();
       return false;
     }
@@ -130,7 +130,7 @@ class first_end_awaiter {
     // relaxed: set before the winner's decrement of remaining_, which the
     // link's firing (or our own last decrement) follows in one chain of
     // acq_rel RMWs; has_fired()'s acquire made it visible.
-    return winner_.load(sync::relaxed);
+    return winner_.load(atomics::relaxed);
   }
 
  private:
@@ -149,7 +149,7 @@ class first_end_awaiter {
   void ended(std::size_t index) noexcept {
     std::size_t none = no_winner;
     // relaxed: the CAS only decides who is first; see await_resume.
-    if (winner_.compare_exchange_strong(none, index, sync::relaxed)) {
+    if (winner_.compare_exchange_strong(none, index, atomics::relaxed)) {
       cancel_except(index);
     }
   }
@@ -170,7 +170,7 @@ class first_end_awaiter {
     self->ended(which->index);
     // acq_rel: see await_suspend. Only the last one touches the awaiter
     // afterwards (the task cannot resume, or be freed, before it fires).
-    if (self->remaining_.fetch_sub(1, sync::acq_rel) == 1) {
+    if (self->remaining_.fetch_sub(1, atomics::acq_rel) == 1) {
       wait_link::fire(&self->link_);
     }
   }
@@ -187,8 +187,8 @@ class first_end_awaiter {
   std::array<task_handle<void>, N>* handles_;
   std::size_t count_;
   std::array<entry, N> entries_{};
-  sync::atomic<std::size_t> winner_{no_winner};
-  sync::atomic<std::uint32_t> remaining_{0};
+  atomics::atomic<std::size_t> winner_{no_winner};
+  atomics::atomic<std::uint32_t> remaining_{0};
   wait_link link_;
 };
 

@@ -34,7 +34,7 @@ extern constinit thread_local worker_context* this_thread_worker;
   // seq_cst: as in notify_capacity_waiters(); a waiter that registered
   // before this load gets this slot through the arena. One that registers
   // just after is notified by the next release or give-back.
-  if (mine.free != 0 && offset < 64 && capacity_waiters_.load(sync::seq_cst) == 0) {
+  if (mine.free != 0 && offset < 64 && capacity_waiters_.load(atomics::seq_cst) == 0) {
     mine.free |= std::uint64_t{1} << offset;
     return;
   }

@@ -32,7 +32,7 @@ namespace canopy::detail {
   const std::size_t workers = epochs.size();
   for (std::size_t index = 0; index < workers; ++index) {
     epochs[index] = sleep.park_epoch(index);
-    if (sleep.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping) {
+    if (sleep.waker(index).latch().word().load(atomics::seq_cst) != sleep_latch::sleeping) {
       return false;
     }
   }
@@ -43,7 +43,7 @@ namespace canopy::detail {
   // that was runnable when the first pass read its latch) is not SLEEPING,
   // or parked again through a new try_sleep that bumped its epoch.
   for (std::size_t index = 0; index < workers; ++index) {
-    if (sleep.waker(index).latch().word().load(sync::seq_cst) != sleep_latch::sleeping ||
+    if (sleep.waker(index).latch().word().load(atomics::seq_cst) != sleep_latch::sleeping ||
         sleep.park_epoch(index) != epochs[index]) {
       return false;
     }

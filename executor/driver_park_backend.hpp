@@ -19,17 +19,17 @@ class driver_park_backend final : public park_backend {
  public:
   explicit driver_park_backend(ext::idle_driver& driver) noexcept : driver_(driver) {}
 
-  bool wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override {
+  bool wait(atomics::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override {
     // seq_cst: pairs with a waker's claim (also seq_cst) — either we see the
     // claim here, or the claim happens after and its notify() makes the
     // driver's wait() return (the driver's contract keeps an early notify).
-    if (word.load(sync::seq_cst) != expected) {
+    if (word.load(atomics::seq_cst) != expected) {
       return false;
     }
     return driver_.wait();
   }
 
-  void wake(sync::atomic<std::uint32_t>& /*word*/) noexcept override { driver_.notify(); }
+  void wake(atomics::atomic<std::uint32_t>& /*word*/) noexcept override { driver_.notify(); }
 
  private:
   ext::idle_driver& driver_;

@@ -96,7 +96,7 @@ executor_core::executor_core(executor_config config)
       workers_[index]->thread = std::thread([this, index] { worker_main(index); });
     }
   } catch (...) {
-    stopping_.store(true, sync::seq_cst);
+    stopping_.store(true, atomics::seq_cst);
     sleep_.wake_all_for_shutdown();
     for (auto& worker : workers_) {
       if (worker->thread.joinable()) {
@@ -122,8 +122,8 @@ executor_core::~executor_core() {
   //    to its end and its joiner moved on to destroy the executor.
   //    acquire: pairs with each such wake's release decrement, so all its
   //    accesses to this executor happen before the members are destroyed.
-  while (foreign_wakes_.load(sync::acquire) != 0) {
-    sync::yield_thread();
+  while (foreign_wakes_.load(atomics::acquire) != 0) {
+    atomics::yield_thread();
   }
 }
 
@@ -159,16 +159,16 @@ void executor_core::shutdown() {
     //    reads true; and before the accepting_ store, so whoever sees a
     //    spawn refused sees it too. A read that misses it is earlier than
     //    the shutdown in the flag's order (the call started first).
-    shutdown_flag_->begun.store(true, sync::relaxed);
-    accepting_.store(false, sync::seq_cst);
+    shutdown_flag_->begun.store(true, atomics::relaxed);
+    accepting_.store(false, atomics::seq_cst);
     {
       const std::lock_guard lock(capacity_mutex_);
       ++capacity_epoch_;
       capacity_cv_.notify_all();
     }
     host_->channel().notify();
-    while (in_flight_.load(sync::acquire) != 0) {
-      sync::yield_thread();
+    while (in_flight_.load(atomics::acquire) != 0) {
+      atomics::yield_thread();
     }
     // 2. Take the host role for good (wait for a host thread to return).
     //    Drain policy: run the host's pinned tasks here — and, with no owned
@@ -176,11 +176,11 @@ void executor_core::shutdown() {
     //    runnable and no pinned task waits.
     host_->hold_for_shutdown();
     if (config_.on_shutdown == shutdown_policy::drain) {
-      draining_.store(true, sync::seq_cst);
+      draining_.store(true, atomics::seq_cst);
       host_->drain();
     }
     // 3. Stop: workers leave their loops after the current task.
-    stopping_.store(true, sync::seq_cst);
+    stopping_.store(true, atomics::seq_cst);
     sleep_.wake_all_for_shutdown();
     // 4. Join every worker.
     for (auto& worker : workers_) {
@@ -236,11 +236,11 @@ void executor_core::destroy_leftover(std::uint32_t slot) noexcept {
   if (vtable == nullptr) {
     return;
   }
-  const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
-  target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
+  const std::uint32_t generation = task_slot::generation_of(target.state.load(atomics::relaxed));
+  target.state.store(task_slot::make_state(generation + 1, 0), atomics::release);
   vtable->destroy(target.storage, task_end::dropped);
   arena_.release(slot);
-  dropped_tasks_.fetch_add(1, sync::relaxed);
+  dropped_tasks_.fetch_add(1, atomics::relaxed);
 }
 
 void executor_core::wake_cancelled(task_id id) noexcept {
@@ -253,7 +253,7 @@ void executor_core::wake_cancelled(task_id id) noexcept {
   // stale id.
   task_slot& target = arena_.slot(id.slot);
   if (target.vtable != nullptr &&
-      task_slot::generation_of(target.state.load(sync::relaxed)) == id.generation) {
+      task_slot::generation_of(target.state.load(atomics::relaxed)) == id.generation) {
     destroy_leftover(id.slot);
   }
 }
@@ -285,7 +285,7 @@ executor_stats executor_core::stats() const {
     result.workers.push_back(workers_[index]->counters.snapshot());
   }
   result.host = workers_[config_.worker_count]->counters.snapshot();
-  result.dropped_tasks = dropped_tasks_.load(sync::relaxed);
+  result.dropped_tasks = dropped_tasks_.load(atomics::relaxed);
   // Ended counts (in the snapshot above) are read before spawned counts: a
   // task counted as ended was spawned before, so the difference is never
   // negative in a quiet moment; while tasks run it is clamped at 0.
@@ -293,9 +293,9 @@ executor_stats executor_core::stats() const {
   for (const worker_stats& one : result.workers) {
     ended += one.finished;
   }
-  std::uint64_t started = external_spawns_.load(sync::relaxed);
+  std::uint64_t started = external_spawns_.load(atomics::relaxed);
   for (const auto& worker : workers_) {
-    started += worker->counters.spawned.load(sync::relaxed);
+    started += worker->counters.spawned.load(atomics::relaxed);
   }
   result.live_tasks = started > ended ? started - ended : 0;
   result.capacity = capacity();

@@ -125,7 +125,7 @@ class join_state_base;
 // work holds a reference, so it may read the flag after the executor is
 // gone. Written once, by shutdown(); see there for the ordering.
 struct shutdown_flag {
-  sync::atomic<bool> begun{false};
+  atomics::atomic<bool> begun{false};
 };
 
 // What executor_core::run_host_until did.
@@ -326,7 +326,7 @@ class executor_core final : private sleep_probe {
     // The LIFO slot: the task this worker spawned or woke last, run next
     // without touching the summary tree. Other workers may steal it
     // (exchange), so it lives on its own cache line.
-    alignas(sync::cache_line) lifo_slot lifo;
+    alignas(atomics::cache_line) lifo_slot lifo;
     join_worker joins;  // its offer deque (canopy::join, canopy::spawn)
     worker_counters counters;
     std::thread thread;
@@ -334,8 +334,8 @@ class executor_core final : private sleep_probe {
 
   // Slot reservations for threads that are not workers, picked by a hash of
   // the thread id. `busy` makes one thread at a time the owner.
-  struct alignas(sync::cache_line) external_spawn_cache {
-    sync::atomic<std::uint32_t> busy{0};
+  struct alignas(atomics::cache_line) external_spawn_cache {
+    atomics::atomic<std::uint32_t> busy{0};
     task_arena::reservation slots;
     std::size_t next_partition = 0;
   };
@@ -458,32 +458,32 @@ class executor_core final : private sleep_probe {
   std::vector<int> worker_cpus_;
   // Wakes from threads that are not this executor's, now inside schedule()
   // (schedule_from_outside); the destructor waits for zero.
-  sync::atomic<std::uint32_t> foreign_wakes_{0};
+  atomics::atomic<std::uint32_t> foreign_wakes_{0};
   // The trace of worker activity (executor/trace.hpp); null when off.
   std::unique_ptr<trace_recorder> trace_;
   std::unique_ptr<external_spawn_cache[]> external_caches_;
 
   // Shutdown flags, each written once (seq_cst; see shutdown()).
-  sync::atomic<bool> accepting_{true};
-  sync::atomic<bool> draining_{false};
-  sync::atomic<bool> stopping_{false};
+  atomics::atomic<bool> accepting_{true};
+  atomics::atomic<bool> draining_{false};
+  atomics::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;
   const std::shared_ptr<shutdown_flag> shutdown_flag_ = std::make_shared<shutdown_flag>();
   std::mutex drain_mutex_;
   std::condition_variable drain_cv_;
 
   // Spawners blocked at capacity.
-  sync::atomic<std::uint32_t> capacity_waiters_{0};
+  atomics::atomic<std::uint32_t> capacity_waiters_{0};
   std::mutex capacity_mutex_;
   std::condition_variable capacity_cv_;
   std::uint64_t capacity_epoch_ = 0;  // guarded by capacity_mutex_
 
   // External spawns between their shutdown check and their signal
   // (shutdown step 1 waits for zero).
-  sync::atomic<std::uint64_t> in_flight_{0};
+  atomics::atomic<std::uint64_t> in_flight_{0};
 
-  sync::atomic<std::uint64_t> dropped_tasks_{0};
-  sync::atomic<std::uint64_t> external_spawns_{0};  // spawns from non-worker threads
+  atomics::atomic<std::uint64_t> dropped_tasks_{0};
+  atomics::atomic<std::uint64_t> external_spawns_{0};  // spawns from non-worker threads
 };
 
 }  // namespace canopy::detail

@@ -99,8 +99,8 @@ class idle_driver {
   // finds something, unless another poller reaps it first.
   [[nodiscard]] bool completions_may_be_waiting() const noexcept {
     return completion_tail_ != nullptr &&
-           detail::sync::load_shared_relaxed(completion_tail_) !=
-               detail::sync::load_shared_relaxed(completion_head_);
+           detail::atomics::load_shared_relaxed(completion_tail_) !=
+               detail::atomics::load_shared_relaxed(completion_head_);
   }
 
  protected:
@@ -119,15 +119,15 @@ class idle_driver {
   void set_deadline_source_pointer(deadline_source* source) noexcept {
     // release: pairs with the acquire loads of deadline_source_pointer() and
     // deadline_may_be_due(): the source's construction happens-before its use.
-    deadlines_.store(source, detail::sync::release);
+    deadlines_.store(source, detail::atomics::release);
   }
   [[nodiscard]] deadline_source* deadline_source_pointer() const noexcept {
     // acquire: pairs with set_deadline_source_pointer().
-    return deadlines_.load(detail::sync::acquire);
+    return deadlines_.load(detail::atomics::acquire);
   }
 
  private:
-  detail::sync::atomic<deadline_source*> deadlines_{nullptr};
+  detail::atomics::atomic<deadline_source*> deadlines_{nullptr};
   // Written once, before any worker of the executor exists (its threads
   // start after the driver is built): plain.
   const std::uint32_t* completion_head_ = nullptr;
@@ -157,7 +157,7 @@ class deadline_source {
   // at most driver_poll_interval tasks, as without the hint); it may be
   // earlier (a cancelled timer) until the next expire() refreshes it.
   [[nodiscard]] std::int64_t earliest_deadline_hint() const noexcept {
-    return earliest_hint_.load(detail::sync::relaxed);
+    return earliest_hint_.load(detail::atomics::relaxed);
   }
   static constexpr std::int64_t no_deadline_hint = std::numeric_limits<std::int64_t>::max();
 
@@ -165,11 +165,11 @@ class deadline_source {
   // The source, whenever its earliest deadline may have changed (an arm
   // that is earlier than the hint, an expiry, a next_deadline() answer).
   void publish_earliest_deadline(std::int64_t nanoseconds_since_epoch) noexcept {
-    earliest_hint_.store(nanoseconds_since_epoch, detail::sync::relaxed);
+    earliest_hint_.store(nanoseconds_since_epoch, detail::atomics::relaxed);
   }
 
  private:
-  detail::sync::atomic<std::int64_t> earliest_hint_{no_deadline_hint};
+  detail::atomics::atomic<std::int64_t> earliest_hint_{no_deadline_hint};
 };
 
 inline bool idle_driver::deadline_may_be_due() const noexcept {

@@ -13,9 +13,9 @@ namespace canopy::detail {
 namespace {
 
 // The state word is a plain 32-bit futex word: blocked joiners sleep on it
-// with sync::futex_wait_until (FUTEX_WAIT_BITSET: an absolute
+// with atomics::futex_wait_until (FUTEX_WAIT_BITSET: an absolute
 // CLOCK_MONOTONIC deadline, or none) and complete() wakes them all with
-// sync::futex_wake_all. (std::atomic::wait has no timeout, and its notify
+// atomics::futex_wake_all. (std::atomic::wait has no timeout, and its notify
 // may skip the syscall for waiters it did not register.)
 
 std::int64_t steady_now_ns() noexcept {
@@ -31,7 +31,7 @@ bool join_state_base::complete(outcome result) noexcept {
   // decides the outcome even if the task ran to its end: both RMWs are on
   // this word, so exactly one of them sees the other, and "cancel() returned
   // true" always means "get() throws task_cancelled".
-  std::uint32_t previous = word_.load(sync::relaxed);
+  std::uint32_t previous = word_.load(atomics::relaxed);
   std::uint32_t decided = 0;
   do {
     decided = (previous & cancel_bit) != 0 ? static_cast<std::uint32_t>(outcome::cancelled)
@@ -40,10 +40,10 @@ bool join_state_base::complete(outcome result) noexcept {
     // pairs with set_continuation()'s release so the continuation is
     // readable, and with detach_and_release()'s and request_cancel()'s
     // fetch_or. A failed CAS only retries with the value it read.
-  } while (!word_.compare_exchange_weak(previous, previous | decided, sync::acq_rel,
-                                        sync::relaxed));
+  } while (!word_.compare_exchange_weak(previous, previous | decided, atomics::acq_rel,
+                                        atomics::relaxed));
   if ((previous & blocked_bit) != 0) {
-    sync::futex_wake_all(word_);
+    atomics::futex_wake_all(word_);
   }
   if ((previous & continuation_bit) != 0) {
     const continuation next = continuation_;
@@ -73,11 +73,11 @@ void join_state_base::complete_with_error(const executor_core& core) noexcept {
 void join_state_base::detach_and_release() noexcept {
   // acquire: an outcome already set means complete() has run its RMW and
   // decided (it reads the detached bit only there): nothing to tell it.
-  if ((word_.load(sync::acquire) & outcome_mask) == 0) {
+  if ((word_.load(atomics::acquire) & outcome_mask) == 0) {
     // acq_rel: pairs with complete()'s fetch_or; whichever RMW comes second
     // sees the other's bit, so complete() reports the error exactly when
     // the handle was gone before the outcome was published.
-    word_.fetch_or(detached_bit, sync::acq_rel);
+    word_.fetch_or(detached_bit, atomics::acq_rel);
   }
   release_ref();
 }
@@ -86,10 +86,11 @@ bool join_state_base::set_continuation(continuation next) noexcept {
   continuation_ = next;
   // acquire: if the outcome is already set, the result written before
   // complete()'s release is visible to the caller that then reads it.
-  std::uint32_t word = word_.load(sync::acquire);
+  std::uint32_t word = word_.load(atomics::acquire);
   while ((word & outcome_mask) == 0) {
     // release: publishes continuation_ to complete(); pairs with its acq_rel.
-    if (word_.compare_exchange_weak(word, word | continuation_bit, sync::acq_rel, sync::acquire)) {
+    if (word_.compare_exchange_weak(word, word | continuation_bit, atomics::acq_rel,
+                                    atomics::acquire)) {
       return true;
     }
   }
@@ -148,27 +149,28 @@ bool join_state_base::wait_outcome_until(std::int64_t steady_deadline_ns) noexce
   }
   // acquire (here and after each wait): pairs with complete()'s acq_rel
   // fetch_or, so the value or exception is readable once the outcome is seen.
-  std::uint32_t word = word_.load(sync::acquire);
+  std::uint32_t word = word_.load(atomics::acquire);
   while ((word & outcome_mask) == 0) {
     if (steady_deadline_ns >= 0 && steady_now_ns() >= steady_deadline_ns) {
       return false;
     }
     if ((word & blocked_bit) == 0) {
       // acquire on failure/success: we re-read the outcome after the CAS.
-      if (!word_.compare_exchange_weak(word, word | blocked_bit, sync::acq_rel, sync::acquire)) {
+      if (!word_.compare_exchange_weak(word, word | blocked_bit, atomics::acq_rel,
+                                       atomics::acquire)) {
         continue;
       }
       word |= blocked_bit;
     }
-    sync::futex_wait_until(word_, word, steady_deadline_ns >= 0 ? &deadline : nullptr);
-    word = word_.load(sync::acquire);
+    atomics::futex_wait_until(word_, word, steady_deadline_ns >= 0 ? &deadline : nullptr);
+    word = word_.load(atomics::acquire);
   }
   return true;
 }
 
 bool join_state_base::request_cancel() noexcept {
   // acq_rel: the task body reads the bit with acquire before starting.
-  const std::uint32_t previous = word_.fetch_or(cancel_bit, sync::acq_rel);
+  const std::uint32_t previous = word_.fetch_or(cancel_bit, atomics::acq_rel);
   return (previous & outcome_mask) == 0;
 }
 

@@ -46,7 +46,7 @@ class join_state_base {
   join_state_base(const join_state_base&) = delete;
   join_state_base& operator=(const join_state_base&) = delete;
 
-  void add_ref() noexcept { refs_.fetch_add(1, sync::relaxed); }
+  void add_ref() noexcept { refs_.fetch_add(1, atomics::relaxed); }
   void release_ref() noexcept {
     // acquire: reading 1 means the other owner already released (its
     // acq_rel fetch_sub, which this pairs with) and nobody can add a
@@ -54,14 +54,14 @@ class join_state_base {
     // acq_rel otherwise: the last owner must see every write the other
     // owner made before dropping its reference (the usual shared_ptr
     // reasoning).
-    if (refs_.load(sync::acquire) == 1 || refs_.fetch_sub(1, sync::acq_rel) == 1) {
+    if (refs_.load(atomics::acquire) == 1 || refs_.fetch_sub(1, atomics::acq_rel) == 1) {
       destroy_self();
     }
   }
 
   [[nodiscard]] outcome status() const noexcept {
     // acquire: pairs with complete(); the result is readable after this.
-    return static_cast<outcome>(word_.load(sync::acquire) & outcome_mask);
+    return static_cast<outcome>(word_.load(atomics::acquire) & outcome_mask);
   }
   [[nodiscard]] bool ready() const noexcept { return status() != outcome::pending; }
 
@@ -123,7 +123,7 @@ class join_state_base {
   // request now and is destroyed. Same caller rules as set_task's readers.
   bool cancel_and_wake() noexcept;
   [[nodiscard]] bool cancel_requested() const noexcept {
-    return (word_.load(sync::acquire) & cancel_bit) != 0;
+    return (word_.load(atomics::acquire) & cancel_bit) != 0;
   }
 
   void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
@@ -154,8 +154,8 @@ class join_state_base {
   static constexpr std::uint32_t cancel_bit = 1U << 4;
   static constexpr std::uint32_t detached_bit = 1U << 5;
 
-  sync::atomic<std::uint32_t> word_{0};
-  sync::atomic<std::uint32_t> refs_{2};
+  atomics::atomic<std::uint32_t> word_{0};
+  atomics::atomic<std::uint32_t> refs_{2};
   // resume == nullptr: schedule the task whose id set_waiting_task stored
   // in `context` on task_core_ (one field less in every join state).
   continuation continuation_{};

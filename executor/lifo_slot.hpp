@@ -34,35 +34,35 @@ class lifo_slot {
     // slot the owner reads empty stays empty until the owner's own store,
     // and the store needs no locked instruction (a thief's exchange either
     // precedes it and takes nothing, or follows it and takes `slot`).
-    if (word_.load(sync::relaxed) == empty) {
+    if (word_.load(atomics::relaxed) == empty) {
       // release: publishes the task's body and state to whoever takes it
       // (owner or thief, both exchange with acquire).
-      word_.store(slot, sync::release);
+      word_.store(slot, atomics::release);
       return empty;
     }
     // acq_rel: release publishes the task's body and state to whoever takes
     // it (owner or thief, both exchange with acquire); acquire pairs with the
     // release of the task we evict, which goes to the tree.
-    return word_.exchange(slot, sync::acq_rel);
+    return word_.exchange(slot, atomics::acq_rel);
   }
 
   // Owner: take the LIFO task, if any (empty if none).
   [[nodiscard]] std::uint32_t take() noexcept {
-    if (word_.load(sync::relaxed) == empty) {
+    if (word_.load(atomics::relaxed) == empty) {
       return empty;  // a hint: skips the locked RMW when the slot is empty
     }
     // acquire: pairs with put's exchange (the body is visible).
-    return word_.exchange(empty, sync::acquire);
+    return word_.exchange(empty, atomics::acquire);
   }
 
   // Thief (another worker, idle): take the LIFO task, if any. The exchange
   // against the owner's take, put or take_if_is decides who has it.
   [[nodiscard]] std::uint32_t steal() noexcept {
-    if (word_.load(sync::relaxed) == empty) {
+    if (word_.load(atomics::relaxed) == empty) {
       return empty;  // a hint, as in take()
     }
     // acquire: pairs with put's exchange (the body is visible).
-    return word_.exchange(empty, sync::acquire);
+    return word_.exchange(empty, atomics::acquire);
   }
 
   // Owner: take the LIFO task only if it is `slot`. Only the owner puts
@@ -73,12 +73,12 @@ class lifo_slot {
     std::uint32_t expected = slot;
     // acquire: pairs with put's exchange, as when the owner takes its LIFO
     // task in take().
-    return word_.load(sync::relaxed) == slot &&
-           word_.compare_exchange_strong(expected, empty, sync::acquire, sync::relaxed);
+    return word_.load(atomics::relaxed) == slot &&
+           word_.compare_exchange_strong(expected, empty, atomics::acquire, atomics::relaxed);
   }
 
  private:
-  sync::atomic<std::uint32_t> word_{empty};
+  atomics::atomic<std::uint32_t> word_{empty};
 };
 
 }  // namespace canopy::detail

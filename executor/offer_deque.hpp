@@ -83,18 +83,18 @@ class basic_offer_deque {
   // Owner: add `entry` (not empty) as the newest; false (nothing changes)
   // when full.
   [[nodiscard]] bool push(offer entry) noexcept {
-    const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
+    const std::int64_t bottom = bottom_.load(atomics::relaxed);  // only the owner writes bottom
     // acquire: pairs with a thief's CAS on top, so the entry it took is no
     // longer read by it once this push overwrites that index.
-    const std::int64_t top = top_.load(sync::acquire);
+    const std::int64_t top = top_.load(atomics::acquire);
     if (bottom - top >= capacity) {
       return false;
     }
-    entries_[static_cast<std::size_t>(bottom & mask)].store(entry.bits(), sync::relaxed);
+    entries_[static_cast<std::size_t>(bottom & mask)].store(entry.bits(), atomics::relaxed);
     // release: publishes the entry and what it names (the job's fields, the
     // task's body and state) to a thief's seq_cst
     // (acquiring) load of bottom in steal().
-    bottom_.store(bottom + 1, sync::release);
+    bottom_.store(bottom + 1, atomics::release);
     return true;
   }
 
@@ -106,26 +106,26 @@ class basic_offer_deque {
   // (join_worker::pop_offered_task), once a fork, where LTO leaves pop()
   // a call.
   [[nodiscard, gnu::always_inline]] offer pop_inline() noexcept {
-    const std::int64_t bottom = bottom_.load(sync::relaxed) - 1;
+    const std::int64_t bottom = bottom_.load(atomics::relaxed) - 1;
     // seq_cst exchange (the algorithm's store + fence): pairs with steal()'s
     // seq_cst load of top then load of bottom. Either the thief sees the
     // lowered bottom and leaves this entry, or this load of top sees the
     // thief's CAS.
-    static_cast<void>(bottom_.exchange(bottom, sync::seq_cst));
-    std::int64_t top = top_.load(sync::seq_cst);
+    static_cast<void>(bottom_.exchange(bottom, atomics::seq_cst));
+    std::int64_t top = top_.load(atomics::seq_cst);
     if (top > bottom) {
-      bottom_.store(bottom + 1, sync::relaxed);  // empty: nothing was there
+      bottom_.store(bottom + 1, atomics::relaxed);  // empty: nothing was there
       return {};
     }
     offer taken =
-        offer::from_bits(entries_[static_cast<std::size_t>(bottom & mask)].load(sync::relaxed));
+        offer::from_bits(entries_[static_cast<std::size_t>(bottom & mask)].load(atomics::relaxed));
     if (top == bottom) {
       // The last entry: a thief may be taking it. seq_cst: one total order
       // with the thieves' CASes on top decides who has it.
-      if (!top_.compare_exchange_strong(top, top + 1, sync::seq_cst, sync::relaxed)) {
+      if (!top_.compare_exchange_strong(top, top + 1, atomics::seq_cst, atomics::relaxed)) {
         taken = {};
       }
-      bottom_.store(bottom + 1, sync::relaxed);
+      bottom_.store(bottom + 1, atomics::relaxed);
     }
     return taken;
   }
@@ -133,12 +133,12 @@ class basic_offer_deque {
   // Owner: the newest entry, without taking it (empty if none). A thief may
   // take it meanwhile; pop() then returns empty, never another entry.
   [[nodiscard]] offer newest() const noexcept {
-    const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
-    if (top_.load(sync::relaxed) >= bottom) {
+    const std::int64_t bottom = bottom_.load(atomics::relaxed);  // only the owner writes bottom
+    if (top_.load(atomics::relaxed) >= bottom) {
       return {};
     }
     return offer::from_bits(
-        entries_[static_cast<std::size_t>((bottom - 1) & mask)].load(sync::relaxed));
+        entries_[static_cast<std::size_t>((bottom - 1) & mask)].load(atomics::relaxed));
   }
 
   // Owner: how many entries lie above `target` (0: it is the newest), looking
@@ -146,11 +146,11 @@ class basic_offer_deque {
   // deep; -1 if it is not found that way. A thief may take it meanwhile
   // (pops then run the deque empty before reaching it).
   [[nodiscard]] int depth_of(offer target, int max_above) const noexcept {
-    const std::int64_t bottom = bottom_.load(sync::relaxed);  // only the owner writes bottom
-    const std::int64_t top = top_.load(sync::relaxed);
+    const std::int64_t bottom = bottom_.load(atomics::relaxed);  // only the owner writes bottom
+    const std::int64_t top = top_.load(atomics::relaxed);
     for (int above = 0; above <= max_above && bottom - 1 - above >= top; ++above) {
       const offer entry = offer::from_bits(
-          entries_[static_cast<std::size_t>((bottom - 1 - above) & mask)].load(sync::relaxed));
+          entries_[static_cast<std::size_t>((bottom - 1 - above) & mask)].load(atomics::relaxed));
       if (entry == target) {
         return above;
       }
@@ -166,18 +166,18 @@ class basic_offer_deque {
   [[nodiscard]] offer steal() noexcept {
     // seq_cst: the load of top before the load of bottom pairs with pop()'s
     // exchange on bottom before its load of top (see there).
-    std::int64_t top = top_.load(sync::seq_cst);
+    std::int64_t top = top_.load(atomics::seq_cst);
     // seq_cst (so acquire): pairs with push()'s release store of bottom, so
     // the entry and the job it points to are visible.
-    const std::int64_t bottom = bottom_.load(sync::seq_cst);
+    const std::int64_t bottom = bottom_.load(atomics::seq_cst);
     if (top >= bottom) {
       return {};
     }
     const offer taken =
-        offer::from_bits(entries_[static_cast<std::size_t>(top & mask)].load(sync::relaxed));
+        offer::from_bits(entries_[static_cast<std::size_t>(top & mask)].load(atomics::relaxed));
     // seq_cst: against the owner's CAS for the last entry and other thieves;
     // a failure means someone else took entry `top`, and `taken` is dropped.
-    if (!top_.compare_exchange_strong(top, top + 1, sync::seq_cst, sync::relaxed)) {
+    if (!top_.compare_exchange_strong(top, top + 1, atomics::seq_cst, atomics::relaxed)) {
       return {};
     }
     return taken;
@@ -185,15 +185,15 @@ class basic_offer_deque {
 
   // A hint for thieves: whether the deque looked non-empty.
   [[nodiscard]] bool looks_empty() const noexcept {
-    return top_.load(sync::relaxed) >= bottom_.load(sync::relaxed);
+    return top_.load(atomics::relaxed) >= bottom_.load(atomics::relaxed);
   }
 
  private:
   static constexpr std::int64_t mask = capacity - 1;
 
-  alignas(sync::cache_line) sync::atomic<std::int64_t> top_{0};
-  alignas(sync::cache_line) sync::atomic<std::int64_t> bottom_{0};
-  sync::atomic<std::uintptr_t> entries_[capacity] = {};
+  alignas(atomics::cache_line) atomics::atomic<std::int64_t> top_{0};
+  alignas(atomics::cache_line) atomics::atomic<std::int64_t> bottom_{0};
+  atomics::atomic<std::uintptr_t> entries_[capacity] = {};
 };
 
 // A worker's deque: joins nested deeper than this offer the rest as tasks,

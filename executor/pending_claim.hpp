@@ -56,10 +56,10 @@ enum class pending_claim : std::uint8_t {
 // (invariant S): the caller runs it as an ordinary run.
 template <class Position, class OweWakes>
 [[nodiscard, gnu::always_inline]] inline pending_claim claim_pending_task(
-    const sync::atomic<std::uint64_t>& state, task_id id, lifo_slot& own, summary_tree& tree,
+    const atomics::atomic<std::uint64_t>& state, task_id id, lifo_slot& own, summary_tree& tree,
     Position position, OweWakes owe_wakes) noexcept {
   // relaxed: a filter, not a guard; the RMW below decides who has the task.
-  const std::uint64_t seen = state.load(sync::relaxed);
+  const std::uint64_t seen = state.load(atomics::relaxed);
   if (task_slot::generation_of(seen) != id.generation ||
       (seen & task_slot::flag_mask) != task_slot::scheduled) {
     return pending_claim::not_pending;
@@ -77,7 +77,7 @@ template <class Position, class OweWakes>
   // relaxed: the claim's seq_cst fetch_and read the bit that the owner of
   // the slot's current task set (a release RMW) after writing its state, so
   // this load sees that task's generation.
-  if (task_slot::generation_of(state.load(sync::relaxed)) != id.generation) {
+  if (task_slot::generation_of(state.load(atomics::relaxed)) != id.generation) {
     return pending_claim::took_next_task;
   }
   return pending_claim::from_tree;

@@ -94,8 +94,8 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
                                                               task_id id) noexcept {
   const offer mine = offer::of_task(id.slot);
   const int above = self.joins.depth_of(mine, max_offered_flush);
-  if (above <= 0 ||
-      task_slot::generation_of(arena_.slot(id.slot).state.load(sync::relaxed)) != id.generation) {
+  if (above <= 0 || task_slot::generation_of(arena_.slot(id.slot).state.load(atomics::relaxed)) !=
+                        id.generation) {
     return false;
   }
   for (int index = 0; index < above; ++index) {
@@ -123,7 +123,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   if (self.joins.has_offered_tasks()) {
     const offer mine = offer::of_task(id.slot);
     if (self.joins.newest_is(mine)) {
-      if (task_slot::generation_of(target.state.load(sync::relaxed)) != id.generation) {
+      if (task_slot::generation_of(target.state.load(atomics::relaxed)) != id.generation) {
         return nullptr;
       }
       return self.joins.pop_offered_task(mine) ? &self : nullptr;
@@ -153,7 +153,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   target.vtable = nullptr;  // as after a completed run: the caller does the task's work
   // release: as at run_task's completion, a stale waker that reads the new
   // generation fails its CAS; SCHEDULED is dropped, nobody else holds the task.
-  target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
+  target.state.store(task_slot::make_state(id.generation + 1, 0), atomics::release);
   worker_counters::bump(self.counters.tasks_run);
   worker_counters::bump(self.counters.finished);
   release_slot(self, id.slot);
@@ -166,7 +166,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   // arena, not held here (one that registers just after this load gets it
   // at the next give-back).
   if (self.kept_count == worker_state::max_kept_slots || self.is_host ||
-      capacity_waiters_.load(sync::seq_cst) != 0) [[unlikely]] {
+      capacity_waiters_.load(atomics::seq_cst) != 0) [[unlikely]] {
     retire_unrun(self, target, id);
     return;
   }
@@ -174,7 +174,7 @@ executor_core::pending_run executor_core::take_back_unrun(task_id id) {
   // release: as retire_unrun's (a stale waker that reads the new
   // generation gives up). The slot then stays this worker's: nobody else
   // takes it until it is spawned into again or goes back to the arena.
-  target.state.store(task_slot::make_state(id.generation + 1, 0), sync::release);
+  target.state.store(task_slot::make_state(id.generation + 1, 0), atomics::release);
   worker_counters::bump(self.counters.tasks_run);
   worker_counters::bump(self.counters.finished);
   self.kept_slots[self.kept_count++] = {id.slot, &target, id.generation + 1};

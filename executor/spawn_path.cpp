@@ -41,15 +41,15 @@ template <spawn_placement Placement>
   if (on_worker) {
     // Worker threads are joined before leftovers are destroyed, so a spawn
     // from a task only needs the stop flag.
-    if (stopping_.load(sync::acquire)) {
+    if (stopping_.load(atomics::acquire)) {
       return spawn_status::shut_down;
     }
   } else {
-    in_flight_.fetch_add(1, sync::seq_cst);
+    in_flight_.fetch_add(1, atomics::seq_cst);
     // seq_cst: pairs with shutdown step 1 (store accepting_ = false, then
     // wait for in_flight_ == 0): either we see the store, or it sees us.
-    if (!accepting_.load(sync::seq_cst)) {
-      in_flight_.fetch_sub(1, sync::release);
+    if (!accepting_.load(atomics::seq_cst)) {
+      in_flight_.fetch_sub(1, atomics::release);
       return spawn_status::shut_down;
     }
     if (trace_ != nullptr) [[unlikely]] {
@@ -62,7 +62,7 @@ template <spawn_placement Placement>
     ~in_flight_guard() {
       if (active) {
         // release: shutdown's acquire read of 0 sees our signal.
-        core->in_flight_.fetch_sub(1, sync::release);
+        core->in_flight_.fetch_sub(1, atomics::release);
       }
     }
   } guard{this, !on_worker};
@@ -85,10 +85,10 @@ template <spawn_placement Placement>
     throw;
   }
   target.vtable = vtable;
-  const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+  const std::uint32_t generation = task_slot::generation_of(target.state.load(atomics::relaxed));
   // relaxed: the slot is ours alone until its bit is set; set_task_bit's
   // seq_cst RMW publishes the body, vtable and state to the claiming worker.
-  target.state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
+  target.state.store(task_slot::make_state(generation, task_slot::scheduled), atomics::relaxed);
   if (spawned != nullptr) {
     *spawned = {slot, generation};
   }
@@ -142,7 +142,7 @@ spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, s
     // role and no trace; anything else takes the general path. The slot:
     // a kept one (a take-over retired it; the host keeps none), else one
     // of the warm reservation.
-    if (self.trace == nullptr && !stopping_.load(sync::acquire) &&
+    if (self.trace == nullptr && !stopping_.load(atomics::acquire) &&
         (self.kept_count != 0 || (self.spawn_slots.free != 0 && !self.is_host))) [[likely]] {
       task_slot* target = nullptr;
       std::uint32_t slot = 0;
@@ -155,13 +155,14 @@ spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, s
       } else {
         slot = task_arena::take(self.spawn_slots);
         target = &arena_.slot(slot);
-        generation = task_slot::generation_of(target->state.load(sync::relaxed));
+        generation = task_slot::generation_of(target->state.load(atomics::relaxed));
       }
       store_pointer_body(target->storage, body);
       target->vtable = vtable;
       // relaxed: the slot is ours alone until the deque's release push (or
       // the task bit's seq_cst RMW) publishes the body, vtable and state.
-      target->state.store(task_slot::make_state(generation, task_slot::scheduled), sync::relaxed);
+      target->state.store(task_slot::make_state(generation, task_slot::scheduled),
+                          atomics::relaxed);
       *spawned = {slot, generation};
       worker_counters::bump(self.counters.spawned);
       if (self.joins.offer_task(slot)) {
@@ -179,7 +180,7 @@ void executor_core::count_spawn(worker_state* self) noexcept {
   if (self != nullptr) {
     worker_counters::bump(self->counters.spawned);
   } else {
-    external_spawns_.fetch_add(1, sync::relaxed);  // a statistic: no ordering
+    external_spawns_.fetch_add(1, atomics::relaxed);  // a statistic: no ordering
   }
 }
 
@@ -236,7 +237,7 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
     const std::size_t hash = this_thread_hash();
     external_spawn_cache& cache = external_caches_[hash % external_cache_count];
     // acquire/release on `busy`: hands the reservation from one owner to the next.
-    if (cache.busy.exchange(1, sync::acquire) == 0) {
+    if (cache.busy.exchange(1, atomics::acquire) == 0) {
       bool reserved = cache.slots.free != 0;
       if (!reserved) {
         cache.next_partition = place_external(cache.next_partition);
@@ -245,7 +246,7 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
       if (reserved) {
         slot = task_arena::take(cache.slots);
       }
-      cache.busy.store(0, sync::release);
+      cache.busy.store(0, atomics::release);
       if (reserved) {
         return spawn_status::spawned;
       }
@@ -264,10 +265,10 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
   std::unique_lock lock(capacity_mutex_);
   // seq_cst: pairs with notify_capacity_waiters(): a worker frees a slot
   // (seq_cst RMW) then reads this count; we add ourselves, then retry.
-  capacity_waiters_.fetch_add(1, sync::seq_cst);
+  capacity_waiters_.fetch_add(1, atomics::seq_cst);
   spawn_status result = spawn_status::spawned;
   for (;;) {
-    if (!accepting_.load(sync::seq_cst)) {
+    if (!accepting_.load(atomics::seq_cst)) {
       result = spawn_status::shut_down;
       break;
     }
@@ -276,19 +277,19 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
       break;
     }
     const std::uint64_t seen = capacity_epoch_;
-    capacity_cv_.wait(lock,
-                      [&] { return capacity_epoch_ != seen || !accepting_.load(sync::seq_cst); });
+    capacity_cv_.wait(
+        lock, [&] { return capacity_epoch_ != seen || !accepting_.load(atomics::seq_cst); });
   }
-  capacity_waiters_.fetch_sub(1, sync::relaxed);
+  capacity_waiters_.fetch_sub(1, atomics::relaxed);
   return result;
 }
 
 void executor_core::flush_external_caches() noexcept {
   for (std::size_t index = 0; index < external_cache_count; ++index) {
     external_spawn_cache& cache = external_caches_[index];
-    if (cache.busy.exchange(1, sync::acquire) == 0) {
+    if (cache.busy.exchange(1, atomics::acquire) == 0) {
       arena_.give_back(cache.slots);
-      cache.busy.store(0, sync::release);
+      cache.busy.store(0, atomics::release);
     }
   }
 }
@@ -312,7 +313,7 @@ void executor_core::give_back_worker_slots(worker_state& self) noexcept {
 
 void executor_core::notify_capacity_waiters() noexcept {
   // seq_cst: second half of the handshake in allocate().
-  if (capacity_waiters_.load(sync::seq_cst) != 0) {
+  if (capacity_waiters_.load(atomics::seq_cst) != 0) {
     const std::lock_guard lock(capacity_mutex_);
     ++capacity_epoch_;
     capacity_cv_.notify_all();
@@ -332,16 +333,16 @@ bool executor_core::schedule(task_id id) noexcept {
 [[gnu::noinline]] bool executor_core::schedule_from_outside(task_id id) noexcept {
   // seq_cst: before any access of the wake to the executor; the destructor
   // reads the count only after the woken task's wait is over.
-  foreign_wakes_.fetch_add(1, sync::seq_cst);
+  foreign_wakes_.fetch_add(1, atomics::seq_cst);
   const bool scheduled = schedule_task(id);
   // release: pairs with the destructor's acquire read (step 7).
-  foreign_wakes_.fetch_sub(1, sync::release);
+  foreign_wakes_.fetch_sub(1, atomics::release);
   return scheduled;
 }
 
 bool executor_core::schedule_task(task_id id) noexcept {
   task_slot& target = arena_.slot(id.slot);
-  std::uint64_t state = target.state.load(sync::relaxed);
+  std::uint64_t state = target.state.load(atomics::relaxed);
   for (;;) {
     if (task_slot::generation_of(state) != id.generation) {
       return false;  // the task finished; its slot may hold another task now
@@ -351,8 +352,8 @@ bool executor_core::schedule_task(task_id id) noexcept {
     }
     // acq_rel: release publishes what the waker wrote before wake() to the
     // next run (through the task bit, or through end-of-run's fetch_and).
-    if (target.state.compare_exchange_weak(state, state | task_slot::scheduled, sync::acq_rel,
-                                           sync::relaxed)) {
+    if (target.state.compare_exchange_weak(state, state | task_slot::scheduled, atomics::acq_rel,
+                                           atomics::relaxed)) {
       break;
     }
   }

@@ -62,36 +62,36 @@ namespace detail {
 
 // The live counters of one worker. Written only by that worker (relaxed
 // load + store, no RMW), read by stats() from any thread.
-struct alignas(sync::cache_line) worker_counters {
-  sync::atomic<std::uint64_t> tasks_run{0};
-  sync::atomic<std::uint64_t> steals{0};
-  sync::atomic<std::uint64_t> yields{0};
-  sync::atomic<std::uint64_t> parks{0};
-  sync::atomic<std::uint64_t> wakes_by_permit{0};
-  sync::atomic<std::uint64_t> wakes_by_jec{0};
-  sync::atomic<std::uint64_t> wakes_by_shutdown{0};
-  sync::atomic<std::uint64_t> spurious_wakeups{0};
-  sync::atomic<std::uint64_t> spawned{0};
-  sync::atomic<std::uint64_t> finished{0};
+struct alignas(atomics::cache_line) worker_counters {
+  atomics::atomic<std::uint64_t> tasks_run{0};
+  atomics::atomic<std::uint64_t> steals{0};
+  atomics::atomic<std::uint64_t> yields{0};
+  atomics::atomic<std::uint64_t> parks{0};
+  atomics::atomic<std::uint64_t> wakes_by_permit{0};
+  atomics::atomic<std::uint64_t> wakes_by_jec{0};
+  atomics::atomic<std::uint64_t> wakes_by_shutdown{0};
+  atomics::atomic<std::uint64_t> spurious_wakeups{0};
+  atomics::atomic<std::uint64_t> spawned{0};
+  atomics::atomic<std::uint64_t> finished{0};
 
   // Always inlined: a load and a store, which LTO otherwise left as a call in
   // large callers (canopy::join's take-back).
-  [[gnu::always_inline]] static void bump(sync::atomic<std::uint64_t>& counter,
+  [[gnu::always_inline]] static void bump(atomics::atomic<std::uint64_t>& counter,
                                           std::uint64_t by = 1) noexcept {
-    counter.store(counter.load(sync::relaxed) + by, sync::relaxed);
+    counter.store(counter.load(atomics::relaxed) + by, atomics::relaxed);
   }
 
   [[nodiscard]] worker_stats snapshot() const noexcept {
-    return {tasks_run.load(sync::relaxed),
-            steals.load(sync::relaxed),
-            yields.load(sync::relaxed),
-            parks.load(sync::relaxed),
-            wakes_by_permit.load(sync::relaxed),
-            wakes_by_jec.load(sync::relaxed),
-            wakes_by_shutdown.load(sync::relaxed),
-            spurious_wakeups.load(sync::relaxed),
-            spawned.load(sync::relaxed),
-            finished.load(sync::relaxed)};
+    return {tasks_run.load(atomics::relaxed),
+            steals.load(atomics::relaxed),
+            yields.load(atomics::relaxed),
+            parks.load(atomics::relaxed),
+            wakes_by_permit.load(atomics::relaxed),
+            wakes_by_jec.load(atomics::relaxed),
+            wakes_by_shutdown.load(atomics::relaxed),
+            spurious_wakeups.load(atomics::relaxed),
+            spawned.load(atomics::relaxed),
+            finished.load(atomics::relaxed)};
   }
 };
 

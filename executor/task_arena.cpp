@@ -49,7 +49,7 @@ void task_arena::slot_pages::operator()(task_slot* slots) const noexcept {
 
 task_arena::leaf_block::leaf_block(std::size_t signals, std::size_t tasks)
     : slots(map_slots(tasks), slot_pages{tasks}),
-      occupancy(std::make_unique<sync::atomic<std::uint64_t>[]>(signals)),
+      occupancy(std::make_unique<atomics::atomic<std::uint64_t>[]>(signals)),
       free_words(signals >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << signals) - 1) {}
 
 task_arena::task_arena(std::size_t signals_per_leaf, std::size_t initial_leaves,
@@ -60,7 +60,7 @@ task_arena::task_arena(std::size_t signals_per_leaf, std::size_t initial_leaves,
       leaf_mask_(static_cast<std::uint32_t>(signals_per_leaf * 64 - 1)),
       max_leaves_(max_leaves),
       partition_count_(partition_count),
-      leaves_(std::make_unique<sync::atomic<leaf_block*>[]>(max_leaves)),
+      leaves_(std::make_unique<atomics::atomic<leaf_block*>[]>(max_leaves)),
       partitions_(std::make_unique<partition_state[]>(partition_count)) {
   for (std::size_t leaf = 0; leaf < initial_leaves; ++leaf) {
     grow(partition_owner(leaf, partition_count_));
@@ -69,7 +69,7 @@ task_arena::task_arena(std::size_t signals_per_leaf, std::size_t initial_leaves,
 
 task_arena::~task_arena() {
   for (std::size_t leaf = 0; leaf < max_leaves_; ++leaf) {
-    delete leaves_[leaf].load(sync::relaxed);
+    delete leaves_[leaf].load(atomics::relaxed);
   }
 }
 
@@ -89,27 +89,28 @@ std::optional<std::uint32_t> task_arena::allocate(std::size_t partition) {
 std::optional<std::uint32_t> task_arena::try_claim_in(std::size_t partition) noexcept {
   partition_state& state = partitions_[partition];
   // acquire: pairs with grow()'s release increment, so the leaf is published.
-  const std::size_t words = state.leaves.load(sync::acquire) * signals_per_leaf_;
+  const std::size_t words = state.leaves.load(atomics::acquire) * signals_per_leaf_;
   if (words == 0) {
     return std::nullopt;
   }
-  const std::size_t start = state.cursor.load(sync::relaxed) % words;
+  const std::size_t start = state.cursor.load(atomics::relaxed) % words;
   for (std::size_t step = 0; step < words; ++step) {
     const std::size_t word = (start + step) % words;
     const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
     const std::size_t signal = word % signals_per_leaf_;
-    sync::atomic<std::uint64_t>& occupancy = leaves_[leaf].load(sync::acquire)->occupancy[signal];
-    std::uint64_t occupied = occupancy.load(sync::relaxed);
+    atomics::atomic<std::uint64_t>& occupancy =
+        leaves_[leaf].load(atomics::acquire)->occupancy[signal];
+    std::uint64_t occupied = occupancy.load(atomics::relaxed);
     while (occupied != ~std::uint64_t{0}) {
       const auto bit = static_cast<unsigned>(std::countr_one(occupied));
       const std::uint64_t mask = std::uint64_t{1} << bit;
       // seq_cst: acquire pairs with release() so the previous task's teardown
       // is visible before we reuse the slot; the total order pairs with the
       // capacity waiters' handshake in executor_core (release, then waiter read).
-      const std::uint64_t previous = occupancy.fetch_or(mask, sync::seq_cst);
+      const std::uint64_t previous = occupancy.fetch_or(mask, atomics::seq_cst);
       if ((previous & mask) == 0) {
         if (step != 0) {
-          state.cursor.store(static_cast<std::uint32_t>(word), sync::relaxed);
+          state.cursor.store(static_cast<std::uint32_t>(word), atomics::relaxed);
         }
         return index_of(leaf, signal, bit);
       }
@@ -141,13 +142,14 @@ bool task_arena::try_reserve_in(std::size_t partition, reservation& into, int mi
   // slot. (A hint can miss an empty word only between clear_empty_hint's
   // clear and re-read; this scan does not use the hints.)
   // acquire: pairs with grow()'s release increment, so the leaf is published.
-  const std::size_t words = partitions_[partition].leaves.load(sync::acquire) * signals_per_leaf_;
+  const std::size_t words =
+      partitions_[partition].leaves.load(atomics::acquire) * signals_per_leaf_;
   for (std::size_t word = 0; word < words; ++word) {
     const std::size_t leaf = partition_leaf(partition, word / signals_per_leaf_, partition_count_);
     const std::size_t signal = word % signals_per_leaf_;
     // relaxed: a pre-check; reserve_word's fetch_or decides.
     const std::uint64_t occupied =
-        leaves_[leaf].load(sync::acquire)->occupancy[signal].load(sync::relaxed);
+        leaves_[leaf].load(atomics::acquire)->occupancy[signal].load(atomics::relaxed);
     // (A full word, the common case when the partition must grow, is
     // passed over without the popcount, a libgcc call on baseline x86-64.)
     if (occupied != ~std::uint64_t{0} && std::popcount(~occupied) >= min_free &&
@@ -161,12 +163,12 @@ bool task_arena::try_reserve_in(std::size_t partition, reservation& into, int mi
 bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexcept {
   partition_state& state = partitions_[partition];
   // acquire: pairs with grow()'s release increment, so the leaf is published.
-  const std::size_t leaves = state.leaves.load(sync::acquire);
+  const std::size_t leaves = state.leaves.load(atomics::acquire);
   if (leaves == 0) {
     return false;
   }
   const std::size_t words = leaves * signals_per_leaf_;
-  const std::size_t start = state.cursor.load(sync::relaxed) % words;
+  const std::size_t start = state.cursor.load(atomics::relaxed) % words;
   const std::size_t start_leaf = start / signals_per_leaf_;
   const std::size_t start_signal = start % signals_per_leaf_;
   const auto leaf_at = [&](std::size_t position) {
@@ -177,8 +179,8 @@ bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexce
   //    (below half it would hand out a few bits at a time from a word that
   //    workers are still emptying; it is tried again last).
   {
-    leaf_block& block = *leaves_[leaf_at(start_leaf)].load(sync::acquire);
-    const std::uint64_t occupied = block.occupancy[start_signal].load(sync::relaxed);
+    leaf_block& block = *leaves_[leaf_at(start_leaf)].load(atomics::acquire);
+    const std::uint64_t occupied = block.occupancy[start_signal].load(atomics::relaxed);
     if ((words == 1 || std::popcount(~occupied) >= half_word) &&
         reserve_word(leaf_at(start_leaf), start_signal, start, partition, into)) {
       return true;
@@ -190,9 +192,9 @@ bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexce
   for (std::size_t step = 0; step <= leaves; ++step) {
     const std::size_t position = (start_leaf + step) % leaves;
     const std::size_t leaf = leaf_at(position);
-    leaf_block& block = *leaves_[leaf].load(sync::acquire);
+    leaf_block& block = *leaves_[leaf].load(atomics::acquire);
     // relaxed: a hint; reserve_word's fetch_or decides.
-    std::uint64_t candidates = block.free_words.load(sync::relaxed);
+    std::uint64_t candidates = block.free_words.load(atomics::relaxed);
     if (step == 0) {
       candidates &= start_signal + 1 >= 64 ? 0 : ~std::uint64_t{0} << (start_signal + 1);
     } else if (step == leaves) {
@@ -211,18 +213,18 @@ bool task_arena::reserve_hinted(std::size_t partition, reservation& into) noexce
 
 bool task_arena::reserve_word(std::size_t leaf, std::size_t signal, std::size_t partition_word,
                               std::size_t partition, reservation& into) noexcept {
-  leaf_block& block = *leaves_[leaf].load(sync::acquire);
-  sync::atomic<std::uint64_t>& occupancy = block.occupancy[signal];
-  std::uint64_t occupied = occupancy.load(sync::relaxed);
+  leaf_block& block = *leaves_[leaf].load(atomics::acquire);
+  atomics::atomic<std::uint64_t>& occupancy = block.occupancy[signal];
+  std::uint64_t occupied = occupancy.load(atomics::relaxed);
   while (occupied != ~std::uint64_t{0}) {
     const std::uint64_t wanted = ~occupied;
     // seq_cst: as in try_claim_in — acquire pairs with release(), and the
     // total order pairs with the capacity waiters' handshake.
-    const std::uint64_t previous = occupancy.fetch_or(wanted, sync::seq_cst);
+    const std::uint64_t previous = occupancy.fetch_or(wanted, atomics::seq_cst);
     const std::uint64_t got = wanted & ~previous;
     if (got != 0) {
       partitions_[partition].cursor.store(static_cast<std::uint32_t>(partition_word),
-                                          sync::relaxed);
+                                          atomics::relaxed);
       into.first_slot = index_of(leaf, signal, 0);
       into.free = got;
       clear_empty_hint(block, signal);  // the word is not empty now
@@ -238,7 +240,7 @@ void task_arena::clear_empty_hint(leaf_block& block, std::size_t signal) noexcep
   const std::uint64_t bit = std::uint64_t{1} << signal;
   // relaxed: skipping the clear is always safe (a hint left set costs one
   // probe later), and a scan of a full partition then writes nothing.
-  if ((block.free_words.load(sync::relaxed) & bit) == 0) {
+  if ((block.free_words.load(atomics::relaxed) & bit) == 0) {
     return;
   }
   // seq_cst clear, then seq_cst re-read of the word: pairs with
@@ -246,9 +248,9 @@ void task_arena::clear_empty_hint(leaf_block& block, std::size_t signal) noexcep
   // occupancy bit. Either the re-read sees the word empty, or that fetch_or
   // comes after this fetch_and in the total order; both leave the hint set
   // on an empty word.
-  block.free_words.fetch_and(~bit, sync::seq_cst);
-  if (block.occupancy[signal].load(sync::seq_cst) == 0) {
-    block.free_words.fetch_or(bit, sync::seq_cst);
+  block.free_words.fetch_and(~bit, atomics::seq_cst);
+  if (block.occupancy[signal].load(atomics::seq_cst) == 0) {
+    block.free_words.fetch_or(bit, atomics::seq_cst);
   }
 }
 
@@ -257,7 +259,7 @@ void task_arena::hint_if_emptied(leaf_block& block, std::size_t signal, std::uin
   if (previous != 0 && (previous & ~cleared) == 0) {
     // The clear emptied the word. seq_cst: pairs with clear_empty_hint's
     // clear and re-read (above).
-    block.free_words.fetch_or(std::uint64_t{1} << signal, sync::seq_cst);
+    block.free_words.fetch_or(std::uint64_t{1} << signal, atomics::seq_cst);
   }
 }
 
@@ -265,10 +267,10 @@ void task_arena::give_back(reservation& from) noexcept {
   if (from.free == 0) {
     return;
   }
-  leaf_block& block = *leaves_[leaf_of(from.first_slot)].load(sync::acquire);
+  leaf_block& block = *leaves_[leaf_of(from.first_slot)].load(atomics::acquire);
   const std::size_t signal = signal_of(from.first_slot);
   // seq_cst: same as release().
-  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~from.free, sync::seq_cst),
+  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~from.free, atomics::seq_cst),
                   from.free);
   from.free = 0;
 }
@@ -276,7 +278,7 @@ void task_arena::give_back(reservation& from) noexcept {
 bool task_arena::grow(std::size_t partition) {
   const std::lock_guard lock(growth_mutex_);
   partition_state& state = partitions_[partition];
-  const std::size_t owned = state.leaves.load(sync::relaxed);
+  const std::size_t owned = state.leaves.load(atomics::relaxed);
   const std::size_t leaf = partition_leaf(partition, owned, partition_count_);
   if (leaf >= max_leaves_) {
     return false;
@@ -285,35 +287,36 @@ bool task_arena::grow(std::size_t partition) {
   // release: publishes the zeroed slots and occupancy words to every reader
   // that loads this pointer with acquire: slot(), and every leaves_[i] load
   // in this file (the reservation paths, release, give_back, the counts).
-  leaves_[leaf].store(block.release(), sync::release);
-  if (leaf + 1 > leaf_limit_.load(sync::relaxed)) {
-    leaf_limit_.store(leaf + 1, sync::release);
+  leaves_[leaf].store(block.release(), atomics::release);
+  if (leaf + 1 > leaf_limit_.load(atomics::relaxed)) {
+    leaf_limit_.store(leaf + 1, atomics::release);
   }
-  state.cursor.store(static_cast<std::uint32_t>(owned * signals_per_leaf_), sync::relaxed);
+  state.cursor.store(static_cast<std::uint32_t>(owned * signals_per_leaf_), atomics::relaxed);
   // release: pairs with try_claim_in's acquire load of the leaf count.
-  state.leaves.store(static_cast<std::uint32_t>(owned + 1), sync::release);
+  state.leaves.store(static_cast<std::uint32_t>(owned + 1), atomics::release);
   return true;
 }
 
 void task_arena::release(std::uint32_t index) noexcept {
-  leaf_block& block = *leaves_[leaf_of(index)].load(sync::acquire);
+  leaf_block& block = *leaves_[leaf_of(index)].load(atomics::acquire);
   const std::size_t signal = signal_of(index);
   // seq_cst: release half of the slot hand-over (pairs with try_claim_in's
   // fetch_or) and first half of the capacity-waiter handshake.
   const std::uint64_t mask = std::uint64_t{1} << bit_of(index);
-  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~mask, sync::seq_cst), mask);
+  hint_if_emptied(block, signal, block.occupancy[signal].fetch_and(~mask, atomics::seq_cst), mask);
 }
 
 std::size_t task_arena::live_count() const noexcept {
   std::size_t live = 0;
   const std::size_t limit = leaf_limit();
   for (std::size_t leaf = 0; leaf < limit; ++leaf) {
-    leaf_block* block = leaves_[leaf].load(sync::acquire);
+    leaf_block* block = leaves_[leaf].load(atomics::acquire);
     if (block == nullptr) {
       continue;
     }
     for (std::size_t signal = 0; signal < signals_per_leaf_; ++signal) {
-      live += static_cast<std::size_t>(std::popcount(block->occupancy[signal].load(sync::acquire)));
+      live +=
+          static_cast<std::size_t>(std::popcount(block->occupancy[signal].load(atomics::acquire)));
     }
   }
   return live;

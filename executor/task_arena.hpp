@@ -46,7 +46,9 @@ class task_arena {
   [[nodiscard]] std::size_t capacity() const noexcept { return max_leaves_ * tasks_per_leaf_; }
 
   // One past the highest leaf index allocated so far.
-  [[nodiscard]] std::size_t leaf_limit() const noexcept { return leaf_limit_.load(sync::acquire); }
+  [[nodiscard]] std::size_t leaf_limit() const noexcept {
+    return leaf_limit_.load(atomics::acquire);
+  }
 
   // Claim a free slot in `partition`, growing it if full. Returns the slot
   // index, or nothing if the partition is at its maximum size. May throw
@@ -85,7 +87,7 @@ class task_arena {
   // take-back, a call on every fork.
   [[nodiscard, gnu::always_inline]] task_slot& slot(std::uint32_t index) const noexcept {
     // acquire: pairs with the release store that published the leaf.
-    return leaves_[index >> leaf_shift_].load(sync::acquire)->slots[index & leaf_mask_];
+    return leaves_[index >> leaf_shift_].load(atomics::acquire)->slots[index & leaf_mask_];
   }
 
   [[nodiscard]] std::size_t leaf_of(std::uint32_t index) const noexcept {
@@ -110,12 +112,12 @@ class task_arena {
   void for_each_live(Fn&& fn) const {
     const std::size_t limit = leaf_limit();
     for (std::size_t leaf = 0; leaf < limit; ++leaf) {
-      leaf_block* block = leaves_[leaf].load(sync::acquire);
+      leaf_block* block = leaves_[leaf].load(atomics::acquire);
       if (block == nullptr) {
         continue;
       }
       for (std::size_t signal = 0; signal < signals_per_leaf_; ++signal) {
-        std::uint64_t occupied = block->occupancy[signal].load(sync::acquire);
+        std::uint64_t occupied = block->occupancy[signal].load(atomics::acquire);
         while (occupied != 0) {
           const unsigned bit = static_cast<unsigned>(__builtin_ctzll(occupied));
           occupied &= occupied - 1;
@@ -135,14 +137,14 @@ class task_arena {
   struct leaf_block {
     explicit leaf_block(std::size_t signals, std::size_t tasks);
     std::unique_ptr<task_slot[], slot_pages> slots;
-    std::unique_ptr<sync::atomic<std::uint64_t>[]> occupancy;
+    std::unique_ptr<atomics::atomic<std::uint64_t>[]> occupancy;
     // Bit s: occupancy[s] may be empty. Never clear on an empty word, except
     // between clear_empty_hint's clear and its re-read.
-    alignas(sync::cache_line) sync::atomic<std::uint64_t> free_words{0};
+    alignas(atomics::cache_line) atomics::atomic<std::uint64_t> free_words{0};
   };
-  struct alignas(sync::cache_line) partition_state {
-    sync::atomic<std::uint32_t> leaves{0};  // leaves this partition owns
-    sync::atomic<std::uint32_t> cursor{0};  // occupancy word to try first (hint)
+  struct alignas(atomics::cache_line) partition_state {
+    atomics::atomic<std::uint32_t> leaves{0};  // leaves this partition owns
+    atomics::atomic<std::uint32_t> cursor{0};  // occupancy word to try first (hint)
   };
 
   std::optional<std::uint32_t> try_claim_in(std::size_t partition) noexcept;
@@ -167,9 +169,9 @@ class task_arena {
   std::uint32_t leaf_mask_;
   std::size_t max_leaves_;
   std::size_t partition_count_;
-  std::unique_ptr<sync::atomic<leaf_block*>[]> leaves_;
+  std::unique_ptr<atomics::atomic<leaf_block*>[]> leaves_;
   std::unique_ptr<partition_state[]> partitions_;
-  sync::atomic<std::size_t> leaf_limit_{0};
+  atomics::atomic<std::size_t> leaf_limit_{0};
   std::mutex growth_mutex_;
 };
 

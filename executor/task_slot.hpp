@@ -59,7 +59,7 @@ struct task_vtable {
   const join_state_base* (*cancel_state)(const void* storage) noexcept = nullptr;
 };
 
-struct alignas(sync::cache_line) task_slot {
+struct alignas(atomics::cache_line) task_slot {
   static constexpr std::uint64_t scheduled = 1;
   static constexpr std::uint64_t executing = 2;
   static constexpr std::uint64_t flag_mask = 3;
@@ -73,7 +73,7 @@ struct alignas(sync::cache_line) task_slot {
     return (std::uint64_t{generation} << 32) | flags;
   }
 
-  sync::atomic<std::uint64_t> state{0};
+  atomics::atomic<std::uint64_t> state{0};
   const task_vtable* vtable = nullptr;
   alignas(16) std::byte storage[storage_size];
 };
@@ -81,7 +81,7 @@ struct alignas(sync::cache_line) task_slot {
 // The checkers' atomics carry more than the word (the model's its name for
 // the word, Relacy's its history).
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
-static_assert(sizeof(task_slot) == sync::cache_line, "a task slot is one cache line");
+static_assert(sizeof(task_slot) == atomics::cache_line, "a task slot is one cache line");
 
 // The slot whose storage `body` is: a body that changes its own kind
 // (coroutine/spawn.hpp's lazy_child) sets the slot's vtable through it.

@@ -76,7 +76,7 @@ void trace_buffer::park_ended(wake_reason reason) noexcept {
   const std::uint64_t at = now();
   // acquire: pairs with woke()'s release store (the id is a plain value; the
   // pair only keeps the read from being hoisted above the park).
-  const std::uint64_t flow = pending_wake_.exchange(0, sync::acquire);
+  const std::uint64_t flow = pending_wake_.exchange(0, atomics::acquire);
   record({park_start_, at, flow, 0, trace_kind::park, static_cast<std::uint8_t>(reason)});
   search_start_ = at;
 }
@@ -153,9 +153,9 @@ void trace_recorder::outside_spawn() noexcept {
 
 void trace_recorder::woke(std::size_t worker, wake_reason reason) noexcept {
   // relaxed: ids only need to be unique.
-  const std::uint64_t flow = next_flow_.fetch_add(1, sync::relaxed) + 1;
+  const std::uint64_t flow = next_flow_.fetch_add(1, atomics::relaxed) + 1;
   // release: pairs with park_ended()'s acquire exchange.
-  workers_[worker]->pending_wake_.store(flow, sync::release);
+  workers_[worker]->pending_wake_.store(flow, atomics::release);
   trace_buffer* mine = this_thread_trace;
   const trace_event sent{0,
                          0,

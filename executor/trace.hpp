@@ -127,7 +127,7 @@ class trace_buffer {
   // waker between its claim and its unpark, taken by the worker when it
   // wakes. release/acquire: the pair needs no other ordering (a wake that
   // lands after the worker read it is drawn to the next park instead).
-  alignas(sync::cache_line) sync::atomic<std::uint64_t> pending_wake_{0};
+  alignas(atomics::cache_line) atomics::atomic<std::uint64_t> pending_wake_{0};
 };
 
 // The whole trace of one executor. Built before the workers start, written
@@ -184,7 +184,7 @@ class trace_recorder final : public wake_observer {
   std::vector<std::unique_ptr<trace_buffer>> workers_;
   mutable std::mutex outside_mutex_;
   std::unique_ptr<trace_buffer> outside_;  // guarded by outside_mutex_
-  sync::atomic<std::uint64_t> next_flow_{0};
+  atomics::atomic<std::uint64_t> next_flow_{0};
 };
 
 }  // namespace canopy::detail

@@ -43,7 +43,7 @@ void executor_core::worker_main(std::size_t index) {
   trace_recorder::bind_this_thread(self.trace);
   idle_state idle;
   std::uint32_t slot = 0;
-  while (!stopping_.load(sync::acquire)) {
+  while (!stopping_.load(atomics::acquire)) {
     if (find_task(self, slot)) {
       run_task(self, slot);
       poll_driver_if_due(self);
@@ -72,7 +72,7 @@ void executor_core::worker_main(std::size_t index) {
       self.trace->search_started();
     }
     bool found = false;
-    while (!stopping_.load(sync::acquire)) {
+    while (!stopping_.load(atomics::acquire)) {
       offer stolen;
       const bool from_tree = find_task(self, slot);
       if (from_tree || !(stolen = self.joins.steal_from_others()).empty()) {
@@ -346,11 +346,11 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
 [[gnu::always_inline]] inline run_outcome executor_core::run_and_retire(worker_state& self,
                                                                         std::uint32_t slot) {
   task_slot& target = arena_.slot(slot);
-  const std::uint32_t generation = task_slot::generation_of(target.state.load(sync::relaxed));
+  const std::uint32_t generation = task_slot::generation_of(target.state.load(atomics::relaxed));
   // relaxed: while SCHEDULED the claiming worker is the state's only writer
   // (schedulers find SCHEDULED and leave it); the claim RMW on the task bit
   // (or the yield queue, same thread) already ordered the body's writes.
-  target.state.store(task_slot::make_state(generation, task_slot::executing), sync::relaxed);
+  target.state.store(task_slot::make_state(generation, task_slot::executing), atomics::relaxed);
   self.context.running = {slot, generation};
   self.context.has_running = true;
   const run_outcome outcome = target.vtable->run(target.storage);
@@ -362,7 +362,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       target.vtable = nullptr;  // a reserved-but-unused slot has no vtable
       // release: a stale waker that reads the new generation fails its CAS;
       // the slot's teardown is published by arena_.release() below.
-      target.state.store(task_slot::make_state(generation + 1, 0), sync::release);
+      target.state.store(task_slot::make_state(generation + 1, 0), atomics::release);
       worker_counters::bump(self.counters.finished);
       release_slot(self, slot);
       break;
@@ -370,7 +370,8 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
       // acq_rel: acquire pairs with a waker's CAS that set SCHEDULED while
       // we ran (its writes are visible to the re-run); release pairs with
       // the next schedule() that finds IDLE.
-      const std::uint64_t previous = target.state.fetch_and(~task_slot::executing, sync::acq_rel);
+      const std::uint64_t previous =
+          target.state.fetch_and(~task_slot::executing, atomics::acq_rel);
       if ((previous & task_slot::scheduled) != 0) {
         signal_task(slot);  // woken while running: runnable once more
       }
@@ -379,8 +380,8 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
     case run_outcome::yielded:
       // SCHEDULED first, so a concurrent wake is absorbed instead of setting
       // the task bit while the task also sits in the yield queue (invariant S).
-      target.state.fetch_or(task_slot::scheduled, sync::acq_rel);
-      target.state.fetch_and(~task_slot::executing, sync::acq_rel);
+      target.state.fetch_or(task_slot::scheduled, atomics::acq_rel);
+      target.state.fetch_and(~task_slot::executing, atomics::acq_rel);
       worker_counters::bump(self.counters.yields);
       if (self.yields.push(slot) && !self.is_host) {
         sleep_.waker(self.context.index).mark_yield();
@@ -389,8 +390,8 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
     case run_outcome::to_host:
       // As for a yield: SCHEDULED first (a concurrent wake is absorbed),
       // then the host channel's queue holds the task (invariant S).
-      target.state.fetch_or(task_slot::scheduled, sync::acq_rel);
-      target.state.fetch_and(~task_slot::executing, sync::acq_rel);
+      target.state.fetch_or(task_slot::scheduled, atomics::acq_rel);
+      target.state.fetch_and(~task_slot::executing, atomics::acq_rel);
       host_->channel().push(slot);
       break;
   }
@@ -398,7 +399,7 @@ void executor_core::run_task(worker_state& self, std::uint32_t slot) {
 }
 
 bool executor_core::must_stay_awake(std::size_t worker) noexcept {
-  if (stopping_.load(sync::seq_cst)) {
+  if (stopping_.load(atomics::seq_cst)) {
     return true;
   }
   if (sleep_.waker(worker).sync_partition_summary(tree_, worker, config_.worker_count,
@@ -428,7 +429,7 @@ void executor_core::about_to_block(std::size_t worker) noexcept {
     workers_[worker]->trace->park_started();
   }
   // seq_cst: pairs with shutdown step 2's store; see is_quiescent().
-  if (draining_.load(sync::seq_cst)) {
+  if (draining_.load(atomics::seq_cst)) {
     const std::lock_guard lock(drain_mutex_);
     drain_cv_.notify_all();
   }

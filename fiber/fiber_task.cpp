@@ -17,7 +17,7 @@ namespace {
 thread_local fiber_frame* this_thread_fiber = nullptr;
 
 void check_canary(const fiber_frame& frame) noexcept {
-  if (!frame.stack.guarded && !stack_pool::canary_intact(frame.stack)) {
+  if (!frame.stack.guarded && !fiber_stacks::canary_intact(frame.stack)) {
     std::fprintf(stderr,
                  "canopy: fiber stack overflow detected (unguarded %zu-byte stack at %p); "
                  "give the fiber a larger stack\n",
@@ -178,7 +178,7 @@ constexpr std::size_t nesting_margin = 2048;
 // can run the never-started children it awaits on it (run_pending_child)
 // while what is left is still at least their own request.
 std::size_t physical_stack_size(std::size_t request) noexcept {
-  const std::size_t rounded = stack_pool::usable_size(request);
+  const std::size_t rounded = fiber_stacks::usable_size(request);
   return rounded + std::min(rounded, std::size_t{1} << 20);
 }
 
@@ -194,7 +194,7 @@ bool fits_on_this_stack(const void* storage) noexcept {
   }
   const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
   const auto bottom = reinterpret_cast<std::uintptr_t>(running->stack.base);
-  const std::size_t needed = stack_pool::usable_size(child.frame->stack_request) + nesting_margin;
+  const std::size_t needed = fiber_stacks::usable_size(child.frame->stack_request) + nesting_margin;
   return here > bottom && here - bottom >= needed;
 }
 
@@ -219,7 +219,7 @@ void throw_bad_stack_size(std::size_t stack_size) {
 }
 
 void give_stack(fiber_frame& frame) {
-  const fiber_stack stack = stack_pool::acquire(physical_stack_size(frame.stack_request));
+  const fiber_stack stack = fiber_stacks::acquire(physical_stack_size(frame.stack_request));
   frame.stack = stack;
   // The fiber's first frame at the stack's top (the ABI wants 16 bytes at
   // a call; make_fcontext aligns too).
@@ -241,7 +241,7 @@ void free_fiber_frame(fiber_frame* frame) noexcept {
   frame->~fiber_frame();
   free_block(frame, block_size);
   if (stack.base != nullptr) {
-    stack_pool::release(stack);
+    fiber_stacks::release(stack);
   }
 }
 

@@ -16,7 +16,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-namespace canopy::stack_pool {
+namespace canopy::detail::fiber_stacks {
 
 namespace {
 
@@ -202,6 +202,23 @@ void release(const fiber_stack& stack) noexcept {
   local.items[local.count++] = stack;
 }
 
+// Not instrumented: a stack's lowest bytes may still carry a dead frame's
+// shadow poisoning under ASan.
+__attribute__((no_sanitize_address)) void write_canary(const fiber_stack& stack) noexcept {
+  *static_cast<volatile std::uint64_t*>(stack.base) = canary_value;
+}
+
+__attribute__((no_sanitize_address)) bool canary_intact(const fiber_stack& stack) noexcept {
+  return *static_cast<volatile std::uint64_t*>(stack.base) == canary_value;
+}
+
+}  // namespace canopy::detail::fiber_stacks
+
+namespace canopy::stack_pool {
+
+using detail::fiber_stacks::pool;
+using detail::fiber_stacks::pool_state;
+
 void set_guard_limit(std::size_t stacks) noexcept {
   pool_state& state = pool();
   const std::lock_guard lock(state.mutex);
@@ -217,16 +234,6 @@ stack_pool_stats stats() noexcept {
     result.guard_limit = 0;
   }
   return result;
-}
-
-// Not instrumented: a stack's lowest bytes may still carry a dead frame's
-// shadow poisoning under ASan.
-__attribute__((no_sanitize_address)) void write_canary(const fiber_stack& stack) noexcept {
-  *static_cast<volatile std::uint64_t*>(stack.base) = canary_value;
-}
-
-__attribute__((no_sanitize_address)) bool canary_intact(const fiber_stack& stack) noexcept {
-  return *static_cast<volatile std::uint64_t*>(stack.base) == canary_value;
 }
 
 }  // namespace canopy::stack_pool

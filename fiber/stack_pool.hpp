@@ -37,12 +37,7 @@
 
 namespace canopy {
 
-struct fiber_stack {
-  void* base = nullptr;  // lowest usable byte (just above the guard page)
-  std::size_t size = 0;  // usable bytes
-  bool guarded = false;  // a PROT_NONE page lies just below `base`
-};
-
+// What stack_pool::stats() reports.
 struct stack_pool_stats {
   std::size_t chunks = 0;          // mappings made
   std::size_t stacks = 0;          // stacks carved (free or in use)
@@ -51,9 +46,30 @@ struct stack_pool_stats {
   std::size_t guard_limit = 0;     // guarded stacks allowed in total
 };
 
+// The pool's public face (<canopy/fiber.hpp>): its counts, the guard budget
+// and the default stack size.
 namespace stack_pool {
 
 inline constexpr std::size_t default_stack_size = std::size_t{64} * 1024;
+
+// How many stacks may have a guard page in total (already guarded ones
+// keep theirs). Takes effect for chunks carved afterwards.
+void set_guard_limit(std::size_t stacks) noexcept;
+
+stack_pool_stats stats() noexcept;
+
+}  // namespace stack_pool
+
+namespace detail {
+
+struct fiber_stack {
+  void* base = nullptr;  // lowest usable byte (just above the guard page)
+  std::size_t size = 0;  // usable bytes
+  bool guarded = false;  // a PROT_NONE page lies just below `base`
+};
+
+// What the fibers take from the pool and give back.
+namespace fiber_stacks {
 
 // The usable bytes acquire(size) gives: `size` rounded up to whole pages
 // (at least one page).
@@ -63,16 +79,12 @@ inline constexpr std::size_t default_stack_size = std::size_t{64} * 1024;
 fiber_stack acquire(std::size_t size);
 void release(const fiber_stack& stack) noexcept;
 
-// How many stacks may have a guard page in total (already guarded ones
-// keep theirs). Takes effect for chunks carved afterwards.
-void set_guard_limit(std::size_t stacks) noexcept;
-
-stack_pool_stats stats() noexcept;
-
 // The canary an unguarded stack carries at its base.
 void write_canary(const fiber_stack& stack) noexcept;
 [[nodiscard]] bool canary_intact(const fiber_stack& stack) noexcept;
 
-}  // namespace stack_pool
+}  // namespace fiber_stacks
+
+}  // namespace detail
 
 }  // namespace canopy

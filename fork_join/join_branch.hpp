@@ -43,7 +43,7 @@ class join_countdown {
   [[nodiscard]] std::uint32_t remaining() const noexcept {
     // acquire: pairs with count_down()'s release; the results the finished
     // callables wrote are visible once their decrements are seen.
-    return word_.load(sync::acquire) & count_mask;
+    return word_.load(atomics::acquire) & count_mask;
   }
 
   // The joiner takes `finished` off the count: callables it ran itself,
@@ -54,7 +54,7 @@ class join_countdown {
     if (finished != 0) {
       // acq_rel: one more RMW in the chain of count_down()s (their releases
       // still reach the joiner's acquire in wait()).
-      word_.fetch_sub(finished, sync::acq_rel);
+      word_.fetch_sub(finished, atomics::acq_rel);
     }
   }
 
@@ -65,12 +65,12 @@ class join_countdown {
     // release: publishes this callable's result to the joiner's acquire
     // load (every count_down is an RMW, so the joiner that reads zero
     // synchronises with all of them).
-    const std::uint32_t previous = word_.fetch_sub(1, sync::release);
+    const std::uint32_t previous = word_.fetch_sub(1, atomics::release);
     if ((previous & count_mask) == 1 && (previous & sleeper_bit) != 0) {
-      sync::futex_wake_one(word_);
+      atomics::futex_wake_one(word_);
       // release: the joiner's acquire spin on this bit; after it the word
       // is no longer ours.
-      word_.fetch_or(released_bit, sync::release);
+      word_.fetch_or(released_bit, atomics::release);
     }
   }
 
@@ -89,35 +89,36 @@ class join_countdown {
         round = 0;
         continue;
       }
-      sync::spin_pause();
+      atomics::spin_pause();
     }
     for (int round = 0; round < yield_rounds; ++round) {
       if (done()) {
         return;
       }
       if (!help()) {
-        sync::yield_thread();
+        atomics::yield_thread();
       }
     }
     // acquire (all loads below): as in done().
-    std::uint32_t word = word_.load(sync::acquire);
+    std::uint32_t word = word_.load(atomics::acquire);
     while ((word & count_mask) != 0) {
       if ((word & sleeper_bit) == 0) {
         // Set only while the count is non-zero (the CAS compares it), so
         // the count_down that reaches zero sees the bit and wakes us.
-        if (!word_.compare_exchange_weak(word, word | sleeper_bit, sync::acquire, sync::acquire)) {
+        if (!word_.compare_exchange_weak(word, word | sleeper_bit, atomics::acquire,
+                                         atomics::acquire)) {
           continue;
         }
         word |= sleeper_bit;
       }
-      sync::futex_wait(word_, word);
-      word = word_.load(sync::acquire);
+      atomics::futex_wait(word_, word);
+      word = word_.load(atomics::acquire);
     }
     if ((word & sleeper_bit) != 0) {
       // The last count_down saw us asleep: wait until its FUTEX_WAKE
       // returned, so it never touches a word whose stack frame is gone.
-      while ((word_.load(sync::acquire) & released_bit) == 0) {
-        sync::spin_pause();
+      while ((word_.load(atomics::acquire) & released_bit) == 0) {
+        atomics::spin_pause();
       }
     }
   }
@@ -129,7 +130,7 @@ class join_countdown {
   static constexpr int spin_rounds = 2048;
   static constexpr int yield_rounds = 16;
 
-  sync::atomic<std::uint32_t> word_;
+  atomics::atomic<std::uint32_t> word_;
 };
 
 // One callable's outcome, on the joiner's stack: written by whoever runs

@@ -109,7 +109,7 @@ void epoll_backend::deliver(const epoll_event& event) noexcept {
   if (!live) {
     return;
   }
-  events_.fetch_add(1, canopy::detail::sync::relaxed);
+  events_.fetch_add(1, canopy::detail::atomics::relaxed);
   for (const waker& each : woken) {
     each.wake();
   }
@@ -123,7 +123,7 @@ void epoll_backend::drain_eventfd() noexcept {
 }
 
 void epoll_backend::notify() noexcept {
-  notifies_.fetch_add(1, canopy::detail::sync::relaxed);
+  notifies_.fetch_add(1, canopy::detail::atomics::relaxed);
 
   const std::uint64_t one = 1;
   // EAGAIN only if the counter would overflow: it is readable either way.
@@ -157,7 +157,7 @@ int epoll_backend::epoll_wait_until(
 
 bool epoll_backend::wait(std::optional<std::chrono::steady_clock::time_point> deadline,
                          bool& deadline_due) noexcept {
-  blocking_waits_.fetch_add(1, canopy::detail::sync::relaxed);
+  blocking_waits_.fetch_add(1, canopy::detail::atomics::relaxed);
   const int count = epoll_wait_until(deadline);
   if (count < 0) {
     return false;  // EINTR: park() re-checks its latch and calls again
@@ -196,7 +196,7 @@ std::size_t epoll_backend::dispatch() noexcept {
   // for more without blocking. Right after a park that collected less than
   // a full batch, that syscall would find at best what arrived since.
   if (!fresh_from_wait_) {
-    polls_.fetch_add(1, canopy::detail::sync::relaxed);
+    polls_.fetch_add(1, canopy::detail::atomics::relaxed);
     const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);
     for (int index = 0; index < count; ++index) {
       deliver(collected_[index]);
@@ -210,7 +210,7 @@ std::size_t epoll_backend::dispatch() noexcept {
 std::size_t epoll_backend::poll_until_drained() noexcept {
   std::size_t delivered = 0;
   for (;;) {
-    polls_.fetch_add(1, canopy::detail::sync::relaxed);
+    polls_.fetch_add(1, canopy::detail::atomics::relaxed);
     const int count = epoll_wait(epoll_fd_, collected_.data(), max_events, 0);
     for (int index = 0; index < count; ++index) {
       deliver(collected_[index]);
@@ -223,10 +223,10 @@ std::size_t epoll_backend::poll_until_drained() noexcept {
 }
 
 void epoll_backend::add_stats(reactor_stats& stats) const noexcept {
-  stats.blocking_waits += blocking_waits_.load(canopy::detail::sync::relaxed);
-  stats.polls += polls_.load(canopy::detail::sync::relaxed);
-  stats.events += events_.load(canopy::detail::sync::relaxed);
-  stats.notifies += notifies_.load(canopy::detail::sync::relaxed);
+  stats.blocking_waits += blocking_waits_.load(canopy::detail::atomics::relaxed);
+  stats.polls += polls_.load(canopy::detail::atomics::relaxed);
+  stats.events += events_.load(canopy::detail::atomics::relaxed);
+  stats.notifies += notifies_.load(canopy::detail::atomics::relaxed);
 }
 
 }  // namespace canopy::io::detail

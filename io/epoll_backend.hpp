@@ -98,10 +98,10 @@ class epoll_backend {
   bool fresh_from_wait_ = false;
 
   // Statistics (relaxed counters).
-  canopy::detail::sync::atomic<std::uint64_t> blocking_waits_{0};
-  canopy::detail::sync::atomic<std::uint64_t> polls_{0};
-  canopy::detail::sync::atomic<std::uint64_t> events_{0};
-  canopy::detail::sync::atomic<std::uint64_t> notifies_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> blocking_waits_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> polls_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> events_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> notifies_{0};
 };
 
 }  // namespace canopy::io::detail

@@ -327,7 +327,7 @@ std::size_t reactor::expire_deadlines() noexcept {
   }
   const std::size_t fired = source->expire(std::chrono::steady_clock::now());
   if (fired != 0) {
-    deadline_fires_.fetch_add(1, canopy::detail::sync::relaxed);
+    deadline_fires_.fetch_add(1, canopy::detail::atomics::relaxed);
   }
   return fired;
 }
@@ -339,7 +339,7 @@ reactor_stats reactor::stats() const noexcept {
   } else {
     epoll_->add_stats(result);
   }
-  result.deadlines = deadline_fires_.load(canopy::detail::sync::relaxed);
+  result.deadlines = deadline_fires_.load(canopy::detail::atomics::relaxed);
   result.backend = backend_;
   return result;
 }

@@ -212,14 +212,14 @@ class reactor final : public ext::idle_driver {
   detail::epoll_backend* readiness_ = nullptr;
 
   // The executor this reactor drives (bind/unbind), and its own timers.
-  canopy::detail::sync::atomic<canopy::detail::executor_core*> bound_core_{nullptr};
+  canopy::detail::atomics::atomic<canopy::detail::executor_core*> bound_core_{nullptr};
   std::unique_ptr<detail::timer_queue> timers_;
   bool timers_bound_ = false;
 
   // Poller-only: the last wait saw its deadline pass.
   bool deadline_due_ = false;
 
-  canopy::detail::sync::atomic<std::uint64_t> deadline_fires_{0};  // relaxed counter
+  canopy::detail::atomics::atomic<std::uint64_t> deadline_fires_{0};  // relaxed counter
 };
 
 // `config` with a fresh reactor as its driver.

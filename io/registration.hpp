@@ -3,7 +3,7 @@
 //
 //   canopy::io::registration reg(reactor, fd, canopy::io::interest::readable);
 //   std::error_code error = co_await canopy::io::readable(reg);   // a task
-//   error = canopy::io::this_fiber::readable(reg);                 // a fiber (fiber/fiber_io.hpp)
+//   error = canopy::this_fiber::readable(reg);                 // a fiber (fiber/fiber_io.hpp)
 //   error = co_await canopy::io::readable(fd);                    // one-shot
 //
 // A registration owns its reactor slot, not the descriptor: destroy (or

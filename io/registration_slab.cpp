@@ -5,11 +5,12 @@
 namespace canopy::io::detail {
 
 registration_slab::registration_slab()
-    : chunks_(std::make_unique<canopy::detail::sync::atomic<registration_entry*>[]>(max_chunks)) {}
+    : chunks_(
+          std::make_unique<canopy::detail::atomics::atomic<registration_entry*>[]>(max_chunks)) {}
 
 registration_slab::~registration_slab() {
   for (std::size_t chunk = 0; chunk < max_chunks; ++chunk) {
-    delete[] chunks_[chunk].load(canopy::detail::sync::relaxed);
+    delete[] chunks_[chunk].load(canopy::detail::atomics::relaxed);
   }
 }
 
@@ -32,7 +33,7 @@ std::uint32_t registration_slab::allocate(std::error_code& error) noexcept {
       return 0;
     }
     // release: pairs with find()'s acquire load on the poller thread.
-    chunks_[slot >> chunk_bits].store(chunk, canopy::detail::sync::release);
+    chunks_[slot >> chunk_bits].store(chunk, canopy::detail::atomics::release);
   }
   ++slot_count_;
   return slot;

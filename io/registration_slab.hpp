@@ -11,7 +11,7 @@
 // socket touches nothing.
 //
 // Threads. Slot allocation is guarded by one mutex; each entry's state by
-// its own (entry::lock, a canopy::detail::sync::futex_mutex). Chunks are published with a
+// its own (entry::lock, a canopy::detail::atomics::futex_mutex). Chunks are published with a
 // release store and read with an acquire load (find), so the poller may
 // look an entry up without the allocation mutex. Entries are never freed
 // before the slab, so a pointer from find() stays valid for the slab's life.
@@ -46,7 +46,7 @@ struct registration_id {
 // sleeps rather than spins once contended, as reactor::add and remove hold
 // it across epoll_ctl.
 struct registration_entry {
-  canopy::detail::sync::futex_mutex lock;
+  canopy::detail::atomics::futex_mutex lock;
   std::uint32_t generation = 1;
   bool live = false;
   int fd = -1;
@@ -150,7 +150,7 @@ class registration_slab {
   // The entry of `slot`, or null if its chunk was never created.
   registration_entry* find(std::uint32_t slot) const noexcept {
     // acquire: pairs with the release store that published the chunk in allocate().
-    registration_entry* chunk = chunks_[slot >> chunk_bits].load(canopy::detail::sync::acquire);
+    registration_entry* chunk = chunks_[slot >> chunk_bits].load(canopy::detail::atomics::acquire);
     return chunk == nullptr ? nullptr : &chunk[slot & (chunk_size - 1)];
   }
 
@@ -178,7 +178,7 @@ class registration_slab {
   std::mutex slots_mutex_;  // guards free_slots_, chunk creation, slot_count_
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t slot_count_ = 0;
-  std::unique_ptr<canopy::detail::sync::atomic<registration_entry*>[]> chunks_;
+  std::unique_ptr<canopy::detail::atomics::atomic<registration_entry*>[]> chunks_;
 };
 
 }  // namespace canopy::io::detail

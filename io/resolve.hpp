@@ -3,7 +3,7 @@
 //
 //   std::vector<canopy::io::endpoint> found = co_await canopy::io::resolve("localhost", "8080");
 //   auto listener = canopy::io::tcp_listener::bind(reactor, found.front());
-//   // in a fiber (io/fiber/resolve_fiber.hpp): canopy::io::this_fiber::resolve(host, service)
+//   // in a fiber (io/fiber/resolve_fiber.hpp): canopy::this_fiber::resolve(host, service)
 //
 // What it returns: every address getaddrinfo gives for a stream socket
 // (AF_UNSPEC: IPv4 and IPv6, in getaddrinfo's order, duplicates removed),

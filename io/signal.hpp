@@ -5,7 +5,7 @@
 //   // inside a task:
 //   int which = co_await stop.wait();                  // SIGINT or SIGTERM
 //   int mine = co_await canopy::io::signal_set{SIGINT, SIGTERM}.wait();  // a set of its own
-//   // in a fiber (io/fiber/fiber_io.hpp): int which = canopy::io::this_fiber::wait(stop);
+//   // in a fiber (io/fiber/fiber_io.hpp): int which = canopy::this_fiber::wait(stop);
 //   stop.async_wait(pool, [](int which, std::error_code error) { ... });  // a callback
 //
 // The blocking rule. A signal reaches a signalfd only while it is blocked

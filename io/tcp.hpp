@@ -29,7 +29,7 @@
 // way on both I/O backends, task and fiber forms alike. (To stop a read
 // without touching the socket, race it: <canopy/race.hpp>.)
 // The task forms are canopy::task<T> (co_await them inside a canopy::task);
-// the fiber forms live in canopy::io::this_fiber (io/fiber/fiber_io.hpp) and block
+// the fiber forms live in canopy::this_fiber (io/fiber/fiber_io.hpp) and block
 // the fiber.
 #pragma once
 

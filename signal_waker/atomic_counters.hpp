@@ -50,17 +50,17 @@ class atomic_counters {
 
   static constexpr std::uint32_t max_threads = 0xffffU;
 
-  [[nodiscard]] counters load() const noexcept { return {value_.load(sync::seq_cst)}; }
+  [[nodiscard]] counters load() const noexcept { return {value_.load(atomics::seq_cst)}; }
 
   // A worker starts searching after running out of work; returns the
   // counters after the change.
   counters add_inactive() noexcept {
-    return {value_.fetch_add(one_inactive, sync::seq_cst) + one_inactive};
+    return {value_.fetch_add(one_inactive, atomics::seq_cst) + one_inactive};
   }
 
   // A searching worker found work; returns the counters after the change.
   counters sub_inactive() noexcept {
-    return {value_.fetch_sub(one_inactive, sync::seq_cst) - one_inactive};
+    return {value_.fetch_sub(one_inactive, atomics::seq_cst) - one_inactive};
   }
 
   // Sleepy toggle: active (odd) -> sleepy (even). Returns the JEC after the
@@ -74,12 +74,12 @@ class atomic_counters {
   // snapshot (read in `seen`). Fails if the counters changed since `seen`.
   [[nodiscard]] bool try_add_sleeping(counters seen) noexcept {
     std::uint64_t expected = seen.raw;
-    return value_.compare_exchange_strong(expected, seen.raw + one_sleeping, sync::seq_cst,
-                                          sync::seq_cst);
+    return value_.compare_exchange_strong(expected, seen.raw + one_sleeping, atomics::seq_cst,
+                                          atomics::seq_cst);
   }
 
   // Called by whoever moves a parked worker's latch out of SLEEPING.
-  void sub_sleeping() noexcept { value_.fetch_sub(one_sleeping, sync::seq_cst); }
+  void sub_sleeping() noexcept { value_.fetch_sub(one_sleeping, atomics::seq_cst); }
 
  private:
   static constexpr std::uint64_t one_sleeping = 1;
@@ -92,16 +92,16 @@ class atomic_counters {
   // CAS orders it in the counters word's modification order against the
   // sleeper's CAS in try_sleep, which compares the JEC with its snapshot.
   counters increment_jec_if(bool when_sleepy) noexcept {
-    std::uint64_t word = value_.load(sync::seq_cst);
+    std::uint64_t word = value_.load(atomics::seq_cst);
     while (counters::jec_is_sleepy(counters{word}.jec()) == when_sleepy) {
-      if (value_.compare_exchange_weak(word, word + one_jec, sync::seq_cst, sync::seq_cst)) {
+      if (value_.compare_exchange_weak(word, word + one_jec, atomics::seq_cst, atomics::seq_cst)) {
         return {word + one_jec};
       }
     }
     return {word};
   }
 
-  alignas(sync::cache_line) sync::atomic<std::uint64_t> value_{0};
+  alignas(atomics::cache_line) atomics::atomic<std::uint64_t> value_{0};
 };
 
 }  // namespace canopy::detail

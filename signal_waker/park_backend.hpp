@@ -29,15 +29,15 @@ class park_backend {
   park_backend& operator=(const park_backend&) = delete;
   virtual ~park_backend() = default;
 
-  virtual bool wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept = 0;
-  virtual void wake(sync::atomic<std::uint32_t>& word) noexcept = 0;
+  virtual bool wait(atomics::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept = 0;
+  virtual void wake(atomics::atomic<std::uint32_t>& word) noexcept = 0;
 };
 
 // Blocks on the word itself with FUTEX_WAIT_PRIVATE / FUTEX_WAKE_PRIVATE.
 class futex_park_backend final : public park_backend {
  public:
-  bool wait(sync::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override;
-  void wake(sync::atomic<std::uint32_t>& word) noexcept override;
+  bool wait(atomics::atomic<std::uint32_t>& word, std::uint32_t expected) noexcept override;
+  void wake(atomics::atomic<std::uint32_t>& word) noexcept override;
 };
 
 }  // namespace canopy::detail

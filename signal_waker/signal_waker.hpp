@@ -40,9 +40,9 @@ class signal_waker {
   signal_waker(std::size_t max_partition_leaves, park_backend& backend);
 
   // ---- status bits (owner only) ----
-  void mark_yield() noexcept { status_.fetch_or(yield_bit, sync::relaxed); }
-  void unmark_yield() noexcept { status_.fetch_and(~yield_bit, sync::relaxed); }
-  [[nodiscard]] std::uint64_t status() const noexcept { return status_.load(sync::relaxed); }
+  void mark_yield() noexcept { status_.fetch_or(yield_bit, atomics::relaxed); }
+  void unmark_yield() noexcept { status_.fetch_and(~yield_bit, atomics::relaxed); }
+  [[nodiscard]] std::uint64_t status() const noexcept { return status_.load(atomics::relaxed); }
 
   // Owner: re-sample the leaf words of this worker's partition into the
   // partition summary and the task bit. Returns whether any leaf is active.
@@ -52,7 +52,7 @@ class signal_waker {
                               std::size_t worker_count, std::size_t leaf_count) noexcept;
 
   [[nodiscard]] std::uint64_t partition_summary_word(std::size_t index) const noexcept {
-    return partition_summary_[index].load(sync::relaxed);
+    return partition_summary_[index].load(atomics::relaxed);
   }
 
   // ---- parking ----
@@ -63,12 +63,12 @@ class signal_waker {
   void use_backend(park_backend* backend) noexcept {
     // relaxed: the owner's seq_cst fall_asleep() CAS follows, and a waker
     // reads this only after its claim CAS read SLEEPING from that CAS.
-    active_backend_.store(backend == nullptr ? &backend_ : backend, sync::relaxed);
+    active_backend_.store(backend == nullptr ? &backend_ : backend, atomics::relaxed);
   }
   // A hint for wakers choosing whom to wake: true while this worker's last
   // park went through a backend other than the default (the poller).
   [[nodiscard]] bool parks_on_other_backend() const noexcept {
-    return active_backend_.load(sync::relaxed) != &backend_;
+    return active_backend_.load(atomics::relaxed) != &backend_;
   }
 
   // Owner: block until the latch leaves SLEEPING. Returns the number of
@@ -83,26 +83,26 @@ class signal_waker {
   [[nodiscard]] bool claim(wake_reason reason) noexcept;
 
   // Waker: wake the worker it claimed, or force-wake for shutdown.
-  void unpark() noexcept { active_backend_.load(sync::relaxed)->wake(latch_.word()); }
+  void unpark() noexcept { active_backend_.load(atomics::relaxed)->wake(latch_.word()); }
   // Any thread: set the latch whatever its state; unpark if it was parked.
   // Returns whether the worker was SLEEPING.
   bool force_wake(wake_reason reason) noexcept;
 
   // Owner, after park() returned: why it was woken (reset to none).
   wake_reason take_wake_reason() noexcept {
-    return static_cast<wake_reason>(wake_reason_.exchange(0, sync::relaxed));
+    return static_cast<wake_reason>(wake_reason_.exchange(0, atomics::relaxed));
   }
 
  private:
-  alignas(sync::cache_line) sync::atomic<std::uint64_t> status_{0};
-  alignas(sync::cache_line) sleep_latch latch_;
+  alignas(atomics::cache_line) atomics::atomic<std::uint64_t> status_{0};
+  alignas(atomics::cache_line) sleep_latch latch_;
   // Written by the claiming waker before its seq_cst claim; read by the owner
   // after observing the latch leave SLEEPING (acquire), so relaxed suffices.
-  sync::atomic<std::uint32_t> wake_reason_{0};
+  atomics::atomic<std::uint32_t> wake_reason_{0};
   park_backend& backend_;
-  sync::atomic<park_backend*> active_backend_;
+  atomics::atomic<park_backend*> active_backend_;
   std::size_t summary_words_;
-  std::unique_ptr<sync::atomic<std::uint64_t>[]> partition_summary_;
+  std::unique_ptr<atomics::atomic<std::uint64_t>[]> partition_summary_;
 };
 
 }  // namespace canopy::detail

@@ -39,24 +39,24 @@ class sleep_latch {
   state set() noexcept {
     // seq_cst exchange: pairs with the owner's transitions and the parked
     // worker's load in park(); shutdown relies on it being a total order.
-    return static_cast<state>(word_.exchange(set_, sync::seq_cst));
+    return static_cast<state>(word_.exchange(set_, atomics::seq_cst));
   }
 
   // Owner, once awake: back to UNSET (from SET or SLEEPY).
   void reset() noexcept {
     // release: publishes nothing new but orders the owner's later sleepy
     // announcement after everything it did while awake.
-    word_.store(unset, sync::release);
+    word_.store(unset, atomics::release);
   }
 
   [[nodiscard]] state load() const noexcept {
     // acquire: pairs with set()/claim_sleeper(), so what the waker wrote
     // before waking us (wake reason, shutdown flag) is visible.
-    return static_cast<state>(word_.load(sync::acquire));
+    return static_cast<state>(word_.load(atomics::acquire));
   }
 
   // The word the parker blocks on.
-  sync::atomic<std::uint32_t>& word() noexcept { return word_; }
+  atomics::atomic<std::uint32_t>& word() noexcept { return word_; }
 
  private:
   bool transition(state from, state to) noexcept {
@@ -64,10 +64,10 @@ class sleep_latch {
     // seq_cst: latch transitions are part of the park handshake's total
     // order (a waker's claim and a sleeper's abort must agree on who owns
     // the sleeper's bookkeeping).
-    return word_.compare_exchange_strong(expected, to, sync::seq_cst, sync::seq_cst);
+    return word_.compare_exchange_strong(expected, to, atomics::seq_cst, atomics::seq_cst);
   }
 
-  sync::atomic<std::uint32_t> word_{unset};
+  atomics::atomic<std::uint32_t> word_{unset};
 };
 
 }  // namespace canopy::detail

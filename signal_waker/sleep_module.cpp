@@ -52,10 +52,10 @@ idle_report sleep_module::no_work_found(std::size_t worker, idle_state& idle,
     // fourth round still yields, so that a thread oversubscribing the cores
     // (an outside spawner) is not starved by searching workers.
     if (idle.rounds % 4 == 0) {
-      sync::yield_thread();
+      atomics::yield_thread();
     } else {
       for (int pause = 0; pause < 64; ++pause) {
-        sync::spin_pause();
+        atomics::spin_pause();
       }
     }
     return {};
@@ -77,8 +77,8 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
   sleep_latch& latch = waker.latch();
   // Owner-only counter; seq_cst store so the drain check's seq_cst reads
   // order it against our latch transitions below.
-  park_epochs_[worker].value.store(park_epochs_[worker].value.load(sync::relaxed) + 1,
-                                   sync::seq_cst);
+  park_epochs_[worker].value.store(park_epochs_[worker].value.load(atomics::relaxed) + 1,
+                                   atomics::seq_cst);
 
   if (!latch.get_sleepy()) {  // a waker set us: search again from scratch
     latch.reset();
@@ -199,7 +199,7 @@ std::uint32_t sleep_module::new_jobs(std::uint32_t jobs) noexcept {
 
 std::uint32_t sleep_module::wake_any(std::uint32_t count, wake_reason reason) noexcept {
   const std::size_t workers = wakers_.size();
-  const std::size_t start = wake_cursor_.fetch_add(1, sync::relaxed) % workers;
+  const std::size_t start = wake_cursor_.fetch_add(1, atomics::relaxed) % workers;
   std::uint32_t woken = 0;
   // Pass 0 skips the poller (a hint), so that it stays in epoll_wait while
   // futex sleepers take the work; pass 1 takes whoever is left.

@@ -147,16 +147,16 @@ class sleep_module {
   [[nodiscard]] bool try_take_poller() noexcept {
     // acquire: pairs with release_poller(), so the previous holder's use of
     // the driver's buffers happens-before ours.
-    return !poller_taken_.load(sync::relaxed) && !poller_taken_.exchange(true, sync::acquire);
+    return !poller_taken_.load(atomics::relaxed) && !poller_taken_.exchange(true, atomics::acquire);
   }
   // Whether the executor has a poller backend and no worker holds the
   // token (relaxed: a hint for how long to spin; try_take_poller decides).
   [[nodiscard]] bool poller_is_free() const noexcept {
-    return poller_backend_ != nullptr && !poller_taken_.load(sync::relaxed);
+    return poller_backend_ != nullptr && !poller_taken_.load(atomics::relaxed);
   }
   void release_poller() noexcept {
     // release: pairs with try_take_poller()'s acquire exchange.
-    poller_taken_.store(false, sync::release);
+    poller_taken_.store(false, atomics::release);
   }
 
   // Before workers start: who is told about each wake (null: nobody).
@@ -170,7 +170,7 @@ class sleep_module {
   // Incremented (owner only) each time a worker enters try_sleep; lets the
   // executor tell "parked the whole time" from "woke and parked again".
   [[nodiscard]] std::uint64_t park_epoch(std::size_t worker) const noexcept {
-    return park_epochs_[worker].value.load(sync::seq_cst);
+    return park_epochs_[worker].value.load(atomics::seq_cst);
   }
 
  private:
@@ -180,8 +180,8 @@ class sleep_module {
   // wake also consumes the permit it was for.
   void forget_sleeper(wake_reason reason = wake_reason::none) noexcept;
 
-  struct alignas(sync::cache_line) padded_epoch {
-    sync::atomic<std::uint64_t> value{0};
+  struct alignas(atomics::cache_line) padded_epoch {
+    atomics::atomic<std::uint64_t> value{0};
   };
 
   std::uint32_t yield_rounds_;
@@ -191,11 +191,11 @@ class sleep_module {
   std::unique_ptr<park_backend> backend_;
   park_backend* poller_backend_ = nullptr;
   wake_observer* wake_observer_ = nullptr;
-  alignas(sync::cache_line) sync::atomic<bool> poller_taken_{false};
+  alignas(atomics::cache_line) atomics::atomic<bool> poller_taken_{false};
   std::vector<std::unique_ptr<signal_waker>> wakers_;
   std::unique_ptr<padded_epoch[]> park_epochs_;
   // Where the next wake scan starts, so wakes spread over workers. A hint only.
-  sync::atomic<std::uint32_t> wake_cursor_{0};
+  atomics::atomic<std::uint32_t> wake_cursor_{0};
 };
 
 }  // namespace canopy::detail

@@ -9,7 +9,7 @@ std::uint32_t permit_semaphore::release(std::uint32_t n) noexcept {
   // store-buffering handshake with add_sleeper(): the producer set a root bit
   // (seq_cst RMW) before this read; a sleeper adds itself (seq_cst RMW here)
   // before it re-reads the root words. One of the two must see the other.
-  std::uint64_t word = word_.load(sync::seq_cst);
+  std::uint64_t word = word_.load(atomics::seq_cst);
   for (;;) {
     const std::uint32_t permits = permits_of(word);
     const std::uint32_t sleepers = sleepers_of(word);
@@ -18,8 +18,8 @@ std::uint32_t permit_semaphore::release(std::uint32_t n) noexcept {
       return 0;
     }
     // seq_cst on success: pairs with add_sleeper()/try_acquire(), see above.
-    if (word_.compare_exchange_weak(word, word + grant * one_permit, sync::seq_cst,
-                                    sync::seq_cst)) {
+    if (word_.compare_exchange_weak(word, word + grant * one_permit, atomics::seq_cst,
+                                    atomics::seq_cst)) {
       return grant;
     }
   }
@@ -28,9 +28,9 @@ std::uint32_t permit_semaphore::release(std::uint32_t n) noexcept {
 bool permit_semaphore::try_acquire() noexcept {
   // acquire on load/CAS: a permit taken here pairs with the release() that
   // granted it, so the root-bit store that preceded the grant is visible.
-  std::uint64_t word = word_.load(sync::acquire);
+  std::uint64_t word = word_.load(atomics::acquire);
   while (permits_of(word) != 0) {
-    if (word_.compare_exchange_weak(word, word - one_permit, sync::acq_rel, sync::acquire)) {
+    if (word_.compare_exchange_weak(word, word - one_permit, atomics::acq_rel, atomics::acquire)) {
       return true;
     }
   }
@@ -41,14 +41,14 @@ std::uint32_t permit_semaphore::withdraw(std::uint32_t n) noexcept {
   // acq_rel, as try_acquire(): a withdrawal is a take by the granter.
   // Lowering permits never breaks permits <= sleepers; a permit a parker
   // took meanwhile is simply not there to withdraw.
-  std::uint64_t word = word_.load(sync::acquire);
+  std::uint64_t word = word_.load(atomics::acquire);
   for (;;) {
     const std::uint32_t taken = std::min(n, permits_of(word));
     if (taken == 0) {
       return 0;
     }
-    if (word_.compare_exchange_weak(word, word - taken * one_permit, sync::acq_rel,
-                                    sync::acquire)) {
+    if (word_.compare_exchange_weak(word, word - taken * one_permit, atomics::acq_rel,
+                                    atomics::acquire)) {
       return taken;
     }
   }
@@ -57,17 +57,17 @@ std::uint32_t permit_semaphore::withdraw(std::uint32_t n) noexcept {
 void permit_semaphore::add_sleeper() noexcept {
   // seq_cst: the sleeper half of the handshake described in release(); the
   // worker re-reads the root words (seq_cst loads) after this.
-  word_.fetch_add(one_sleeper, sync::seq_cst);
+  word_.fetch_add(one_sleeper, atomics::seq_cst);
 }
 
 bool permit_semaphore::remove_sleeper() noexcept {
   // acq_rel: a consumed permit carries the same visibility as try_acquire().
-  std::uint64_t word = word_.load(sync::acquire);
+  std::uint64_t word = word_.load(atomics::acquire);
   for (;;) {
     const std::uint32_t sleepers = sleepers_of(word) - 1;
     const bool consumes = permits_of(word) > sleepers;
     const std::uint64_t next = word - one_sleeper - (consumes ? one_permit : 0);
-    if (word_.compare_exchange_weak(word, next, sync::acq_rel, sync::acquire)) {
+    if (word_.compare_exchange_weak(word, next, atomics::acq_rel, atomics::acquire)) {
       return consumes;
     }
   }
@@ -77,18 +77,18 @@ bool permit_semaphore::remove_sleeper_woken_by_permit() noexcept {
   // acq_rel: as remove_sleeper(). permits <= sleepers before means
   // permits - 1 <= sleepers - 1 after, and 0 <= sleepers - 1 when no permit
   // is left (the woken worker was counted).
-  std::uint64_t word = word_.load(sync::acquire);
+  std::uint64_t word = word_.load(atomics::acquire);
   for (;;) {
     const bool consumes = permits_of(word) != 0;
     const std::uint64_t next = word - one_sleeper - (consumes ? one_permit : 0);
-    if (word_.compare_exchange_weak(word, next, sync::acq_rel, sync::acquire)) {
+    if (word_.compare_exchange_weak(word, next, atomics::acq_rel, atomics::acquire)) {
       return consumes;
     }
   }
 }
 
 permit_semaphore::snapshot permit_semaphore::load() const noexcept {
-  const std::uint64_t word = word_.load(sync::acquire);
+  const std::uint64_t word = word_.load(atomics::acquire);
   return {permits_of(word), sleepers_of(word)};
 }
 

@@ -84,7 +84,7 @@ class permit_semaphore {
     return static_cast<std::uint32_t>(word >> 32);
   }
 
-  alignas(sync::cache_line) sync::atomic<std::uint64_t> word_{0};
+  alignas(atomics::cache_line) atomics::atomic<std::uint64_t> word_{0};
 };
 
 }  // namespace canopy::detail

@@ -103,13 +103,13 @@ class summary_tree {
   [[nodiscard]] activation mark_signal_inactive(std::size_t leaf, std::size_t signal) noexcept;
 
   [[nodiscard]] std::uint64_t signal_word(std::size_t leaf, std::size_t signal) const noexcept {
-    return signal_words_[leaf * signals_per_leaf_ + signal].load(sync::acquire);
+    return signal_words_[leaf * signals_per_leaf_ + signal].load(atomics::acquire);
   }
   [[nodiscard]] std::uint64_t leaf_word(std::size_t leaf) const noexcept {
-    return leaf_words_[leaf].value.load(sync::acquire);
+    return leaf_words_[leaf].value.load(atomics::acquire);
   }
   [[nodiscard]] std::uint64_t root_word(std::size_t index) const noexcept {
-    return root_words_[index].value.load(sync::acquire);
+    return root_words_[index].value.load(atomics::acquire);
   }
 
   // The final check of a worker about to park: true if any root bit is set.
@@ -120,8 +120,8 @@ class summary_tree {
   const permit_semaphore& permits() const noexcept { return permits_; }
 
  private:
-  struct alignas(sync::cache_line) padded_word {
-    sync::atomic<std::uint64_t> value{0};
+  struct alignas(atomics::cache_line) padded_word {
+    atomics::atomic<std::uint64_t> value{0};
   };
 
   activation activate_root(std::size_t leaf) noexcept;
@@ -130,7 +130,7 @@ class summary_tree {
   std::size_t leaf_count_;
   std::size_t signals_per_leaf_;
   std::size_t root_word_count_;
-  std::unique_ptr<sync::atomic<std::uint64_t>[]> signal_words_;
+  std::unique_ptr<atomics::atomic<std::uint64_t>[]> signal_words_;
   // Leaf and root words sit on their own cache lines: they are the contended
   // words of the tree. Signal words are packed (one line holds 8).
   std::unique_ptr<padded_word[]> leaf_words_;

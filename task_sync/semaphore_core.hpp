@@ -56,7 +56,7 @@ class basic_semaphore {
 
   [[nodiscard]] std::size_t max_permits() const noexcept { return max_; }
   [[nodiscard]] std::size_t available() const noexcept {
-    return static_cast<std::size_t>(word_.load(sync::relaxed) >> 1);
+    return static_cast<std::size_t>(word_.load(atomics::relaxed) >> 1);
   }
 
   // Tasks queued now (a snapshot, for tests and metrics).
@@ -67,13 +67,13 @@ class basic_semaphore {
 
   // Take n permits now, or return false; never waits, never jumps the queue.
   [[nodiscard]] bool try_acquire(std::size_t n) noexcept {
-    std::uint64_t seen = word_.load(sync::relaxed);
+    std::uint64_t seen = word_.load(atomics::relaxed);
     while ((seen & 1) == 0 && (seen >> 1) >= n) {
       // acquire: pairs with release()'s release CAS and the locked hand-over
       // (publish_leftover); what the releaser wrote before releasing is
       // visible to the new holder.
-      if (word_.compare_exchange_weak(seen, seen - (std::uint64_t{n} << 1), sync::acquire,
-                                      sync::relaxed)) {
+      if (word_.compare_exchange_weak(seen, seen - (std::uint64_t{n} << 1), atomics::acquire,
+                                      atomics::relaxed)) {
         return true;
       }
     }
@@ -84,7 +84,7 @@ class basic_semaphore {
   // done, nothing stays registered).
   [[nodiscard]] bool arm(waiter& node, const Waker& waker) {
     wait_lock_guard guard(lock_);
-    std::uint64_t seen = word_.load(sync::relaxed);
+    std::uint64_t seen = word_.load(atomics::relaxed);
     for (;;) {
       if ((seen & 1) != 0) {
         break;  // (I): count is 0 and the queue is ours to join
@@ -93,7 +93,7 @@ class basic_semaphore {
       if (have >= node.needed) {
         // acquire: as in try_acquire.
         if (word_.compare_exchange_weak(seen, seen - (std::uint64_t{node.needed} << 1),
-                                        sync::acquire, sync::relaxed)) {
+                                        atomics::acquire, atomics::relaxed)) {
           node.assigned = node.needed;
           node.finish(waiter_done);
           return false;
@@ -103,7 +103,7 @@ class basic_semaphore {
       // Take what is there and announce a waiter, in one step; a fast-path
       // release that got in first changes `seen` and we look again.
       // acquire: as in try_acquire (we take `have` permits).
-      if (word_.compare_exchange_weak(seen, 1, sync::acquire, sync::relaxed)) {
+      if (word_.compare_exchange_weak(seen, 1, atomics::acquire, atomics::relaxed)) {
         node.assigned = static_cast<std::size_t>(have);
         break;
       }
@@ -140,7 +140,7 @@ class basic_semaphore {
     if (n > max_) {
       throw std::logic_error("canopy::semaphore::release: more permits than max_permits");
     }
-    std::uint64_t seen = word_.load(sync::relaxed);
+    std::uint64_t seen = word_.load(atomics::relaxed);
     while ((seen & 1) == 0) {
       if ((seen >> 1) + n > max_) {
         throw std::logic_error(
@@ -148,15 +148,15 @@ class basic_semaphore {
             "max_permits)");
       }
       // release: pairs with try_acquire()'s and arm()'s acquire CAS.
-      if (word_.compare_exchange_weak(seen, seen + (std::uint64_t{n} << 1), sync::release,
-                                      sync::relaxed)) {
+      if (word_.compare_exchange_weak(seen, seen + (std::uint64_t{n} << 1), atomics::release,
+                                      atomics::relaxed)) {
         return;
       }
     }
     wake_batch<Waker> wakes;
     {
       wait_lock_guard guard(lock_);
-      if ((word_.load(sync::relaxed) & 1) == 0) {
+      if ((word_.load(atomics::relaxed) & 1) == 0) {
         // The queue emptied between our look and the lock: plain add.
         guard.unlock();
         release(n);
@@ -201,11 +201,11 @@ class basic_semaphore {
       // release: pairs with try_acquire()'s acquire CAS (a new holder sees
       // what the releasers wrote). No fast path changes the word while bit 0
       // is set, so a store is enough.
-      word_.store(std::uint64_t{leftover} << 1, sync::release);
+      word_.store(std::uint64_t{leftover} << 1, atomics::release);
     }
   }
 
-  sync::atomic<std::uint64_t> word_;
+  atomics::atomic<std::uint64_t> word_;
   std::size_t max_;
   mutable wait_lock lock_;
   waiter_list<waiter> queue_;  // guarded by lock_

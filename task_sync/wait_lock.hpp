@@ -23,24 +23,24 @@ class wait_lock {
     std::uint32_t expected = 0;
     // acquire: pairs with unlock()'s release; the previous holder's writes
     // to the guarded queue are visible to us.
-    if (word_.compare_exchange_strong(expected, 1, sync::acquire, sync::relaxed)) {
+    if (word_.compare_exchange_strong(expected, 1, atomics::acquire, atomics::relaxed)) {
       return;
     }
     // acquire: same pairing as above, for the contended path.
-    while (word_.exchange(2, sync::acquire) != 0) {
-      sync::futex_wait(word_, 2);
+    while (word_.exchange(2, atomics::acquire) != 0) {
+      atomics::futex_wait(word_, 2);
     }
   }
 
   void unlock() noexcept {
     // release: pairs with lock()'s acquire (the CAS or the exchange).
-    if (word_.exchange(0, sync::release) == 2) {
-      sync::futex_wake_one(word_);
+    if (word_.exchange(0, atomics::release) == 2) {
+      atomics::futex_wake_one(word_);
     }
   }
 
  private:
-  sync::atomic<std::uint32_t> word_{0};
+  atomics::atomic<std::uint32_t> word_{0};
 };
 
 // Scoped holder (std::lock_guard needs only lock/unlock, but an explicit

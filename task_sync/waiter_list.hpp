@@ -30,18 +30,18 @@ struct waiter_node {
   waiter_node* prev = nullptr;  // guarded by the primitive's lock
   bool listed = false;          // guarded by the primitive's lock
   Waker waker{};                // written under the lock by arm
-  sync::atomic<std::uint32_t> state{waiter_waiting};
+  atomics::atomic<std::uint32_t> state{waiter_waiting};
 
   [[nodiscard]] std::uint32_t observed() const noexcept {
     // acquire: pairs with finish()'s release store; what the primitive
     // wrote for this waiter (a value, a permit count) is visible.
-    return state.load(sync::acquire);
+    return state.load(atomics::acquire);
   }
   // Under the primitive's lock; the node may be freed once the lock drops.
   void finish(std::uint32_t outcome) noexcept {
     listed = false;
     // release: pairs with observed()'s acquire load.
-    state.store(outcome, sync::release);
+    state.store(outcome, atomics::release);
   }
 };
 

@@ -43,7 +43,7 @@ class async_event {
   [[nodiscard]] bool is_set() const noexcept {
     // acquire: pairs with set()'s release; what the setter wrote before
     // set() is visible to a waiter that does not suspend.
-    return set_.load(detail::sync::acquire);
+    return set_.load(detail::atomics::acquire);
   }
 
   // Set the event and wake every waiter.
@@ -53,7 +53,7 @@ class async_event {
       const std::lock_guard lock(mutex_);
       // release: pairs with is_set()'s acquire load (a waiter that checks
       // without taking the mutex sees what the setter wrote before set()).
-      set_.store(true, detail::sync::release);
+      set_.store(true, detail::atomics::release);
       waiters = std::exchange(head_, nullptr);
       for (detail::event_waiter* node = waiters; node != nullptr; node = node->next) {
         node->listed = false;
@@ -68,7 +68,7 @@ class async_event {
 
   void reset() noexcept {
     const std::lock_guard lock(mutex_);
-    set_.store(false, detail::sync::relaxed);
+    set_.store(false, detail::atomics::relaxed);
   }
 
   // The wait on this event, shared by coroutines and fibers: a coroutine
@@ -88,7 +88,7 @@ class async_event {
     [[nodiscard]] bool arm() noexcept {
       node_.link.arm_for_current_task();
       const std::lock_guard lock(event_->mutex_);
-      if (event_->set_.load(detail::sync::relaxed)) {
+      if (event_->set_.load(detail::atomics::relaxed)) {
         return false;
       }
       node_.prev = nullptr;
@@ -129,7 +129,7 @@ class async_event {
 
  private:
   mutable std::mutex mutex_;
-  detail::sync::atomic<bool> set_{false};
+  detail::atomics::atomic<bool> set_{false};
   detail::event_waiter* head_ = nullptr;  // guarded by mutex_
 };
 

@@ -49,13 +49,13 @@ struct wait_link {
     detail::worker_context* worker = detail::current_worker();
     core = worker->core;
     id = worker->running;
-    state.store(armed, sync::relaxed);
+    state.store(armed, atomics::relaxed);
   }
 
   [[nodiscard]] bool has_fired() const noexcept {
     // acquire: pairs with fire()'s exchange; what the source published
     // before firing (a join state's outcome, an event's flag) is visible.
-    return state.load(sync::acquire) == fired;
+    return state.load(atomics::acquire) == fired;
   }
 
   // The source's completion callback (fits join_state's `continuation`).
@@ -68,7 +68,7 @@ struct wait_link {
     // acq_rel: release publishes the source's result to the task's
     // has_fired(); acquire pairs with abandon()'s exchange so reclaim/owner
     // are visible when we find `abandoned`.
-    const std::uint32_t previous = link->state.exchange(fired, sync::acq_rel);
+    const std::uint32_t previous = link->state.exchange(fired, atomics::acq_rel);
     if (previous == armed) {
       target->schedule(task);  // a stale id (task already gone) is a no-op
     } else if (previous == abandoned) {
@@ -86,12 +86,12 @@ struct wait_link {
     owner = owner_ptr;
     // acq_rel: release publishes reclaim/owner to fire(); acquire makes
     // fire()'s last reads of the link happen-before our destruction of it.
-    return state.exchange(abandoned, sync::acq_rel) == fired;
+    return state.exchange(abandoned, atomics::acq_rel) == fired;
   }
 
   detail::executor_core* core = nullptr;
   detail::task_id id{};
-  sync::atomic<std::uint32_t> state{armed};
+  atomics::atomic<std::uint32_t> state{armed};
   // Set by the source before the link can fire: take the registration back
   // (true), or report that a fire() is coming or done (false).
   bool (*disarm)(wait_link&) noexcept = nullptr;

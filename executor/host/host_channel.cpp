@@ -10,12 +10,12 @@ void host_channel::push(std::uint32_t slot) {
   // seq_cst: the poster's half of the handshake (host_channel.hpp): this
   // increment, then notify()'s load of armed_; the host stores armed_, then
   // reads this count.
-  queued_.fetch_add(1, sync::seq_cst);
+  queued_.fetch_add(1, atomics::seq_cst);
   notify();
 }
 
 std::optional<std::uint32_t> host_channel::pop() {
-  if (queued_.load(sync::relaxed) == 0) {
+  if (queued_.load(atomics::relaxed) == 0) {
     return std::nullopt;
   }
   std::uint32_t slot = 0;
@@ -29,13 +29,13 @@ std::optional<std::uint32_t> host_channel::pop() {
   }
   // relaxed: the count is only a hint for the handshake; the slot itself
   // travelled under the mutex.
-  queued_.fetch_sub(1, sync::relaxed);
+  queued_.fetch_sub(1, atomics::relaxed);
   return slot;
 }
 
 void host_channel::clear() noexcept {
   const std::lock_guard lock(queue_mutex_);
-  queued_.fetch_sub(queue_.size(), sync::relaxed);
+  queued_.fetch_sub(queue_.size(), atomics::relaxed);
   queue_.clear();
 }
 
@@ -43,7 +43,7 @@ void host_channel::notify() noexcept {
   // seq_cst load and exchange: pair with arm()'s seq_cst store (the Dekker
   // handshake in the header). The plain load first keeps a running host's
   // posters off the line with a locked instruction.
-  if (armed_.load(sync::seq_cst) && armed_.exchange(false, sync::seq_cst)) {
+  if (armed_.load(atomics::seq_cst) && armed_.exchange(false, atomics::seq_cst)) {
     descriptor_.signal();
   }
 }
@@ -62,7 +62,7 @@ void host_channel::arm() noexcept {
   read_counts();
   // seq_cst: the host's half of the handshake; the caller's re-check (the
   // queue count, the tree's root words) follows, all seq_cst.
-  armed_.store(true, sync::seq_cst);
+  armed_.store(true, atomics::seq_cst);
   host_armed_ = true;
 }
 
@@ -72,7 +72,7 @@ void host_channel::disarm() noexcept {
   }
   host_armed_ = false;
   // A poster that found us armed took the flag and writes once: count it.
-  if (!armed_.exchange(false, sync::seq_cst)) {
+  if (!armed_.exchange(false, atomics::seq_cst)) {
     ++expected_writes_;
   }
 }

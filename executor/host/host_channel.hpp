@@ -56,7 +56,7 @@ class host_channel {
   void push(std::uint32_t slot);
   // Any thread: whether a pinned task waits (seq_cst: the host's re-check
   // after arm(), paired with push's seq_cst increment).
-  [[nodiscard]] bool has_queued() const noexcept { return queued_.load(sync::seq_cst) != 0; }
+  [[nodiscard]] bool has_queued() const noexcept { return queued_.load(atomics::seq_cst) != 0; }
   // Any thread: new work is visible; make the descriptor readable if the
   // host is armed.
   void notify() noexcept;
@@ -106,9 +106,9 @@ class host_channel {
 
   notify_descriptor descriptor_;
   // True while the host is not running and wants a write when work appears.
-  alignas(sync::cache_line) sync::atomic<bool> armed_{true};
+  alignas(atomics::cache_line) atomics::atomic<bool> armed_{true};
   // Pinned tasks waiting for the host, and their number (read without the lock).
-  alignas(sync::cache_line) sync::atomic<std::size_t> queued_{0};
+  alignas(atomics::cache_line) atomics::atomic<std::size_t> queued_{0};
   std::mutex queue_mutex_;
   std::deque<std::uint32_t> queue_;
   // Host only: whether this host armed the channel last, and how many

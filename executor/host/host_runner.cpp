@@ -108,17 +108,17 @@ host_drive host_runner::run_until(bool (*ready)(const void* context) noexcept, c
 host_runner::role host_runner::take_role(holder as) noexcept {
   // seq_cst: pairs with shutdown step 1's store; after it, the run functions
   // return at once (shutdown holds the host role from step 2 on).
-  if (!core_.accepting_.load(sync::seq_cst)) {
+  if (!core_.accepting_.load(atomics::seq_cst)) {
     return role::shut_down;
   }
   auto current = static_cast<std::uint8_t>(holder::none);
   // acquire: pairs with the previous holder's release in run_as_host, so
   // its writes to the host's worker_state and channel are visible.
-  if (holder_.compare_exchange_strong(current, static_cast<std::uint8_t>(as), sync::acquire,
-                                      sync::relaxed)) {
+  if (holder_.compare_exchange_strong(current, static_cast<std::uint8_t>(as), atomics::acquire,
+                                      atomics::relaxed)) {
     return role::taken;
   }
-  if (!core_.accepting_.load(sync::seq_cst) ||
+  if (!core_.accepting_.load(atomics::seq_cst) ||
       current == static_cast<std::uint8_t>(holder::shutdown)) {
     return role::shut_down;
   }
@@ -144,7 +144,7 @@ std::size_t host_runner::run_as_host(const host_budget& budget) noexcept {
   }
   // release: hands the host's state to the next holder (acquire in
   // take_role, or hold_for_shutdown).
-  holder_.store(static_cast<std::uint8_t>(holder::none), sync::release);
+  holder_.store(static_cast<std::uint8_t>(holder::none), atomics::release);
   return ran;
 }
 
@@ -157,7 +157,7 @@ std::size_t host_runner::loop(const host_budget& budget, bool pinned_only) {
   while (ran < budget.max_tasks) {
     // relaxed: a hint to stop early; run() re-reads it seq_cst on entry,
     // and the blocking path below re-checks after arming.
-    if (budget.stop_at_shutdown && !core.accepting_.load(sync::relaxed)) {
+    if (budget.stop_at_shutdown && !core.accepting_.load(atomics::relaxed)) {
       break;
     }
     if (budget.ready != nullptr && budget.ready(budget.ready_context)) {
@@ -187,7 +187,8 @@ std::size_t host_runner::loop(const host_budget& budget, bool pinned_only) {
     // workers) and shutdown's accepting_ store, or their posters see the
     // channel armed and write the descriptor.
     if (channel_.arm_and_recheck([this, &budget] {
-          return has_work() || (budget.stop_at_shutdown && !core_.accepting_.load(sync::seq_cst));
+          return has_work() ||
+                 (budget.stop_at_shutdown && !core_.accepting_.load(atomics::seq_cst));
         })) {
       channel_.wait_readable(budget.until_shutdown
                                  ? std::chrono::nanoseconds(-1)
@@ -230,9 +231,9 @@ void host_runner::hold_for_shutdown() noexcept {
   for (auto current = static_cast<std::uint8_t>(holder::none);
        // acquire: pairs with the last holder's release in run_as_host.
        !holder_.compare_exchange_weak(current, static_cast<std::uint8_t>(holder::shutdown),
-                                      sync::acquire, sync::relaxed);
+                                      atomics::acquire, atomics::relaxed);
        current = static_cast<std::uint8_t>(holder::none)) {
-    sync::yield_thread();
+    atomics::yield_thread();
   }
 }
 

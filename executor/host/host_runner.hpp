@@ -115,7 +115,7 @@ class host_runner {
   // Who holds the role: a thread in run() or run_until(), or shutdown from
   // step 2 on (a holder). acquire/release: hands state_ and channel_'s
   // host-only members from one holder to the next.
-  sync::atomic<std::uint8_t> holder_{0};
+  atomics::atomic<std::uint8_t> holder_{0};
 };
 
 }  // namespace canopy::detail

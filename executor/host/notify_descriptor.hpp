@@ -47,7 +47,7 @@ class notify_descriptor {
  private:
   int event_fd_ = -1;
 #ifdef CANOPY_MODEL_CHECK
-  sync::atomic<std::uint32_t> model_count_{0};
+  atomics::atomic<std::uint32_t> model_count_{0};
 #endif
 };
 

@@ -46,6 +46,18 @@
 //     A cancelled fiber counts as ended once its stack has unwound; one
 //     cancelled while it awaits a task's handle cancels that task and
 //     unwinds once it ended.
+//   stack_pool::stats() -> stack_pool_stats: the stacks' pool, from any
+//     thread: chunks (mappings made), stacks (carved, free or in use),
+//     guarded_stacks (of which have a PROT_NONE guard page below them),
+//     in_use (out of the shared pool), guard_limit (guarded stacks allowed;
+//     0 until the pool first carved or set_guard_limit was called).
+//   stack_pool::set_guard_limit(n): how many stacks may have a guard page
+//     in total, for chunks carved afterwards (guarded ones keep theirs). A
+//     guarded stack's overflow faults at once; past the limit (by default
+//     half of what vm.max_map_count leaves) a stack has only a canary,
+//     checked when its fiber switches out: give fibers that recurse deeply
+//     or keep large locals a guarded stack.
+//   stack_pool::default_stack_size: fiber()'s default stack (64 KiB).
 // Link canopy-fiber (pkg-config canopy-fiber, CMake canopy::fiber, meson
 // dependency('canopy-fiber')), which brings Boost.Context.
 #pragma once

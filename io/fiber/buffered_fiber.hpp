@@ -4,8 +4,8 @@
 // this_fiber::write_all blocking only the calling fiber.
 //
 //   canopy::io::buffered_reader<canopy::io::tcp_stream&> reader(stream);
-//   std::optional<std::string> line = canopy::io::this_fiber::read_line(reader, 4096);
-//   canopy::io::this_fiber::write_all(stream, "ok\n");
+//   std::optional<std::string> line = canopy::this_fiber::read_line(reader, 4096);
+//   canopy::this_fiber::write_all(stream, "ok\n");
 //
 // Only inside a fiber (elsewhere std::logic_error); the streams are those
 // with this_fiber forms (tcp_stream, unix_stream). Results, errors and the
@@ -28,14 +28,14 @@
 #include "../read_buffer.hpp"
 #include "fiber_io.hpp"
 
-namespace canopy::io::this_fiber {
+namespace canopy::this_fiber {
 
 namespace buffered_detail {
 
 // Steps `step` until done (true) or failed (false, `error` set), reading
 // between steps; consumes nothing.
 template <class Stream, class Step>
-bool run(buffered_reader<Stream>& reader, Step step, io::detail::read_scan& scan,
+bool run(io::buffered_reader<Stream>& reader, Step step, io::detail::read_scan& scan,
          std::error_code& error) {
   error.clear();
   io::detail::read_buffer& buffer = reader.buffer_for_fiber_forms();
@@ -49,7 +49,7 @@ bool run(buffered_reader<Stream>& reader, Step step, io::detail::read_scan& scan
       case io::detail::read_step::more:
         break;
     }
-    const std::size_t got = canopy::io::this_fiber::read_some(
+    const std::size_t got = canopy::this_fiber::read_some(
         reader.stream(), buffer.prepare(scan.room_min, scan.room_max), error);
     if (error) {
       return false;
@@ -68,28 +68,28 @@ T or_throw(T value, const std::error_code& error, const char* what) {
 }  // namespace buffered_detail
 
 template <class Stream>
-std::size_t read_some(buffered_reader<Stream>& reader, std::span<std::byte> into,
+std::size_t read_some(io::buffered_reader<Stream>& reader, std::span<std::byte> into,
                       std::error_code& error) {
   error.clear();
   io::detail::read_buffer& buffer = reader.buffer_for_fiber_forms();
   if (buffer.size() == 0 && !into.empty()) {
     if (into.size() >= buffer.capacity()) {
-      return canopy::io::this_fiber::read_some(reader.stream(), into, error);
+      return canopy::this_fiber::read_some(reader.stream(), into, error);
     }
-    buffer.commit(canopy::io::this_fiber::read_some(reader.stream(),
-                                                    buffer.prepare(1, buffer.capacity()), error));
+    buffer.commit(canopy::this_fiber::read_some(reader.stream(),
+                                                buffer.prepare(1, buffer.capacity()), error));
   }
   return buffer.take(into);
 }
 template <class Stream>
-std::size_t read_some(buffered_reader<Stream>& reader, std::span<std::byte> into) {
+std::size_t read_some(io::buffered_reader<Stream>& reader, std::span<std::byte> into) {
   std::error_code error;
   const std::size_t got = this_fiber::read_some(reader, into, error);
   return buffered_detail::or_throw(got, error, "canopy::io::this_fiber::read_some");
 }
 
 template <class Stream>
-void read_exact(buffered_reader<Stream>& reader, std::span<std::byte> into,
+void read_exact(io::buffered_reader<Stream>& reader, std::span<std::byte> into,
                 std::error_code& error) {
   const std::size_t count = into.size();
   io::detail::read_scan scan;
@@ -102,22 +102,22 @@ void read_exact(buffered_reader<Stream>& reader, std::span<std::byte> into,
   }
 }
 template <class Stream>
-void read_exact(buffered_reader<Stream>& reader, std::span<std::byte> into) {
+void read_exact(io::buffered_reader<Stream>& reader, std::span<std::byte> into) {
   std::error_code error;
   this_fiber::read_exact(reader, into, error);
   io::detail::throw_if_failed(error, "canopy::io::this_fiber::read_exact");
 }
 template <class Stream>
-void read_exact(buffered_reader<Stream>& reader, std::span<char> into, std::error_code& error) {
+void read_exact(io::buffered_reader<Stream>& reader, std::span<char> into, std::error_code& error) {
   this_fiber::read_exact(reader, std::as_writable_bytes(into), error);
 }
 template <class Stream>
-void read_exact(buffered_reader<Stream>& reader, std::span<char> into) {
+void read_exact(io::buffered_reader<Stream>& reader, std::span<char> into) {
   this_fiber::read_exact(reader, std::as_writable_bytes(into));
 }
 
 template <class Stream>
-std::optional<std::string> read_until(buffered_reader<Stream>& reader, char delimiter,
+std::optional<std::string> read_until(io::buffered_reader<Stream>& reader, char delimiter,
                                       std::size_t max, std::error_code& error) {
   io::detail::read_scan scan;
   if (!buffered_detail::run(
@@ -133,7 +133,7 @@ std::optional<std::string> read_until(buffered_reader<Stream>& reader, char deli
   return reader.buffer_for_fiber_forms().take_string(scan);
 }
 template <class Stream>
-std::optional<std::string> read_until(buffered_reader<Stream>& reader, char delimiter,
+std::optional<std::string> read_until(io::buffered_reader<Stream>& reader, char delimiter,
                                       std::size_t max) {
   std::error_code error;
   std::optional<std::string> record = this_fiber::read_until(reader, delimiter, max, error);
@@ -141,7 +141,7 @@ std::optional<std::string> read_until(buffered_reader<Stream>& reader, char deli
 }
 
 template <class Stream>
-std::optional<std::string> read_line(buffered_reader<Stream>& reader, std::size_t max_length,
+std::optional<std::string> read_line(io::buffered_reader<Stream>& reader, std::size_t max_length,
                                      std::error_code& error) {
   io::detail::read_scan scan;
   if (!buffered_detail::run(
@@ -157,14 +157,14 @@ std::optional<std::string> read_line(buffered_reader<Stream>& reader, std::size_
   return reader.buffer_for_fiber_forms().take_string(scan);
 }
 template <class Stream>
-std::optional<std::string> read_line(buffered_reader<Stream>& reader, std::size_t max_length) {
+std::optional<std::string> read_line(io::buffered_reader<Stream>& reader, std::size_t max_length) {
   std::error_code error;
   std::optional<std::string> line = this_fiber::read_line(reader, max_length, error);
   return buffered_detail::or_throw(std::move(line), error, "canopy::io::this_fiber::read_line");
 }
 
 template <class Stream>
-bool skip_until(buffered_reader<Stream>& reader, char delimiter, std::error_code& error) {
+bool skip_until(io::buffered_reader<Stream>& reader, char delimiter, std::error_code& error) {
   io::detail::read_scan scan;
   const bool done = buffered_detail::run(
       reader,
@@ -174,14 +174,14 @@ bool skip_until(buffered_reader<Stream>& reader, char delimiter, std::error_code
   return done && scan.found;
 }
 template <class Stream>
-bool skip_until(buffered_reader<Stream>& reader, char delimiter) {
+bool skip_until(io::buffered_reader<Stream>& reader, char delimiter) {
   std::error_code error;
   const bool found = this_fiber::skip_until(reader, delimiter, error);
   return buffered_detail::or_throw(found, error, "canopy::io::this_fiber::skip_until");
 }
 
 template <class Stream>
-std::optional<std::vector<std::byte>> read_frame(buffered_reader<Stream>& reader,
+std::optional<std::vector<std::byte>> read_frame(io::buffered_reader<Stream>& reader,
                                                  std::size_t max_size, std::error_code& error) {
   io::detail::read_scan scan;
   if (!buffered_detail::run(
@@ -197,7 +197,7 @@ std::optional<std::vector<std::byte>> read_frame(buffered_reader<Stream>& reader
   return reader.buffer_for_fiber_forms().take_bytes(scan);
 }
 template <class Stream>
-std::optional<std::vector<std::byte>> read_frame(buffered_reader<Stream>& reader,
+std::optional<std::vector<std::byte>> read_frame(io::buffered_reader<Stream>& reader,
                                                  std::size_t max_size) {
   std::error_code error;
   std::optional<std::vector<std::byte>> frame = this_fiber::read_frame(reader, max_size, error);
@@ -207,12 +207,11 @@ std::optional<std::vector<std::byte>> read_frame(buffered_reader<Stream>& reader
 // Text and frames to a stream (tcp_stream, unix_stream).
 template <class Stream>
 void write_all(Stream& stream, std::string_view text, std::error_code& error) {
-  canopy::io::this_fiber::write_all(stream, std::as_bytes(std::span(text.data(), text.size())),
-                                    error);
+  canopy::this_fiber::write_all(stream, std::as_bytes(std::span(text.data(), text.size())), error);
 }
 template <class Stream>
 void write_all(Stream& stream, std::string_view text) {
-  canopy::io::this_fiber::write_all(stream, std::as_bytes(std::span(text.data(), text.size())));
+  canopy::this_fiber::write_all(stream, std::as_bytes(std::span(text.data(), text.size())));
 }
 template <class Stream>
 void write_frame(Stream& stream, std::span<const std::byte> payload, std::error_code& error,
@@ -222,8 +221,8 @@ void write_frame(Stream& stream, std::span<const std::byte> payload, std::error_
   if (!error) {
     const std::array<std::span<const std::byte>, 2> parts{std::span<const std::byte>(header),
                                                           payload};
-    canopy::io::this_fiber::write_all(stream, std::span<const std::span<const std::byte>>(parts),
-                                      error);
+    canopy::this_fiber::write_all(stream, std::span<const std::span<const std::byte>>(parts),
+                                  error);
   }
 }
 template <class Stream>
@@ -246,4 +245,9 @@ void write_frame(Stream& stream, std::string_view payload,
                           max_size);
 }
 
-}  // namespace canopy::io::this_fiber
+}  // namespace canopy::this_fiber
+
+namespace canopy::io {
+// The name these forms had before they joined canopy::this_fiber (fiber_io.hpp).
+namespace this_fiber = canopy::this_fiber;
+}  // namespace canopy::io

@@ -120,7 +120,12 @@ void or_throw_write(Stream& stream, Data data) {
 
 }  // namespace
 
-namespace this_fiber {
+}  // namespace canopy::io
+
+namespace canopy::this_fiber {
+
+// The I/O types and the helpers above by their short names (this file only).
+using namespace canopy::io;
 
 namespace {
 std::error_code one_shot(int fd, direction which) {
@@ -130,17 +135,18 @@ std::error_code one_shot(int fd, direction which) {
     return error;
   }
   readiness_wait wait{reg, which};
-  return canopy::this_fiber::wait_on(wait);
+  return wait_on(wait);
 }
 }  // namespace
 std::error_code readable(int fd) { return one_shot(fd, direction::read); }
 std::error_code writable(int fd) { return one_shot(fd, direction::write); }
 
 tcp_stream connect(reactor& owner, const endpoint& peer, std::error_code& error) {
-  return connect_stream<detail::tcp_protocol>(owner, peer, error);
+  return connect_stream<io::detail::tcp_protocol>(owner, peer, error);
 }
 tcp_stream accept(tcp_listener& listener, std::error_code& error) {
-  return detail::adopt_accepted(listener.reg(), accept_on<detail::tcp_protocol>(listener), error);
+  return io::detail::adopt_accepted(listener.reg(), accept_on<io::detail::tcp_protocol>(listener),
+                                    error);
 }
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
   return read_stream(stream, buffer, error);
@@ -153,7 +159,7 @@ void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> b
   write_stream(stream, buffers, error);
 }
 tcp_stream connect(reactor& owner, const endpoint& peer) {
-  return or_throw_connect<detail::tcp_protocol>(owner, peer);
+  return or_throw_connect<io::detail::tcp_protocol>(owner, peer);
 }
 tcp_stream accept(tcp_listener& listener) { return or_throw_accept(listener); }
 std::size_t read_some(tcp_stream& stream, std::span<std::byte> buffer) {
@@ -166,17 +172,13 @@ void write_all(tcp_stream& stream, std::span<const std::span<const std::byte>> b
   or_throw_write(stream, buffers);
 }
 
-}  // namespace this_fiber
-
 // ---- UDP
-
-namespace this_fiber {
 
 std::size_t send_to(udp_socket& socket, std::span<const std::byte> data, const endpoint& peer,
                     std::error_code& error) {
   const int fd = socket.native_handle();
   const io_result sent = fiber_io(socket.reg(), direction::write, [fd, data, &peer]() noexcept {
-    return detail::udp_send_to(fd, data, &peer);
+    return io::detail::udp_send_to(fd, data, &peer);
   });
   error = sent.error;
   return sent.count;
@@ -184,17 +186,17 @@ std::size_t send_to(udp_socket& socket, std::span<const std::byte> data, const e
 
 datagram receive_from(udp_socket& socket, std::span<std::byte> buffer, std::error_code& error) {
   const int fd = socket.native_handle();
-  detail::receive_state state;
+  io::detail::receive_state state;
   const io_result got = fiber_io(socket.reg(), direction::read, [fd, buffer, &state]() noexcept {
-    return detail::udp_receive(fd, buffer, state);
+    return io::detail::udp_receive(fd, buffer, state);
   });
-  return detail::finish_receive(got, buffer, state, error);
+  return io::detail::finish_receive(got, buffer, state, error);
 }
 
 std::size_t send(udp_socket& socket, std::span<const std::byte> data, std::error_code& error) {
   const int fd = socket.native_handle();
   const io_result sent = fiber_io(socket.reg(), direction::write, [fd, data]() noexcept {
-    return detail::udp_send_to(fd, data, nullptr);
+    return io::detail::udp_send_to(fd, data, nullptr);
   });
   error = sent.error;
   return sent.count;
@@ -234,18 +236,14 @@ std::size_t receive(udp_socket& socket, std::span<std::byte> buffer) {
   return got;
 }
 
-}  // namespace this_fiber
-
 // ---- Unix-domain streams
 
-namespace this_fiber {
-
 unix_stream connect(reactor& owner, const unix_endpoint& peer, std::error_code& error) {
-  return connect_stream<detail::unix_protocol>(owner, peer, error);  // never waits
+  return connect_stream<io::detail::unix_protocol>(owner, peer, error);  // never waits
 }
 unix_stream accept(unix_listener& listener, std::error_code& error) {
-  return detail::adopt_accepted_unix(listener.reg(), accept_on<detail::unix_protocol>(listener),
-                                     error);
+  return io::detail::adopt_accepted_unix(listener.reg(),
+                                         accept_on<io::detail::unix_protocol>(listener), error);
 }
 std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer, std::error_code& error) {
   return read_stream(stream, buffer, error);
@@ -258,7 +256,7 @@ void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> 
   write_stream(stream, buffers, error);
 }
 unix_stream connect(reactor& owner, const unix_endpoint& peer) {
-  return or_throw_connect<detail::unix_protocol>(owner, peer);
+  return or_throw_connect<io::detail::unix_protocol>(owner, peer);
 }
 unix_stream accept(unix_listener& listener) { return or_throw_accept(listener); }
 std::size_t read_some(unix_stream& stream, std::span<std::byte> buffer) {
@@ -271,15 +269,11 @@ void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> 
   or_throw_write(stream, buffers);
 }
 
-}  // namespace this_fiber
-
 // ---- signals
-
-namespace this_fiber {
 
 int wait(signal_set& set, std::error_code& error) {
   const int fd = set.native_handle();
-  const auto attempt = [fd]() noexcept { return detail::read_signal(fd); };
+  const auto attempt = [fd]() noexcept { return io::detail::read_signal(fd); };
   if (!set.reg().valid() && set.is_open()) {
     // A set made without a reactor: registered for this wait only.
     const registration here(reactor::current(), fd, interest::readable, error);
@@ -302,6 +296,4 @@ int wait(signal_set& set) {
   return number;
 }
 
-}  // namespace this_fiber
-
-}  // namespace canopy::io
+}  // namespace canopy::this_fiber

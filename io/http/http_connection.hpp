@@ -22,18 +22,19 @@
 namespace canopy::io::http::detail {
 
 struct shared_counters {
-  canopy::detail::sync::atomic<std::uint64_t> connections{0};
-  canopy::detail::sync::atomic<std::uint64_t> requests{0};
-  canopy::detail::sync::atomic<std::uint64_t> bad_requests{0};
-  canopy::detail::sync::atomic<std::uint64_t> timeouts{0};
-  canopy::detail::sync::atomic<std::uint64_t> idle_closes{0};
-  canopy::detail::sync::atomic<std::uint64_t> write_timeouts{0};
+  canopy::detail::atomics::atomic<std::uint64_t> connections{0};
+  canopy::detail::atomics::atomic<std::uint64_t> requests{0};
+  canopy::detail::atomics::atomic<std::uint64_t> bad_requests{0};
+  canopy::detail::atomics::atomic<std::uint64_t> timeouts{0};
+  canopy::detail::atomics::atomic<std::uint64_t> idle_closes{0};
+  canopy::detail::atomics::atomic<std::uint64_t> write_timeouts{0};
 };
 // Over every connection served, plain and TLS (defined in http_server.cpp).
 extern shared_counters connection_totals;
 
-inline void add(canopy::detail::sync::atomic<std::uint64_t>& counter, std::uint64_t by) noexcept {
-  counter.fetch_add(by, canopy::detail::sync::relaxed);
+inline void add(canopy::detail::atomics::atomic<std::uint64_t>& counter,
+                std::uint64_t by) noexcept {
+  counter.fetch_add(by, canopy::detail::atomics::relaxed);
 }
 
 // The bytes that arrived and are not yet answered: [begin, end) of `data`.
@@ -155,7 +156,7 @@ inline bool expects_continue(std::string_view pending) noexcept {
 // stop itself at its next request boundary.
 struct idle_watch {
   int fd = -1;
-  canopy::detail::sync::atomic<bool> idle{false};
+  canopy::detail::atomics::atomic<bool> idle{false};
 };
 struct close_if_idle {
   idle_watch* watch;
@@ -165,8 +166,8 @@ struct close_if_idle {
     // stop_requested() (run_connection, http_connection_loop.hpp): of the
     // two, at least one sees the other's write, so an idle connection is
     // either shut here or sees the stop itself and closes.
-    canopy::detail::sync::fence_seq_cst();
-    if (watch->idle.load(canopy::detail::sync::relaxed)) {
+    canopy::detail::atomics::fence_seq_cst();
+    if (watch->idle.load(canopy::detail::atomics::relaxed)) {
       ::shutdown(watch->fd, SHUT_RD);
     }
   }

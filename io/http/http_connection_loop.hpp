@@ -247,8 +247,8 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
     // timer.
     const bool idle = input.pending().empty();
     if (idle && idle_closer) {
-      watch.idle.store(true, canopy::detail::sync::relaxed);
-      canopy::detail::sync::fence_seq_cst();  // pairs with close_if_idle's fence
+      watch.idle.store(true, canopy::detail::atomics::relaxed);
+      canopy::detail::atomics::fence_seq_cst();  // pairs with close_if_idle's fence
       if (stop.stop_requested()) {
         break;  // draining: an idle connection closes
       }
@@ -260,7 +260,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
     if (idle && idle_closer) {
       // A stop from here on finds the connection busy; it sees the stop
       // itself after its answer.
-      watch.idle.store(false, canopy::detail::sync::relaxed);
+      watch.idle.store(false, canopy::detail::atomics::relaxed);
     }
     if (!arrived) {
       if (input.pending().empty()) {

@@ -147,12 +147,12 @@ task<void> serve_connection(tcp_stream stream, server_options options, handler r
 }
 
 server_counters counters() noexcept {
-  return {totals.connections.load(canopy::detail::sync::relaxed),
-          totals.requests.load(canopy::detail::sync::relaxed),
-          totals.bad_requests.load(canopy::detail::sync::relaxed),
-          totals.timeouts.load(canopy::detail::sync::relaxed),
-          totals.idle_closes.load(canopy::detail::sync::relaxed),
-          totals.write_timeouts.load(canopy::detail::sync::relaxed)};
+  return {totals.connections.load(canopy::detail::atomics::relaxed),
+          totals.requests.load(canopy::detail::atomics::relaxed),
+          totals.bad_requests.load(canopy::detail::atomics::relaxed),
+          totals.timeouts.load(canopy::detail::atomics::relaxed),
+          totals.idle_closes.load(canopy::detail::atomics::relaxed),
+          totals.write_timeouts.load(canopy::detail::atomics::relaxed)};
 }
 
 }  // namespace canopy::io::http

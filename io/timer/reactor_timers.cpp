@@ -15,7 +15,7 @@ void reactor::bind(canopy::detail::executor_core& core) {
   canopy::detail::executor_core* expected = nullptr;
   // Relaxed: the claim only tells a second executor apart; what the timers
   // publish goes through timer_queue::attach's mutex and release store.
-  if (!bound_core_.compare_exchange_strong(expected, &core, canopy::detail::sync::relaxed)) {
+  if (!bound_core_.compare_exchange_strong(expected, &core, canopy::detail::atomics::relaxed)) {
     throw std::logic_error(
         "canopy::io::reactor: this reactor already drives a running executor (a reactor serves "
         "one executor at a time; give each executor its own, e.g. with canopy::io::with_reactor)");
@@ -25,7 +25,7 @@ void reactor::bind(canopy::detail::executor_core& core) {
     try {
       detail::timer_queue::attach(core, *timers_);  // throws past 64 executors with timers
     } catch (...) {
-      bound_core_.store(nullptr, canopy::detail::sync::relaxed);
+      bound_core_.store(nullptr, canopy::detail::atomics::relaxed);
       throw;
     }
     set_deadline_source(timers_.get());
@@ -34,7 +34,7 @@ void reactor::bind(canopy::detail::executor_core& core) {
 }
 
 void reactor::unbind(canopy::detail::executor_core& core) noexcept {
-  if (bound_core_.load(canopy::detail::sync::relaxed) != &core) {
+  if (bound_core_.load(canopy::detail::atomics::relaxed) != &core) {
     return;
   }
   if (timers_bound_) {
@@ -42,7 +42,7 @@ void reactor::unbind(canopy::detail::executor_core& core) noexcept {
     detail::timer_queue::detach(core);
     timers_bound_ = false;
   }
-  bound_core_.store(nullptr, canopy::detail::sync::relaxed);
+  bound_core_.store(nullptr, canopy::detail::atomics::relaxed);
 }
 
 reactor_timers::reactor_timers(executor& pool)

@@ -13,8 +13,8 @@ namespace {
 // (attach/detach), read on every sleep: a fixed table of atomics scanned
 // without a lock.
 struct attachment {
-  canopy::detail::sync::atomic<const canopy::detail::executor_core*> core{nullptr};
-  canopy::detail::sync::atomic<timer_queue*> queue{nullptr};
+  canopy::detail::atomics::atomic<const canopy::detail::executor_core*> core{nullptr};
+  canopy::detail::atomics::atomic<timer_queue*> queue{nullptr};
 };
 constexpr std::size_t max_attachments = 64;
 std::array<attachment, max_attachments> attachments;
@@ -73,7 +73,7 @@ timer_queue::clock::time_point timer_queue::from_ticks(std::uint64_t ticks) cons
 bool timer_queue::arm(entry& item, clock::time_point deadline, const waker& target) {
   const std::uint64_t ticks = deadline_ticks(deadline);
   item.target = target;
-  item.fired.store(false, canopy::detail::sync::relaxed);  // published by the mutex to expire()
+  item.fired.store(false, canopy::detail::atomics::relaxed);  // published by the mutex to expire()
   bool earlier = false;
   {
     const std::lock_guard lock(mutex_);
@@ -140,7 +140,7 @@ std::size_t timer_queue::expire(clock::time_point now) noexcept {
             // release: pairs with has_fired()'s acquire; the waiter that sees
             // the flag sees the entry unlinked. After this store the waiter may
             // end the entry's life (after disarm takes the mutex we hold).
-            item.fired.store(true, canopy::detail::sync::release);
+            item.fired.store(true, canopy::detail::atomics::release);
           },
           move_batch);
       more = fired_here == wake_batch || wheel_.due(now_tick);
@@ -172,7 +172,8 @@ void timer_queue::attach(canopy::detail::executor_core& core, timer_queue& queue
   const std::lock_guard lock(attach_mutex);
   attachment* free_entry = nullptr;
   for (attachment& one : attachments) {
-    const canopy::detail::executor_core* const owner = one.core.load(canopy::detail::sync::relaxed);
+    const canopy::detail::executor_core* const owner =
+        one.core.load(canopy::detail::atomics::relaxed);
     if (owner == &core) {
       throw std::logic_error(
           "canopy::io::timer_queue::attach: this executor already has a timer queue");
@@ -184,18 +185,18 @@ void timer_queue::attach(canopy::detail::executor_core& core, timer_queue& queue
   if (free_entry == nullptr) {
     throw std::logic_error("canopy::io::timer_queue::attach: more than 64 executors with timers");
   }
-  free_entry->queue.store(&queue, canopy::detail::sync::relaxed);
+  free_entry->queue.store(&queue, canopy::detail::atomics::relaxed);
   // release: pairs with find()'s acquire load of `core`; a finder that
   // matches the core sees the queue pointer stored above.
-  free_entry->core.store(&core, canopy::detail::sync::release);
+  free_entry->core.store(&core, canopy::detail::atomics::release);
 }
 
 void timer_queue::detach(canopy::detail::executor_core& core) noexcept {
   const std::lock_guard lock(attach_mutex);
   for (attachment& one : attachments) {
-    if (one.core.load(canopy::detail::sync::relaxed) == &core) {
-      one.core.store(nullptr, canopy::detail::sync::relaxed);
-      one.queue.store(nullptr, canopy::detail::sync::relaxed);
+    if (one.core.load(canopy::detail::atomics::relaxed) == &core) {
+      one.core.store(nullptr, canopy::detail::atomics::relaxed);
+      one.queue.store(nullptr, canopy::detail::atomics::relaxed);
     }
   }
 }
@@ -203,8 +204,8 @@ void timer_queue::detach(canopy::detail::executor_core& core) noexcept {
 timer_queue* timer_queue::find(const canopy::detail::executor_core* core) noexcept {
   for (attachment& one : attachments) {
     // acquire: pairs with attach()'s release store of `core`.
-    if (one.core.load(canopy::detail::sync::acquire) == core) {
-      return one.queue.load(canopy::detail::sync::relaxed);
+    if (one.core.load(canopy::detail::atomics::acquire) == core) {
+      return one.queue.load(canopy::detail::atomics::relaxed);
     }
   }
   return nullptr;

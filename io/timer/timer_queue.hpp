@@ -47,10 +47,10 @@ class timer_queue final : public ext::deadline_source {
     waker target;
     // Set under the queue's mutex when the entry expires. acquire loads
     // (has_fired) pair with expire()'s release store.
-    canopy::detail::sync::atomic<bool> fired{false};
+    canopy::detail::atomics::atomic<bool> fired{false};
 
     [[nodiscard]] bool has_fired() const noexcept {
-      return fired.load(canopy::detail::sync::acquire);
+      return fired.load(canopy::detail::atomics::acquire);
     }
   };
 
@@ -107,7 +107,7 @@ class timer_queue final : public ext::deadline_source {
  private:
   // A futex_mutex: every timed wait arms and disarms under it, and its
   // uncontended path is inline. Held only for wheel moves, never a call out.
-  canopy::detail::sync::futex_mutex mutex_;
+  canopy::detail::atomics::futex_mutex mutex_;
   timer_wheel wheel_;        // guarded by mutex_
   std::uint64_t promised_;   // guarded: last next_deadline() answer, in ticks
   std::uint64_t hinted_;     // guarded: last earliest_deadline_hint() published, in ticks

@@ -1,6 +1,6 @@
 // tls_claims — how a TLS operation holds its direction(s) of a stream and
 // the socket's write direction, for the task forms (tls_stream.cpp) and
-// the fiber forms (tls_fiber.cpp) alike. Internal (canopy::io::detail).
+// the fiber forms (io/fiber/tls_fiber.cpp) alike. Internal (canopy::io::detail).
 #pragma once
 
 #include <cstddef>

@@ -131,7 +131,7 @@ unsigned completion_ring::publish_locked() noexcept {
     // the queue (another thread's io_uring_enter may be the one that does).
     io_uring_smp_store_release(queue.ktail, tail);
   }
-  unsubmitted_.store(0, canopy::detail::sync::relaxed);
+  unsubmitted_.store(0, canopy::detail::atomics::relaxed);
   // acquire: pairs with the kernel's release of the head after it read the
   // entries, so the count never includes one already consumed.
   return tail - io_uring_smp_load_acquire(queue.khead);
@@ -146,7 +146,7 @@ unsigned completion_ring::submit() noexcept {
   if (pending == 0) {
     return 0;
   }
-  enters_.fetch_add(1, canopy::detail::sync::relaxed);
+  enters_.fetch_add(1, canopy::detail::atomics::relaxed);
   for (;;) {
     const int submitted = io_uring_enter(ring_.ring_fd, pending, 0, 0, nullptr);
     if (submitted >= 0) {
@@ -176,7 +176,7 @@ void completion_ring::wait(std::optional<std::chrono::steady_clock::time_point> 
     timeout.tv_nsec = ns.count() % 1000000000;
     argument.ts = reinterpret_cast<std::uint64_t>(&timeout);
   }
-  enters_.fetch_add(1, canopy::detail::sync::relaxed);
+  enters_.fetch_add(1, canopy::detail::atomics::relaxed);
   // ETIME (the deadline), EINTR, EBUSY (completions overflowed into the
   // kernel's list; the next enter flushes them): the caller looks anyway.
   io_uring_enter2(static_cast<unsigned>(ring_.ring_fd), pending, 1,

@@ -92,14 +92,14 @@ class completion_ring {
       *position = ring_.sq.sqe_tail - 1;
     }
     prepare(entry);
-    unsubmitted_.store(unsubmitted_.load(canopy::detail::sync::relaxed) + 1,
-                       canopy::detail::sync::relaxed);
+    unsubmitted_.store(unsubmitted_.load(canopy::detail::atomics::relaxed) + 1,
+                       canopy::detail::atomics::relaxed);
     return true;
   }
   // Whether entries wait in the submission queue (a hint: relaxed; a
   // worker that misses one submits it at its next poll or park).
   [[nodiscard]] bool has_unsubmitted() const noexcept {
-    return unsubmitted_.load(canopy::detail::sync::relaxed) != 0;
+    return unsubmitted_.load(canopy::detail::atomics::relaxed) != 0;
   }
   // Enter the kernel with what is queued (no wait). Returns entries submitted.
   unsigned submit() noexcept;
@@ -148,7 +148,7 @@ class completion_ring {
   void cancel_all() noexcept;
 
   [[nodiscard]] std::uint64_t enters() const noexcept {
-    return enters_.load(canopy::detail::sync::relaxed);
+    return enters_.load(canopy::detail::atomics::relaxed);
   }
 
  private:
@@ -160,8 +160,8 @@ class completion_ring {
   io_uring ring_{};
   bool initialised_ = false;
   std::mutex submit_lock_;  // guards the submission queue's user-space side
-  canopy::detail::sync::atomic<std::uint32_t> unsubmitted_{0};
-  canopy::detail::sync::atomic<std::uint64_t> enters_{0};
+  canopy::detail::atomics::atomic<std::uint32_t> unsubmitted_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> enters_{0};
 };
 #else
 class completion_ring {

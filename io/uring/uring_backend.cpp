@@ -107,9 +107,9 @@ uring_backend::~uring_backend() { ring_.reset(); }
 
 void uring_backend::add_stats(reactor_stats& stats) const noexcept {
   readiness_.add_stats(stats);
-  stats.blocking_waits += blocking_waits_.load(canopy::detail::sync::relaxed);
+  stats.blocking_waits += blocking_waits_.load(canopy::detail::atomics::relaxed);
   stats.ring_enters = ring_->enters();
-  stats.completions = completions_.load(canopy::detail::sync::relaxed);
+  stats.completions = completions_.load(canopy::detail::atomics::relaxed);
 }
 
 // The ring watches the eventfd (notify) and the epoll descriptor (the
@@ -384,7 +384,7 @@ void uring_backend::complete(std::uint64_t user_data, std::int32_t result, std::
     op.result = result;
     woken = std::exchange(target->waiters[tag.which], waker{});
   }
-  completions_.fetch_add(1, canopy::detail::sync::relaxed);
+  completions_.fetch_add(1, canopy::detail::atomics::relaxed);
   woken.wake();
 }
 
@@ -423,7 +423,7 @@ bool uring_backend::wait(std::optional<std::chrono::steady_clock::time_point> de
     // a poll's last completion) it is about to block for.
     poller_waiting_ = true;
   }
-  blocking_waits_.fetch_add(1, canopy::detail::sync::relaxed);
+  blocking_waits_.fetch_add(1, canopy::detail::atomics::relaxed);
   ring_->wait(deadline);
   // Only the wake-ups (notify) are consumed here; completions and epoll's
   // readiness are delivered by dispatch(), after the worker is awake.

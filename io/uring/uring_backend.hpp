@@ -108,8 +108,8 @@ class uring_backend {
   } pending_completion_;
 
   // Statistics (relaxed counters).
-  canopy::detail::sync::atomic<std::uint64_t> blocking_waits_{0};
-  canopy::detail::sync::atomic<std::uint64_t> completions_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> blocking_waits_{0};
+  canopy::detail::atomics::atomic<std::uint64_t> completions_{0};
 };
 
 }  // namespace canopy::io::detail

@@ -1,4 +1,4 @@
-// sync::futex_mutex on real threads (atomics/futex_mutex.hpp). The model check
+// atomics::futex_mutex on real threads (atomics/futex_mutex.hpp). The model check
 // and Relacy cases (tests/model/, tests/relacy/) explore two and three
 // lockers exhaustively or at random; these run more threads than cores,
 // so the spin gives up and lockers sleep on the futex, and a holder that
@@ -22,7 +22,7 @@ namespace {
 // Plain counters guarded by the mutex: two holders at once lose updates
 // (and ThreadSanitizer reports the race).
 struct guarded {
-  canopy::detail::sync::futex_mutex mutex;
+  canopy::detail::atomics::futex_mutex mutex;
   long count = 0;
   long inside = 0;
   long overlaps = 0;
@@ -70,7 +70,7 @@ TEST_CASE("futex_mutex: six threads on two cores, every increment kept, no two h
 }
 
 TEST_CASE("futex_mutex: try_lock fails while held and succeeds after unlock") {
-  canopy::detail::sync::futex_mutex mutex;
+  canopy::detail::atomics::futex_mutex mutex;
   mutex.lock();
   bool taken_elsewhere = true;
   std::thread other([&] { taken_elsewhere = mutex.try_lock(); });

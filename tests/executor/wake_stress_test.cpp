@@ -86,7 +86,7 @@ struct race_body {
     self.runs->fetch_add(1, std::memory_order_relaxed);
     // Stay in the run a little, so that many wakes land while EXECUTING.
     for (int spin = 0; spin < 64; ++spin) {
-      canopy::detail::sync::spin_pause();
+      canopy::detail::atomics::spin_pause();
     }
     const long seen = self.published->load(std::memory_order_acquire);
     if (seen > self.observed->load(std::memory_order_relaxed)) {

@@ -22,7 +22,8 @@
 #include "tests/watchdog.hpp"
 
 namespace stack_pool = canopy::stack_pool;
-using canopy::fiber_stack;
+namespace fiber_stacks = canopy::detail::fiber_stacks;
+using canopy::detail::fiber_stack;
 
 namespace {
 
@@ -52,19 +53,20 @@ std::byte* bytes_of(const fiber_stack& stack) { return static_cast<std::byte*>(s
 
 TEST_CASE("stack_pool: usable_size rounds up to whole pages, at least one") {
   const std::size_t size = page();
-  CHECK(stack_pool::usable_size(0) == size);
-  CHECK(stack_pool::usable_size(1) == size);
-  CHECK(stack_pool::usable_size(size) == size);
-  CHECK(stack_pool::usable_size(size + 1) == 2 * size);
-  CHECK(stack_pool::usable_size(3 * size - 1) == 3 * size);
-  CHECK(stack_pool::usable_size(stack_pool::default_stack_size) == stack_pool::default_stack_size);
+  CHECK(fiber_stacks::usable_size(0) == size);
+  CHECK(fiber_stacks::usable_size(1) == size);
+  CHECK(fiber_stacks::usable_size(size) == size);
+  CHECK(fiber_stacks::usable_size(size + 1) == 2 * size);
+  CHECK(fiber_stacks::usable_size(3 * size - 1) == 3 * size);
+  CHECK(fiber_stacks::usable_size(stack_pool::default_stack_size) ==
+        stack_pool::default_stack_size);
 }
 
 TEST_CASE("stack_pool: a stack is page-aligned, of the usable size, writable end to end") {
   const std::size_t asked = 3 * page() + 100;  // its own size class: 4 pages
   const canopy::stack_pool_stats before = stack_pool::stats();
-  const fiber_stack stack = stack_pool::acquire(asked);
-  CHECK(stack.size == stack_pool::usable_size(asked));
+  const fiber_stack stack = fiber_stacks::acquire(asked);
+  CHECK(stack.size == fiber_stacks::usable_size(asked));
   CHECK(reinterpret_cast<std::uintptr_t>(stack.base) % page() == 0);
   std::memset(stack.base, 0xAB, stack.size);  // faults if any page is missing
   CHECK(bytes_of(stack)[0] == std::byte{0xAB});
@@ -73,7 +75,7 @@ TEST_CASE("stack_pool: a stack is page-aligned, of the usable size, writable end
   CHECK(after.chunks == before.chunks + 1);  // a new size class: one chunk carved
   CHECK(after.stacks > before.stacks);
   CHECK(after.in_use > before.in_use);
-  stack_pool::release(stack);
+  fiber_stacks::release(stack);
 }
 
 TEST_CASE("stack_pool: stacks held at once are disjoint; released ones are reused, not carved") {
@@ -81,7 +83,7 @@ TEST_CASE("stack_pool: stacks held at once are disjoint; released ones are reuse
   const std::size_t asked = 5 * page();
   std::vector<fiber_stack> held;
   for (int index = 0; index < 200; ++index) {
-    held.push_back(stack_pool::acquire(asked));
+    held.push_back(fiber_stacks::acquire(asked));
     // Mark each stack's both ends with its index: an overlap overwrites one.
     std::memcpy(held.back().base, &index, sizeof index);
     std::memcpy(bytes_of(held.back()) + held.back().size - sizeof index, &index, sizeof index);
@@ -101,16 +103,16 @@ TEST_CASE("stack_pool: stacks held at once are disjoint; released ones are reuse
     CHECK(ranges[index - 1].first + ranges[index - 1].second <= ranges[index].first);
   }
   for (const fiber_stack& stack : held) {
-    stack_pool::release(stack);
+    fiber_stacks::release(stack);
   }
   const canopy::stack_pool_stats carved = stack_pool::stats();
   held.clear();
   for (int round = 0; round < 3; ++round) {
     for (int index = 0; index < 200; ++index) {
-      held.push_back(stack_pool::acquire(asked));
+      held.push_back(fiber_stacks::acquire(asked));
     }
     for (const fiber_stack& stack : held) {
-      stack_pool::release(stack);
+      fiber_stacks::release(stack);
     }
     held.clear();
   }
@@ -121,7 +123,7 @@ TEST_CASE("stack_pool: stacks held at once are disjoint; released ones are reuse
 TEST_CASE("stack_pool: guard pages while the budget lasts, a canary beyond it") {
   canopy::testing::watchdog guard("stack_pool guards", 60);
   const std::size_t asked = 7 * page();  // its own size class
-  const std::size_t slot = stack_pool::usable_size(asked) + page();
+  const std::size_t slot = fiber_stacks::usable_size(asked) + page();
   const std::size_t per_chunk = (std::size_t{2} << 20) / slot;  // chunk_target_bytes / slot
   // Room for exactly 3 more guarded stacks: the next chunk guards 3 of its
   // stacks, the one after none.
@@ -131,7 +133,7 @@ TEST_CASE("stack_pool: guard pages while the budget lasts, a canary beyond it") 
 
   std::vector<fiber_stack> held;
   for (std::size_t index = 0; index < per_chunk; ++index) {
-    held.push_back(stack_pool::acquire(asked));
+    held.push_back(fiber_stacks::acquire(asked));
   }
   const canopy::stack_pool_stats first_chunk = stack_pool::stats();
   CHECK(first_chunk.chunks == before.chunks + 1);
@@ -145,26 +147,26 @@ TEST_CASE("stack_pool: guard pages while the budget lasts, a canary beyond it") 
       CHECK(protection_at(below).rfind("---", 0) == 0);  // PROT_NONE
     } else {
       CHECK(protection_at(below).rfind("rw", 0) == 0);
-      CHECK(stack_pool::canary_intact(stack));  // acquire wrote it
+      CHECK(fiber_stacks::canary_intact(stack));  // acquire wrote it
     }
     CHECK(protection_at(stack.base).rfind("rw", 0) == 0);
   }
   CHECK(guarded == 3);
 
   // The budget is spent: the next chunk's stacks are all unguarded.
-  const fiber_stack beyond = stack_pool::acquire(asked);
+  const fiber_stack beyond = fiber_stacks::acquire(asked);
   CHECK(stack_pool::stats().chunks == first_chunk.chunks + 1);
   CHECK(stack_pool::stats().guarded_stacks == first_chunk.guarded_stacks);
   CHECK_FALSE(beyond.guarded);
-  CHECK(stack_pool::canary_intact(beyond));
+  CHECK(fiber_stacks::canary_intact(beyond));
   // An overflow that reaches the stack's lowest bytes breaks the canary.
   std::memset(beyond.base, 0, 8);
-  CHECK_FALSE(stack_pool::canary_intact(beyond));
-  stack_pool::write_canary(beyond);
-  CHECK(stack_pool::canary_intact(beyond));
+  CHECK_FALSE(fiber_stacks::canary_intact(beyond));
+  fiber_stacks::write_canary(beyond);
+  CHECK(fiber_stacks::canary_intact(beyond));
   held.push_back(beyond);
   for (const fiber_stack& stack : held) {
-    stack_pool::release(stack);
+    fiber_stacks::release(stack);
   }
 }
 
@@ -181,7 +183,7 @@ TEST_CASE("stack_pool: threads acquire and release at once; a thread's cache ret
       for (int round = 0; round < 3; ++round) {
         std::vector<fiber_stack> mine;
         for (int index = 0; index < per_thread; ++index) {
-          mine.push_back(stack_pool::acquire(asked));
+          mine.push_back(fiber_stacks::acquire(asked));
           const int mark = thread * per_thread + index;
           std::memcpy(mine.back().base, &mark, sizeof mark);
         }
@@ -197,7 +199,7 @@ TEST_CASE("stack_pool: threads acquire and release at once; a thread's cache ret
           CHECK(foreign == 0);  // no stack was handed to two holders at once
         }
         for (const fiber_stack& stack : mine) {
-          stack_pool::release(stack);
+          fiber_stacks::release(stack);
         }
       }
     });

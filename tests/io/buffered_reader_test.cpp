@@ -380,7 +380,7 @@ TEST_CASE("fiber forms: lines, a line past its maximum, exact reads, frames, tex
     });
     buffered_reader<tcp_stream&> reader(stream, 16);
     auto done = pool.spawn(canopy::fiber([&reader, &stream, &big] {
-      namespace fiber_io = canopy::io::this_fiber;
+      namespace fiber_io = canopy::this_fiber;
       CHECK(fiber_io::read_line(reader, 10) == "one");
       CHECK(fiber_io::read_until(reader, '\n', 10) == "two\n");
       std::error_code error;
@@ -437,7 +437,7 @@ TEST_CASE("a fiber cancelled inside read_line loses no bytes: the next read retu
     auto fiber = pool.spawn(canopy::fiber([&reader, &started] {
       // release: pairs with the acquire load below.
       started.store(true, std::memory_order_release);
-      (void)canopy::io::this_fiber::read_line(reader, 100);
+      (void)canopy::this_fiber::read_line(reader, 100);
     }));
     // acquire: pairs with the release store in the fiber.
     REQUIRE(canopy::testing::eventually([&] { return started.load(std::memory_order_acquire); }));

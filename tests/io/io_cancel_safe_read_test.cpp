@@ -148,8 +148,7 @@ task<long> racing_read(tcp_stream& stream, std::span<std::byte> into, racer how,
                         out = static_cast<long>(got);
                       }(stream, into, count, take, error))
                     : canopy::spawn(canopy::fiber([&stream, into, &count, take, &error] {
-                        const std::size_t got =
-                            canopy::io::this_fiber::read_some(stream, into, error);
+                        const std::size_t got = canopy::this_fiber::read_some(stream, into, error);
                         take(into.first(got));
                         count = static_cast<long>(got);
                       }));
@@ -325,7 +324,7 @@ TEST_CASE("io_uring: a receive left after it completed keeps its bytes for every
               co_return seen;  // the fiber's read below would wait for good
             }
             auto fiber = canopy::spawn(canopy::fiber(
-                [&stream, &small] { return canopy::io::this_fiber::read_some(stream, small); }));
+                [&stream, &small] { return canopy::this_fiber::read_some(stream, small); }));
             const std::size_t by_fiber = co_await fiber;
             seen.push_back(text(std::span(small).first(by_fiber)));
             auto rest =

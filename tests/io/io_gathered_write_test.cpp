@@ -273,7 +273,7 @@ TEST_CASE("gathered write: close() from another task while it waits ends it, ope
       canopy::task_handle<std::error_code> writer =
           fiber ? pool.spawn(canopy::fiber([stream, &parts] {
             std::error_code error;
-            canopy::io::this_fiber::write_all(*stream, parts, error);
+            canopy::this_fiber::write_all(*stream, parts, error);
             return error;
           }))
                 : pool.spawn(write_gathered(stream, parts));
@@ -296,8 +296,8 @@ TEST_CASE("gathered write: fiber forms, and write_frame's header and payload in 
     auto* stream = &pair.stream;
     pool.spawn(canopy::fiber([stream] {
           const buffer_list parts{bytes_of("fib"), byte_span{}, bytes_of("er\n")};
-          canopy::io::this_fiber::write_all(*stream, parts);
-          canopy::io::this_fiber::write_frame(*stream, std::string_view("fiber frame"));
+          canopy::this_fiber::write_all(*stream, parts);
+          canopy::this_fiber::write_frame(*stream, std::string_view("fiber frame"));
         }))
         .get();
     const std::string fiber_frame = std::string("\0\0\0\x0b", 4) + "fiber frame";

@@ -160,7 +160,7 @@ TEST_CASE("readiness waits: one-shot and registered, in tasks and in fibers") {
 
     // Fibers: the same waits as blocking calls.
     auto fiber = pool.spawn(canopy::fiber([&pipe] {
-      const std::error_code error = canopy::io::this_fiber::readable(pipe.read_end);
+      const std::error_code error = canopy::this_fiber::readable(pipe.read_end);
       return !error && pipe.drain() == 1;
     }));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

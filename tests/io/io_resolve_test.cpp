@@ -107,7 +107,7 @@ TEST_CASE("resolve: localhost and numeric hosts, task and fiber forms") {
 
     // The fiber form, on the same pool.
     auto fibered = pool.spawn(canopy::fiber([] {
-      const std::vector<endpoint> found = canopy::io::this_fiber::resolve("localhost", "9");
+      const std::vector<endpoint> found = canopy::this_fiber::resolve("localhost", "9");
       return found.size() >= 1 && is_loopback(found.front()) && found.front().port() == 9;
     }));
     CHECK(fibered.get());
@@ -160,11 +160,11 @@ TEST_CASE("resolve: a name that does not exist and an unknown service are clear 
     // The fiber form reports the same errors, and throws outside a fiber.
     auto fibered = pool.spawn(canopy::fiber([] {
       std::error_code error;
-      (void)canopy::io::this_fiber::resolve("localhost", "no-such-service-name", error);
+      (void)canopy::this_fiber::resolve("localhost", "no-such-service-name", error);
       return error;
     }));
     CHECK(fibered.get() == resolve_errc::service_not_found);
   }
-  CHECK_THROWS_AS((void)canopy::io::this_fiber::resolve("localhost", "80"), std::logic_error);
+  CHECK_THROWS_AS((void)canopy::this_fiber::resolve("localhost", "80"), std::logic_error);
   CHECK(open_fd_count() == fds_before);
 }

@@ -59,7 +59,7 @@ read_outcome end_a_waiting_read(executor& pool, Stream& stream, ending how, wait
               std::array<std::byte, 16> buffer{};
               read_outcome outcome;
               reading.store(true);
-              outcome.got = canopy::io::this_fiber::read_some(stream, buffer, outcome.error);
+              outcome.got = canopy::this_fiber::read_some(stream, buffer, outcome.error);
               return outcome;
             }));
   REQUIRE(canopy::testing::eventually([&] { return reading.load(); }));

@@ -115,7 +115,7 @@ TEST_CASE("signal_set: a cancelled wait leaves the set usable, for a task and a 
   SUBCASE("fiber") {
     auto cancelled = pool.spawn(canopy::fiber([&] {
       waiting.fetch_add(1);
-      return canopy::io::this_fiber::wait(set);
+      return canopy::this_fiber::wait(set);
     }));
     REQUIRE(eventually([&] { return waiting.load() == 1; }));
     std::this_thread::sleep_for(20ms);

@@ -88,7 +88,7 @@ TEST_CASE("signal_set: the fiber form, try_wait, and close during a wait") {
     CHECK(set.try_wait(error) == 0);
     CHECK(error == std::errc::resource_unavailable_try_again);
 
-    auto fibered = pool.spawn(canopy::fiber([&set] { return canopy::io::this_fiber::wait(set); }));
+    auto fibered = pool.spawn(canopy::fiber([&set] { return canopy::this_fiber::wait(set); }));
     REQUIRE(::kill(::getpid(), SIGUSR1) == 0);
     CHECK(fibered.get() == SIGUSR1);
 
@@ -247,7 +247,7 @@ TEST_CASE(
 
     // The fiber form registers the same way.
     auto fibered =
-        pool.spawn(canopy::fiber([&second] { return canopy::io::this_fiber::wait(second); }));
+        pool.spawn(canopy::fiber([&second] { return canopy::this_fiber::wait(second); }));
     REQUIRE(::kill(::getpid(), SIGUSR2) == 0);
     CHECK(fibered.get() == SIGUSR2);
 

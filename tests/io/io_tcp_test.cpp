@@ -357,26 +357,26 @@ TEST_CASE("fiber forms: accept, connect, read_some, write_all") {
     tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
     const endpoint server = listener.local_endpoint();
     auto served = pool.spawn(canopy::fiber([&listener] {
-      tcp_stream peer = canopy::io::this_fiber::accept(listener);
+      tcp_stream peer = canopy::this_fiber::accept(listener);
       std::array<std::byte, 64> buffer{};
       std::size_t total = 0;
       for (;;) {
-        const std::size_t got = canopy::io::this_fiber::read_some(peer, buffer);
+        const std::size_t got = canopy::this_fiber::read_some(peer, buffer);
         if (got == 0) {
           break;
         }
-        canopy::io::this_fiber::write_all(peer, std::span(buffer).first(got));
+        canopy::this_fiber::write_all(peer, std::span(buffer).first(got));
         total += got;
       }
       return total;
     }));
     auto client = pool.spawn(canopy::fiber([&owner, server] {
-      tcp_stream stream = canopy::io::this_fiber::connect(owner, server);
-      canopy::io::this_fiber::write_all(stream, bytes_of("fiber"));
+      tcp_stream stream = canopy::this_fiber::connect(owner, server);
+      canopy::this_fiber::write_all(stream, bytes_of("fiber"));
       std::array<std::byte, 64> buffer{};
       std::string answer;
       while (answer.size() < 5) {
-        const std::size_t got = canopy::io::this_fiber::read_some(stream, buffer);
+        const std::size_t got = canopy::this_fiber::read_some(stream, buffer);
         if (got == 0) {
           break;
         }

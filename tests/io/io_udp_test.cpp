@@ -132,6 +132,7 @@ TEST_CASE("udp fiber forms: send_to, receive_from, connected send and receive") 
       if (!server.is_open()) {
         continue;
       }
+      // The forms' earlier name, an alias kept for code written against it.
       namespace fio = canopy::io::this_fiber;
       auto echo = pool.spawn(canopy::fiber([&server] {
         std::array<std::byte, 64> buffer{};
@@ -192,7 +193,7 @@ TEST_CASE("udp: a datagram larger than the buffer reports truncation (message_si
     CHECK(outcome.get());
     // The fiber form reports it the same way.
     auto fibered = pool.spawn(canopy::fiber([&] {
-      namespace fio = canopy::io::this_fiber;
+      namespace fio = canopy::this_fiber;
       fio::send_to(sender, bytes_of(big), receiver.local_endpoint());
       std::array<std::byte, 10> small{};
       std::error_code error;

@@ -115,7 +115,7 @@ TEST_CASE("unix stream fiber forms: accept, connect, read_some, write_all") {
     reactor& owner = reactor::of(pool);
     const unix_endpoint where = unix_endpoint::path(path);
     unix_listener listener = unix_listener::bind(owner, where);
-    namespace fio = canopy::io::this_fiber;
+    namespace fio = canopy::this_fiber;
     auto served = pool.spawn(canopy::fiber([&listener] {
       unix_stream peer = fio::accept(listener);
       std::array<std::byte, 64> buffer{};

@@ -206,7 +206,7 @@ class world final : public canopy::detail::sleep_probe {
   std::vector<char> busy_;  // per worker: set once, by that worker
   // Workers read it while producers run: a checker word (peek() notes the
   // read without adding a schedule point).
-  canopy::detail::sync::atomic<std::size_t> producers_done_{0};
+  canopy::detail::atomics::atomic<std::size_t> producers_done_{0};
 };
 
 // The bound a case explores in this build. Sanitizer builds
@@ -496,9 +496,9 @@ TEST_CASE("model: the checker finds the lost wakeup of check-then-sleep") {
   // where the task is posted between the check and the park, with and
   // without the partial-order reduction.
   struct broken {
-    canopy::detail::sync::atomic<std::uint32_t> work{0};
-    canopy::detail::sync::atomic<std::uint32_t> parked{0};
-    canopy::detail::sync::atomic<std::uint32_t> word{0};
+    canopy::detail::atomics::atomic<std::uint32_t> work{0};
+    canopy::detail::atomics::atomic<std::uint32_t> parked{0};
+    canopy::detail::atomics::atomic<std::uint32_t> word{0};
   };
   using canopy::detail::model::reduction;
   for (const reduction mode : {reduction::none, reduction::sleep_sets}) {
@@ -541,10 +541,10 @@ TEST_CASE("model: sleep sets reach every final state of the full search, in fewe
   // plus every value a thread read. The reduction must reach exactly the
   // set of final states the full search reaches.
   struct shared_words {
-    canopy::detail::sync::atomic<std::uint32_t> x{0};
-    canopy::detail::sync::atomic<std::uint32_t> y{0};
-    canopy::detail::sync::atomic<std::uint32_t> z{0};
-    canopy::detail::sync::atomic<std::uint32_t> w{0};
+    canopy::detail::atomics::atomic<std::uint32_t> x{0};
+    canopy::detail::atomics::atomic<std::uint32_t> y{0};
+    canopy::detail::atomics::atomic<std::uint32_t> z{0};
+    canopy::detail::atomics::atomic<std::uint32_t> w{0};
     std::uint32_t seen_by_first = 0;
     std::uint32_t seen_by_second = 0;
     std::uint32_t seen_by_third = 0;

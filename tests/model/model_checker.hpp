@@ -1,7 +1,7 @@
 // A small stateless model checker for Canopy's protocol code.
 //
 // The protocol sources are compiled with CANOPY_MODEL_CHECK, which turns
-// every sync::atomic operation into a schedule point (atomics/model_atomic.hpp).
+// every atomics::atomic operation into a schedule point (atomics/model_atomic.hpp).
 // Each logical thread runs on a Boost.Context fiber; at every schedule point
 // the checker decides which thread runs next. It explores the choices
 // depth-first, re-running the scenario from scratch for each schedule, with

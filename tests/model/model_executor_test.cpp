@@ -154,7 +154,7 @@ class executor_world final : public canopy::detail::sleep_probe {
     }
     for (const task_plan& task : setup.tasks) {
       if (states_.count(task.slot) == 0) {
-        states_.emplace(task.slot, std::make_unique<canopy::detail::sync::atomic<std::uint64_t>>(
+        states_.emplace(task.slot, std::make_unique<canopy::detail::atomics::atomic<std::uint64_t>>(
                                        task_slot::make_state(task.generation, 0)));
       }
     }
@@ -351,7 +351,7 @@ class executor_world final : public canopy::detail::sleep_probe {
     bool gave_up = false;  // searched total_rounds in vain (owner only)
   };
 
-  canopy::detail::sync::atomic<std::uint64_t>& state_of(std::uint32_t slot) {
+  canopy::detail::atomics::atomic<std::uint64_t>& state_of(std::uint32_t slot) {
     return *states_.at(slot);
   }
 
@@ -493,7 +493,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   // by canopy::join's take-back, which runs the callable itself (no count-down).
   void run(std::size_t worker, std::uint32_t slot, bool taken_back = false) {
     worker_state& self = *workers_[worker];
-    canopy::detail::sync::atomic<std::uint64_t>& state = state_of(slot);
+    canopy::detail::atomics::atomic<std::uint64_t>& state = state_of(slot);
     const std::uint32_t generation = task_slot::generation_of(state.load());
     state.store(task_slot::make_state(generation, task_slot::executing));
     const std::size_t index = task_for(slot, generation);
@@ -558,7 +558,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   void join(std::size_t worker, std::size_t awaited, bool take_back) {
     const task_plan& task = setup_.tasks[awaited];
     const canopy::detail::task_id id{task.slot, task.generation};
-    canopy::detail::sync::atomic<std::uint64_t>& state = state_of(task.slot);
+    canopy::detail::atomics::atomic<std::uint64_t>& state = state_of(task.slot);
     const canopy::detail::pending_claim claim = canopy::detail::claim_pending_task(
         state, id, workers_[worker]->lifo, tree_, position_of, [this](std::uint32_t permits) {
           if (permits != 0) {
@@ -638,7 +638,7 @@ class executor_world final : public canopy::detail::sleep_probe {
   summary_tree tree_;
   canopy::detail::sleep_module sleep_;
   std::vector<std::unique_ptr<worker_state>> workers_;
-  std::map<std::uint32_t, std::unique_ptr<canopy::detail::sync::atomic<std::uint64_t>>> states_;
+  std::map<std::uint32_t, std::unique_ptr<canopy::detail::atomics::atomic<std::uint64_t>>> states_;
   // Plain variables several threads touch. runs_ and completed_ are only
   // incremented during an execution (increments commute) and read by the
   // verdict. live_, checking_ and zero_seen_ are read during the execution
@@ -654,9 +654,9 @@ class executor_world final : public canopy::detail::sleep_probe {
   bool stop_ = false;
   std::string failure_;  // the first failure seen during the execution
   std::vector<std::uint64_t> epochs_;
-  canopy::detail::sync::atomic<std::uint32_t> drain_word_{0};
+  canopy::detail::atomics::atomic<std::uint32_t> drain_word_{0};
   // canopy::join's countdown: the offered callables that have not ended.
-  canopy::detail::sync::atomic<std::uint32_t> join_countdown_;
+  canopy::detail::atomics::atomic<std::uint32_t> join_countdown_;
 };
 
 canopy::detail::model::exploration_result check_case(const executor_case& setup,

@@ -93,9 +93,9 @@ class model_kernel_driver final : public canopy::ext::idle_driver {
     canopy::detail::model::unpark_on(&epoll_generation_);
   }
 
-  canopy::detail::sync::atomic<std::uint32_t> eventfd_{0};
-  canopy::detail::sync::atomic<std::uint32_t> ready_edges_{0};
-  canopy::detail::sync::atomic<std::uint32_t> epoll_generation_{0};
+  canopy::detail::atomics::atomic<std::uint32_t> eventfd_{0};
+  canopy::detail::atomics::atomic<std::uint32_t> ready_edges_{0};
+  canopy::detail::atomics::atomic<std::uint32_t> epoll_generation_{0};
   std::uint32_t collected_ = 0;  // the poller's own buffer (one holder at a time)
   void (*on_edge_)(void*) = nullptr;
   void* on_edge_target_ = nullptr;

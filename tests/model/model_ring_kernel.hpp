@@ -167,10 +167,10 @@ class model_ring_kernel {
   }
 
   // The user-space submission queue: queued requests, plus wake_poll_entry.
-  sync::atomic<std::uint32_t> queued_{0};
+  atomics::atomic<std::uint32_t> queued_{0};
   // The kernel's lock; every step bumps it, and a waiter in the kernel
   // parks on it (a waiter that looked before a step sees it moved).
-  sync::atomic<std::uint32_t> step_{0};
+  atomics::atomic<std::uint32_t> step_{0};
   // Kernel state, changed only inside a step.
   std::uint32_t in_flight_ = 0;
   std::uint32_t eventfd_ = 0;

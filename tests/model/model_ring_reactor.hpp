@@ -222,7 +222,7 @@ class model_ring_driver final : public ext::idle_driver {
 
   model_ring_kernel& kernel_;
   bool canceller_;
-  canopy::detail::sync::atomic<std::uint32_t> reap_lock_{0};
+  canopy::detail::atomics::atomic<std::uint32_t> reap_lock_{0};
   std::optional<model_cqe> pending_;  // reactor::pending_completion_
   bool eventfd_watched_ = false;      // open_ring arms nothing: the poller's arm_watches does
   bool poller_waiting_ = false;       // reactor::poller_waiting_

@@ -7,7 +7,7 @@
 // parks until its node's state leaves `waiting`. A lost wake-up shows as an
 // execution that ends with a thread parked; tests/model/mutants.sh removes
 // each re-check to show that the cases notice. The same file checks
-// sync::futex_mutex (atomics/futex_mutex.hpp), the reactor's and the timer
+// atomics::futex_mutex (atomics/futex_mutex.hpp), the reactor's and the timer
 // queue's lock: mutual exclusion, and no locker left asleep.
 #include <doctest/doctest.h>
 
@@ -32,33 +32,33 @@ using canopy::detail::waiter_waiting;
 
 // Wakes the logical thread parked on a node's state word.
 struct model_waker {
-  canopy::detail::sync::atomic<std::uint32_t>* word = nullptr;
+  canopy::detail::atomics::atomic<std::uint32_t>* word = nullptr;
   void wake() const noexcept {
     if (word != nullptr) {
-      canopy::detail::sync::futex_wake_all(*word);
+      canopy::detail::atomics::futex_wake_all(*word);
     }
   }
 };
 
 struct waits {
   bool stop = false;  // set by teardown only
-  std::vector<canopy::detail::sync::atomic<std::uint32_t>*> words;
+  std::vector<canopy::detail::atomics::atomic<std::uint32_t>*> words;
 
   // Park until the node is finished (or teardown); false if torn down.
-  bool park(canopy::detail::sync::atomic<std::uint32_t>& state) {
+  bool park(canopy::detail::atomics::atomic<std::uint32_t>& state) {
     words.push_back(&state);
-    while (state.load(canopy::detail::sync::acquire) == waiter_waiting) {
+    while (state.load(canopy::detail::atomics::acquire) == waiter_waiting) {
       if (stop) {
         return false;
       }
-      canopy::detail::sync::futex_wait(state, waiter_waiting);
+      canopy::detail::atomics::futex_wait(state, waiter_waiting);
     }
     return true;
   }
   void teardown() {
     stop = true;
     for (auto* word : words) {
-      canopy::detail::sync::futex_wake_all(*word);
+      canopy::detail::atomics::futex_wake_all(*word);
     }
   }
 };
@@ -87,7 +87,7 @@ struct channel_world {
         return;
       }
     }
-    if (node.state.load(canopy::detail::sync::acquire) == canopy::detail::waiter_done) {
+    if (node.state.load(canopy::detail::atomics::acquire) == canopy::detail::waiter_done) {
       ++sent;
     }
   }
@@ -111,7 +111,7 @@ struct channel_world {
         return;
       }
     }
-    if (node.state.load(canopy::detail::sync::acquire) == canopy::detail::waiter_done) {
+    if (node.state.load(canopy::detail::atomics::acquire) == canopy::detail::waiter_done) {
       channel.take_promised(value);
       received.push_back(*value);
     }
@@ -220,7 +220,7 @@ canopy::detail::model::exploration_result check_semaphore(int threads, int bound
 }
 
 struct mutex_world {
-  canopy::detail::sync::futex_mutex mutex;
+  canopy::detail::atomics::futex_mutex mutex;
   int inside = 0;  // plain: two holders at once would be the bug
   int overlaps = 0;
   int done = 0;

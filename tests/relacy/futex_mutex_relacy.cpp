@@ -1,4 +1,4 @@
-// Weak-memory check of sync::futex_mutex (atomics/futex_mutex.hpp): the real
+// Weak-memory check of atomics::futex_mutex (atomics/futex_mutex.hpp): the real
 // lock under Relacy's simulation of the C++ memory model. Each thread takes
 // the lock, reads and writes a Relacy variable the previous holders wrote
 // (a read without a happens-before edge from their unlock is reported as a
@@ -18,18 +18,18 @@ namespace {
 constexpr int rounds = 2;
 
 struct world {
-  canopy::detail::sync::futex_mutex mutex;
+  canopy::detail::atomics::futex_mutex mutex;
   rl::var<int> count;  // guarded by mutex
-  canopy::detail::sync::atomic<int> inside{0};
+  canopy::detail::atomics::atomic<int> inside{0};
 
   world() { count($) = 0; }
 
   void lock_unlock() {
     for (int round = 0; round < rounds; ++round) {
       mutex.lock();
-      RL_ASSERT(inside.fetch_add(1, canopy::detail::sync::relaxed) == 0);
+      RL_ASSERT(inside.fetch_add(1, canopy::detail::atomics::relaxed) == 0);
       count($) = count($) + 1;
-      inside.fetch_sub(1, canopy::detail::sync::relaxed);
+      inside.fetch_sub(1, canopy::detail::atomics::relaxed);
       mutex.unlock();
     }
   }

@@ -30,7 +30,7 @@ struct world {
   canopy::detail::basic_offer_deque<4> deque;
   std::array<payload_job, job_count> jobs;
   std::array<rl::var<int>, job_count> task_payload;
-  std::array<canopy::detail::sync::atomic<int>, job_count> taken{};
+  std::array<canopy::detail::atomics::atomic<int>, job_count> taken{};
   std::array<bool, job_count> pushed{};
 
   void take(canopy::detail::offer entry) {
@@ -48,7 +48,7 @@ struct world {
       RL_ASSERT(index >= 0 && index < job_count && index % 2 == 0);
       RL_ASSERT(mine->payload($) == index + 1);  // the owner's write, ordered by the push
     }
-    taken[static_cast<std::size_t>(index)].fetch_add(1, canopy::detail::sync::relaxed);
+    taken[static_cast<std::size_t>(index)].fetch_add(1, canopy::detail::atomics::relaxed);
   }
 
   void push(int index) {
@@ -95,7 +95,7 @@ struct world {
 
   void check() const {
     for (std::size_t index = 0; index < job_count; ++index) {
-      RL_ASSERT(taken[index].load(canopy::detail::sync::relaxed) == (pushed[index] ? 1 : 0));
+      RL_ASSERT(taken[index].load(canopy::detail::atomics::relaxed) == (pushed[index] ? 1 : 0));
     }
   }
 };

@@ -1,6 +1,6 @@
 // Weak-memory check of the wake protocol: the real summary_tree,
 // permit_semaphore, signal_waker and sleep_module sources, compiled with
-// CANOPY_RELACY so that every sync::atomic is a Relacy atomic with the
+// CANOPY_RELACY so that every atomics::atomic is a Relacy atomic with the
 // memory order the code names (atomics/relacy_atomic.hpp), run under Relacy's
 // simulation of the C++ memory model. The model check (tests/model/)
 // explores sequentially consistent interleavings; here a relaxed or acquire

@@ -28,8 +28,8 @@
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
 #include "io/fiber/fiber_io.hpp"
+#include "io/fiber/timer_fiber.hpp"
 #include "io/io.hpp"
-#include "io/timer/timer_fiber.hpp"
 #include "tests/counted_source.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -551,7 +551,7 @@ TEST_CASE("readiness: cancel against the descriptor becoming readable") {
           return pool.spawn(canopy::fiber([r, &waiting, &destroyed] {
             const canopy::testing::destroy_flag flag(destroyed);
             waiting.store(true, std::memory_order_release);
-            return canopy::io::this_fiber::readable(*r) ? -1 : 7;
+            return canopy::this_fiber::readable(*r) ? -1 : 7;
           }));
         },
         fire, after);

@@ -77,7 +77,7 @@
 //     std::errc::message_size and nothing is written.
 //   readable_stream, writable_stream: the concepts above.
 // The fibers' forms, with the same results and errors, are in
-// <canopy/io/fiber.hpp>: canopy::io::this_fiber::read_line(reader, max) and
+// <canopy/io/fiber.hpp>: canopy::this_fiber::read_line(reader, max) and
 // the rest (link canopy-fiber).
 // Link canopy.
 #pragma once

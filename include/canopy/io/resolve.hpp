@@ -4,7 +4,7 @@
 // so that no worker waits on DNS).
 //
 //   std::vector<canopy::io::endpoint> found = co_await canopy::io::resolve("localhost", "8080");
-//   // in a fiber (<canopy/io/fiber.hpp>): canopy::io::this_fiber::resolve(host, service)
+//   // in a fiber (<canopy/io/fiber.hpp>): canopy::this_fiber::resolve(host, service)
 //
 // Reference (namespace canopy::io):
 //   co_await resolve(std::string host, std::string service[, error]) ->

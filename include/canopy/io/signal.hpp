@@ -21,7 +21,7 @@
 // fine, and it may outlive the executor): each wait registers it with the
 // waiting task's reactor for that wait; signal_set(reactor, {...})
 // registers once and must go before that reactor does. Forms: co_await set.wait() in a task,
-// canopy::io::this_fiber::wait(set) in a fiber (<canopy/io/fiber.hpp>),
+// canopy::this_fiber::wait(set) in a fiber (<canopy/io/fiber.hpp>),
 // set.async_wait(pool, callback) for plain code. Errors: a signal number
 // out of range, SIGKILL, SIGSTOP or an empty set throw std::system_error
 // (errc::invalid_argument, the message names the signal) or report it

@@ -1,16 +1,16 @@
 // <canopy/io/tls_fiber.hpp> — the fiber forms of <canopy/io/tls.hpp>'s
-// tls_stream operations: canopy::io::this_fiber::{handshake, read_some,
+// tls_stream operations: canopy::this_fiber::{handshake, read_some,
 // write_all, shutdown}(tls_stream<tcp_stream or unix_stream>&), each
 // blocking only the calling fiber (its worker runs other tasks meanwhile).
 //
 //   namespace io = canopy::io;
 //   io::tls_context client = io::tls_context::client({.ca_file = "ca.pem"});
-//   io::tcp_stream tcp = io::this_fiber::connect(reactor, io::endpoint::loopback_v4(8443));
+//   io::tcp_stream tcp = canopy::this_fiber::connect(reactor, io::endpoint::loopback_v4(8443));
 //   io::tls_stream<io::tcp_stream> tls(std::move(tcp), client, "localhost");
-//   io::this_fiber::handshake(tls);
-//   io::this_fiber::write_all(tls, payload);
-//   std::size_t got = io::this_fiber::read_some(tls, buffer);   // 0: the peer's close_notify
-//   io::this_fiber::shutdown(tls);                               // our close_notify
+//   canopy::this_fiber::handshake(tls);
+//   canopy::this_fiber::write_all(tls, payload);
+//   std::size_t got = canopy::this_fiber::read_some(tls, buffer);   // 0: the peer's close_notify
+//   canopy::this_fiber::shutdown(tls);                               // our close_notify
 //
 // Only inside a fiber (elsewhere std::logic_error, before the stream is
 // touched). Everything else is the task forms' contract in
@@ -25,6 +25,6 @@
 // canopy-tls and canopy-fiber.
 #pragma once
 
-#include "../detail/io/tls/tls_fiber.hpp"
+#include "../detail/io/fiber/tls_fiber.hpp"
 #include "fiber.hpp"
 #include "tls.hpp"

@@ -1,4 +1,4 @@
-// canopy::io TLS's fiber forms (io/tls/tls_fiber.hpp) on loopback, on
+// canopy::io TLS's fiber forms (io/fiber/tls_fiber.hpp) on loopback, on
 // whichever backend CANOPY_IO_BACKEND names: a fiber client against a
 // coroutine server and a coroutine client against a fiber server, each
 // moving bytes both ways at once and ending with close_notify; both sides
@@ -18,8 +18,8 @@
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
 #include "io/fiber/fiber_io.hpp"
+#include "io/fiber/tls_fiber.hpp"
 #include "io/io.hpp"
-#include "io/tls/tls_fiber.hpp"
 #include "io/tls/tls_stream.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -35,7 +35,7 @@ using io::tcp_listener;
 using io::tcp_stream;
 using io::tls_context;
 using tls = io::tls_stream<tcp_stream>;
-namespace fiber_io = io::this_fiber;
+namespace fiber_io = canopy::this_fiber;
 
 // OpenSSL's handshake runs on the fiber's stack.
 constexpr std::size_t tls_fiber_stack = 256 * 1024;

@@ -6,19 +6,24 @@
 #include <vector>
 
 #include "../../fiber/this_fiber.hpp"
-#include "../fiber/fiber_io.hpp"
-#include "tls_claims.hpp"
-#include "tls_engine.hpp"
+#include "../tls/tls_claims.hpp"
+#include "../tls/tls_engine.hpp"
+#include "fiber_io.hpp"
 
-namespace canopy::io::this_fiber {
+namespace canopy::this_fiber {
+
+using io::tcp_stream;
+using io::tls_errc;
+using io::tls_stream;
+using io::unix_stream;
 
 namespace {
 
-using detail::operation_claim;
-using detail::output_claim;
-using detail::tls_engine;
-using detail::tls_operation;
-using detail::tls_step;
+using io::detail::operation_claim;
+using io::detail::output_claim;
+using io::detail::tls_engine;
+using io::detail::tls_operation;
+using io::detail::tls_step;
 
 void throw_if(const std::error_code& error, const char* what) {
   if (error) {
@@ -142,7 +147,7 @@ void do_write_all(tls_stream<Stream>& stream, std::span<const std::byte> data,
   claim.risky = true;
   while (!data.empty()) {
     const std::span<const std::byte> chunk =
-        data.first(std::min(data.size(), detail::tls_write_chunk));
+        data.first(std::min(data.size(), io::detail::tls_write_chunk));
     if (engine.write(chunk, error) != tls_step::done) {
       return;
     }
@@ -224,4 +229,4 @@ CANOPY_TLS_FIBER_FORMS(unix_stream)
 
 #undef CANOPY_TLS_FIBER_FORMS
 
-}  // namespace canopy::io::this_fiber
+}  // namespace canopy::this_fiber

@@ -14,7 +14,7 @@
 
 #include "../../fiber/this_fiber.hpp"
 #include "../../wait/waker.hpp"
-#include "timer_wait.hpp"
+#include "../timer/timer_wait.hpp"
 
 namespace canopy::this_fiber {
 
