@@ -20,7 +20,7 @@ namespace {
 // (a lookup among a few entries), written when a pool attaches or detaches.
 struct registry {
   std::mutex mutex;
-  std::vector<std::pair<detail::executor_core*, blocking_pool*>> entries;
+  std::vector<std::pair<detail::scheduler*, blocking_pool*>> entries;
 };
 registry& the_registry() {
   static registry instance;
@@ -79,7 +79,7 @@ blocking_pool::blocking_pool(executor& pool, blocking_pool_config config) : conf
   config_.validate();
   registry& reg = the_registry();
   const std::lock_guard lock(reg.mutex);
-  detail::executor_core* const core = &pool.core();
+  detail::scheduler* const core = &pool.core();
   for (const auto& [attached_core, attached_pool] : reg.entries) {
     if (attached_core == core) {
       throw std::logic_error("canopy::blocking_pool: this executor already has a blocking pool");
@@ -96,7 +96,7 @@ blocking_pool& blocking_pool::process_default() {
   return instance;
 }
 
-blocking_pool& blocking_pool::for_executor(detail::executor_core& core) {
+blocking_pool& blocking_pool::for_executor(detail::scheduler& core) {
   {
     registry& reg = the_registry();
     const std::lock_guard lock(reg.mutex);

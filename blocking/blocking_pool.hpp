@@ -62,9 +62,9 @@ namespace canopy {
 
 class executor;
 namespace detail {
-class executor_core;
+class scheduler;
 class join_state_base;
-struct shutdown_flag;  // executor/executor_core.hpp
+struct shutdown_flag;  // executor/scheduler.hpp
 }  // namespace detail
 
 struct blocking_pool_config {
@@ -103,7 +103,7 @@ class blocking_job {
   // `executor_shutdown`: the shutdown flag of the executor whose task
   // submits the call.
   // `cancel_state`: the join state whose cancel ends the submitting task
-  // (executor_core::running_cancel_state; null: none). Read only while the
+  // (scheduler::running_cancel_state; null: none). Read only while the
   // task has not abandoned the call, which it does before its body lets
   // go of that state.
   blocking_job(std::shared_ptr<const detail::shutdown_flag> executor_shutdown,
@@ -161,7 +161,7 @@ class blocking_pool {
 
   // The pool run_blocking uses in `core`'s tasks: the attached one, or the
   // process default.
-  static blocking_pool& for_executor(detail::executor_core& core);
+  static blocking_pool& for_executor(detail::scheduler& core);
   // The process-wide pool, made on first use (default config).
   static blocking_pool& process_default();
 
@@ -176,7 +176,7 @@ class blocking_pool {
   static void reap(std::vector<std::thread>& finished);
 
   blocking_pool_config config_;
-  detail::executor_core* attached_ = nullptr;
+  detail::scheduler* attached_ = nullptr;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;  // a call queued, or shutdown

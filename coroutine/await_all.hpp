@@ -31,7 +31,7 @@
 // allocation. Before it suspends, the awaiter runs the children of its own
 // executor that no worker has started yet, newest first (the newest is in
 // this worker's LIFO slot), nested on this worker, as co_await on one
-// handle does (executor_core::run_pending_inline); then it registers one
+// handle does (scheduler::run_pending_inline); then it registers one
 // countdown with every child still running. Each child's completion
 // decrements it; the last one wakes the task. (Awaiting N handles one after
 // the other may instead suspend and be woken N times.)
@@ -46,7 +46,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
 #include "../atomics/atomics.hpp"
@@ -97,7 +97,7 @@ class await_all_awaiter {
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> self) {
     task_context& context = context_of(self);
-    detail::executor_core* const core = detail::current_worker()->core;
+    detail::scheduler* const core = detail::current_worker()->core;
     // Children nobody started yet run here, newest first; count the rest.
     std::uint32_t running = 0;
     for_each_newest_first([&](detail::join_state<value_type>* state) {

@@ -42,7 +42,7 @@ namespace detail {
 // completion frees the frame (wait/wait_link.hpp) without touching
 // this executor; the child is asked to cancel.
 // A coroutine child that has not started yet is taken over by its awaiter
-// instead (executor_core::take_over_pending): its slot is retired unrun
+// instead (scheduler::take_over_pending): its slot is retired unrun
 // and its frame runs inside the awaiting task, by symmetric transfer, as
 // co_await on a task<T> runs one — no task run, no completion handshake
 // (docs/fork_join.md). The awaiter then owns the frame, and the join state
@@ -105,16 +105,16 @@ class join_awaiter {
     // started, as one made after any start does.
     const bool takeable = !state_->identity_shared() && !state_->cancel_requested();
     // An adopted child's lazy body is its frame's address: copied here.
-    const detail::executor_core::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
+    const detail::scheduler::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
                                                 static_cast<void*>(&adopted_frame_),
                                                 sizeof(adopted_frame_)};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
-      case detail::executor_core::pending_run::adopted:
+      case detail::scheduler::pending_run::adopted:
         taken_over_ = true;
         return false;
-      case detail::executor_core::pending_run::ran:
+      case detail::scheduler::pending_run::ran:
         return state_->ready();
-      case detail::executor_core::pending_run::none:
+      case detail::scheduler::pending_run::none:
         break;
     }
     return false;

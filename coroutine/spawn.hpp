@@ -37,7 +37,7 @@
 
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/join_state.hpp"
 #include "../executor/task_slot.hpp"
 #include "../wait/current_task.hpp"
@@ -236,7 +236,7 @@ void construct_detached_body(void* storage, void* frame) {
 }
 
 // A joined task's body until it first runs as a task of its own: only the
-// root's frame address (one pointer, stored by executor_core::spawn_child).
+// root's frame address (one pointer, stored by scheduler::spawn_child).
 // Most children of a fork never get a full body: their awaiter takes them
 // over unstarted (coroutine/join_await.hpp), which needs only the frame.
 // A child that runs as a task (stolen, found by its worker, awaited from
@@ -311,7 +311,7 @@ void discard_unstarted(detail::join_state<T>* state) noexcept {
 // `core` spawns (offered placement), else null.
 template <class T>
 detail::spawn_status spawn_coroutine(
-    detail::executor_core& core, task<T>&& work, bool joined, detail::spawn_mode mode,
+    detail::scheduler& core, task<T>&& work, bool joined, detail::spawn_mode mode,
     detail::task_id* spawned, detail::join_state<T>** state = nullptr,
     detail::spawn_placement placement = detail::spawn_placement::anywhere,
     detail::worker_context* spawner = nullptr) {
@@ -354,7 +354,7 @@ detail::spawn_status spawn_coroutine(
 
 template <class T>
 detail::spawn_status spawn_joined(
-    detail::executor_core& core, task<T>&& work, detail::spawn_mode mode, task_handle<T>& out,
+    detail::scheduler& core, task<T>&& work, detail::spawn_mode mode, task_handle<T>& out,
     detail::spawn_placement placement = detail::spawn_placement::anywhere,
     detail::worker_context* spawner = nullptr) {
   detail::task_id id;
@@ -374,11 +374,11 @@ detail::spawn_status spawn_joined(
 template <class T>
 struct ext::task_spawner<task<T>> {
   using handle_type = task_handle<T>;
-  static std::error_code spawn(detail::executor_core& core, task<T>&& work, detail::spawn_mode mode,
+  static std::error_code spawn(detail::scheduler& core, task<T>&& work, detail::spawn_mode mode,
                                handle_type& out) {
     return to_error_code(detail::spawn_joined(core, std::move(work), mode, out));
   }
-  static std::error_code spawn_detached(detail::executor_core& core, task<T>&& work,
+  static std::error_code spawn_detached(detail::scheduler& core, task<T>&& work,
                                         detail::spawn_mode mode) {
     return to_error_code(detail::spawn_coroutine<T>(core, std::move(work), false, mode, nullptr));
   }
@@ -398,7 +398,7 @@ struct ext::task_spawner<task<T>> {
 template <class T>
 task_handle<T> spawn(task<T> work) {
   detail::worker_context& worker = detail::current_worker_for("canopy::spawn(task)");
-  detail::executor_core& core = *worker.core;
+  detail::scheduler& core = *worker.core;
   detail::task_id id;
   detail::join_state<T>* state = nullptr;
   if (const detail::spawn_status status =

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "executor_core.hpp"
+#include "scheduler.hpp"
 #include "join_state.hpp"
 #include "task_slot.hpp"
 

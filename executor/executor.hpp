@@ -70,9 +70,9 @@
 #include "config.hpp"
 #include "deadline.hpp"
 #include "errors.hpp"
-#include "executor_core.hpp"
-#include "host/host_runner.hpp"
+#include "host/host_budget.hpp"
 #include "join_handle.hpp"
+#include "scheduler.hpp"
 #include "stats.hpp"
 
 namespace canopy {
@@ -83,9 +83,9 @@ namespace ext {
 // canopy::task<T>, see coroutine/spawn.hpp; a fiber description,
 // canopy::fiber(fn), see fiber/fiber_task.hpp): specialise
 // ext::task_spawner<Task> with a `handle_type` and
-//   static std::error_code spawn(detail::executor_core&, Task&&, detail::spawn_mode,
+//   static std::error_code spawn(detail::scheduler&, Task&&, detail::spawn_mode,
 //                                handle_type& out);
-//   static std::error_code spawn_detached(detail::executor_core&, Task&&, detail::spawn_mode);
+//   static std::error_code spawn_detached(detail::scheduler&, Task&&, detail::spawn_mode);
 // and executor::spawn / try_spawn / spawn_detached use them instead of the
 // callable path.
 template <class Task>
@@ -137,7 +137,7 @@ class executor {
  public:
   executor() : executor(executor_config{}) {}
   explicit executor(executor_config config)
-      : core_(std::make_unique<detail::executor_core>(std::move(config))) {}
+      : core_(detail::make_scheduler(std::move(config))) {}
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;
   ~executor() = default;  // core's destructor runs shutdown()
@@ -240,34 +240,34 @@ class executor {
   std::size_t run_once() {
     detail::host_budget budget;
     budget.max_tasks = 1;
-    return core_->host().run(budget);
+    return core_->run_as_host(budget);
   }
-  std::size_t run_until_idle() { return core_->host().run(detail::host_budget{}); }
+  std::size_t run_until_idle() { return core_->run_as_host(detail::host_budget{}); }
   template <class Rep, class Period>
   std::size_t run_for(std::chrono::duration<Rep, Period> duration) {
     detail::host_budget budget;
     budget.wait_for_work = true;
     budget.deadline = detail::steady_deadline_after(duration);
-    return core_->host().run(budget);
+    return core_->run_as_host(budget);
   }
   template <class Clock, class Duration>
   std::size_t run_until(std::chrono::time_point<Clock, Duration> deadline) {
     detail::host_budget budget;
     budget.wait_for_work = true;
     budget.deadline = detail::steady_deadline_at(deadline);  // min() and max() saturate
-    return core_->host().run(budget);
+    return core_->run_as_host(budget);
   }
   std::size_t run() {
     detail::host_budget budget;
     budget.wait_for_work = true;
     budget.until_shutdown = true;
-    return core_->host().run(budget);
+    return core_->run_as_host(budget);
   }
   // An eventfd, owned by the executor (do not read or close it): readable
   // while the host has work — a pinned task, or with worker_count = 0 any
   // ready task. Add it to your epoll/poll set and call run_until_idle()
   // (or run_once()) when it is readable.
-  [[nodiscard]] int notify_fd() const noexcept { return core_->host().notify_fd(); }
+  [[nodiscard]] int notify_fd() const noexcept { return core_->host_notify_fd(); }
 
   // Stop accepting tasks and finish per executor_config::on_shutdown.
   // Idempotent; blocks until every worker has exited.
@@ -280,7 +280,7 @@ class executor {
   [[nodiscard]] std::size_t capacity() const noexcept { return core_->capacity(); }
 
   // The runtime underneath, for task kinds built on it (coroutines, fibers).
-  [[nodiscard]] detail::executor_core& core() noexcept { return *core_; }
+  [[nodiscard]] detail::scheduler& core() noexcept { return *core_; }
 
  private:
   template <class Result, class Fn>
@@ -298,7 +298,7 @@ class executor {
     }
     detail::pooled_join_state<Result>* const state = owner.release();
     // Lets a coroutine or fiber that awaits the handle run the task at the
-    // join if it has not started (executor_core::run_pending_inline).
+    // join if it has not started (scheduler::run_pending_inline).
     state->set_task(core_.get(), id);
     return {join_handle<Result>(state), {}};
   }
@@ -315,7 +315,7 @@ class executor {
         &task, mode, spawned, placement);
   }
 
-  std::unique_ptr<detail::executor_core> core_;
+  detail::owned_scheduler core_;
 };
 
 }  // namespace canopy

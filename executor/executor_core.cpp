@@ -66,6 +66,7 @@ executor_core::executor_core(executor_config config)
     state->context.index = index;
     state->is_host = index == workers;
     state->joins.attach(*this, index);
+    state->context.joins = &state->joins;
     for (std::size_t leaf = 0; leaf < config_.max_leaves; ++leaf) {
       if (partition_owner(leaf, partitions_) == index) {
         state->own_mask[leaf / 64] |= std::uint64_t{1} << (leaf % 64);
@@ -127,7 +128,7 @@ executor_core::~executor_core() {
   }
 }
 
-bool executor_core::is_worker_thread() const noexcept {
+bool scheduler::is_worker_thread() const noexcept {
   return this_thread_worker != nullptr && this_thread_worker->core == this;
 }
 
@@ -243,29 +244,32 @@ void executor_core::destroy_leftover(std::uint32_t slot) noexcept {
   dropped_tasks_.fetch_add(1, atomics::relaxed);
 }
 
-void executor_core::wake_cancelled(task_id id) noexcept {
-  if (destroying_leftovers_of != this) [[likely]] {
+// The face's cancel entries (scheduler.hpp) are the core's own code:
+// `core` is this object.
+void scheduler::wake_cancelled(task_id id) noexcept {
+  executor_core& core = as_core(*this);
+  if (destroying_leftovers_of != &core) [[likely]] {
     schedule(id);
     return;
   }
   // The workers are joined and this thread alone touches the slots: a
   // relaxed read of the generation is enough to tell a live task from a
   // stale id.
-  task_slot& target = arena_.slot(id.slot);
+  task_slot& target = core.arena_.slot(id.slot);
   if (target.vtable != nullptr &&
       task_slot::generation_of(target.state.load(atomics::relaxed)) == id.generation) {
-    destroy_leftover(id.slot);
+    core.destroy_leftover(id.slot);
   }
 }
 
-const join_state_base* executor_core::running_cancel_state(
+const join_state_base* scheduler::running_cancel_state(
     const worker_context& worker) const noexcept {
   if (!worker.has_running) {
     return nullptr;
   }
   // The running task's own thread: its slot's vtable and body are stable
   // while it runs.
-  const task_slot& target = arena_.slot(worker.running.slot);
+  const task_slot& target = as_core(*this).arena_.slot(worker.running.slot);
   const task_vtable* const kind = target.vtable;
   if (kind == nullptr || kind->cancel_state == nullptr) {
     return nullptr;

@@ -26,7 +26,7 @@
 #include "../atomics/atomics.hpp"
 
 namespace canopy::detail {
-class executor_core;
+class scheduler;
 }  // namespace canopy::detail
 
 // canopy::ext: the extension points, the interfaces through which a part the
@@ -75,11 +75,11 @@ class idle_driver {
   // workers starts: a driver that brings services of its own (the reactor's
   // timers) attaches them here. May throw; the executor's construction then
   // fails. A driver serves one executor at a time. Default: nothing.
-  virtual void bind(detail::executor_core& core) { static_cast<void>(core); }
+  virtual void bind(detail::scheduler& core) { static_cast<void>(core); }
   // That executor's shutdown is over: its tasks were destroyed (step 5), so
   // nothing can use the services bind() attached. Also called when the
   // executor's construction fails after bind(). Default: nothing.
-  virtual void unbind(detail::executor_core& core) noexcept { static_cast<void>(core); }
+  virtual void unbind(detail::scheduler& core) noexcept { static_cast<void>(core); }
 
   // What the trace calls this driver (the reactor: its I/O backend).
   [[nodiscard]] virtual const char* name() const noexcept { return "idle driver"; }

@@ -46,7 +46,7 @@
 
 #include "deadline.hpp"
 #include "errors.hpp"
-#include "executor_core.hpp"
+#include "scheduler.hpp"
 #include "join_state.hpp"
 
 namespace canopy {

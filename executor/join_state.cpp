@@ -6,7 +6,7 @@
 #include <ctime>
 
 #include "../atomics/futex.hpp"
-#include "executor_core.hpp"
+#include "scheduler.hpp"
 
 namespace canopy::detail {
 
@@ -60,7 +60,7 @@ bool join_state_base::complete(outcome result) noexcept {
   return (previous & (detached_bit | continuation_bit)) == detached_bit;
 }
 
-void join_state_base::complete_with_error(const executor_core& core) noexcept {
+void join_state_base::complete_with_error(const scheduler& core) noexcept {
   // A cancelled task's outcome was given up by whoever cancelled it (a
   // running task that throws before its next suspension point): kept in
   // the record for a joiner, never reported.
@@ -128,7 +128,7 @@ bool join_state_base::wait_blocking_until(std::int64_t steady_deadline_ns) noexc
     }
     const std::int64_t retry =
         steady_now_ns() +
-        std::chrono::duration_cast<std::chrono::nanoseconds>(executor_core::host_role_retry)
+        std::chrono::duration_cast<std::chrono::nanoseconds>(scheduler::host_role_retry)
             .count();
     const bool bounded = steady_deadline_ns >= 0 && steady_deadline_ns < retry;
     if (wait_outcome_until(bounded ? steady_deadline_ns : retry)) {

@@ -30,7 +30,7 @@
 
 namespace canopy::detail {
 
-class executor_core;
+class scheduler;
 
 // Code to run once when a task completes, registered by an awaiter.
 struct continuation {
@@ -98,14 +98,14 @@ class join_state_base {
   // spawn and read by the thread that holds the handle (a plain field),
   // and by complete() after set_waiting_task's release (so the write is
   // visible there). Lets an awaiter run a child that
-  // has not started yet inline (executor_core::run_pending_inline).
+  // has not started yet inline (scheduler::run_pending_inline).
   // The id is only meaningful on `core` (slot indices are per executor).
-  void set_task(executor_core* core, task_id task) noexcept {
+  void set_task(scheduler* core, task_id task) noexcept {
     task_core_ = core;
     task_ = task;
   }
   // True if the task was spawned on `core`, so task() names one of its slots.
-  [[nodiscard]] bool has_task_on(const executor_core* core) const noexcept {
+  [[nodiscard]] bool has_task_on(const scheduler* core) const noexcept {
     return task_core_ != nullptr && task_core_ == core;
   }
   [[nodiscard]] task_id task() const noexcept { return task_; }
@@ -132,7 +132,7 @@ class join_state_base {
   // Task side: complete(outcome::error) and, if the handle was detached
   // before, hand the exception (nobody will join it) to `core`'s
   // on_detached_exception handler. Call after set_error().
-  void complete_with_error(const executor_core& core) noexcept;
+  void complete_with_error(const scheduler& core) noexcept;
 
  protected:
   virtual ~join_state_base() = default;
@@ -160,7 +160,7 @@ class join_state_base {
   // in `context` on task_core_ (one field less in every join state).
   continuation continuation_{};
   task_id task_{};
-  executor_core* task_core_ = nullptr;
+  scheduler* task_core_ = nullptr;
   bool identity_shared_ = false;
 };
 

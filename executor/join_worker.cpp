@@ -12,7 +12,7 @@
 
 namespace canopy::detail {
 
-bool join_worker::offer_job(executor_core& core, const worker_context& self,
+bool join_worker::offer_job(scheduler& core, const worker_context& self,
                             offered_job& job) noexcept {
   job.joiner_task = self.running;
   job.joiner_has_task = self.has_running;
@@ -22,7 +22,7 @@ bool join_worker::offer_job(executor_core& core, const worker_context& self,
   // A wake for a sleeper only if nobody is awake to steal it: a hint (no
   // RMW orders the push before this read), since the joiner runs the job
   // itself at its join if nobody took it (offer_deque.hpp).
-  core.announce_offer();
+  as_core(core).announce_offer();
   return true;
 }
 

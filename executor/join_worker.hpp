@@ -28,6 +28,7 @@
 namespace canopy::detail {
 
 class executor_core;
+class scheduler;
 struct worker_context;
 
 class join_worker {
@@ -124,7 +125,7 @@ class join_worker {
   // hand, so the wake hint needs no load of core_). The job must stay valid until it was taken
   // back or it ended. A thief runs it under the joiner's task, so that
   // current_waker() inside names the joining task either way.
-  bool offer_job(executor_core& core, const worker_context& self, offered_job& job) noexcept;
+  bool offer_job(scheduler& core, const worker_context& self, offered_job& job) noexcept;
   // Takes the newest offered job back: true if it was `job` (the caller then
   // runs it), false if a thief took it (the caller waits for its end).
   bool take_back_job(const offered_job& job) noexcept;

@@ -21,12 +21,15 @@ namespace canopy::detail {
 
 // Out of line: LTO inlines it into the awaiting coroutine's body, which it
 // makes larger and slower on the path where the child already ran.
-[[gnu::noinline]] bool executor_core::run_pending_inline(task_id id) {
-  worker_state* const self = claim_pending(id, arena_.slot(id.slot));
+// The face's join entries (scheduler.hpp) are the core's own code: `core`
+// is this object.
+[[gnu::noinline]] bool scheduler::run_pending_inline(task_id id) {
+  executor_core& core = as_core(*this);
+  executor_core::worker_state* const self = core.claim_pending(id, core.arena_.slot(id.slot));
   if (self == nullptr) {
     return false;
   }
-  run_claimed_nested(*self, id.slot);
+  core.run_claimed_nested(*self, id.slot);
   return true;
 }
 
@@ -34,14 +37,14 @@ namespace canopy::detail {
 // may inline each where it is used: with two callers it keeps one shared
 // copy out of line, a call on every fork.
 // no_icf (GCC's): identical code folding would make them one function again.
-CANOPY_NO_ICF executor_core::pending_run executor_core::run_or_adopt_pending(
-    task_id id, const adoption& adopt) {
-  return run_or_adopt<false>(id, adopt);
+CANOPY_NO_ICF scheduler::pending_run scheduler::run_or_adopt_pending(task_id id,
+                                                                    const adoption& adopt) {
+  return as_core(*this).run_or_adopt<false>(id, adopt);
 }
 
-CANOPY_NO_ICF executor_core::pending_run executor_core::take_over_pending(task_id id,
-                                                                          const adoption& adopt) {
-  return run_or_adopt<true>(id, adopt);
+CANOPY_NO_ICF scheduler::pending_run scheduler::take_over_pending(task_id id,
+                                                                 const adoption& adopt) {
+  return as_core(*this).run_or_adopt<true>(id, adopt);
 }
 
 template <bool KeepForSpawn>
@@ -71,17 +74,18 @@ template <bool KeepForSpawn>
   return pending_run::adopted;
 }
 
-executor_core::pending_run executor_core::take_back_unrun(task_id id) {
-  task_slot& target = arena_.slot(id.slot);
-  worker_state* const self = claim_pending(id, target);
+scheduler::pending_run scheduler::take_back_unrun(task_id id) {
+  executor_core& core = as_core(*this);
+  task_slot& target = core.arena_.slot(id.slot);
+  executor_core::worker_state* const self = core.claim_pending(id, target);
   if (self == nullptr) {
     return pending_run::none;
   }
   if (self->trace != nullptr) [[unlikely]] {
-    run_claimed_nested(*self, id.slot);  // a traced run, so the trace shows it
+    core.run_claimed_nested(*self, id.slot);  // a traced run, so the trace shows it
     return pending_run::ran;
   }
-  retire_unrun(*self, target, id);
+  core.retire_unrun(*self, target, id);
   return pending_run::adopted;
 }
 

@@ -107,54 +107,58 @@ template <spawn_placement Placement>
   return spawn_status::spawned;
 }
 
-spawn_status executor_core::spawn_body(const task_vtable* vtable,
-                                       void (*construct)(void* storage, void* context),
-                                       void* context, spawn_mode mode, task_id* spawned,
-                                       spawn_placement placement) {
+// The face's spawn entries (scheduler.hpp) are the core's own code: `core`
+// is this object.
+spawn_status scheduler::spawn_body(const task_vtable* vtable,
+                                   void (*construct)(void* storage, void* context), void* context,
+                                   spawn_mode mode, task_id* spawned, spawn_placement placement) {
+  executor_core& core = as_core(*this);
   switch (placement) {
     case spawn_placement::host:
-      return spawn_into<spawn_placement::host>(vtable, construct, context, mode, spawned);
+      return core.spawn_into<spawn_placement::host>(vtable, construct, context, mode, spawned);
     case spawn_placement::offered:
       return spawn_offered(vtable, construct, context, mode, spawned);
     case spawn_placement::anywhere:
       break;
   }
-  return spawn_into<spawn_placement::anywhere>(vtable, construct, context, mode, spawned);
+  return core.spawn_into<spawn_placement::anywhere>(vtable, construct, context, mode, spawned);
 }
 
-spawn_status executor_core::spawn_offered(const task_vtable* vtable,
-                                          void (*construct)(void* storage, void* context),
-                                          void* context, spawn_mode mode, task_id* spawned) {
-  return spawn_into<spawn_placement::offered>(vtable, construct, context, mode, spawned);
+spawn_status scheduler::spawn_offered(const task_vtable* vtable,
+                                      void (*construct)(void* storage, void* context),
+                                      void* context, spawn_mode mode, task_id* spawned) {
+  return as_core(*this).spawn_into<spawn_placement::offered>(vtable, construct, context, mode,
+                                                             spawned);
 }
 
 namespace {
 void store_pointer_body(void* storage, void* body) { ::new (storage) void*(body); }
 }  // namespace
 
-spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, spawn_mode mode,
-                                        task_id* spawned) {
+spawn_status scheduler::spawn_child(const task_vtable* vtable, void* body, spawn_mode mode,
+                                    task_id* spawned) {
+  executor_core& core = as_core(*this);
   worker_context* const worker = this_thread_worker;
   if (worker != nullptr && worker->core == this) [[likely]] {
-    worker_state& self = *workers_[worker->index];
+    executor_core::worker_state& self = *core.workers_[worker->index];
     // As spawn_into's offered path, with the body a plain store: a worker
     // only needs the stop flag (see there), a free slot at hand, no host
     // role and no trace; anything else takes the general path. The slot:
     // a kept one (a take-over retired it; the host keeps none), else one
     // of the warm reservation.
-    if (self.trace == nullptr && !stopping_.load(atomics::acquire) &&
+    if (self.trace == nullptr && !core.stopping_.load(atomics::acquire) &&
         (self.kept_count != 0 || (self.spawn_slots.free != 0 && !self.is_host))) [[likely]] {
       task_slot* target = nullptr;
       std::uint32_t slot = 0;
       std::uint32_t generation = 0;
       if (self.kept_count != 0) {
-        const worker_state::kept_slot& kept = self.kept_slots[--self.kept_count];
+        const executor_core::worker_state::kept_slot& kept = self.kept_slots[--self.kept_count];
         target = kept.target;
         slot = kept.index;
         generation = kept.generation;
       } else {
         slot = task_arena::take(self.spawn_slots);
-        target = &arena_.slot(slot);
+        target = &core.arena_.slot(slot);
         generation = task_slot::generation_of(target->state.load(atomics::relaxed));
       }
       store_pointer_body(target->storage, body);
@@ -166,9 +170,9 @@ spawn_status executor_core::spawn_child(const task_vtable* vtable, void* body, s
       *spawned = {slot, generation};
       worker_counters::bump(self.counters.spawned);
       if (self.joins.offer_task(slot)) {
-        sleep_.new_jobs(1);  // a hint, as in spawn_into
+        core.sleep_.new_jobs(1);  // a hint, as in spawn_into
       } else {
-        make_runnable_from(&self, slot);
+        core.make_runnable_from(&self, slot);
       }
       return spawn_status::spawned;
     }
@@ -320,11 +324,12 @@ void executor_core::notify_capacity_waiters() noexcept {
   }
 }
 
-bool executor_core::schedule(task_id id) noexcept {
+bool scheduler::schedule(task_id id) noexcept {
+  executor_core& core = as_core(*this);
   if (is_worker_thread()) [[likely]] {
-    return schedule_task(id);
+    return core.schedule_task(id);
   }
-  return schedule_from_outside(id);
+  return core.schedule_from_outside(id);
 }
 
 // A wake from a thread that is not one of this executor's (another

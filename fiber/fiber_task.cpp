@@ -329,11 +329,11 @@ fiber_frame& checked_current_fiber(const char* what) {
   return *frame;
 }
 
-void run_pending_child(detail::executor_core& core, detail::task_id id) {
+void run_pending_child(detail::scheduler& core, detail::task_id id) {
   fiber_body child{};
-  const detail::executor_core::adoption adopt{&fiber_body::table, &fits_on_this_stack, &child,
+  const detail::scheduler::adoption adopt{&fiber_body::table, &fits_on_this_stack, &child,
                                               sizeof child};
-  if (core.run_or_adopt_pending(id, adopt) != detail::executor_core::pending_run::adopted) {
+  if (core.run_or_adopt_pending(id, adopt) != detail::scheduler::pending_run::adopted) {
     return;
   }
   // The child is now part of the running fiber: its body runs here, and a
@@ -347,7 +347,7 @@ void run_pending_child(detail::executor_core& core, detail::task_id id) {
   }
 }
 
-detail::spawn_status spawn_fiber_body(detail::executor_core& core, fiber_frame* frame,
+detail::spawn_status spawn_fiber_body(detail::scheduler& core, fiber_frame* frame,
                                       detail::join_state_base* state, detail::spawn_mode mode,
                                       detail::task_id* spawned) {
   fiber_body body{frame, state};

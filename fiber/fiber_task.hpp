@@ -63,7 +63,7 @@
 #include "../executor/block_pool.hpp"
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/join_state.hpp"
 #include "../executor/task_slot.hpp"
 #include "../wait/current_task.hpp"
@@ -182,9 +182,9 @@ fiber_frame& checked_current_fiber(const char* what);
 // its this_fiber calls suspend the running fiber, and its wakers wake it);
 // any other task runs nested on this worker as usual. Throws fiber_unwind
 // when the running fiber was unwound while the child ran in it.
-void run_pending_child(canopy::detail::executor_core& core, canopy::detail::task_id id);
+void run_pending_child(canopy::detail::scheduler& core, canopy::detail::task_id id);
 
-canopy::detail::spawn_status spawn_fiber_body(canopy::detail::executor_core& core,
+canopy::detail::spawn_status spawn_fiber_body(canopy::detail::scheduler& core,
                                               fiber_frame* frame,
                                               canopy::detail::join_state_base* state,
                                               canopy::detail::spawn_mode mode,
@@ -238,7 +238,7 @@ void run_and_destroy(fiber_frame& frame) noexcept {
 }
 
 template <class Fn>
-canopy::detail::spawn_status spawn_fiber_on(canopy::detail::executor_core& core, Fn&& fn,
+canopy::detail::spawn_status spawn_fiber_on(canopy::detail::scheduler& core, Fn&& fn,
                                             std::size_t stack_size, canopy::detail::spawn_mode mode,
                                             task_handle<fiber_result_t<Fn>>& out) {
   using R = fiber_result_t<Fn>;
@@ -308,13 +308,13 @@ template <class Fn>
 struct ext::task_spawner<detail::fiber_spec<Fn>> {
   using handle_type = task_handle<detail::fiber_result_t<Fn>>;
   template <class Spec>
-  static std::error_code spawn(canopy::detail::executor_core& core, Spec&& spec,
+  static std::error_code spawn(canopy::detail::scheduler& core, Spec&& spec,
                                canopy::detail::spawn_mode mode, handle_type& out) {
     return to_error_code(
         detail::spawn_fiber_on(core, std::forward<Spec>(spec).fn, spec.stack_size, mode, out));
   }
   template <class Spec>
-  static std::error_code spawn_detached(canopy::detail::executor_core& core, Spec&& spec,
+  static std::error_code spawn_detached(canopy::detail::scheduler& core, Spec&& spec,
                                         canopy::detail::spawn_mode mode) {
     handle_type handle;
     const std::error_code error = spawn(core, std::forward<Spec>(spec), mode, handle);

@@ -159,7 +159,7 @@ T await(join_handle<T>& handle) {
   // left of it, any other task nested on this worker (on its own stack if
   // it is a fiber: switch_into saves and restores the current fiber and the
   // sanitizers' view of it).
-  canopy::detail::executor_core* const here = canopy::detail::current_worker()->core;
+  canopy::detail::scheduler* const here = canopy::detail::current_worker()->core;
   canopy::detail::join_state<T>* const state = handle.state();
   const bool child_here = state->has_task_on(here);
   if (child_here && !state->ready()) {

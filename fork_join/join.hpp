@@ -79,7 +79,7 @@
 // the joiner takes back runs as a plain call and ends with a plain store,
 // one a thief took ends with one locked decrement. Past the deque's
 // capacity an offered callable is a task-slot body instead, retired unrun
-// when taken back (executor_core::take_back_unrun).
+// when taken back (scheduler::take_back_unrun).
 #pragma once
 
 #include <array>
@@ -105,7 +105,7 @@
 
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/join_worker.hpp"
 #include "../executor/task_slot.hpp"
 #include "join_branch.hpp"
@@ -124,7 +124,7 @@ class fork_join {
 
   // On a worker (or the host thread running a task) of `core`; `self` is
   // the calling thread's current_worker().
-  result_type run_on_worker(detail::executor_core& core, const detail::worker_context* self) {
+  result_type run_on_worker(detail::scheduler& core, const detail::worker_context* self) {
     join_countdown countdown(static_cast<std::uint32_t>(count - 1));
     std::array<detail::task_id, count == 1 ? 1 : count - 1> offered{};
     // Offered last to first: the second callable is pushed last, so it is
@@ -151,7 +151,7 @@ class fork_join {
       countdown.forgive(finished_here(std::make_index_sequence<count>{}));
       // Waits follow the join tree downwards, so running a callable another
       // join offered cannot wait for this one: no cycle (docs/fork_join.md).
-      countdown.wait([&core, self] { return core.joins_of(self->index).help(); });
+      countdown.wait([self] { return self->joins->help(); });
     }
     return collect(std::make_index_sequence<count>{});
   }
@@ -159,7 +159,7 @@ class fork_join {
   // From a thread that runs no task: every callable becomes a task of
   // `core` and this thread blocks until all ended.
   result_type run_from_outside(executor& pool) {
-    detail::executor_core& core = pool.core();
+    detail::scheduler& core = pool.core();
     join_countdown countdown(static_cast<std::uint32_t>(count));
     detail::spawn_status failure = detail::spawn_status::spawned;
     std::exception_ptr thrown;
@@ -188,7 +188,7 @@ class fork_join {
   // Offer callable I as a task; false if it could not be (spawn_status or
   // an exception from the slot allocation).
   template <std::size_t I>
-  detail::spawn_status offer(detail::executor_core& core, join_countdown& countdown,
+  detail::spawn_status offer(detail::scheduler& core, join_countdown& countdown,
                              const detail::worker_context* joiner, detail::spawn_mode mode,
                              detail::task_id& id) {
     body_t<I> body{&std::get<I>(fns_), &std::get<I>(outcomes_), &countdown, joiner};
@@ -196,7 +196,7 @@ class fork_join {
   }
 
   template <std::size_t... Is>
-  void offer_reversed(detail::executor_core& core, join_countdown& countdown,
+  void offer_reversed(detail::scheduler& core, join_countdown& countdown,
                       const detail::worker_context* self,
                       std::array<detail::task_id, count == 1 ? 1 : count - 1>& offered,
                       std::size_t& first_offered, std::index_sequence<Is...> /*indices*/) {
@@ -210,7 +210,7 @@ class fork_join {
       job.fn = &std::get<I>(fns_);
       job.outcome = &std::get<I>(outcomes_);
       job.countdown = &countdown;
-      if (core.joins_of(self->index).offer_job(core, *self, job)) {
+      if (self->joins->offer_job(core, *self, job)) {
         in_deque_[I] = true;
         first_offered = I;
         return;
@@ -239,7 +239,7 @@ class fork_join {
   // it as a nested task instead, and run_entry marks it finished here).
   // offered[k] holds callable count - 1 - k (offer_reversed).
   template <class AllEnded, std::size_t... Is>
-  void take_back(detail::executor_core& core, const detail::worker_context& self,
+  void take_back(detail::scheduler& core, const detail::worker_context& self,
                  const std::array<detail::task_id, count == 1 ? 1 : count - 1>& offered,
                  std::size_t first_offered, const AllEnded& all_ended,
                  std::index_sequence<Is...> /*indices*/) {
@@ -249,9 +249,9 @@ class fork_join {
           return;
         }
         const bool taken_back = in_deque_[I]
-                                    ? core.joins_of(self.index).take_back_job(std::get<I>(jobs_))
+                                    ? self.joins->take_back_job(std::get<I>(jobs_))
                                     : core.take_back_unrun(offered[count - 1 - I]) ==
-                                          detail::executor_core::pending_run::adopted;
+                                          detail::scheduler::pending_run::adopted;
         if (taken_back) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
           std::get<I>(outcomes_).finished_here = true;
@@ -281,7 +281,7 @@ class fork_join {
   }
 
   template <std::size_t... Is>
-  void offer_all(detail::executor_core& core, join_countdown& countdown,
+  void offer_all(detail::scheduler& core, join_countdown& countdown,
                  detail::spawn_status& failure, std::exception_ptr& thrown,
                  std::index_sequence<Is...> /*indices*/) {
     const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
@@ -308,7 +308,7 @@ class fork_join {
   // role, or shutdown began, that thread or shutdown runs (or drops) them
   // and the caller just waits; if another joiner holds it, it hands the
   // role back when its own wait ends, so this one tries again meanwhile.
-  static void drive_as_host(detail::executor_core& core, const join_countdown& countdown) {
+  static void drive_as_host(detail::scheduler& core, const join_countdown& countdown) {
     for (;;) {
       const detail::host_drive drive = core.run_host_until(
           [](const void* waited) noexcept {
@@ -320,7 +320,7 @@ class fork_join {
         return;
       }
       if (drive == detail::host_drive::held_by_joiner) {
-        std::this_thread::sleep_for(detail::executor_core::host_role_retry);
+        std::this_thread::sleep_for(detail::scheduler::host_role_retry);
       }
     }
   }
@@ -364,7 +364,7 @@ template <class... Fns>
 auto fork_join_on(executor& pool, const char* what, Fns&... fns) ->
     typename fork_join<Fns...>::result_type {
   (refuse_empty_callable(fns, what), ...);
-  detail::executor_core& core = pool.core();
+  detail::scheduler& core = pool.core();
   if (detail::worker_context* const worker = detail::current_worker(); worker != nullptr) {
     if (worker->core == &core) {
       return fork_join<Fns...>(fns...).run_on_worker(core, worker);

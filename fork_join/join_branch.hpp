@@ -15,7 +15,7 @@
 #include <variant>
 
 #include "../executor/errors.hpp"
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/offer_deque.hpp"
 #include "../executor/task_slot.hpp"
 #include "../atomics/atomics.hpp"

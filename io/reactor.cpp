@@ -54,7 +54,7 @@ reactor::~reactor() {
   epoll_.reset();
 }
 
-reactor* reactor::of(canopy::detail::executor_core& core) noexcept {
+reactor* reactor::of(canopy::detail::scheduler& core) noexcept {
   return dynamic_cast<reactor*>(core.driver());
 }
 

@@ -103,7 +103,7 @@ class reactor final : public ext::idle_driver {
   // The reactor of `pool` (its executor_config::driver). Throws
   // std::logic_error if it has none.
   static reactor& of(executor& pool);
-  static reactor* of(canopy::detail::executor_core& core) noexcept;
+  static reactor* of(canopy::detail::scheduler& core) noexcept;
 
   // ---- registrations (any thread) ----
   using registration_id = detail::registration_id;
@@ -188,8 +188,8 @@ class reactor final : public ext::idle_driver {
   // Attach / detach the reactor's own timers (io/timer/reactor_timers.cpp).
   // bind throws std::logic_error if this reactor already drives a running
   // executor.
-  void bind(canopy::detail::executor_core& core) override;
-  void unbind(canopy::detail::executor_core& core) noexcept override;
+  void bind(canopy::detail::scheduler& core) override;
+  void unbind(canopy::detail::scheduler& core) noexcept override;
   // "epoll" or "io_uring" (the trace's io_backend).
   [[nodiscard]] const char* name() const noexcept override { return to_string(backend_); }
 
@@ -212,7 +212,7 @@ class reactor final : public ext::idle_driver {
   detail::epoll_backend* readiness_ = nullptr;
 
   // The executor this reactor drives (bind/unbind), and its own timers.
-  canopy::detail::atomics::atomic<canopy::detail::executor_core*> bound_core_{nullptr};
+  canopy::detail::atomics::atomic<canopy::detail::scheduler*> bound_core_{nullptr};
   std::unique_ptr<detail::timer_queue> timers_;
   bool timers_bound_ = false;
 

@@ -30,6 +30,7 @@
 #include <array>
 #include <atomic>
 #include <canopy/canopy.hpp>
+#include <canopy/detail/executor/core_access.hpp>
 #include <canopy/fiber.hpp>
 #include <canopy/io.hpp>
 #include <chrono>
@@ -132,10 +133,11 @@ struct round_state {
 // The scheduler's own state, read below the public API on purpose: a stall
 // or a hang is diagnosed from each worker's sleep latch and status, the
 // summary tree's words and the permits, which no user-facing call exposes
-// (executor::core() is the runtime underneath, for task kinds built on it).
+// (core_access.hpp, for tests and this program, reaches the runtime under
+// executor::core()'s face).
 // Racy snapshots, printed only when the run has already failed.
 void dump_scheduler_state(executor& pool) {
-  detail::executor_core& core = pool.core();
+  detail::executor_core& core = detail::core_of(pool);
   for (std::size_t worker = 0; worker < core.worker_count(); ++worker) {
     std::fprintf(stderr, "  worker %zu: latch %u status %llx\n", worker,
                  static_cast<unsigned>(core.sleep().waker(worker).latch().load()),

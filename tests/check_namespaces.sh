@@ -8,7 +8,9 @@
 #     implementation types still waiting to move (not_yet_moved below, a
 #     list that only shrinks);
 #   - an implementation file that includes the public facade <canopy/...>
-#     (implementation files include implementation headers).
+#     (implementation files include implementation headers);
+#   - a file outside executor/ that includes executor/executor_core.hpp
+#     (the runtime's face is executor/scheduler.hpp).
 # Types in an unnamed namespace of a .cpp file are private to that file and
 # pass. Run by ./run.sh test (plain suite). Options: --list prints every type
 # by namespace. Last line: "namespaces: N types, M outside detail not
@@ -93,6 +95,14 @@ include_count=0
 if [ -n "$include_hits" ]; then
   include_count=$(printf '%s\n' "$include_hits" | wc -l)
   printf '%s\n' "$include_hits" | sed 's/^/-- includes the public facade: /' >&2
+  status=1
+fi
+# executor_core is private to executor/: the other folders reach the runtime
+# through its face, executor/scheduler.hpp (tests: executor/core_access.hpp).
+core_hits=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^>"]*executor_core\.hpp' \
+  "${files[@]}" | grep -v '^executor/')
+if [ -n "$core_hits" ]; then
+  printf '%s\n' "$core_hits" | sed 's/^/-- includes executor_core.hpp outside executor\/: /' >&2
   status=1
 fi
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 
 namespace canopy::detail {
 
@@ -26,7 +26,7 @@ inline detail::worker_context& current_worker_for(const char* what) {
   return *worker;
 }
 
-inline detail::executor_core& current_core(const char* what) {
+inline detail::scheduler& current_core(const char* what) {
   return *current_worker_for(what).core;
 }
 

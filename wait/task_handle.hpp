@@ -16,7 +16,7 @@
 #include <tuple>
 #include <utility>
 
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/task_slot.hpp"
 
@@ -26,7 +26,7 @@ template <class T>
 class task_handle : public join_handle<T> {
  public:
   task_handle() noexcept = default;
-  task_handle(detail::join_state<T>* state, detail::executor_core* core,
+  task_handle(detail::join_state<T>* state, detail::scheduler* core,
               detail::task_id id) noexcept
       : join_handle<T>(state), core_(core), id_(id) {}
 
@@ -40,10 +40,10 @@ class task_handle : public join_handle<T> {
     }
     return id_;
   }
-  [[nodiscard]] detail::executor_core* core() const noexcept { return core_; }
+  [[nodiscard]] detail::scheduler* core() const noexcept { return core_; }
 
  private:
-  detail::executor_core* core_ = nullptr;
+  detail::scheduler* core_ = nullptr;
   detail::task_id id_{};
 };
 

@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/task_slot.hpp"
 #include "../atomics/atomics.hpp"
 
@@ -63,7 +63,7 @@ struct wait_link {
     auto* link = static_cast<wait_link*>(self);
     // Read everything we need before the exchange: once `fired` is
     // visible the task may resume and free the link.
-    detail::executor_core* const target = link->core;
+    detail::scheduler* const target = link->core;
     const detail::task_id task = link->id;
     // acq_rel: release publishes the source's result to the task's
     // has_fired(); acquire pairs with abandon()'s exchange so reclaim/owner
@@ -89,7 +89,7 @@ struct wait_link {
     return state.exchange(abandoned, atomics::acq_rel) == fired;
   }
 
-  detail::executor_core* core = nullptr;
+  detail::scheduler* core = nullptr;
   detail::task_id id{};
   atomics::atomic<std::uint32_t> state{armed};
   // Set by the source before the link can fire: take the registration back

@@ -1,6 +1,6 @@
 // waker — a copyable, thread-safe handle that makes one task runnable.
 //
-// A waker is (executor_core*, task_id); wake() is executor_core::schedule(id):
+// A waker is (scheduler*, task_id); wake() is scheduler::schedule(id):
 //   * from any thread, including threads the executor does not own;
 //   * after the task finished, a no-op that returns false (the slot's
 //     generation moved on, so a recycled slot's new task is never woken).
@@ -20,7 +20,7 @@
 
 #include <stdexcept>
 
-#include "../executor/executor_core.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/task_slot.hpp"
 
 namespace canopy {
@@ -28,21 +28,21 @@ namespace canopy {
 class waker {
  public:
   waker() noexcept = default;
-  waker(detail::executor_core& core, detail::task_id id) noexcept : core_(&core), id_(id) {}
+  waker(detail::scheduler& core, detail::task_id id) noexcept : core_(&core), id_(id) {}
 
   // True if the task still existed (it is, or will be, run again).
   bool wake() const noexcept { return core_ != nullptr && core_->schedule(id_); }
 
   [[nodiscard]] bool valid() const noexcept { return core_ != nullptr; }
   [[nodiscard]] detail::task_id id() const noexcept { return id_; }
-  [[nodiscard]] detail::executor_core* core() const noexcept { return core_; }
+  [[nodiscard]] detail::scheduler* core() const noexcept { return core_; }
 
   friend bool operator==(const waker& a, const waker& b) noexcept {
     return a.core_ == b.core_ && a.id_.slot == b.id_.slot && a.id_.generation == b.id_.generation;
   }
 
  private:
-  detail::executor_core* core_ = nullptr;
+  detail::scheduler* core_ = nullptr;
   detail::task_id id_{};
 };
 

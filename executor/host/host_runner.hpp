@@ -31,22 +31,10 @@
 
 #include "../../atomics/atomics.hpp"
 #include "../executor_core.hpp"
+#include "host_budget.hpp"
 #include "host_channel.hpp"
 
 namespace canopy::detail {
-
-// How long one call of host_runner::run() keeps the calling thread.
-struct host_budget {
-  std::size_t max_tasks = ~std::size_t{0};
-  bool wait_for_work = false;    // block (until the deadline) when nothing is ready
-  bool until_shutdown = false;   // run(): ignore the deadline, return when shutdown begins
-  bool stop_at_shutdown = true;  // false only for shutdown's own drain
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  // When set: return as soon as ready(ready_context) holds (a join on a
-  // host-driven executor, run_until).
-  bool (*ready)(const void* ready_context) noexcept = nullptr;
-  const void* ready_context = nullptr;
-};
 
 class host_runner {
  public:

@@ -11,8 +11,8 @@ namespace {
 void notify_reactor(void* target) noexcept { static_cast<reactor*>(target)->notify(); }
 }  // namespace
 
-void reactor::bind(canopy::detail::executor_core& core) {
-  canopy::detail::executor_core* expected = nullptr;
+void reactor::bind(canopy::detail::scheduler& core) {
+  canopy::detail::scheduler* expected = nullptr;
   // Relaxed: the claim only tells a second executor apart; what the timers
   // publish goes through timer_queue::attach's mutex and release store.
   if (!bound_core_.compare_exchange_strong(expected, &core, canopy::detail::atomics::relaxed)) {
@@ -33,7 +33,7 @@ void reactor::bind(canopy::detail::executor_core& core) {
   }
 }
 
-void reactor::unbind(canopy::detail::executor_core& core) noexcept {
+void reactor::unbind(canopy::detail::scheduler& core) noexcept {
   if (bound_core_.load(canopy::detail::atomics::relaxed) != &core) {
     return;
   }

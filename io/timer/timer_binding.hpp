@@ -44,7 +44,7 @@ class reactor_timers {
   [[nodiscard]] detail::timer_queue& queue() noexcept { return *queue_; }
 
  private:
-  canopy::detail::executor_core* core_;
+  canopy::detail::scheduler* core_;
   reactor* reactor_;
   std::unique_ptr<detail::timer_queue> added_;  // null: the reactor's own timers
   detail::timer_queue* queue_;

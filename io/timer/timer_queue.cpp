@@ -13,7 +13,7 @@ namespace {
 // (attach/detach), read on every sleep: a fixed table of atomics scanned
 // without a lock.
 struct attachment {
-  canopy::detail::atomics::atomic<const canopy::detail::executor_core*> core{nullptr};
+  canopy::detail::atomics::atomic<const canopy::detail::scheduler*> core{nullptr};
   canopy::detail::atomics::atomic<timer_queue*> queue{nullptr};
 };
 constexpr std::size_t max_attachments = 64;
@@ -168,12 +168,11 @@ std::size_t timer_queue::pending() noexcept {
   return wheel_.size();
 }
 
-void timer_queue::attach(canopy::detail::executor_core& core, timer_queue& queue) {
+void timer_queue::attach(canopy::detail::scheduler& core, timer_queue& queue) {
   const std::lock_guard lock(attach_mutex);
   attachment* free_entry = nullptr;
   for (attachment& one : attachments) {
-    const canopy::detail::executor_core* const owner =
-        one.core.load(canopy::detail::atomics::relaxed);
+    const canopy::detail::scheduler* const owner = one.core.load(canopy::detail::atomics::relaxed);
     if (owner == &core) {
       throw std::logic_error(
           "canopy::io::timer_queue::attach: this executor already has a timer queue");
@@ -191,7 +190,7 @@ void timer_queue::attach(canopy::detail::executor_core& core, timer_queue& queue
   free_entry->core.store(&core, canopy::detail::atomics::release);
 }
 
-void timer_queue::detach(canopy::detail::executor_core& core) noexcept {
+void timer_queue::detach(canopy::detail::scheduler& core) noexcept {
   const std::lock_guard lock(attach_mutex);
   for (attachment& one : attachments) {
     if (one.core.load(canopy::detail::atomics::relaxed) == &core) {
@@ -201,7 +200,7 @@ void timer_queue::detach(canopy::detail::executor_core& core) noexcept {
   }
 }
 
-timer_queue* timer_queue::find(const canopy::detail::executor_core* core) noexcept {
+timer_queue* timer_queue::find(const canopy::detail::scheduler* core) noexcept {
   for (attachment& one : attachments) {
     // acquire: pairs with attach()'s release store of `core`.
     if (one.core.load(canopy::detail::atomics::acquire) == core) {

@@ -29,7 +29,7 @@
 #include <mutex>
 #include <optional>
 
-#include "../../executor/executor_core.hpp"
+#include "../../executor/scheduler.hpp"
 #include "../../executor/idle_driver.hpp"
 #include "../../atomics/atomics.hpp"
 #include "../../atomics/futex_mutex.hpp"
@@ -97,12 +97,12 @@ class timer_queue final : public ext::deadline_source {
   // the executor's timers and detaches it before it stops. At most one
   // queue per executor; attach throws std::logic_error on a second one or
   // when the table (64 executors) is full.
-  static void attach(canopy::detail::executor_core& core, timer_queue& queue);
-  static void detach(canopy::detail::executor_core& core) noexcept;
+  static void attach(canopy::detail::scheduler& core, timer_queue& queue);
+  static void detach(canopy::detail::scheduler& core) noexcept;
   // The queue of the executor running the calling task; throws
   // std::logic_error outside a task or when none is attached.
   static timer_queue& current();
-  [[nodiscard]] static timer_queue* find(const canopy::detail::executor_core* core) noexcept;
+  [[nodiscard]] static timer_queue* find(const canopy::detail::scheduler* core) noexcept;
 
  private:
   // A futex_mutex: every timed wait arms and disarms under it, and its

@@ -36,7 +36,7 @@ class timer_thread {
   static void on_earlier_deadline(void* self) noexcept;
   void run();
 
-  canopy::detail::executor_core* core_;
+  canopy::detail::scheduler* core_;
   detail::timer_queue queue_;
   std::mutex mutex_;
   std::condition_variable wake_;

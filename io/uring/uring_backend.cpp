@@ -14,7 +14,7 @@
 #include <string>
 #include <utility>
 
-#include "../../executor/executor_core.hpp"
+#include "../../executor/scheduler.hpp"
 #include "completion_ring.hpp"
 
 namespace canopy::io::detail {

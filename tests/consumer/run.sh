@@ -60,7 +60,8 @@ fi
 
 # The installed layout: Canopy's folders only under include/canopy/, the
 # public headers at its top, the rest under canopy/detail/, and none of the
-# headers only the model checks or the executor's own sources use.
+# headers only the model checks or the executor's own sources use (the
+# runtime, executor_core, is reached through its face, scheduler.hpp).
 for generic in executor coroutine fiber atomics; do
   if [ -e "$prefix/include/$generic" ] || [ -e "$prefix/include/canopy/$generic" ]; then
     echo "-- consumer: install put an implementation folder outside canopy/detail: $generic" >&2
@@ -80,7 +81,8 @@ if grep -rl 'include <liburing' "$prefix/include" >&2 || [ -e "$prefix/include/c
   failed=$((failed + 1))
 fi
 for private in atomics/model_atomic.hpp atomics/relacy_atomic.hpp executor/pending_claim.hpp \
-  executor/drain_check.hpp executor/core_inline.hpp; do
+  executor/drain_check.hpp executor/core_inline.hpp executor/executor_core.hpp \
+  executor/core_access.hpp executor/host/host_runner.hpp; do
   if [ -e "$prefix/include/canopy/detail/$private" ]; then
     echo "-- consumer: an internal header was installed: $private" >&2
     failed=$((failed + 1))

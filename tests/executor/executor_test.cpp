@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/core_access.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 #include "tests/worker_gate.hpp"
@@ -537,7 +538,7 @@ TEST_CASE("the arena grows by whole leaves up to max_leaves") {
   config.initial_leaves = 2;
   config.max_leaves = 8;  // capacity 512
   executor pool(config);
-  CHECK(pool.core().arena().leaf_limit() == 2);
+  CHECK(canopy::detail::core_of(pool).arena().leaf_limit() == 2);
   std::mutex gate_mutex;
   std::condition_variable gate_cv;
   bool open = false;
@@ -553,8 +554,8 @@ TEST_CASE("the arena grows by whole leaves up to max_leaves") {
     handles.push_back(std::move(attempt.handle));
   }
   // 300 live tasks need at least 5 leaves of 64.
-  CHECK(pool.core().arena().leaf_limit() >= 5);
-  CHECK(pool.core().arena().leaf_limit() <= 8);
+  CHECK(canopy::detail::core_of(pool).arena().leaf_limit() >= 5);
+  CHECK(canopy::detail::core_of(pool).arena().leaf_limit() <= 8);
   {
     const std::lock_guard lock(gate_mutex);
     open = true;

@@ -274,7 +274,7 @@ TEST_CASE(
     "complete_with_error reports to on_detached_exception only when detached, not cancelled") {
   detached_log log;
   canopy::executor pool(log.configure());
-  canopy::detail::executor_core& core = pool.core();
+  canopy::detail::scheduler& core = pool.core();
   std::atomic<int> destroyed{0};
   const auto failing = [&](const char* text) {
     auto* state = new counted_state<int>(destroyed);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/core_access.hpp"
 #include "executor/executor.hpp"
 #include "tests/watchdog.hpp"
 
@@ -30,7 +31,7 @@ executor_config stress_config(std::size_t workers, std::uint32_t yield_rounds) {
 
 void wait_until_all_asleep(executor& pool) {
   const auto workers = static_cast<std::uint32_t>(pool.worker_count());
-  while (pool.core().sleep().counters().sleeping() != workers) {
+  while (canopy::detail::core_of(pool).sleep().counters().sleeping() != workers) {
     std::this_thread::yield();
   }
 }
@@ -41,7 +42,7 @@ void wait_until_all_asleep(executor& pool) {
 std::uint64_t wait_until_parked_again(executor& pool, std::uint64_t parks_seen) {
   const auto workers = static_cast<std::uint32_t>(pool.worker_count());
   for (;;) {
-    if (pool.core().sleep().counters().sleeping() == workers) {
+    if (canopy::detail::core_of(pool).sleep().counters().sleeping() == workers) {
       const std::uint64_t parks = pool.stats().total().parks;
       if (parks > parks_seen) {
         return parks;
@@ -228,7 +229,7 @@ TEST_CASE("permits do not pile up while every worker is busy") {
   for (int index = 0; index < 20000; ++index) {
     pool.spawn_detached([&] { ran.fetch_add(1); });
   }
-  const auto permits = pool.core().tree().permits().load();
+  const auto permits = canopy::detail::core_of(pool).tree().permits().load();
   CHECK(permits.permits <= permits.sleepers);
   CHECK(permits.permits == 0);
   release.store(true);

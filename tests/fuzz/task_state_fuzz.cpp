@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "executor/executor_core.hpp"
+#include "executor/scheduler.hpp"
 
 namespace {
 
@@ -59,7 +59,7 @@ struct task_record;
 
 // The fuzzer's state, shared with task bodies (which run on the worker).
 struct fuzz_world {
-  canopy::detail::executor_core* core = nullptr;
+  canopy::detail::scheduler* core = nullptr;
   std::vector<std::unique_ptr<task_record>> records;
   std::mutex mutex;  // guards plans and records (the worker appends children)
 };
@@ -184,7 +184,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   config.on_shutdown = input.ConsumeBool() ? canopy::shutdown_policy::drain
                                            : canopy::shutdown_policy::cancel_pending;
   fuzz_world world;
-  auto core = std::make_unique<canopy::detail::executor_core>(config);
+  canopy::detail::owned_scheduler core = canopy::detail::make_scheduler(config);
   world.core = core.get();
   constexpr std::size_t max_tasks = 40;
   std::vector<canopy::detail::task_id> stale_ids;

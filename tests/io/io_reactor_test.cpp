@@ -17,6 +17,7 @@
 #include "coroutine/coroutine.hpp"
 #include "fiber/fiber.hpp"
 #include "io/fiber/fiber_io.hpp"
+#include "executor/core_access.hpp"
 #include "io/io.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
@@ -309,7 +310,7 @@ TEST_CASE("an idle executor with a reactor parks its poller in epoll_wait and bu
     executor pool(io_config(4));
     reactor& owner = reactor::of(pool);
     // Let the workers finish spinning and park.
-    CHECK(eventually([&] { return pool.core().sleep().counters().sleeping() == 4; }));
+    CHECK(eventually([&] { return canopy::detail::core_of(pool).sleep().counters().sleeping() == 4; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const double cpu_before = process_cpu_seconds();
     const auto waits_before = owner.stats().blocking_waits;
@@ -324,7 +325,7 @@ TEST_CASE("an idle executor with a reactor parks its poller in epoll_wait and bu
     // through the eventfd.
     executor pool(io_config(1));
     reactor& owner = reactor::of(pool);
-    CHECK(eventually([&] { return pool.core().sleep().counters().sleeping() == 1; }));
+    CHECK(eventually([&] { return canopy::detail::core_of(pool).sleep().counters().sleeping() == 1; }));
     const auto notifies_before = owner.stats().notifies;
     for (int round = 0; round < 20; ++round) {
       CHECK(pool.spawn([round] { return round; }).get() == round);
