@@ -136,6 +136,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   bool reset = false;       // close with RST: an answer the client stopped reading is dropped
   bool write_shut = false;  // linger() shut the sending side already
   bool continued = false;   // `100 Continue` sent for the request now arriving
+  bool refused = false;     // an error answer to a request whose rest may still arrive
   flush_outcome broken = flush_outcome::sent;  // a streamed answer's send that failed
   idle_watch watch{.fd = link.fd()};
   std::optional<std::stop_callback<close_if_idle>> idle_closer;
@@ -166,6 +167,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
         append_response(output, status, reason_of(status), "text/plain", describe(outcome.error),
                         true);
         closing = true;
+        refused = true;
         break;
       }
       const std::size_t start = output.size();
@@ -227,8 +229,10 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       if constexpr (Link::lingers) {
         // Linger (drain what the client still sends) only where a close
         // would reset: input this server did not consume, read or still in
-        // the socket.
-        if (!input.pending().empty() || link.has_unread_input()) {
+        // the socket, or a refused request whose body may still be on its
+        // way (the socket can look empty between two of the client's
+        // sends, or while a completion-based receive holds what arrived).
+        if (refused || !input.pending().empty() || link.has_unread_input()) {
           co_await link.linger();
           write_shut = true;
         }

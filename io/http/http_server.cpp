@@ -33,10 +33,13 @@ using detail::flush_outcome;
 // with unread input sends RST, which can discard the answer at the client).
 task<void> linger_close(tcp_stream& stream) {
   stream.shutdown(SHUT_WR);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  // Bounds as nginx's lingering close has them (time, not only bytes): a
+  // client that has not yet read the answer may send a whole body's rest
+  // before it notices, and a close before that rest is read resets.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   std::byte sink[4096];
   std::size_t dropped = 0;
-  while (dropped < 65536) {
+  while (dropped < std::size_t{4} << 20) {
     std::error_code error;
     const std::size_t got = co_await stream.read_some_until(sink, deadline, error);
     if (error || got == 0) {
