@@ -14,6 +14,7 @@
 
 #include <canopy/io/tls.hpp>
 #include <chrono>
+#include <thread>
 #include <cstddef>
 #include <filesystem>
 #include <stdexcept>
@@ -294,7 +295,18 @@ TEST_CASE("tls: clients that reset mid-handshake leave no descriptor behind; the
   auto server = net.pool.spawn(io::http::serve(
       net.listener, server_context(certs, tls_version::v1_3), options,
       [](const io::http::request&) { return std::string("served"); }, stop.get_token()));
-  const std::size_t before = open_descriptors();
+  // The count once the server's start has settled (a descriptor the pool
+  // or the serve task still holds while starting would otherwise be
+  // counted in `before` and be missing later, which is no leak).
+  std::size_t before = open_descriptors();
+  for (int settle = 0; settle < 40; ++settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::size_t now = open_descriptors();
+    if (now == before) {
+      break;
+    }
+    before = now;
+  }
   const long total = 10'000 / stress_divisor();
   constexpr int batch = 16;
   long answered = 0;  // connections the server had answered (a ServerHello) before the reset
@@ -328,8 +340,10 @@ TEST_CASE("tls: clients that reset mid-handshake leave no descriptor behind; the
   CHECK(answered >= total / 3 - 1);
   // Every connection the server took is closed again.
   std::size_t after = 0;
-  CHECK(eventually([&] { return (after = open_descriptors()) == before; }, 20));
-  CHECK(after == before);
+  // No descriptor left behind: none more than before (fewer means one the
+  // pool held at the start was closed since, not a leak).
+  CHECK(eventually([&] { return (after = open_descriptors()) <= before; }, 20));
+  CHECK(after <= before);
   // And a whole handshake and request still work.
   const std::string page = run(
       net.pool,
