@@ -161,6 +161,7 @@ run_tests() {
       export CANOPY_STRESS_DIVISOR=10 CANOPY_TIMEOUT_SCALE=5
       ;;
   esac
+  local suite_start=$SECONDS step_start=$SECONDS
   if ! configure_and_build "$dir" "${options[@]}"; then
     local build_log
     build_log=$(mktemp)
@@ -170,6 +171,7 @@ run_tests() {
     echo "tests: 0 passed, 1 failed (the build failed)"
     exit 1
   fi
+  echo "== build of $dir: $((SECONDS - step_start)) s" >&2
 
   passed=0 failed=0
   local binaries
@@ -233,6 +235,7 @@ run_tests() {
     fi
     log=$(mktemp)
     echo "== $name${sanitize:+ ($sanitize)}" >&2
+    step_start=$SECONDS
     set +e
     timeout 1500 env "${environment[@]}" "${runner[@]}" "$binary" >"$log" 2>&1
     status=$?
@@ -251,9 +254,9 @@ run_tests() {
       failed=$((failed + 1))    # crashed, hung (watchdog) or killed before its summary
     fi
     if [ "$status" -ne 0 ]; then
-      record_failure "$name${sanitize:+ ($sanitize)} FAILED (exit $status); its output:" "$log"
+      record_failure "$name${sanitize:+ ($sanitize)} FAILED (exit $status, after $((SECONDS - step_start)) s); its output:" "$log"
     else
-      echo "   $summary" >&2
+      echo "   $summary ($((SECONDS - step_start)) s)" >&2
     fi
     rm -f "$log"
   done
@@ -301,7 +304,9 @@ run_tests() {
   # The fuzz targets, a few seconds each, in the plain gcc run only (they
   # have their own clang + ASan/UBSan build).
   if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
+    step_start=$SECONDS
     run_fuzzers 3
+    echo "== fuzz targets: $((SECONDS - step_start)) s" >&2
   fi
   # Canopy as a user gets it: install into a temporary prefix and build a
   # small program against it three ways (tests/consumer/run.sh), counted as
@@ -310,8 +315,10 @@ run_tests() {
   if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
     local consumer_summary consumer_log
     consumer_log=$(mktemp)
+    step_start=$SECONDS
     consumer_summary=$(bash tests/consumer/run.sh 2>"$consumer_log" | tail -1) || true
     cat "$consumer_log" >&2
+    echo "== consumer: $((SECONDS - step_start)) s" >&2
     if [[ "$consumer_summary" =~ ^consumer:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
       passed=$((passed + BASH_REMATCH[1]))
       failed=$((failed + BASH_REMATCH[2]))
@@ -359,6 +366,7 @@ run_tests() {
   if [ -n "$uring_note" ]; then
     echo "$uring_note"
   fi
+  echo "== ./run.sh test $*: $((SECONDS - suite_start)) s in all" >&2
   echo "tests: $passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
