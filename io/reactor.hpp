@@ -30,13 +30,13 @@
 // set, plus EPOLLRDHUP); each registration lives in a slot with a generation
 // (io/registration_slab.hpp), and the epoll cookie carries (slot,
 // generation), so an event for a registration that was removed — its slot
-// reused, its descriptor number reused — is recognised as stale and dropped. Readiness is kept per
-// direction (read, write) with a tick that counts events; an operation that
-// got EAGAIN clears its direction only if no event arrived since it looked
-// (clear_ready(tick)), so an edge that lands between the syscall and the
-// clear is never lost. Error and hang-up (EPOLLERR, EPOLLHUP) make both
-// directions ready with the error flag set; the next syscall reports the
-// actual error.
+// reused, its descriptor number reused — is recognised as stale and
+// dropped. Readiness is kept per direction (read, write) with a tick that
+// counts events; an operation that got EAGAIN clears its direction only if
+// no event arrived since it looked (clear_ready(tick)), so an edge that
+// lands between the syscall and the clear is never lost. Error and hang-up
+// (EPOLLERR, EPOLLHUP) make both directions ready with the error flag set;
+// the next syscall reports the actual error.
 //
 // Waiting: a waiter stores its task's waker in the registration
 // (ready_or_arm); the poller's dispatch takes the stored wakers of every

@@ -29,7 +29,8 @@
 //           }
 //         });
 //   std::stop_source stop;   // stop.request_stop() from any thread
-//   std::error_code error = co_await http::serve(listener, {}, std::move(routes), stop.get_token());
+//   std::error_code error =
+//       co_await http::serve(listener, {}, std::move(routes), stop.get_token());
 //
 // Types (namespace canopy::io::http):
 //   request          what the handler gets: method, target, version_minor,
