@@ -52,11 +52,8 @@ class atomic_counters {
 
   [[nodiscard]] counters load() const noexcept { return {value_.load(atomics::seq_cst)}; }
 
-  // A worker starts searching after running out of work; returns the
-  // counters after the change.
-  counters add_inactive() noexcept {
-    return {value_.fetch_add(one_inactive, atomics::seq_cst) + one_inactive};
-  }
+  // A worker starts searching after running out of work.
+  void add_inactive() noexcept { value_.fetch_add(one_inactive, atomics::seq_cst); }
 
   // A searching worker found work; returns the counters after the change.
   counters sub_inactive() noexcept {

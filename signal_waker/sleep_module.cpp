@@ -8,7 +8,6 @@ namespace canopy::detail {
 sleep_module::sleep_module(std::size_t worker_count, std::size_t max_partition_leaves,
                            std::uint32_t yield_rounds, permit_semaphore& permits)
     : yield_rounds_(yield_rounds),
-      max_spinners_(std::max<std::uint32_t>(1, static_cast<std::uint32_t>(worker_count / 2))),
       permits_(permits),
       backend_(std::make_unique<futex_park_backend>()),
       park_epochs_(std::make_unique<padded_epoch[]>(worker_count)) {
@@ -23,14 +22,9 @@ void sleep_module::start_looking(idle_state& idle) noexcept {
     idle.spin.found_work_without_parking();  // the previous period ended early
   }
   idle.parked = false;
+  idle.spin_rounds = idle.spin.rounds_to_spin(yield_rounds_);
   idle.rounds = 0;
-  const atomic_counters::counters after = counters_.add_inactive();
-  // At most half the workers spin (tokio's bound on searching workers): the
-  // others go straight to the park protocol, so that idle workers do not
-  // take the cores and cache lines the busy ones and an outside spawner
-  // need. Any spin count is safe: the protocol begins at "announce sleepy".
-  idle.spin_rounds =
-      after.awake_but_idle() > max_spinners_ ? 0 : idle.spin.rounds_to_spin(yield_rounds_);
+  counters_.add_inactive();
 }
 
 void sleep_module::stop_looking() noexcept { static_cast<void>(counters_.sub_inactive()); }
@@ -159,25 +153,7 @@ idle_report sleep_module::try_sleep(std::size_t worker, idle_state& idle,
 }
 
 std::uint32_t sleep_module::wake_for_permits(std::uint32_t permits) noexcept {
-  // A worker that is searching (awake and idle) finds the new leaf without
-  // a wake, as tokio notifies only when nobody searches: one futex wake per
-  // post otherwise, when fast workers keep the tree empty and every post
-  // turns a root bit on. The skip is new_jobs' rule, and its argument
-  // (docs/architecture.md, "Why no wakeup is lost"): this seq_cst RMW (or
-  // load) on the counters comes after the caller's seq_cst root RMW, so a
-  // searcher counted here either parks later, and its final probe sees the
-  // root bit, or finds work later and looks at the tree (work_found's chain
-  // wake).
-  const atomic_counters::counters seen = counters_.announce_new_jobs();
-  const std::uint32_t searching = seen.awake_but_idle();
-  const std::uint32_t skipped = std::min(permits, searching);
-  if (skipped != 0) {
-    // The skipped permits promised wakes nobody will deliver: withdrawn, so
-    // that a worker about to park does not take one and search once more
-    // for work a searcher already has.
-    permits_.withdraw(skipped);
-  }
-  return permits == skipped ? 0 : wake_any(permits - skipped, wake_reason::permit);
+  return wake_any(permits, wake_reason::permit);
 }
 
 std::uint32_t sleep_module::new_jobs(std::uint32_t jobs) noexcept {

@@ -100,7 +100,7 @@ class sleep_module {
 
   // Worker: ran out of work and starts searching (inactive + 1). Also
   // closes the previous idle period in idle.spin and picks this one's spin
-  // rounds: none when more than half the workers already search.
+  // rounds.
   void start_looking(idle_state& idle) noexcept;
 
   // Worker: a search started by start_looking() found work (inactive - 1).
@@ -129,10 +129,7 @@ class sleep_module {
   // Worker: a search failed. Progresses through the idle rounds and may park.
   idle_report no_work_found(std::size_t worker, idle_state& idle, sleep_probe& probe) noexcept;
 
-  // Poster, permit path: the tree granted `permits` permits. Wakes that
-  // many sleepers less the workers searching (awake and idle), which find
-  // the work themselves; the permits not used for a wake are withdrawn.
-  // Returns how many were woken.
+  // Poster, permit path: the tree granted `permits` permits; wake that many.
   std::uint32_t wake_for_permits(std::uint32_t permits) noexcept;
 
   // Poster, JEC path: `jobs` tasks became runnable without a permit. Wakes
@@ -185,7 +182,6 @@ class sleep_module {
   };
 
   std::uint32_t yield_rounds_;
-  std::uint32_t max_spinners_;  // workers that may spin at once (start_looking)
   permit_semaphore& permits_;
   atomic_counters counters_;
   std::unique_ptr<park_backend> backend_;

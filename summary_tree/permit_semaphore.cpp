@@ -37,23 +37,6 @@ bool permit_semaphore::try_acquire() noexcept {
   return false;
 }
 
-std::uint32_t permit_semaphore::withdraw(std::uint32_t n) noexcept {
-  // acq_rel, as try_acquire(): a withdrawal is a take by the granter.
-  // Lowering permits never breaks permits <= sleepers; a permit a parker
-  // took meanwhile is simply not there to withdraw.
-  std::uint64_t word = word_.load(atomics::acquire);
-  for (;;) {
-    const std::uint32_t taken = std::min(n, permits_of(word));
-    if (taken == 0) {
-      return 0;
-    }
-    if (word_.compare_exchange_weak(word, word - taken * one_permit, atomics::acq_rel,
-                                    atomics::acquire)) {
-      return taken;
-    }
-  }
-}
-
 void permit_semaphore::add_sleeper() noexcept {
   // seq_cst: the sleeper half of the handshake described in release(); the
   // worker re-reads the root words (seq_cst loads) after this.

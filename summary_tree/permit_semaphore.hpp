@@ -16,8 +16,6 @@
 //                           Returns how many sleepers the caller must wake.
 //   * try_acquire()       — a worker about to park takes an outstanding permit
 //                           instead of parking. Lock-free.
-//   * withdraw(n)         — the granter takes back permits it will not wake
-//                           for (a worker is searching; sleep_module).
 //   * add_sleeper()       — a worker committing to park.
 //   * remove_sleeper()    — whoever moves that worker's latch out of SLEEPING
 //                           (the waker, or the worker itself when it aborts).
@@ -52,10 +50,6 @@ class permit_semaphore {
 
   // Takes one permit if any is outstanding.
   [[nodiscard]] bool try_acquire() noexcept;
-
-  // Takes back up to n outstanding permits that their granter will not use
-  // for a wake (a searching worker will find the work); returns how many.
-  std::uint32_t withdraw(std::uint32_t n) noexcept;
 
   // Registers the calling worker as a sleeper.
   void add_sleeper() noexcept;

@@ -456,20 +456,6 @@ TEST_CASE("model: a backlog behind a busy worker wakes a sleeper (liveness)") {
   expect_clean(check_case(waiting_task, 2, reduction::sleep_sets, 2000000));
 }
 
-TEST_CASE("model: liveness: a permit post skips its wake only for a searcher that will look") {
-  // Two posts into two leaves: each turns a root bit on (the permit path).
-  // A poster that sees a worker awake and idle withdraws its permit and
-  // wakes nobody (sleep_module::wake_for_permits); with every worker busy
-  // after its first claim, the searcher it counted must take the task or
-  // wake a sleeper for it (work_found's chain wake), else a task waits
-  // while a worker sleeps. tests/model/mutants.sh makes the skip count
-  // parked workers too, and skip always, and expects both rejected.
-  using canopy::detail::model::reduction;
-  model_case two_leaves{3, 3, {}, {{{0, 0, 0}}, {{1, 0, 1}}}};
-  two_leaves.busy_after_first_claim = true;
-  expect_clean(check_case(two_leaves, 2, reduction::sleep_sets, 2000000));
-}
-
 TEST_CASE("model: liveness: a finder stops counting itself idle before it looks for more") {
   // Found by this checker (docs/correctness.md, "Known problems"): when a
   // worker that found work read the tree *before* work_found() stopped
