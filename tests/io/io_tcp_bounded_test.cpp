@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "coroutine/coroutine.hpp"
 #include "io/io.hpp"
 #include "io/unix.hpp"
+#include "tests/deadline_race_support.hpp"
 #include "tests/io_test_support.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -159,15 +162,21 @@ TEST_CASE("tcp bounded: reads raced against deadlines of microseconds lose and r
   const watchdog guard("tcp read_some_until race", 120 * timeout_scale());
   const descriptor_check descriptors;
   loopback net;
+  std::atomic<std::size_t> client_timeouts{0};
   const std::size_t messages = static_cast<std::size_t>(40000 / stress_divisor());
-  // The server writes the numbers 0..messages-1, four bytes each, in
-  // writes of 1 to 7 numbers with a pause of some microseconds after every
-  // eighth (so that reads wait, and deadlines fire mid-wait), then closes.
-  auto server = net.pool.spawn([](tcp_listener& listener, std::size_t count) -> task<void> {
+  // The server writes the numbers 0..messages-1, four bytes each, in writes of
+  // 1 to 7 numbers with a pause of some microseconds after every eighth (so
+  // that reads wait, and deadlines fire mid-wait). After every quarter of the
+  // numbers (1024 at most) it also holds back until the client has seen a
+  // timeout, so that the race runs however the two are scheduled; then closes.
+  auto server = net.pool.spawn([](tcp_listener& listener, std::size_t count,
+                                  std::atomic<std::size_t>& client_timeouts) -> task<void> {
     tcp_stream stream = co_await listener.accept();
     std::vector<std::byte> out;
+    const auto hold_every = static_cast<std::uint32_t>(std::clamp<std::size_t>(count / 4, 1, 1024));
     for (std::uint32_t next = 0; next < count;) {
       out.clear();
+      const std::uint32_t first = next;
       for (std::uint32_t i = 0; i < 1 + next % 7 && next < count; ++i, ++next) {
         for (int shift = 0; shift < 32; shift += 8) {
           out.push_back(static_cast<std::byte>((next >> shift) & 0xFF));
@@ -177,9 +186,12 @@ TEST_CASE("tcp bounded: reads raced against deadlines of microseconds lose and r
       if (next % 8 == 0) {
         co_await canopy::sleep_for(std::chrono::microseconds(next % 50));
       }
+      if (first / hold_every != next / hold_every) {
+        co_await await_reader_timeout(client_timeouts);
+      }
     }
     stream.shutdown(SHUT_WR);
-  }(net.listener, messages));
+  }(net.listener, messages, client_timeouts));
 
   struct outcome {
     std::size_t numbers = 0;
@@ -189,7 +201,7 @@ TEST_CASE("tcp bounded: reads raced against deadlines of microseconds lose and r
   };
   const outcome seen = run(
       net.pool,
-      [](io::endpoint address) -> task<outcome> {
+      [](io::endpoint address, std::atomic<std::size_t>& client_timeouts) -> task<outcome> {
         tcp_stream stream = co_await tcp_stream::connect(address);
         outcome result;
         std::vector<std::byte> buffer(13);  // not a multiple of 4: numbers split across reads
@@ -203,6 +215,7 @@ TEST_CASE("tcp bounded: reads raced against deadlines of microseconds lose and r
           if (error == std::errc::timed_out) {
             CHECK(got == 0);
             ++result.timeouts;
+            client_timeouts.fetch_add(1);
             continue;
           }
           if (error || got == 0) {
@@ -223,7 +236,7 @@ TEST_CASE("tcp bounded: reads raced against deadlines of microseconds lose and r
           partial.erase(partial.begin(), partial.begin() + static_cast<long>(used));
         }
         co_return result;
-      }(net.address),
+      }(net.address, client_timeouts),
       "the client");
   INFO("timeouts: ", seen.timeouts);
   CHECK(seen.timeouts > 0);  // the race was run
