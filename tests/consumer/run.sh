@@ -8,7 +8,7 @@
 # fails here), every program of misuse/ must fail to compile with the
 # explanation its "// expect:" line names as the first error, and every C++
 # block of the documentation must compile (doc_blocks.py). Last, a build
-# without fibers and io_uring: app.cpp and epoll_app.cpp against it. Run by
+# without fibers, io_uring and TLS: app.cpp and epoll_app.cpp against it. Run by
 # `./run.sh test` (plain suite); needs meson, ninja, g++,
 # pkg-config, cmake, python3, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
@@ -49,14 +49,22 @@ quietly() {
   fi
 }
 
+# phase_done WHAT: print how long WHAT took (since the last phase_done).
+phase_start=$SECONDS
+phase_done() {
+  echo "   consumer: $1: $((SECONDS - phase_start)) s" >&2
+  phase_start=$SECONDS
+}
+
 echo "== consumer: install into $work/prefix" >&2
 prefix="$work/prefix"
 if ! quietly "$work/install.log" meson setup "$work/build" "$root" --prefix="$prefix" \
-  --buildtype=debug -Dprograms=false ||
+  --buildtype=plain -Dprograms=false ||
   ! quietly "$work/install.log" meson install -C "$work/build"; then
   echo "consumer: 0 passed, 6 failed (the install failed)"
   exit 1
 fi
+phase_done "the install"
 
 # The installed layout: Canopy's folders only under include/canopy/, the
 # public headers at its top, the rest under canopy/detail/, and none of the
@@ -115,9 +123,12 @@ else
   else
     failed=$((failed + 1))
   fi
+  phase_done "the pkg-config programs"
 
-  # 4. every example against the installed tree
-  for example in "$root"/examples/*.cpp; do
+  # 4. every example against the installed tree, as many at a time as
+  #    there are cores (each its own log; the verdicts in name order)
+  build_example() {  # build_example EXAMPLE: $work/example_NAME.ok when it built
+    local example=$1 name package
     name=$(basename "$example" .cpp)
     package=canopy
     if grep -q '<canopy/fiber.hpp>\|<canopy/io/fiber.hpp>' "$example"; then
@@ -127,15 +138,33 @@ else
       package=canopy-tls
     fi
     # shellcheck disable=SC2046 # pkg-config's flags are words
-    if quietly "$work/example.log" g++ -std=c++20 "$example" \
-      $(pkg-config --cflags --libs "$package") -o "$work/example_$name"; then
+    if g++ -std=c++20 "$example" $(pkg-config --cflags --libs "$package") \
+      -o "$work/example_$name" >"$work/example_$name.log" 2>&1; then
+      touch "$work/example_$name.ok"
+    fi
+  }
+  running=0
+  for example in "$root"/examples/*.cpp; do
+    if [ "$running" -ge "$(nproc)" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    build_example "$example" &
+    running=$((running + 1))
+  done
+  wait
+  for example in "$root"/examples/*.cpp; do
+    name=$(basename "$example" .cpp)
+    if [ -f "$work/example_$name.ok" ]; then
       echo "   consumer (example $name against the installed tree): built" >&2
       passed=$((passed + 1))
     else
-      echo "-- consumer (example $name) FAILED to build against the installed tree" >&2
+      echo "-- consumer (example $name) FAILED to build against the installed tree; its output:" >&2
+      tail -40 "$work/example_$name.log" >&2
       failed=$((failed + 1))
     fi
   done
+  phase_done "the examples"
 
   # 5. misuse: each program in misuse/ must fail to compile, and the first
   #    error must be the one its "// expect:" line names (Canopy's own
@@ -157,6 +186,7 @@ else
       failed=$((failed + 1))
     fi
   done
+  phase_done "the misuse programs"
 
   # 6. the documentation's code: every C++ block of README.md, docs/*.md and
   #    the installed headers' usage comments compiles against the installed
@@ -169,7 +199,7 @@ else
   mkdir -p "$work/docs"
   docs_summary=$(python3 "$here/doc_blocks.py" --root "$root" --prefix "$prefix" \
     --flags "$(pkg-config --cflags --libs canopy)" --fiber-flags "$fiber_flags" \
-    --work "$work/docs" --jobs 2 | tail -1)
+    --work "$work/docs" --jobs "$(nproc)" | tail -1)
   if [[ "$docs_summary" =~ ^docs:\ ([0-9]+)\ compiled,\ [0-9]+\ ran,\ [0-9]+\ skipped,\ ([0-9]+)\ failed ]]; then
     echo "   consumer: $docs_summary" >&2
     passed=$((passed + BASH_REMATCH[1]))
@@ -178,6 +208,7 @@ else
     echo "-- consumer (documentation blocks) FAILED: no summary line" >&2
     failed=$((failed + 1))
   fi
+  phase_done "the documentation's blocks"
   unset PKG_CONFIG_PATH
 fi
 
@@ -190,6 +221,7 @@ if quietly "$work/cmake.log" cmake -S "$here" -B "$work/cmake" -DCMAKE_PREFIX_PA
 else
   failed=$((failed + 2))
 fi
+phase_done "CMake"
 
 # 3. meson, Canopy as a subproject (the fallback forced, so an installed
 #    Canopy cannot stand in for it)
@@ -198,29 +230,30 @@ mkdir -p "$project/subprojects"
 cp "$here/app.cpp" "$here/fiber_app.cpp" "$here/meson.build" "$project/"
 ln -s "$root" "$project/subprojects/canopy"
 if quietly "$work/meson.log" env -u PKG_CONFIG_PATH meson setup "$project/build" "$project" \
-  --buildtype=debug --force-fallback-for=canopy,canopy-fiber &&
+  --buildtype=plain --force-fallback-for=canopy,canopy-fiber &&
   quietly "$work/meson.log" ninja -C "$project/build"; then
   check "meson subproject" "$project/build/app" "$expected_app"
   check "meson subproject, canopy-fiber" "$project/build/fiber_app" "$expected_fiber"
 else
   failed=$((failed + 2))
 fi
+phase_done "the meson subproject"
 
-# 4. the libraries alone, without fibers and without io_uring
-#    (-Dprograms=false -Dfibers=disabled -Dio_uring=disabled): nothing of
-#    the fibers or of liburing is installed or named, the summary says
+# 4. the libraries alone, without fibers, io_uring and TLS (-Dprograms=false
+#    -Dfibers=disabled -Dio_uring=disabled -Dtls=disabled): nothing of the
+#    fibers, of liburing or of TLS is installed or named, the summary says
 #    io_uring was left out, and programs without them build and run against
 #    what is: app.cpp, and epoll_app.cpp (TCP over loopback on epoll;
 #    io_uring asked for throws the error naming the build).
 bare="$work/bare_prefix"
 if quietly "$work/bare.log" meson setup "$work/bare_build" "$root" --prefix="$bare" \
-  --buildtype=debug -Dprograms=false -Dfibers=disabled -Dio_uring=disabled &&
+  --buildtype=plain -Dprograms=false -Dfibers=disabled -Dio_uring=disabled -Dtls=disabled &&
   quietly "$work/bare_install.log" ninja -C "$work/bare_build" install; then
-  leftovers=$(find "$bare" -name '*fiber*' -o -name '*uring*' | head -3)
+  leftovers=$(find "$bare" -name '*fiber*' -o -name '*uring*' -o -name '*tls*' | head -3)
   uring_mentions=$(grep -rlI 'include <liburing\|-luring\|;uring;' "$bare" | head -3)
   bare_pc=$(find "$bare" -name canopy.pc -print -quit)
   if [ -n "$leftovers$uring_mentions" ]; then
-    echo "-- consumer (without fibers, io_uring) FAILED: installed anyway: $leftovers$uring_mentions" >&2
+    echo "-- consumer (without fibers, io_uring, TLS) FAILED: installed anyway: $leftovers$uring_mentions" >&2
     failed=$((failed + 1))
   elif ! grep -q 'io_uring backend (liburing) *: left out' "$work/bare.log"; then
     echo "-- consumer (without io_uring) FAILED: the summary does not say io_uring was left out" >&2
@@ -232,7 +265,7 @@ if quietly "$work/bare.log" meson setup "$work/bare_build" "$root" --prefix="$ba
     bare_flags=$(PKG_CONFIG_PATH=$(dirname "$bare_pc") pkg-config --cflags --libs canopy)
     # shellcheck disable=SC2086 # pkg-config's flags are words
     if quietly "$work/bare.log" g++ -std=c++20 "$here/app.cpp" $bare_flags -o "$work/app_bare"; then
-      check "without fibers, io_uring (-Dprograms=false -Dfibers=disabled -Dio_uring=disabled)" \
+      check "without fibers, io_uring, TLS (-Dfibers=disabled -Dio_uring=disabled -Dtls=disabled)" \
         "$work/app_bare" "$expected_app"
     else
       failed=$((failed + 1))
@@ -248,6 +281,7 @@ if quietly "$work/bare.log" meson setup "$work/bare_build" "$root" --prefix="$ba
 else
   failed=$((failed + 1))
 fi
+phase_done "the build without fibers, io_uring and TLS, and its programs"
 
 echo "consumer: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
