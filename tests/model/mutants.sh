@@ -18,7 +18,9 @@
 # explores is not in the first table: the Relacy table below covers memory
 # orders. Each row builds again only the units whose dependency list names
 # the file the mutant changes, and links the rest from the real sources'
-# build.
+# build; rows run side by side, as many as there are cores (MUTANTS_ROWS),
+# each in a copy of the sources of its own, and the table is printed in
+# its order once every row has run.
 # The wakes that hand a backlog to a sleeper while the awake workers are busy
 # (the JEC wake in new_jobs, the chain wake in work_found) are not needed for
 # "no lost wake-up"; the liveness cases (each worker runs a long task after
@@ -58,6 +60,8 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cxx=${CXX:-g++}
 jobs=${MUTANTS_JOBS:-$(nproc)}
+row_jobs=${MUTANTS_ROWS:-$(nproc)}
+compile_jobs=$jobs
 
 # name % file % perl substitution (applied with -0pe) % expected: caught / not-needed
 # (The generation and state check of claim_pending_task is the only guard of
@@ -138,39 +142,43 @@ relacy_flags=(-std=c++20 -O1 -fno-sized-deallocation -DCANOPY_RELACY)
 relacy_libs=()
 
 # $scratch/pristine: the sources as committed (copied once); $scratch/src:
-# the tree the compiler reads, where one mutant at a time is applied and then
-# undone.
+# the tree the real sources' build reads. Each row gets a folder of its own
+# ($scratch/rows/KIND-N) with a copy of the sources where its mutant is
+# applied, its objects, its checker and its logs, so that rows can run side
+# by side.
 copy_sources() {
-  mkdir -p "$scratch/pristine/tests"
+  mkdir -p "$scratch/pristine/tests" "$scratch/rows"
   cp -r summary_tree signal_waker atomics executor task_sync embed fork_join "$scratch/pristine/"
   cp -r tests/model tests/relacy tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
   cp -r "$scratch/pristine" "$scratch/src"
 }
 
-# compile_one KIND UNIT OBJECT: one translation unit, with its dependency list.
+# compile_one KIND SOURCES UNIT OBJECT: one translation unit of the tree
+# SOURCES, with its dependency list.
 compile_one() {
-  local kind=$1 unit=$2 object=$3 flags_name
+  local kind=$1 sources=$2 unit=$3 object=$4 flags_name
   flags_name="${kind}_flags[@]"
-  "$cxx" "${!flags_name}" -I"$scratch/src" -MMD -MF "$object.d" -c "$scratch/src/$unit" \
+  "$cxx" "${!flags_name}" -I"$sources" -MMD -MF "$object.d" -c "$sources/$unit" \
     -o "$object" 2>"$object.log"
 }
 
-# build KIND [FILE]: the checker binary $scratch/KIND. Without FILE, every
-# unit is compiled into $scratch/KIND-base (the real sources); with FILE (the
-# file a mutant changed), only the units whose dependency list names a file
-# of that name are compiled again, and the rest are linked from the base.
-# Prints nothing; returns non-zero if a compile or the link failed
-# ($scratch/build.log has the compiler's output).
+# build KIND ROW [FILE]: the checker binary ROW/checker. Without FILE, every
+# unit of the real sources is compiled into $scratch/KIND-base; with FILE
+# (the file the row's mutant changed in ROW/src), only the units whose
+# dependency list names a file of that name are compiled again, into
+# ROW/objects, and the rest are linked from the base. Up to COMPILE_JOBS
+# compilers at once. Prints nothing; returns non-zero if a compile or the
+# link failed (ROW/build.log has the compiler's output).
 build() {
-  local kind=$1 file=${2:-} units_name libs_name unit object pattern pid failed=0
+  local kind=$1 row=$2 file=${3:-} units_name libs_name unit object pattern pid failed=0
   units_name="${kind}_units[@]"
   libs_name="${kind}_libs[@]"
   local objects=() pids=()
-  local base=$scratch/$kind-base mutant=$scratch/$kind-mutant
-  rm -rf "$mutant"
+  local base=$scratch/$kind-base mutant=$row/objects sources=$scratch/src
   mkdir -p "$base" "$mutant"
-  : >"$scratch/build.log"
+  : >"$row/build.log"
   if [ -n "$file" ]; then
+    sources=$row/src
     pattern="/$(basename "$file" | sed 's/[.]/[.]/g')([[:space:]]|\\\\|:|\$)"
   fi
   for unit in "${!units_name}"; do
@@ -182,44 +190,39 @@ build() {
       continue
     fi
     objects+=("$object")
-    if [ "${#pids[@]}" -ge "$jobs" ]; then
+    if [ "${#pids[@]}" -ge "$compile_jobs" ]; then
       wait "${pids[0]}" || failed=1
       pids=("${pids[@]:1}")
     fi
-    compile_one "$kind" "$unit" "$object" &
+    compile_one "$kind" "$sources" "$unit" "$object" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do
     wait "$pid" || failed=1
   done
-  cat "$base"/*.log "$mutant"/*.log >>"$scratch/build.log" 2>/dev/null || true
+  if [ -n "$file" ]; then
+    cat "$mutant"/*.log >>"$row/build.log" 2>/dev/null || true
+  else
+    cat "$base"/*.log >>"$row/build.log" 2>/dev/null || true
+  fi
   [ "$failed" -eq 0 ] || return 1
-  "$cxx" "${objects[@]}" "${!libs_name}" -o "$scratch/$kind" 2>>"$scratch/build.log"
+  "$cxx" "${objects[@]}" "${!libs_name}" -o "$row/checker" 2>>"$row/build.log"
 }
 
-# check KIND: run the checker built last; passed / failed. A "caught" row
-# needs one failure only, so the run stops at the first failed assertion;
-# the cases run in name order, which puts the short executor and poller
-# cases before the long three-worker one (the verdict does not depend on
-# the order, only how soon a mutant fails).
+# check KIND ROW: run ROW/checker; passed / failed. A "caught" row needs one
+# failure only, so the run stops at the first failed assertion; the cases
+# run in name order, which puts the short executor and poller cases before
+# the long three-worker one (the verdict does not depend on the order, only
+# how soon a mutant fails).
 check() {
-  local kind=$1
+  local kind=$1 row=$2
   if [ "$kind" = relacy ]; then
     CANOPY_RELACY_ITERATIONS=${CANOPY_RELACY_ITERATIONS:-200000} timeout 600 \
-      "$scratch/$kind" --abort-after=1 >"$scratch/run.log" 2>&1 && echo passed || echo failed
+      "$row/checker" --abort-after=1 >"$row/run.log" 2>&1 && echo passed || echo failed
   else
-    timeout 600 "$scratch/$kind" --abort-after=1 --order-by=name >"$scratch/run.log" 2>&1 &&
+    timeout 600 "$row/checker" --abort-after=1 --order-by=name >"$row/run.log" 2>&1 &&
       echo passed || echo failed
   fi
-}
-
-# build_and_check KIND [FILE]: build-failed, passed or failed.
-build_and_check() {
-  if ! build "$@"; then
-    echo "build-failed"
-    return
-  fi
-  check "$1"
 }
 
 status=0
@@ -235,60 +238,109 @@ note_result() {  # note_result OK(true|false)
   fi
 }
 
-# run_table TITLE CHECKER KIND ENTRY...: the real sources, then each mutant
-# (each row that --filter keeps). Expected: caught (the checker must fail),
-# not-needed (it must pass).
-run_table() {
-  local title=$1 checker=$2 kind=$3
-  shift 3
-  printf '\n%-62s %-10s %s\n' "$title" "expected" "$checker"
-  local baseline
-  baseline=$(build_and_check "$kind")
-  printf '%-62s %-10s %s\n' "(none: the real sources)" "passes" "$baseline"
-  if [ "$baseline" != passed ]; then
-    tail -20 "$scratch/build.log" "$scratch/run.log" >&2 || true
-    note_result false
-  else
-    note_result true
-  fi
-  local entry name file substitution expected before result verdict ok
-  for entry in "$@"; do
-    IFS='%' read -r name file substitution expected <<<"$entry"
-    if [ -n "$filter" ] && ! grep -qE -- "$filter" <<<"$name"; then
-      continue
-    fi
-    before=$(md5sum <"$scratch/src/$file")
-    perl -0pi -e "$substitution" "$scratch/src/$file" || true
-    if [ "$(md5sum <"$scratch/src/$file")" = "$before" ]; then
-      printf '%-62s %-10s %s\n' "$name" "$expected" "DOES NOT APPLY (source changed: update the table)"
-      note_result false
-      continue
-    fi
-    result=$(build_and_check "$kind" "$file")
-    cp "$scratch/pristine/$file" "$scratch/src/$file"
-    case "$result" in
-      failed) verdict="rejected (caught)" ;;
-      passed) verdict="passed (not caught)" ;;
-      *) verdict=$result ;;
-    esac
-    ok=true
-    if [ "$result" = build-failed ] || { [ "$expected" = caught ] && [ "$result" != failed ]; } ||
-      { [ "$expected" = not-needed ] && [ "$result" != passed ]; }; then
-      verdict="$verdict  <-- not as the table says"
+# run_row KIND ROW NAME FILE SUBSTITUTION EXPECTED: apply one mutant in a
+# copy of the sources, build and check it; ROW/report gets the row's lines
+# of the table and ROW/ok true or false. An empty FILE is the real sources'
+# row (their base objects are built already): expected to pass.
+run_row() {
+  local kind=$1 row=$2 name=$3 file=$4 substitution=$5 expected=$6 result verdict ok=true
+  if [ -z "$file" ]; then
+    result=$(check "$kind" "$row")
+    printf '%-62s %-10s %s\n' "$name" "$expected" "$result" >"$row/report"
+    if [ "$result" != passed ]; then
+      tail -20 "$row/build.log" "$row/run.log" >>"$row/report" 2>/dev/null || true
       ok=false
     fi
-    note_result "$ok"
+    echo "$ok" >"$row/ok"
+    return
+  fi
+  cp -r "$scratch/pristine" "$row/src"
+  perl -0pi -e "$substitution" "$row/src/$file" || true
+  if cmp -s "$row/src/$file" "$scratch/pristine/$file"; then
+    printf '%-62s %-10s %s\n' "$name" "$expected" \
+      "DOES NOT APPLY (source changed: update the table)" >"$row/report"
+    echo false >"$row/ok"
+    return
+  fi
+  if build "$kind" "$row" "$file"; then
+    result=$(check "$kind" "$row")
+  else
+    result=build-failed
+  fi
+  case "$result" in
+    failed) verdict="rejected (caught)" ;;
+    passed) verdict="passed (not caught)" ;;
+    *) verdict=$result ;;
+  esac
+  if [ "$result" = build-failed ] || { [ "$expected" = caught ] && [ "$result" != failed ]; } ||
+    { [ "$expected" = not-needed ] && [ "$result" != passed ]; }; then
+    verdict="$verdict  <-- not as the table says"
+    ok=false
+  fi
+  {
     printf '%-62s %-10s %s\n' "$name" "$expected" "$verdict"
     if [ "$result" = failed ]; then
       # The case that failed first (the last header before the first
       # failed assertion) and its failure, without the schedule.
       awk '/^TEST CASE:/ { name = $0 } / ERROR: / && name != "" { print name; exit }' \
-        "$scratch/run.log" | sed -E 's/^TEST CASE: +/      in: /' || true
+        "$row/run.log" | sed -E 's/^TEST CASE: +/      in: /' || true
       grep -m1 -E "failure: [a-z]|^(DEADLOCK|LIVELOCK|USER ASSERT FAILED|DATA RACE)" \
-        "$scratch/run.log" |
+        "$row/run.log" |
         sed -E 's/^ *(logged: *)?/      /; s/ schedule: .*//' || true
     elif [ "$result" = build-failed ]; then
-      tail -20 "$scratch/build.log" | sed 's/^/      /' >&2 || true
+      tail -20 "$row/build.log" | sed 's/^/      /' || true
+    fi
+  } >"$row/report"
+  echo "$ok" >"$row/ok"
+  rm -rf "$row/src" "$row/objects"
+}
+
+# run_table TITLE CHECKER KIND ENTRY...: the real sources, then each mutant
+# (each row that --filter keeps), ROW_JOBS rows at a time, the rows' lines
+# printed in table order once all have run. Expected: caught (the checker
+# must fail), not-needed (it must pass).
+run_table() {
+  local title=$1 checker=$2 kind=$3
+  shift 3
+  printf '\n%-62s %-10s %s\n' "$title" "expected" "$checker"
+  local base_row=$scratch/rows/$kind-base
+  mkdir -p "$base_row"
+  compile_jobs=$jobs
+  if ! build "$kind" "$base_row"; then
+    printf '%-62s %-10s %s\n' "(none: the real sources)" "passes" "build-failed"
+    tail -20 "$base_row/build.log" >&2 || true
+    note_result false
+    return
+  fi
+  # Rows side by side share the cores: each compiles one unit at a time.
+  compile_jobs=$(((jobs + row_jobs - 1) / row_jobs))
+  local rows=("$base_row") running=0 entry name file substitution expected index=0 row
+  run_row "$kind" "$base_row" "(none: the real sources)" "" "" passes &
+  running=1
+  for entry in "$@"; do
+    IFS='%' read -r name file substitution expected <<<"$entry"
+    if [ -n "$filter" ] && ! grep -qE -- "$filter" <<<"$name"; then
+      continue
+    fi
+    index=$((index + 1))
+    row=$scratch/rows/$kind-$index
+    mkdir -p "$row"
+    rows+=("$row")
+    if [ "$running" -ge "$row_jobs" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    run_row "$kind" "$row" "$name" "$file" "$substitution" "$expected" &
+    running=$((running + 1))
+  done
+  wait
+  for row in "${rows[@]}"; do
+    if [ -f "$row/report" ] && [ -f "$row/ok" ]; then
+      cat "$row/report"
+      note_result "$(cat "$row/ok")"
+    else
+      echo "-- mutants.sh: a row left no report ($row)"
+      note_result false
     fi
   done
 }
