@@ -288,20 +288,32 @@ TEST_CASE("read_line raced against short timeouts loses and repeats nothing") {
         for (long index = 0; index < count; ++index) {
           sent += "message " + std::to_string(index) + std::string(index % 97, '.') + "\n";
         }
+        // After every quarter of the text the writer also holds back until
+        // the reader has lost a race, so that the races run however the two
+        // are scheduled (a slow reader otherwise always finds a line waiting).
+        std::atomic<long> lost_races{0};
         std::thread writer([&] {
           std::minstd_rand random(7);
+          const std::size_t quarter = sent.size() / 4;
           for (std::size_t done = 0; done < sent.size();) {
             const std::size_t size = std::min<std::size_t>(1 + random() % 64, sent.size() - done);
             send_text(peer, std::string_view(sent).substr(done, size));
+            if (done / quarter != (done + size) / quarter) {
+              const long before = lost_races.load();
+              const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+              while (lost_races.load() == before && std::chrono::steady_clock::now() < give_up) {
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+              }
+            }
             done += size;
             std::this_thread::sleep_for(std::chrono::microseconds(random() % 20));
           }
           ::shutdown(peer, SHUT_WR);
         });
         buffered_reader<tcp_stream&> reader(stream, 32);
-        long lost_races = 0;
         const std::string got = canopy::block_on(
-            pool, [](buffered_reader<tcp_stream&>& reader, long& lost) -> task<std::string> {
+            pool,
+            [](buffered_reader<tcp_stream&>& reader, std::atomic<long>& lost) -> task<std::string> {
               std::minstd_rand random(11);
               std::string all;
               for (;;) {
@@ -318,8 +330,8 @@ TEST_CASE("read_line raced against short timeouts loses and repeats nothing") {
               }
             }(reader, lost_races));
         writer.join();
-        MESSAGE(lost_races << " reads lost their race");
-        CHECK(lost_races > 0);
+        MESSAGE(lost_races.load() << " reads lost their race");
+        CHECK(lost_races.load() > 0);
         CHECK(got == sent);
       },
       2);
