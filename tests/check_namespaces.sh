@@ -30,7 +30,7 @@ public_types=(
   canopy::shutdown_policy canopy::spawn_attempt canopy::join_handle canopy::errc
   canopy::spawn_error canopy::task_cancelled
   # <canopy/task.hpp>, <canopy/race.hpp>
-  canopy::task canopy::join_handle canopy::waker canopy::wait_source canopy::async_event
+  canopy::task canopy::task_handle canopy::waker canopy::wait_source canopy::async_event
   canopy::race_result
   # <canopy/task_group.hpp>
   canopy::task_group canopy::task_group_options
