@@ -1,6 +1,6 @@
 // co_await canopy::await_all(handles): wait for many spawned children at once.
 //
-//   std::vector<canopy::task_handle<int>> children;
+//   std::vector<canopy::join_handle<int>> children;
 //   for (int i = 0; i < n; ++i) children.push_back(canopy::spawn(work(i)));
 //   co_await canopy::await_all(children);            // every child has ended
 //   int sum = 0;
@@ -11,7 +11,7 @@
 //
 // Contract:
 //   * Only inside a canopy::task (a coroutine task of an executor). `handles`
-//     is a range (vector, array, span...) of join handles (task_handle<T> or
+//     is a range (vector, array, span...) of join handles (join_handle<T> or
 //     join_handle<T>) of children spawned on any executor; it must stay
 //     alive and unchanged until the co_await returns. Every handle must be
 //     valid (std::logic_error otherwise, thrown by await_all() itself).

@@ -81,7 +81,7 @@ class first_end_awaiter {
   using canopy_awaiter = void;
   static constexpr std::size_t no_winner = N;
 
-  first_end_awaiter(std::array<task_handle<void>, N>& handles, std::size_t count) noexcept
+  first_end_awaiter(std::array<join_handle<void>, N>& handles, std::size_t count) noexcept
       : handles_(&handles), count_(count) {
     for (std::size_t index = 0; index < N; ++index) {
       entries_[index] = entry{this, index};
@@ -184,7 +184,7 @@ class first_end_awaiter {
     return false;
   }
 
-  std::array<task_handle<void>, N>* handles_;
+  std::array<join_handle<void>, N>* handles_;
   std::size_t count_;
   std::array<entry, N> entries_{};
   atomics::atomic<std::size_t> winner_{no_winner};
@@ -344,7 +344,7 @@ requires(sizeof...(Ts) > 0) task<race_result<Ts...>> race(task<Ts>... contenders
     throw std::invalid_argument("canopy::race: an empty canopy::task");
   }
   std::tuple<detail::race_slot<Ts>...> slots;
-  std::array<task_handle<void>, count> handles;
+  std::array<join_handle<void>, count> handles;
   std::size_t spawned = 0;
   std::exception_ptr spawn_failure;
   try {

@@ -1,6 +1,6 @@
 // Spawning a canopy::task<T>: the coroutine task body, and the spawn APIs.
 //
-//   auto handle = pool.spawn(work());   // from any thread: task_handle<T>
+//   auto handle = pool.spawn(work());   // from any thread: join_handle<T>
 //   auto child  = canopy::spawn(work()); // inside a running task: same executor
 //
 // The body (16 + 24 bytes, inline in the slot) is the root coroutine handle,
@@ -354,7 +354,7 @@ detail::spawn_status spawn_coroutine(
 
 template <class T>
 detail::spawn_status spawn_joined(
-    detail::scheduler& core, task<T>&& work, detail::spawn_mode mode, task_handle<T>& out,
+    detail::scheduler& core, task<T>&& work, detail::spawn_mode mode, join_handle<T>& out,
     detail::spawn_placement placement = detail::spawn_placement::anywhere,
     detail::worker_context* spawner = nullptr) {
   detail::task_id id;
@@ -365,7 +365,7 @@ detail::spawn_status spawn_joined(
     return status;
   }
   state->set_task(&core, id);
-  out = task_handle<T>(state, &core, id);
+  out = join_handle<T>(state, &core, id);
   return detail::spawn_status::spawned;
 }
 
@@ -373,7 +373,7 @@ detail::spawn_status spawn_joined(
 
 template <class T>
 struct ext::task_spawner<task<T>> {
-  using handle_type = task_handle<T>;
+  using handle_type = join_handle<T>;
   static std::error_code spawn(detail::scheduler& core, task<T>&& work, detail::spawn_mode mode,
                                handle_type& out) {
     return to_error_code(detail::spawn_joined(core, std::move(work), mode, out));
@@ -396,7 +396,7 @@ struct ext::task_spawner<task<T>> {
 // it when it next looks for work. A sleeping worker is woken for it only
 // as a hint (docs/architecture.md, "Offered callables").
 template <class T>
-task_handle<T> spawn(task<T> work) {
+join_handle<T> spawn(task<T> work) {
   detail::worker_context& worker = detail::current_worker_for("canopy::spawn(task)");
   detail::scheduler& core = *worker.core;
   detail::task_id id;
@@ -408,14 +408,14 @@ task_handle<T> spawn(task<T> work) {
     throw spawn_error(status);
   }
   state->set_task(&core, id);
-  return task_handle<T>(state, &core, id);
+  return join_handle<T>(state, &core, id);
 }
 
 // The same without blocking: at capacity, or after shutdown began, the
 // result carries errc::at_capacity / errc::shut_down instead of a handle.
 template <class T>
-spawn_attempt<task_handle<T>> try_spawn(task<T> work) {
-  spawn_attempt<task_handle<T>> attempt;
+spawn_attempt<join_handle<T>> try_spawn(task<T> work) {
+  spawn_attempt<join_handle<T>> attempt;
   detail::worker_context& worker = detail::current_worker_for("canopy::try_spawn(task)");
   attempt.error = to_error_code(detail::spawn_joined(*worker.core, std::move(work),
                                                      detail::spawn_mode::fail, attempt.handle,

@@ -63,7 +63,7 @@ struct settle_awaiter : join_awaiter<T> {
 // Awaits every handle that was spawned (the others are empty), so that no
 // task outlives when_all, even when a spawn failed.
 template <class T>
-task<void> settle(task_handle<T>& handle, std::optional<non_void_t<T>>& slot,
+task<void> settle(join_handle<T>& handle, std::optional<non_void_t<T>>& slot,
                   std::exception_ptr& first_error) {
   if (handle.valid()) {
     co_await settle_awaiter<T>(handle, slot, first_error);
@@ -73,7 +73,7 @@ task<void> settle(task_handle<T>& handle, std::optional<non_void_t<T>>& slot,
 template <class... Ts, std::size_t... Is>
 task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...> /*indices*/,
                                                   task<Ts>... tasks) {
-  std::tuple<task_handle<Ts>...> handles;
+  std::tuple<join_handle<Ts>...> handles;
   const cancel_unjoined_on_exit cancel_on_exit(handles);
   std::exception_ptr spawn_failure;
   try {
@@ -102,7 +102,7 @@ task<std::tuple<detail::non_void_t<Ts>...>> when_all(task<Ts>... tasks) {
 
 template <class T>
 task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> tasks) {
-  std::vector<task_handle<T>> handles;
+  std::vector<join_handle<T>> handles;
   const detail::cancel_unjoined_on_exit cancel_on_exit(handles);
   handles.reserve(tasks.size());
   std::exception_ptr spawn_failure;

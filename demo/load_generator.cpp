@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
   const clock_type::time_point measure_from = start + warmup;
   const clock_type::time_point stop_at = measure_from + measured;
 
-  std::vector<canopy::task_handle<void>> handles;
+  std::vector<canopy::join_handle<void>> handles;
   handles.reserve(states.size());
   for (auto& state : states) {
     handles.push_back(pool.spawn(drive(settings, *state, measure_from, stop_at)));

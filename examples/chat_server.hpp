@@ -485,7 +485,7 @@ class server {
   std::stop_source past_deadline_;  // requested when the drain deadline passed
   std::chrono::milliseconds drain_time_{0};  // written by run(), read after its join
   bool finished_ = false;
-  canopy::task_handle<void> running_;
+  canopy::join_handle<void> running_;
 };
 
 }  // namespace chat

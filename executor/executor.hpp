@@ -156,7 +156,7 @@ class executor {
   }
 
   // Spawn a task of another kind (a canopy::task<T> coroutine, or a fiber:
-  // canopy::fiber(fn, stack_size)); returns its handle (a task_handle<T>,
+  // canopy::fiber(fn, stack_size)); returns its handle (a join_handle<T>,
   // which is a join_handle<T>).
   template <class Task>
   requires detail::spawnable_task<Task>
@@ -300,7 +300,7 @@ class executor {
     // Lets a coroutine or fiber that awaits the handle run the task at the
     // join if it has not started (scheduler::run_pending_inline).
     state->set_task(core_.get(), id);
-    return {join_handle<Result>(state), {}};
+    return {join_handle<Result>(state, core_.get(), id), {}};
   }
 
   template <class Body>

@@ -1,5 +1,6 @@
-// join_handle<T> — the caller's end of a spawned task (a callable, a
-// coroutine or a fiber: every kind's handle is, or converts to, this type).
+// join_handle<T> — the caller's end of a spawned task: what pool.spawn,
+// canopy::spawn and try_spawn return for a callable, a coroutine or a fiber
+// alike (join_handle<T> is another name for it, wait/task_handle.hpp).
 //
 // Contract:
 //   * get() blocks the calling thread until the task ends, then returns its
@@ -27,6 +28,11 @@
 //     reached its end after the request (what it returned or threw is
 //     discarded). Returns true if the request came before the task
 //     completed; false leaves the outcome as it was.
+//   * id() and core() name the task, for a waker (canopy::waker(*core(),
+//     id())); a handle whose id was asked for keeps its task a task of its
+//     own when a coroutine awaits it before it started (otherwise the
+//     awaiter may run it inside itself and retire the id:
+//     coroutine/join_await.hpp). An empty handle's core() is null.
 //   * Dropping (destroying) a handle, or detach(), detaches the task: it still
 //     runs; its result is discarded. If it then ends with an exception, the
 //     exception goes to executor_config::on_detached_exception, as for any
@@ -46,8 +52,9 @@
 
 #include "deadline.hpp"
 #include "errors.hpp"
-#include "scheduler.hpp"
 #include "join_state.hpp"
+#include "scheduler.hpp"
+#include "task_slot.hpp"
 
 namespace canopy {
 
@@ -60,12 +67,18 @@ template <class T>
 class join_handle {
  public:
   join_handle() noexcept = default;
-  explicit join_handle(detail::join_state<T>* state) noexcept : state_(state) {}
-  join_handle(join_handle&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  join_handle(detail::join_state<T>* state, detail::scheduler* core, detail::task_id id) noexcept
+      : state_(state), core_(core), id_(id) {}
+  join_handle(join_handle&& other) noexcept
+      : state_(std::exchange(other.state_, nullptr)),
+        core_(std::exchange(other.core_, nullptr)),
+        id_(other.id_) {}
   join_handle& operator=(join_handle&& other) noexcept {
     if (this != &other) {
       detach();
       state_ = std::exchange(other.state_, nullptr);
+      core_ = std::exchange(other.core_, nullptr);
+      id_ = other.id_;
     }
     return *this;
   }
@@ -109,6 +122,14 @@ class join_handle {
 
   bool cancel() noexcept { return state_ != nullptr && state_->cancel_and_wake(); }
 
+  [[nodiscard]] detail::task_id id() const noexcept {
+    if (state_ != nullptr) {
+      state_->share_identity();
+    }
+    return id_;
+  }
+  [[nodiscard]] detail::scheduler* core() const noexcept { return core_; }
+
   void detach() noexcept {
     if (state_ != nullptr) {
       std::exchange(state_, nullptr)->detach_and_release();
@@ -145,6 +166,8 @@ class join_handle {
   [[nodiscard]] detail::join_state<T>* let_go() noexcept { return std::exchange(state_, nullptr); }
 
   detail::join_state<T>* state_ = nullptr;
+  detail::scheduler* core_ = nullptr;
+  detail::task_id id_{};
 };
 
 }  // namespace canopy

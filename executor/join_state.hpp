@@ -109,7 +109,7 @@ class join_state_base {
     return task_core_ != nullptr && task_core_ == core;
   }
   [[nodiscard]] task_id task() const noexcept { return task_; }
-  // The handle gave the task's id out (task_handle::id()): someone may wake
+  // The handle gave the task's id out (join_handle::id()): someone may wake
   // the task by it, so an awaiter must not take the task over and retire
   // its id (coroutine/join_await.hpp). Same caller rules as set_task.
   void share_identity() noexcept { identity_shared_ = true; }

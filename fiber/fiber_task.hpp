@@ -240,7 +240,7 @@ void run_and_destroy(fiber_frame& frame) noexcept {
 template <class Fn>
 canopy::detail::spawn_status spawn_fiber_on(canopy::detail::scheduler& core, Fn&& fn,
                                             std::size_t stack_size, canopy::detail::spawn_mode mode,
-                                            task_handle<fiber_result_t<Fn>>& out) {
+                                            join_handle<fiber_result_t<Fn>>& out) {
   using R = fiber_result_t<Fn>;
   using stored = std::decay_t<Fn>;
   fiber_frame* frame = make_fiber_frame(stack_size, sizeof(stored), alignof(stored));
@@ -264,7 +264,7 @@ canopy::detail::spawn_status spawn_fiber_on(canopy::detail::scheduler& core, Fn&
     return status;
   }
   state->set_task(&core, id);
-  out = task_handle<R>(state, &core, id);
+  out = join_handle<R>(state, &core, id);
   return canopy::detail::spawn_status::spawned;
 }
 
@@ -297,7 +297,7 @@ requires std::is_invocable_v < std::decay_t<Fn>
 }
 
 // Spawning a fiber (executor::spawn / try_spawn / spawn_detached; the free
-// forms below). Returns its task_handle (a join_handle). Throws
+// forms below). Returns its join_handle. Throws
 // std::invalid_argument (stack_size 0 or above 1 GiB), std::bad_alloc, or
 // what fn's constructor throws; spawn errors as for every task kind. If no
 // stack can be had when the fiber first runs, get() rethrows
@@ -306,7 +306,7 @@ requires std::is_invocable_v < std::decay_t<Fn>
 // before it ends).
 template <class Fn>
 struct ext::task_spawner<detail::fiber_spec<Fn>> {
-  using handle_type = task_handle<detail::fiber_result_t<Fn>>;
+  using handle_type = join_handle<detail::fiber_result_t<Fn>>;
   template <class Spec>
   static std::error_code spawn(canopy::detail::scheduler& core, Spec&& spec,
                                canopy::detail::spawn_mode mode, handle_type& out) {

@@ -5,7 +5,7 @@
 //
 // compile: skip a synopsis of the forms (T and R stand for types)
 //   this_fiber::yield();                    // run again after other ready work
-//   T v = this_fiber::await(handle);        // a join_handle / task_handle: value or rethrow
+//   T v = this_fiber::await(handle);        // a join_handle: value or rethrow
 //   this_fiber::await(event);               // an async_event
 //   T v = this_fiber::await(some_task());   // a canopy::task<T>: spawned, then awaited
 //   T v = this_fiber::await(awaitable);     // anything a canopy::task can co_await

@@ -492,7 +492,7 @@ int callable_job(round_state& round, ticket& mine, std::uint64_t shape) {
 // A handle kept by an outside spawner until it joins it.
 struct held_handle {
   ledger_entry* entry;
-  task_handle<int> task;   // coroutines and fibers
+  join_handle<int> task;   // coroutines and fibers
   join_handle<int> plain;  // callables
 
   int join() { return task.valid() ? task.get() : plain.get(); }

@@ -407,7 +407,7 @@ class task_group {
       state_->slots[slot].ended = false;
       ++state_->running;
     }
-    task_handle<void> handle;
+    join_handle<void> handle;
     try {
       handle = canopy::spawn(detail::group_child<T>(std::move(child),
                                                     detail::child_end<T>(state_, slot, keep_value),

@@ -66,7 +66,7 @@ class http_test_server {
   io::reactor_timers timers_;
   io::tcp_listener listener_;
   std::uint16_t port_ = 0;
-  task_handle<std::error_code> server_;
+  join_handle<std::error_code> server_;
 };
 
 // serve() with a stop source, on two workers with a reactor and its timers.
@@ -101,7 +101,7 @@ class stoppable_server {
   io::tcp_listener listener_;
   std::uint16_t port_ = 0;
   std::stop_source stop_;
-  task_handle<std::error_code> server_;
+  join_handle<std::error_code> server_;
 };
 
 // A blocking client with a receive timeout, so that a server that never

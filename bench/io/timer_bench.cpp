@@ -26,7 +26,7 @@
 //                    coroutine tasks spawned from the main thread on an
 //                    executor with a reactor (N threads), each
 //                    `co_await sleep_until(now + length)`; the odd ones are
-//                    task_handle::cancel()ed one batch of 1024 spawns later.
+//                    join_handle::cancel()ed one batch of 1024 spawns later.
 //                    Asio: N handlers posted to an io_context run by N
 //                    threads, each arming a steady_timer of its own
 //                    (async_wait); an odd one posts its timer's cancel()
@@ -221,7 +221,7 @@ std::vector<double> canopy_lateness(const settings& run, bool loaded) {
   canopy::executor pool(canopy::io::with_reactor(config));
   canopy::io::reactor_timers timers(pool);
   std::atomic<bool> stop{false};
-  std::vector<canopy::task_handle<void>> background;
+  std::vector<canopy::join_handle<void>> background;
   if (loaded) {
     for (unsigned i = 0; i < run.threads; ++i) {
       background.push_back(pool.spawn([](std::atomic<bool>& done) -> canopy::task<void> {
@@ -306,8 +306,8 @@ storm_result canopy_storm(const settings& run) {
   canopy::executor pool(canopy::io::with_reactor(config));
   canopy::io::reactor_timers timers(pool);
   storm_state state(run.timers);
-  std::vector<canopy::task_handle<void>> batch;
-  std::vector<canopy::task_handle<void>> previous;
+  std::vector<canopy::join_handle<void>> batch;
+  std::vector<canopy::join_handle<void>> previous;
   batch.reserve(storm_cancel_batch);
   previous.reserve(storm_cancel_batch);
   const auto start = clock_type::now();

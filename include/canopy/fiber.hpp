@@ -16,7 +16,7 @@
 //     spawn. Every spawn verb takes it: pool.spawn / try_spawn /
 //     spawn_detached from any thread, canopy::spawn / try_spawn /
 //     spawn_detached inside a running task (the executor's errors:
-//     <canopy/executor.hpp>); spawn returns a task_handle<R>. No stack when
+//     <canopy/executor.hpp>); spawn returns a join_handle<R>. No stack when
 //     it first runs: get() rethrows std::bad_alloc. A detached fiber's
 //     exception goes to on_detached_exception.
 //   this_fiber:: calls, only inside a fiber (elsewhere std::logic_error
@@ -24,7 +24,7 @@
 //   returns when the fiber resumes, maybe on another worker (keep no
 //   thread_local's address across them):
 //     yield()                  run again after other ready work;
-//     await(handle) -> T       a join_handle / task_handle: its value, or
+//     await(handle) -> T       a join_handle: its value, or
 //                              its exception (task_cancelled if destroyed);
 //                              an empty handle: std::logic_error;
 //     await(event)             an async_event;

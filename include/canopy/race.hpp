@@ -48,8 +48,8 @@
 // task, cancelled, cancels the fiber and ends once the fiber's stack is
 // unwound:
 // compile: fragment
-//   auto join = [](canopy::task_handle<int> h) -> canopy::task<int> { co_return co_await h; };
-//   auto fiber = canopy::spawn(canopy::fiber([] { return 42; }));   // its task_handle<int>
+//   auto join = [](canopy::join_handle<int> h) -> canopy::task<int> { co_return co_await h; };
+//   auto fiber = canopy::spawn(canopy::fiber([] { return 42; }));   // its join_handle<int>
 //   co_await canopy::race(join(std::move(fiber)), canopy::stopped(token));
 //
 // stopped(std::stop_token token) -> task<void>: ends when stop is requested

@@ -18,18 +18,19 @@
 //     runs it inline in the awaiting task (no spawn) and consumes it; an
 //     exception leaving its body is rethrown at that co_await (or by the
 //     joiner when spawned). Spawning an empty task: std::invalid_argument.
-//   pool.spawn(task) -> task_handle<T> (any thread; the executor's rules,
+//   pool.spawn(task) -> join_handle<T> (any thread; the executor's rules,
 //     <canopy/executor.hpp>); try_spawn, spawn_detached likewise.
-//   spawn(task) -> task_handle<T>, try_spawn(task) -> spawn_attempt,
+//   spawn(task) -> join_handle<T>, try_spawn(task) -> spawn_attempt,
 //     spawn_detached(task): only inside a running task (a coroutine, fiber
 //     or callable of an executor), on the same executor; outside one
 //     std::logic_error ("... outside a running task: use executor::spawn
 //     from other threads"). At capacity spawn throws
 //     spawn_error(errc::at_capacity) (it never blocks a worker); after
 //     shutdown began, errc::shut_down.
-//   task_handle<T>: a join_handle<T> (get, wait_for, ready, cancel, detach)
-//     that also gives id() and core(). co_await handle (inside a task):
-//     waits without holding a worker, once per handle; returns the value,
+//   join_handle<T> (<canopy/executor.hpp>: get, wait_for, ready, cancel,
+//     detach, id, core; task_handle<T> is another name for it).
+//     co_await handle (inside a task): waits without holding a worker,
+//     once per handle; returns the value,
 //     rethrows the exception, task_cancelled if the child was destroyed
 //     without completing. A child not started yet runs inside the awaiter.
 //   when_all(t1, t2, ...) -> task<std::tuple<...>>, when_all(vector of

@@ -28,7 +28,7 @@ using canopy::blocking_pool;
 using canopy::blocking_pool_config;
 using canopy::executor;
 using canopy::task;
-using canopy::task_handle;
+using canopy::join_handle;
 using canopy::testing::config_with;
 using canopy::testing::eventually;
 using canopy::testing::stress_divisor;
@@ -87,7 +87,7 @@ task<int> queued_call(storm_counts& counts) {
 }
 
 // The queued calls: every fourth from a fiber, the rest from coroutine tasks.
-void spawn_queued(executor& pool, storm_counts& counts, std::vector<task_handle<int>>& handles) {
+void spawn_queued(executor& pool, storm_counts& counts, std::vector<join_handle<int>>& handles) {
   for (int index = 0; index < queued_calls; ++index) {
     if (index % 4 == 3) {
       handles.push_back(pool.spawn(canopy::fiber([&counts] {
@@ -102,7 +102,7 @@ void spawn_queued(executor& pool, storm_counts& counts, std::vector<task_handle<
   }
 }
 
-int count_cancelled(std::vector<task_handle<int>>& handles) {
+int count_cancelled(std::vector<join_handle<int>>& handles) {
   int cancelled = 0;
   for (auto& handle : handles) {
     try {
@@ -159,7 +159,7 @@ TEST_CASE("an attached pool destroyed with calls running and queued: no queued c
     executor pool(config_with(2));
     auto blocking = std::make_unique<blocking_pool>(pool, two_threads());
     storm_counts counts;
-    std::vector<task_handle<int>> handles;
+    std::vector<join_handle<int>> handles;
     for (int index = 0; index < running_calls; ++index) {
       handles.push_back(pool.spawn(held_call(counts)));
     }
@@ -191,7 +191,7 @@ TEST_CASE("an executor shut down with calls queued in the default pool: none sta
   executor holder_pool(config_with(1));
   const auto release = std::make_shared<gate>();
   const release_on_exit open_at_exit{release};
-  std::vector<task_handle<int>> holder_handles;
+  std::vector<join_handle<int>> holder_handles;
   for (int index = 0; index < holders; ++index) {
     holder_handles.push_back(holder_pool.spawn(held_until_open(release)));
   }
@@ -202,7 +202,7 @@ TEST_CASE("an executor shut down with calls queued in the default pool: none sta
   int cancelled = 0;
   for (long round = 0; round < rounds; ++round) {
     storm_counts counts;
-    std::vector<task_handle<int>> handles;
+    std::vector<join_handle<int>> handles;
     {
       executor pool(config_with(2));
       for (int index = 0; index < running_calls; ++index) {
@@ -241,8 +241,8 @@ TEST_CASE("tasks cancelled while their calls are queued: no queued call starts")
   int cancelled = 0;
   for (long round = 0; round < rounds; ++round) {
     storm_counts counts;
-    std::vector<task_handle<int>> held;
-    std::vector<task_handle<int>> queued;
+    std::vector<join_handle<int>> held;
+    std::vector<join_handle<int>> queued;
     for (int index = 0; index < running_calls; ++index) {
       held.push_back(pool.spawn(held_call(counts)));
     }

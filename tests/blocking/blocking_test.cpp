@@ -258,7 +258,7 @@ TEST_CASE("a queued call whose task's cancel is requested never starts, before i
     auto queued_call = [&]() -> task<int> {
       co_return co_await canopy::run_blocking(queued_body);
     };
-    canopy::task_handle<int> queued;
+    canopy::join_handle<int> queued;
     if (as_fiber) {
       queued = pool.spawn(
           canopy::fiber([&] { return canopy::this_fiber::run_blocking(queued_body); }));
@@ -348,7 +348,7 @@ TEST_CASE("idle threads exit after idle_timeout") {
       return 1;
     });
   };
-  std::vector<canopy::task_handle<int>> handles;
+  std::vector<canopy::join_handle<int>> handles;
   for (int i = 0; i < 4; ++i) {
     handles.push_back(pool.spawn(call()));
   }

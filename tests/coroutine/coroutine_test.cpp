@@ -57,7 +57,7 @@ TEST_CASE_TEMPLATE_DEFINE("spawn a task and join its value on every pool size", 
                           coroutine_sizes) {
   canopy::testing::watchdog guard("coroutine spawn/join", 60);
   executor pool(config_with(workers_t::value));
-  std::vector<canopy::task_handle<int>> handles;
+  std::vector<canopy::join_handle<int>> handles;
   for (int index = 0; index < 1000; ++index) {
     handles.push_back(pool.spawn(constant(index)));
   }
@@ -261,7 +261,7 @@ TEST_CASE("awaiting a pending task of another executor waits for it there") {
   // closure temporary is gone.
   auto child =
       other.spawn([](std::atomic<bool>* flag) -> task<bool> { co_return flag->load(); }(&opened));
-  auto parent = home.spawn([](canopy::task_handle<bool>* awaited) -> task<bool> {
+  auto parent = home.spawn([](canopy::join_handle<bool>* awaited) -> task<bool> {
     co_return co_await *awaited;
   }(&child));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -291,8 +291,8 @@ TEST_CASE("yield_now ends the run as yielded and lets other ready tasks run") {
   for (const auto& worker : pool.stats().workers) {
     yields_before += worker.yields;
   }
-  canopy::task_handle<void> a;
-  canopy::task_handle<void> b;
+  canopy::join_handle<void> a;
+  canopy::join_handle<void> b;
   {
     worker_gate busy(pool, 1);
     a = pool.spawn(writer('A'));
@@ -380,7 +380,7 @@ TEST_CASE("async_event: waiters suspend without a worker and all resume on set")
     resumed.fetch_add(1);
     co_return 1;
   };
-  std::vector<canopy::task_handle<int>> handles;
+  std::vector<canopy::join_handle<int>> handles;
   for (int index = 0; index < 100; ++index) {
     handles.push_back(pool.spawn(waiter()));
   }
@@ -424,7 +424,7 @@ TEST_CASE("one million pending coroutine tasks fit; bytes per pending task") {
     co_await release;
     co_return index;
   };
-  std::vector<canopy::task_handle<long>> handles;
+  std::vector<canopy::join_handle<long>> handles;
   handles.reserve(static_cast<std::size_t>(count));
   // Heap in use: small blocks plus mmap'ed ones (the arena's 256 KiB leaves).
   const auto heap = [] {
@@ -499,7 +499,7 @@ TEST_CASE("wakers: wake from a foreign thread; stale after the task ends") {
   // stale eventually, not necessarily at once; until then it is absorbed.
   CHECK(eventually([&] { return !stored.wake(); }));
   std::atomic<int> stop{0};
-  std::vector<canopy::task_handle<int>> sleepers;
+  std::vector<canopy::join_handle<int>> sleepers;
   std::vector<std::unique_ptr<std::atomic<int>>> resumes;
   std::mutex wakers_mutex;
   std::vector<canopy::waker> wakers;
@@ -605,7 +605,7 @@ TEST_CASE("race: wake vs. suspend, join completion vs. await, event set vs. wait
     }
     co_return suspensions;
   };
-  std::vector<canopy::task_handle<long>> consumers;
+  std::vector<canopy::join_handle<long>> consumers;
   std::vector<std::thread> producers;
   for (auto& ch : channels) {
     consumers.push_back(pool.spawn(consumer(ch, rounds)));
@@ -756,7 +756,7 @@ TEST_CASE("shutdown destroys suspended coroutine tasks, running their destructor
   std::atomic<int> destroyed{0};
   std::atomic<int> started{0};
   std::atomic<int> own_task_leaves{0};
-  std::vector<canopy::task_handle<int>> handles;
+  std::vector<canopy::join_handle<int>> handles;
   async_event never;
   std::uint64_t dropped = 0;
   {

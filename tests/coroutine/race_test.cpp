@@ -168,7 +168,7 @@ task<void> read_or_stop(canopy::io::unix_stream& stream, const stream_pair& pair
   unused.request_stop();  // the released registration is not called
 }
 
-task<int> fiber_join(canopy::task_handle<int> handle) { co_return co_await handle; }
+task<int> fiber_join(canopy::join_handle<int> handle) { co_return co_await handle; }
 
 // The stream's byte at `index`: a counter modulo a prime, so that a lost or
 // repeated piece shifts it.
@@ -347,7 +347,7 @@ TEST_CASE("race at capacity: the contenders started end before race throws at_ca
   race_probe probe;
   canopy::async_event release;
   const int seen_then = canopy::block_on(pool, [&]() -> task<int> {
-    std::vector<canopy::task_handle<void>> fillers;  // all slots but one taken
+    std::vector<canopy::join_handle<void>> fillers;  // all slots but one taken
     while (pool.stats().live_tasks + 1 < pool.capacity()) {
       fillers.push_back(
           canopy::spawn([](canopy::async_event& event) -> task<void> { co_await event; }(release)));

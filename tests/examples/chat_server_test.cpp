@@ -103,7 +103,7 @@ task<client_log> run_client(Stream stream, std::string name, int count, std::siz
   canopy::io::buffered_reader<Stream&> lines(stream, 8192);
   std::size_t received = 0;
   bool welcomed = false;
-  canopy::task_handle<void> writer;
+  canopy::join_handle<void> writer;
   for (;;) {
     std::error_code error;
     std::optional<std::string> line = co_await lines.read_line(1 << 20, error);
@@ -238,7 +238,7 @@ TEST_CASE("chat: every line reaches every other client once, in order; SIGTERM d
       canopy::executor clients(client_config());
       crowd everyone;
       everyone.size = total;
-      std::vector<canopy::task_handle<client_log>> handles;
+      std::vector<canopy::join_handle<client_log>> handles;
       for (int i = 0; i < total; ++i) {
         const std::string name = "c" + std::to_string(i);
         const std::size_t expected = static_cast<std::size_t>((total - 1) * lines_each);
@@ -322,7 +322,7 @@ TEST_CASE("chat: a client that never reads is dropped without holding up the oth
     everyone.size = readers + 1;
     everyone.batch = 100;
     everyone.pacers = readers;
-    std::vector<canopy::task_handle<client_log>> handles;
+    std::vector<canopy::join_handle<client_log>> handles;
     for (int i = 0; i <= readers; ++i) {
       const bool talker = i == readers;
       handles.push_back(

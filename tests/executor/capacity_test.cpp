@@ -69,7 +69,7 @@ TEST_CASE("try_spawn never blocks, for every task kind: at_capacity, shut_down; 
   executor pool(tiny_capacity());
   CHECK(pool.capacity() == 64);
   CHECK(pool.stats().capacity == 64);
-  std::vector<canopy::task_handle<void>> waiting;
+  std::vector<canopy::join_handle<void>> waiting;
   for (int index = 0; index < 64; ++index) {
     auto attempt = pool.try_spawn(wait_on_event(release));
     REQUIRE(attempt);

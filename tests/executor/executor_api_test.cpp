@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "tests/test_support.hpp"
@@ -48,6 +49,35 @@ std::thread set_later(async_event& event) {
 }
 
 }  // namespace
+
+TEST_CASE(
+    "one handle type: a callable, a coroutine and a fiber each return a join_handle naming its "
+    "task") {
+  static_assert(std::is_same_v<canopy::task_handle<int>, canopy::join_handle<int>>);
+  const watchdog guard("one handle type", 60);
+  executor pool(config_with(2));
+  canopy::join_handle<int> callable = pool.spawn([] { return 1; });
+  canopy::join_handle<int> coroutine = pool.spawn(forty_two());
+  canopy::join_handle<int> fiber = pool.spawn(canopy::fiber([] { return 3; }));
+  CHECK(callable.core() == &pool.core());
+  CHECK(coroutine.core() == &pool.core());
+  CHECK(fiber.core() == &pool.core());
+  // Three live tasks at once: three different slots.
+  const auto slot_of = [](const canopy::join_handle<int>& handle) { return handle.id().slot; };
+  CHECK(slot_of(callable) != slot_of(coroutine));
+  CHECK(slot_of(callable) != slot_of(fiber));
+  CHECK(slot_of(coroutine) != slot_of(fiber));
+  CHECK(callable.get() == 1);
+  CHECK(coroutine.get() == 42);
+  CHECK(fiber.get() == 3);
+  // Moved from: empty, and no longer names a runtime.
+  canopy::join_handle<int> moved = pool.spawn([] { return 4; });
+  canopy::join_handle<int> target = std::move(moved);
+  CHECK_FALSE(moved.valid());      // NOLINT(bugprone-use-after-move): what a move leaves
+  CHECK(moved.core() == nullptr);  // NOLINT(bugprone-use-after-move)
+  CHECK(target.core() == &pool.core());
+  CHECK(target.get() == 4);
+}
 
 TEST_CASE("a handle's get() twice, and every blocking call on an empty handle, is a logic_error") {
   watchdog guard("empty handles", 30);
@@ -196,7 +226,7 @@ TEST_CASE("empty tasks and handles are bad input, named, not a crash") {
 
   // await_all on a handle that was already taken: logic_error in the task.
   auto awaited = canopy::block_on(pool, [&]() -> task<bool> {
-    std::vector<canopy::task_handle<int>> handles;
+    std::vector<canopy::join_handle<int>> handles;
     handles.push_back(canopy::spawn(forty_two()));
     handles.push_back(canopy::spawn(forty_two()));
     co_await handles[0];  // taken: the handle is empty now
@@ -409,7 +439,7 @@ TEST_CASE("when_all and await_all of nothing complete at once with nothing") {
   const bool fine = canopy::block_on(pool, []() -> task<bool> {
     std::vector<task<int>> none;
     std::vector<int> values = co_await canopy::when_all(std::move(none));
-    std::vector<canopy::task_handle<int>> handles;
+    std::vector<canopy::join_handle<int>> handles;
     co_await canopy::await_all(handles);
     std::vector<int> out;
     co_await canopy::await_all(handles, std::back_inserter(out));

@@ -182,7 +182,7 @@ TEST_CASE("offered children run however they are awaited, or if they are not") {
     // LIFO slot and the tree): only the newest can be taken back, the
     // others are run by the worker or a thief while the parent waits.
     auto in_order = []() -> task<long> {
-      std::vector<canopy::task_handle<int>> children;
+      std::vector<canopy::join_handle<int>> children;
       const int count = static_cast<int>(canopy::detail::offer_deque::capacity) + 44;
       children.reserve(static_cast<std::size_t>(count));
       for (int index = 0; index < count; ++index) {
@@ -358,7 +358,7 @@ TEST_CASE("slots kept from taken-over children serve any spawn and go back when 
   // the kept ones too, before at_capacity: all 64 but the parent's own.
   auto fill = [&]() -> task<int> {
     CHECK(co_await forks(12) == 144);
-    std::vector<canopy::task_handle<void>> waiting;
+    std::vector<canopy::join_handle<void>> waiting;
     int spawned = 0;
     for (int attempt = 0; attempt < 100; ++attempt) {
       auto next = pool.try_spawn(wait_on_event(release));
@@ -382,7 +382,7 @@ TEST_CASE("slots kept from taken-over children serve any spawn and go back when 
   release.reset();
   CHECK(canopy::block_on(pool, forks(12)) == 144);
   REQUIRE(eventually([&] { return pool.stats().sleeping_workers == 1; }));
-  std::vector<canopy::task_handle<void>> outside;
+  std::vector<canopy::join_handle<void>> outside;
   for (int index = 0; index < 64; ++index) {
     auto next = pool.try_spawn(wait_on_event(release));
     REQUIRE(next);

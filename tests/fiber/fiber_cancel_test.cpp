@@ -98,7 +98,7 @@ TEST_CASE("a handle's cancel(): get() returns after the fiber's stack unwound") 
     for (long round = 0; round < rounds(300); ++round) {
       tracked& outer = kept.emplace_back(std::make_unique<tracked[]>(2))[0];
       tracked& inner = kept.back()[1];
-      canopy::task_handle<int> handle;
+      canopy::join_handle<int> handle;
       if (round % 2 == 0) {
         handle = pool.spawn(awaiting_fiber(outer, inner));
       } else {
@@ -184,7 +184,7 @@ TEST_CASE("a cancelled parent (a fiber, a coroutine) ends after the fiber it awa
     int early = 0;
     for (long round = 0; round < rounds(300); ++round) {
       tracked child;
-      canopy::task_handle<int> parent;
+      canopy::join_handle<int> parent;
       if (round % 2 == 0) {
         parent = pool.spawn(canopy::fiber(
             [&child] { return canopy::this_fiber::await(canopy::spawn(yielding_fiber(child))); }));
@@ -214,7 +214,7 @@ TEST_CASE("shutdown: a fiber's handle is released only after its stack unwound")
       // What the fibers use outlives the pool (its shutdown unwinds them).
       canopy::async_event handed;
       canopy::async_event started;
-      canopy::task_handle<int> child;
+      canopy::join_handle<int> child;
       {
         executor pool(config_with(workers));
         // The parent is spawned before its child (shutdown then tends to

@@ -111,7 +111,7 @@ TEST_CASE_TEMPLATE_DEFINE("a spawned fiber returns the value; exceptions reach j
                           fiber_sizes) {
   canopy::testing::watchdog guard("fiber spawn/join", 60);
   executor pool(config_with(workers_t::value));
-  std::vector<canopy::task_handle<int>> handles;
+  std::vector<canopy::join_handle<int>> handles;
   for (int index = 0; index < 500; ++index) {
     handles.push_back(pool.spawn(canopy::fiber([index] {
       this_fiber::yield();
@@ -271,7 +271,7 @@ TEST_CASE("100,000 concurrent fibers with 16 KiB stacks") {
   async_event release;
   std::atomic<long> waiting{0};
   std::atomic<long> guarded{0};
-  std::vector<canopy::task_handle<long>> handles;
+  std::vector<canopy::join_handle<long>> handles;
   handles.reserve(static_cast<std::size_t>(count));
   for (long index = 0; index < count; ++index) {
     handles.push_back(pool.spawn(canopy::fiber(
@@ -587,7 +587,7 @@ TEST_CASE("a never-started child that fits runs on its awaiter's stack, as part 
   std::atomic<int> unwound{0};
   std::atomic<bool> inner_waiting{false};
   async_event never;
-  canopy::task_handle<int> outer;
+  canopy::join_handle<int> outer;
   {
     executor doomed(config_with(1));
     outer = doomed.spawn(canopy::fiber(
@@ -691,7 +691,7 @@ TEST_CASE("shutdown unwinds suspended fibers and frees their stacks") {
   canopy::testing::watchdog guard("fiber shutdown", 60);
   std::atomic<int> destroyed{0};
   std::atomic<int> started{0};
-  std::vector<canopy::task_handle<int>> handles;
+  std::vector<canopy::join_handle<int>> handles;
   async_event never;
   const std::size_t in_use_before = canopy::stack_pool::stats().in_use;
   {
@@ -823,7 +823,7 @@ TEST_CASE(
     int destroyed_after_refusals = 0;
     pool.spawn([&] {
           // The only worker runs this task, so nothing it spawns can start.
-          std::vector<canopy::task_handle<int>> children;
+          std::vector<canopy::join_handle<int>> children;
           for (;;) {
             coroutine_refusal =
                 spawn_error_of([&] { children.push_back(canopy::spawn(holding(flag()))); });

@@ -479,7 +479,7 @@ namespace {
 task<std::uint64_t> child_value(std::uint64_t index) { co_return index* index; }
 
 task<std::uint64_t> fan_out_sum(std::size_t count, int rounds) {
-  std::vector<canopy::task_handle<std::uint64_t>> children;
+  std::vector<canopy::join_handle<std::uint64_t>> children;
   children.reserve(count);
   std::uint64_t sum = 0;
   for (int round = 0; round < rounds; ++round) {
@@ -526,7 +526,7 @@ TEST_CASE("await_all with an output iterator writes values in order or rethrows 
   canopy::testing::watchdog guard("await_all values", 60);
   executor pool(config_with(2));
   const auto values = pool.spawn([]() -> task<std::vector<int>> {
-                            std::vector<canopy::task_handle<int>> children;
+                            std::vector<canopy::join_handle<int>> children;
                             children.reserve(8);
                             for (int index = 0; index < 8; ++index) {
                               children.push_back(canopy::spawn(slow_value(index)));
@@ -543,7 +543,7 @@ TEST_CASE("await_all with an output iterator writes values in order or rethrows 
                           .get();
   CHECK(values == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
   CHECK(pool.spawn([]() -> task<std::string> {
-              std::vector<canopy::task_handle<int>> children;
+              std::vector<canopy::join_handle<int>> children;
               children.push_back(canopy::spawn(slow_value(1)));
               children.push_back(canopy::spawn(failing_value(2)));
               children.push_back(canopy::spawn(failing_value(3)));
@@ -564,9 +564,9 @@ TEST_CASE("await_all with an output iterator writes values in order or rethrows 
             .get() == "child 2 after 1");
   // Empty ranges and ranges of finished children do not suspend.
   const int finished = pool.spawn([]() -> task<int> {
-                             std::vector<canopy::task_handle<int>> none;
+                             std::vector<canopy::join_handle<int>> none;
                              co_await canopy::await_all(none);
-                             std::array<canopy::task_handle<int>, 3> done{
+                             std::array<canopy::join_handle<int>, 3> done{
                                  canopy::spawn(slow_value(1)), canopy::spawn(slow_value(2)),
                                  canopy::spawn(slow_value(3))};
                              co_await canopy::await_all(done);
@@ -580,7 +580,7 @@ TEST_CASE("await_all with an output iterator writes values in order or rethrows 
                            .get();
   CHECK(finished == 6);
   CHECK(pool.spawn([]() -> task<std::string> {
-              std::vector<canopy::task_handle<int>> holes(2);
+              std::vector<canopy::join_handle<int>> holes(2);
               try {
                 co_await canopy::await_all(holes);
               } catch (const std::logic_error& error) {
@@ -605,7 +605,7 @@ TEST_CASE("a task cancelled inside await_all cancels its children and its frame 
     };
     auto parent = [&](canopy::async_event& event) -> task<int> {
       const canopy::testing::destroy_flag flag(frames_destroyed);
-      std::vector<canopy::task_handle<int>> children;
+      std::vector<canopy::join_handle<int>> children;
       children.reserve(16);
       for (int index = 0; index < 16; ++index) {
         children.push_back(canopy::spawn(child(event)));

@@ -270,7 +270,7 @@ TEST_CASE("gathered write: close() from another task while it waits ends it, ope
       ::setsockopt(pair.peer, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
       const buffer_list parts{bytes_of(view.substr(0, 100)), bytes_of(view.substr(100))};
       auto* stream = &pair.stream;
-      canopy::task_handle<std::error_code> writer =
+      canopy::join_handle<std::error_code> writer =
           fiber ? pool.spawn(canopy::fiber([stream, &parts] {
             std::error_code error;
             canopy::this_fiber::write_all(*stream, parts, error);

@@ -52,7 +52,7 @@ task<read_outcome> read_once(Stream& stream, std::atomic<bool>& reading) {
 template <class Stream>
 read_outcome end_a_waiting_read(executor& pool, Stream& stream, ending how, waiter form) {
   std::atomic<bool> reading{false};
-  canopy::task_handle<read_outcome> reader =
+  canopy::join_handle<read_outcome> reader =
       form == waiter::coroutine
           ? pool.spawn(read_once(stream, reading))
           : pool.spawn(canopy::fiber([&stream, &reading] {

@@ -109,7 +109,7 @@ TEST_CASE("tcp echo round trips over IPv4 and IPv6") {
       CHECK(server.port() != 0);
       std::atomic<int> finished{0};
       pool.spawn_detached(accept_loop(&listener, &finished));
-      std::vector<canopy::task_handle<std::string>> clients;
+      std::vector<canopy::join_handle<std::string>> clients;
       for (int index = 0; index < 20; ++index) {
         clients.push_back(pool.spawn(round_trip(&owner, server, "hello " + std::to_string(index))));
       }

@@ -413,7 +413,7 @@ TEST_CASE("200 connections served: no descriptor left behind, completions counte
       // In rounds of 50 concurrent clients.
       int answered = 0;
       for (int round = 0; round < connections / 50; ++round) {
-        std::vector<canopy::task_handle<std::string>> clients;
+        std::vector<canopy::join_handle<std::string>> clients;
         for (int index = 0; index < 50; ++index) {
           clients.push_back(pool.spawn(ask(&owner, server, "request " + std::to_string(index))));
         }

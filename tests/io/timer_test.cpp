@@ -450,7 +450,7 @@ TEST_CASE("sleep_for in coroutine tasks: wakes after the duration, never before"
   canopy::io::timer_thread timers(pool);
   const int sleepers = static_cast<int>(scaled(200));
   std::atomic<int> early{0};
-  std::vector<canopy::task_handle<void>> handles;
+  std::vector<canopy::join_handle<void>> handles;
   for (int i = 0; i < sleepers; ++i) {
     handles.push_back(pool.spawn([](int index, std::atomic<int>& too_early) -> task<void> {
       const auto duration = std::chrono::microseconds(200 + (index % 20) * 100);
@@ -483,7 +483,7 @@ TEST_CASE("cancelling or shutting down a sleeping task removes its timer") {
   executor pool(config_with(2));
   canopy::io::timer_thread timers(pool);
   std::atomic<int> started{0};
-  std::vector<canopy::task_handle<void>> handles;
+  std::vector<canopy::join_handle<void>> handles;
   for (int i = 0; i < 50; ++i) {
     handles.push_back(pool.spawn([](std::atomic<int>& count) -> task<void> {
       count.fetch_add(1);
@@ -595,7 +595,7 @@ TEST_CASE("timers driven by the reactor's poller: sleeps end on time, with_timeo
   canopy::io::reactor_timers timers(pool);
   const int sleepers = static_cast<int>(scaled(100));
   std::atomic<int> early{0};
-  std::vector<canopy::task_handle<void>> handles;
+  std::vector<canopy::join_handle<void>> handles;
   for (int i = 0; i < sleepers; ++i) {
     handles.push_back(pool.spawn([](int index, std::atomic<int>& too_early) -> task<void> {
       for (int round = 0; round < 5; ++round) {

@@ -369,7 +369,7 @@ TEST_CASE("async_event: manual reset; set() before a wait lets it through; reset
   CHECK(canopy::block_on(pool, pass()) == 1);
   CHECK(canopy::block_on(pool, pass()) == 1);  // still set: manual reset
   event.reset();
-  std::vector<canopy::task_handle<int>> waiters;
+  std::vector<canopy::join_handle<int>> waiters;
   for (int i = 0; i < 3; ++i) waiters.push_back(pool.spawn(pass()));
   CHECK_FALSE(waiters[0].wait_for(30ms));
   event.set();

@@ -179,7 +179,7 @@ TEST_CASE("timer: a coroutine cancelled at its sleep's deadline takes its timer 
   int finished = 0;
   int cancelled = 0;
   for (long done = 0; done < total; done += batch) {
-    std::vector<canopy::task_handle<int>> handles;
+    std::vector<canopy::join_handle<int>> handles;
     std::vector<clock_type::time_point> cancel_at;
     for (std::size_t i = 0; i < batch; ++i) {
       const auto start = clock_type::now();
@@ -218,7 +218,7 @@ TEST_CASE("timer: a fiber cancelled at its sleep's deadline takes its timer back
   std::atomic<int> destroyed{0};
   int finished = 0;
   for (long done = 0; done < total; done += batch) {
-    std::vector<canopy::task_handle<int>> handles;
+    std::vector<canopy::join_handle<int>> handles;
     std::vector<clock_type::time_point> cancel_at;
     for (std::size_t i = 0; i < batch; ++i) {
       const auto start = clock_type::now();

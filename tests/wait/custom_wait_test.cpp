@@ -88,11 +88,11 @@ TEST_CASE("a custom wait source works for tasks and fibers; one disarm per arm, 
     canopy::current_waker().wake();  // a stale/spurious wake must not end the wait
     co_return co_await canopy::wait_on(source);
   };
-  auto task_handle = pool.spawn(waiting_task());
+  auto join_handle = pool.spawn(waiting_task());
   REQUIRE(eventually([&] { return for_task.armed(); }));
-  CHECK_FALSE(task_handle.wait_for(20ms));
+  CHECK_FALSE(join_handle.wait_for(20ms));
   for_task.set();
-  CHECK(task_handle.get() == 99);
+  CHECK(join_handle.get() == 99);
   CHECK(for_task.arms.load() == 1);
   CHECK(for_task.disarms.load() == 1);
 
@@ -127,10 +127,10 @@ TEST_CASE("cancelling a task or fiber in a custom wait destroys it and disarms t
     flag_source source = for_task.source();
     co_return co_await canopy::wait_on(source);
   };
-  auto task_handle = pool.spawn(waiting_task());
+  auto join_handle = pool.spawn(waiting_task());
   REQUIRE(eventually([&] { return for_task.armed(); }));
-  CHECK(task_handle.cancel());
-  CHECK_THROWS_AS(task_handle.get(), canopy::task_cancelled);
+  CHECK(join_handle.cancel());
+  CHECK_THROWS_AS(join_handle.get(), canopy::task_cancelled);
   CHECK(destroyed.load() == 1);
   CHECK(for_task.disarms.load() == 1);
   CHECK_FALSE(for_task.armed());

@@ -21,7 +21,7 @@ canopy::task<std::uint64_t> child(std::uint64_t index) { co_return fan_out::chil
 // started, nested here, and suspends at most once for the rest. The
 // handles and values vectors are reused across rounds.
 canopy::task<void> fan_out_root(std::uint64_t& sum, completion_signal& computed) {
-  std::vector<canopy::task_handle<std::uint64_t>> children;
+  std::vector<canopy::join_handle<std::uint64_t>> children;
   children.reserve(fan_out::children_per_round);
   std::vector<std::uint64_t> values(fan_out::children_per_round);
   std::uint64_t total = 0;

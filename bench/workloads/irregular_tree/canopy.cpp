@@ -24,7 +24,7 @@ struct subtree {
 // the spawned ones with one co_await canopy::await_all.
 canopy::task<subtree> visit(std::uint64_t seed, unsigned depth) {
   const unsigned children = irregular_tree::child_count(seed, depth);
-  std::array<canopy::task_handle<subtree>, irregular_tree::max_children> spawned;
+  std::array<canopy::join_handle<subtree>, irregular_tree::max_children> spawned;
   for (unsigned index = 1; index < children; ++index) {
     spawned[index - 1] = canopy::spawn(visit(irregular_tree::child_seed(seed, index), depth + 1));
   }
@@ -33,7 +33,7 @@ canopy::task<subtree> visit(std::uint64_t seed, unsigned depth) {
     const subtree first = co_await visit(irregular_tree::child_seed(seed, 0), depth + 1);
     result.total += first.total;
     result.nodes += first.nodes;
-    std::span<canopy::task_handle<subtree>> others(spawned.data(), children - 1);
+    std::span<canopy::join_handle<subtree>> others(spawned.data(), children - 1);
     std::array<subtree, irregular_tree::max_children> values;
     co_await canopy::await_all(others, values.begin());
     for (unsigned index = 0; index + 1 < children; ++index) {

@@ -21,7 +21,7 @@ canopy::task<long long> count_solutions(nqueens::board placed, int row) {
   if (row == nqueens::size) {
     co_return 1;
   }
-  std::array<canopy::task_handle<long long>, nqueens::size> spawned;
+  std::array<canopy::join_handle<long long>, nqueens::size> spawned;
   std::size_t child_count = 0;
   for (int column = 0; column < nqueens::size; ++column) {
     if (nqueens::column_safe(placed, row, column)) {
@@ -30,7 +30,7 @@ canopy::task<long long> count_solutions(nqueens::board placed, int row) {
     }
   }
   std::array<long long, nqueens::size> counts;
-  std::span<canopy::task_handle<long long>> children(spawned.data(), child_count);
+  std::span<canopy::join_handle<long long>> children(spawned.data(), child_count);
   co_await canopy::await_all(children, counts.begin());
   long long solutions = 0;
   for (std::size_t index = 0; index < child_count; ++index) {

@@ -22,7 +22,7 @@ canopy::task<std::uint64_t> skynet_node(std::uint64_t number, unsigned level) {
     co_return number;
   }
   const std::uint64_t stride = skynet::child_stride(level);
-  std::array<canopy::task_handle<std::uint64_t>, skynet::fan_out - 1> spawned;
+  std::array<canopy::join_handle<std::uint64_t>, skynet::fan_out - 1> spawned;
   for (unsigned index = 0; index + 1 < skynet::fan_out; ++index) {
     spawned[index] = canopy::spawn(skynet_node(number + stride * index, level + 1));
   }
