@@ -123,34 +123,13 @@ TEST_CASE("tls bounded: reads raced against deadlines of microseconds lose and r
   loopback net;
   std::atomic<std::size_t> client_timeouts{0};
   const std::size_t messages = static_cast<std::size_t>(20000 / stress_divisor());
-  // The server writes the numbers 0..messages-1, four bytes each, in writes of
-  // 1 to 7 numbers with a pause of some microseconds after every eighth (so
-  // that reads wait, and deadlines fire mid-wait). After every quarter of the
-  // numbers (1024 at most) it also holds back until the client has seen a
-  // timeout, so that the race runs however the two are scheduled; then
-  // close_notify.
+  // The server writes the numbers 0..messages-1 racing the client's
+  // deadlines (write_numbers_racing_deadlines), then sends close_notify.
   auto server = net.pool.spawn([](tcp_listener& listener, tls_context context, std::size_t count,
                                   std::atomic<std::size_t>& client_timeouts) -> task<void> {
     tls stream(co_await listener.accept(), context);
     co_await stream.handshake();
-    std::vector<std::byte> out;
-    const auto hold_every = static_cast<std::uint32_t>(std::clamp<std::size_t>(count / 4, 1, 1024));
-    for (std::uint32_t next = 0; next < count;) {
-      out.clear();
-      const std::uint32_t first = next;
-      for (std::uint32_t i = 0; i < 1 + next % 7 && next < count; ++i, ++next) {
-        for (int shift = 0; shift < 32; shift += 8) {
-          out.push_back(static_cast<std::byte>((next >> shift) & 0xFF));
-        }
-      }
-      co_await stream.write_all(out);
-      if (next % 8 == 0) {
-        co_await canopy::sleep_for(std::chrono::microseconds(next % 50));
-      }
-      if (first / hold_every != next / hold_every) {
-        co_await await_reader_timeout(client_timeouts);
-      }
-    }
+    co_await write_numbers_racing_deadlines(stream, count, client_timeouts);
     co_await stream.shutdown();
   }(net.listener, server_context(certs), messages, client_timeouts));
 
@@ -177,7 +156,7 @@ TEST_CASE("tls bounded: reads raced against deadlines of microseconds lose and r
               co_await stream.read_some_until(buffer, steady::now() + limit, error);
           if (error == std::errc::timed_out) {
             ++result.timeouts;
-            client_timeouts.fetch_add(1);
+            client_timeouts.fetch_add(1, std::memory_order_relaxed);  // a count only
             continue;
           }
           if (error || got == 0) {
