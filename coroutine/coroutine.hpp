@@ -11,6 +11,7 @@
 #include "custom_wait.hpp"
 #include "event_await.hpp"
 #include "foreign_await.hpp"
+#include "fork_join_await.hpp"
 #include "host.hpp"
 #include "join_await.hpp"
 #include "spawn.hpp"

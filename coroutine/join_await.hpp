@@ -106,8 +106,8 @@ class join_awaiter {
     const bool takeable = !state_->identity_shared() && !state_->cancel_requested();
     // An adopted child's lazy body is its frame's address: copied here.
     const detail::scheduler::adoption adopt{takeable ? &lazy_child<T>::table : nullptr, nullptr,
-                                                static_cast<void*>(&adopted_frame_),
-                                                sizeof(adopted_frame_)};
+                                            static_cast<void*>(&adopted_frame_),
+                                            sizeof(adopted_frame_)};
     switch (worker->core->take_over_pending(state_->task(), adopt)) {
       case detail::scheduler::pending_run::adopted:
         taken_over_ = true;
@@ -179,7 +179,9 @@ class join_awaiter {
     static_cast<void>(handle_.let_go());
     discard_unstarted(state_);
     adopted_ = child_handle::from_address(adopted_frame_);
-    adopted_.promise().await_inline(&adopted_result_, self, &context);
+    adopted_.promise().await_inline(
+        &adopted_result_, self, &context,
+        false);  // not in a region: await_transform refuses handles there
     return adopted_;
   }
 

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <coroutine>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -44,6 +46,22 @@ concept canopy_native_awaitable = requires {
   typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_awaiter;
 };
 
+// The awaiters a fork-join child may co_await (coroutine/fork_join_await.hpp):
+// the fork-join verbs and a plain co_await of a task. They declare
+// `using canopy_fork_join_awaiter = void;`.
+template <class A>
+concept fork_join_awaitable = requires {
+  typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_fork_join_awaiter;
+};
+
+// A fork-join child co_awaited something that would suspend it on anything
+// but its own children (out of line: the throw is the rare path).
+[[noreturn, gnu::noinline, gnu::cold]] inline void refuse_fork_join_await() {
+  throw std::logic_error(
+      "canopy: a fork-join child (a task run by co_await canopy::join(...)) can co_await only "
+      "canopy::join, canopy::join_n and other tasks; spawn a task for anything that waits");
+}
+
 template <class A>
 concept erased_handle_awaitable = requires(std::remove_reference_t<awaiter_of_t<A>>& awaiter,
                                            std::coroutine_handle<> handle) {
@@ -62,8 +80,16 @@ class promise_base {
   // Every co_await in a task: Canopy's awaiters as they are, any other
   // awaitable through a foreign_awaiter, whose resumption wakes the task
   // so that it continues on its executor.
+  // A fork-join child (a region frame, below) may await only its own
+  // children: it runs under its region's task on whichever worker stole
+  // its continuation, so it cannot suspend on anything else.
   template <class A>
   decltype(auto) await_transform(A&& awaitable) {
+    if constexpr (!fork_join_awaitable<A>) {
+      if (in_region()) [[unlikely]] {
+        refuse_fork_join_await();
+      }
+    }
     if constexpr (canopy_native_awaitable<A>) {
       return std::forward<A>(awaitable);
     } else {
@@ -82,8 +108,21 @@ class promise_base {
   [[nodiscard]] task_context* context() const noexcept { return context_; }
   void set_context(task_context* context) noexcept { context_ = context; }
 
+  // Whether this coroutine is a region frame: a child of a fork-join
+  // (coroutine/fork_join_await.hpp), or a task awaited inline by one.
+  [[nodiscard]] bool in_region() const noexcept { return (result_ & region_tag) != 0; }
+
  protected:
+  // Where the result goes (coroutine/task.hpp, promise_of): a tagged
+  // pointer. Tag bits: joined (a join state), region (a region frame; with
+  // fork, a fork-join child whose slot holds its region_link).
+  static constexpr std::uintptr_t joined_tag = 1;
+  static constexpr std::uintptr_t region_tag = 2;
+  static constexpr std::uintptr_t fork_tag = 4;
+  static constexpr std::uintptr_t tag_mask = 7;
+
   task_context* context_ = nullptr;
+  std::uintptr_t result_ = 0;
 };
 
 // Whether `Promise` is a canopy::task's; a compile error with the reason if

@@ -29,6 +29,8 @@
 #pragma once
 
 #include <coroutine>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <stdexcept>
 #include <system_error>
@@ -37,12 +39,13 @@
 
 #include "../executor/errors.hpp"
 #include "../executor/executor.hpp"
-#include "../executor/scheduler.hpp"
 #include "../executor/join_state.hpp"
+#include "../executor/scheduler.hpp"
 #include "../executor/task_slot.hpp"
 #include "../wait/current_task.hpp"
 #include "../wait/task_handle.hpp"
 #include "../wait/wait_link.hpp"
+#include "fork_region.hpp"
 #include "task.hpp"
 
 namespace canopy {
@@ -76,6 +79,8 @@ struct coroutine_body {
         return static_cast<const detail::join_state_base*>(context.waiting_on)->ready();
       case wait_kind::custom:
         return context.custom_ops->ready(context.waiting_on);
+      case wait_kind::fork_region:
+        return static_cast<const fork_region*>(context.waiting_on)->finished();
     }
     return true;
   }
@@ -168,6 +173,17 @@ struct coroutine_body {
       }
       return false;
     }
+    if (context.kind == wait_kind::fork_region) {
+      // The region's children still running borrow this frame (the join's
+      // record and results are in it): stop launching more, and end when
+      // the region's end wakes this task.
+      auto& region = *static_cast<fork_region*>(context.waiting_on);
+      if (region.finished()) {
+        return true;
+      }
+      region.cancel();
+      return false;
+    }
     return true;
   }
 
@@ -193,8 +209,23 @@ struct coroutine_body {
       if (!link->has_fired() && !link->abandon(&destroy_frame, frame)) {
         return;  // deferred: the link's fire() destroys the frame
       }
+    } else if (kind == wait_kind::fork_region) {
+      if (!static_cast<fork_region*>(waiting_on)->finished()) [[unlikely]] {
+        fail_region_running();
+      }
     }
     destroy_frame(frame);
+  }
+
+  // A task is dropped only where no worker runs anything of its executor
+  // (shutdown's last step, a spawn that failed), and a region always ends
+  // before its workers stop running it (every child runs to its end, and
+  // a record is in a deque only while its holder runs a child): a region
+  // still running here is a broken invariant, and freeing the frame under
+  // its children would corrupt memory.
+  [[noreturn]] static void fail_region_running() noexcept {
+    std::fputs("canopy: a task was destroyed while its fork-join region still ran\n", stderr);
+    std::abort();
   }
 
   void finish(detail::task_end end) noexcept {

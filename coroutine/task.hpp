@@ -82,6 +82,26 @@ struct inline_result<void> {
   }
 };
 
+// How a fork-join child's end reaches its join (coroutine/fork_region.hpp):
+// after the child's frame is gone, `ended` says which coroutine runs next.
+struct region_link {
+  std::coroutine_handle<> (*ended)(region_link& link) noexcept = nullptr;
+  void* record = nullptr;  // the join's fork_record
+  bool offered = false;    // the record was offered when this child was launched
+};
+
+// A fork-join child's result slot: its value or exception, and its link.
+template <class T>
+struct fork_result : inline_result<T> {
+  region_link link;
+};
+
+// Where a region frame's end goes next: the driver of the region
+// (fork_region.hpp, drive) resumes it. A region frame does not end by a
+// symmetric transfer: a chain of those grows the stack wherever the
+// compiler does not make the transfer a tail call (sanitizer builds, -O0).
+inline thread_local std::coroutine_handle<> region_next{};
+
 // Under ASan, a coroutine body whose stack holds an instrumented local (an
 // exception_ptr temporary) cannot make its symmetric transfer a tail call,
 // and deep inline recursion then grows the stack. Under Clang (19, -O2),
@@ -108,6 +128,26 @@ struct inline_result<void> {
 // It is written by whoever owns the unstarted or suspended frame (the
 // spawner before publishing the task, an awaiter before resuming it) and
 // read by the coroutine on the thread that runs it.
+// A task's end: as std::suspend_never for a task that is not a region
+// frame (its frame frees itself as the coroutine runs off its end); a
+// region frame suspends, frees its frame and names the next coroutine for
+// its region's driver: its awaiter (a task awaited inline in a region) or
+// what its join says (a fork-join child).
+struct final_step {
+  region_link* link;             // a fork-join child's, else null
+  std::coroutine_handle<> next;  // a region frame awaited inline: its awaiter
+  bool in_region;
+
+  [[nodiscard]] bool await_ready() const noexcept { return !in_region; }
+  void await_suspend(std::coroutine_handle<> self) const noexcept {
+    region_link* const ended_link = link;
+    const std::coroutine_handle<> awaiter = next;
+    self.destroy();  // this object was in the frame: read above
+    region_next = ended_link != nullptr ? ended_link->ended(*ended_link) : awaiter;
+  }
+  void await_resume() const noexcept {}
+};
+
 template <class T>
 class promise_of : public promise_base {
  public:
@@ -117,11 +157,18 @@ class promise_of : public promise_base {
   static void operator delete(void* frame, std::size_t size) noexcept { free_block(frame, size); }
 
   // The task is awaited inline by `awaiter`, whose coroutine runs in
-  // `context`: the result goes to `result`.
+  // `context`: the result goes to `result`. `in_region`: the awaiter is a
+  // region frame, so this one is too.
   void await_inline(inline_result<T>* result, std::coroutine_handle<> awaiter,
-                    task_context* context) noexcept {
+                    task_context* context, bool in_region) noexcept {
     result->awaiter = awaiter;
-    result_ = reinterpret_cast<std::uintptr_t>(result);
+    result_ = reinterpret_cast<std::uintptr_t>(result) | (in_region ? region_tag : 0);
+    context_ = context;
+  }
+  // The task is a fork-join child (coroutine/fork_region.hpp): the result
+  // goes to `result`, its end to `result->link`.
+  void fork_into(fork_result<T>* result, task_context* context) noexcept {
+    result_ = reinterpret_cast<std::uintptr_t>(result) | region_tag | fork_tag;
     context_ = context;
   }
   // The task is a root spawned with a handle: the result goes to `state`.
@@ -134,7 +181,7 @@ class promise_of : public promise_base {
   [[nodiscard]] detail::join_state<T>* joined_state() const noexcept {
     // NOLINTNEXTLINE(performance-no-int-to-ptr,clang-analyzer-core.UndefinedBinaryOperatorResult)
     return (result_ & joined_tag) != 0
-               ? reinterpret_cast<detail::join_state<T>*>(result_ & ~joined_tag)
+               ? reinterpret_cast<detail::join_state<T>*>(result_ & ~tag_mask)
                : nullptr;
   }
 
@@ -155,28 +202,39 @@ class promise_of : public promise_base {
   // names its awaiter as the next coroutine to resume (the body does that
   // at once, so the stack does not grow); a spawned root tells the body it
   // completed.
-  std::suspend_never final_suspend() noexcept {
+  // A region frame (in_region()) goes on as final_step says, through its
+  // region's driver.
+  final_step final_suspend() noexcept {
     if (inline_result<T>* const result = awaiting()) {
+      if (in_region()) [[unlikely]] {
+        return region_end(result);
+      }
       context_->resume_point = result->awaiter;
       context_->resume_awaiter = true;
     } else {
       context_->signal = detail::run_outcome::completed;
     }
-    return {};
+    return {nullptr, {}, false};
   }
 
  protected:
-  // The inline awaiter's result (tag 0, not null), else null.
+  // The inline awaiter's or fork-join slot's result (not joined, not null),
+  // else null.
   [[nodiscard]] inline_result<T>* awaiting() const noexcept {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): a tagged pointer
-    return (result_ & joined_tag) == 0 ? reinterpret_cast<inline_result<T>*>(result_) : nullptr;
+    return (result_ & joined_tag) == 0 ? reinterpret_cast<inline_result<T>*>(result_ & ~tag_mask)
+                                       : nullptr;
   }
 
  private:
-  static constexpr std::uintptr_t joined_tag = 1;
-  static_assert(alignof(inline_result<T>) > 1 && alignof(detail::join_state<T>) > 1);
+  static_assert(alignof(inline_result<T>) > tag_mask && alignof(detail::join_state<T>) > tag_mask);
 
-  std::uintptr_t result_ = 0;
+  final_step region_end(inline_result<T>* result) const noexcept {
+    if ((result_ & fork_tag) != 0) {
+      return {&static_cast<fork_result<T>*>(result)->link, {}, true};
+    }
+    return {nullptr, result->awaiter, true};
+  }
 };
 
 template <class T>
@@ -255,6 +313,7 @@ class [[nodiscard]] task {
   // while the awaited one is suspended, ~task destroys the frame.)
   struct awaiter {
     using canopy_awaiter = void;
+    using canopy_fork_join_awaiter = void;  // a fork-join child may await a task inline
     task& awaited;
     detail::inline_result<T> result{};
 
@@ -265,7 +324,8 @@ class [[nodiscard]] task {
         std::terminate();
       } else {
         const std::coroutine_handle<promise_type> child = awaited.handle_;
-        child.promise().await_inline(&result, parent, parent.promise().context());
+        child.promise().await_inline(&result, parent, parent.promise().context(),
+                                     parent.promise().in_region());
         return child;
       }
     }

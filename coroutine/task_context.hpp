@@ -21,6 +21,9 @@ enum class wait_kind : std::uint8_t {
   link,    // a wait_link that must have fired (async_event, foreign awaitables)
   join,    // a join state of this executor that must be ready()
   custom,  // a wait source (wait/wait_source.hpp): custom_ops->ready()
+  // A fork-join region this task opened (coroutine/fork_region.hpp) that
+  // must have finished; its frames read the region through waiting_on.
+  fork_region,
 };
 
 // How the body tests and releases a custom wait that lives in the frame.

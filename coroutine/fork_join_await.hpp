@@ -1,0 +1,383 @@
+// Strict fork-join of coroutine tasks, by continuation stealing (libfork's
+// design; the protocol is coroutine/fork_region.hpp):
+//
+//   canopy::task<long> fib(int n) {
+//     if (n < 2) co_return n;
+//     auto [a, b] = co_await canopy::join(canopy::call(fib, n - 1), canopy::call(fib, n - 2));
+//     co_return a + b;
+//   }
+//   std::vector<long> parts = co_await canopy::join_n(10, [&](std::size_t i) {
+//     return canopy::call(skynet, depth + 1, base + i * step);
+//   });
+//
+// * co_await canopy::join(c1, ..., cn), inside a canopy::task: each ci is a
+//   canopy::call(f, args...) (f a coroutine function returning task<T>,
+//   called when its child is launched) or a task<T> already made. The
+//   first child runs at once on this thread; the rest of the join waits on
+//   this worker's deque, where an idle worker may steal it and run the next
+//   child. Returns std::pair (two children) or std::tuple of the results in
+//   argument order, std::monostate for task<void>. Every child has ended
+//   when the co_await returns: they may borrow the awaiting coroutine's
+//   locals.
+// * co_await canopy::join_n(count, make): make(i), for i in [0, count), is
+//   called when child i is launched (on the launching thread, one call at a
+//   time) and returns a call or a task<T>. Returns std::vector<T> in index
+//   order (void for task<void>).
+// * Children and everything they join are fork-join children: they run
+//   under the task that opened the outermost join (current_waker() names
+//   it) on whichever worker runs them, and may co_await only join, join_n
+//   and other tasks (inline). Any other co_await in them throws
+//   std::logic_error (spawn a task for anything that waits). They may
+//   spawn tasks and call the callable canopy::join.
+// * Errors: every child runs to its end; then the first exception in
+//   argument order is rethrown, the others dropped. A child that could not
+//   be made (make or f threw, an empty task<T>) counts as one that threw.
+//   A task cancelled while its join runs stays until every running child
+//   ended; children not launched by then are not (their result is
+//   task_cancelled).
+// * Not for fibers (use the callable canopy::join) nor outside a task (use
+//   canopy::block_on on a task that joins).
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "../executor/errors.hpp"
+#include "../executor/scheduler.hpp"
+#include "fork_region.hpp"
+#include "promise_base.hpp"
+#include "task.hpp"
+#include "task_context.hpp"
+
+namespace canopy {
+
+// A deferred call of a coroutine function: canopy::call(f, args...). The
+// arguments are decayed and moved in, as std::bind_front does; the call
+// happens when the join launches the child.
+template <class F, class... Args>
+class deferred_call {
+ public:
+  using task_type = std::invoke_result_t<F&, Args&&...>;
+
+  template <class G, class... A>
+  explicit deferred_call(G&& fn, A&&... args)
+      : fn_(std::forward<G>(fn)), args_(std::forward<A>(args)...) {}
+
+  // Makes the task (once).
+  task_type make() {
+    return std::apply([this](Args&... args) { return std::invoke(fn_, std::move(args)...); },
+                      args_);
+  }
+
+ private:
+  F fn_;
+  std::tuple<Args...> args_;
+};
+
+namespace detail {
+
+template <class C>
+struct fork_child_traits : std::false_type {};
+template <class T>
+struct fork_child_traits<task<T>> : std::true_type {
+  using value_type = T;
+  static task<T> make(task<T>& child) { return std::move(child); }
+};
+template <class F, class... Args>
+requires is_task<typename deferred_call<F, Args...>::task_type>::value struct fork_child_traits<
+    deferred_call<F, Args...>> : std::true_type {
+  using value_type = typename deferred_call<F, Args...>::task_type::value_type;
+  static task<value_type> make(deferred_call<F, Args...>& child) { return child.make(); }
+};
+
+// What join and join_n accept: a task<T> or a canopy::call of a function
+// returning one.
+template <class C>
+concept fork_child = fork_child_traits<std::remove_cvref_t<C>>::value;
+
+template <class C>
+using fork_value_t = typename fork_child_traits<std::remove_cvref_t<C>>::value_type;
+
+template <class T>
+using fork_joined_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+// What join(c1, ..., cn) returns: a pair for two children, else a tuple.
+template <class... Values>
+struct fork_join_result {
+  using type = std::tuple<Values...>;
+};
+template <class First, class Second>
+struct fork_join_result<First, Second> {
+  using type = std::pair<First, Second>;
+};
+
+// Child `child` made and pointed at `slot`: its handle, or null with the
+// reason in the slot.
+template <class T, class C>
+std::coroutine_handle<> start_fork_child(C& child, fork_result<T>& slot, fork_record& record,
+                                         task_context* context) noexcept {
+  if (record.cancelled()) {
+    slot.error = std::make_exception_ptr(task_cancelled());
+    return {};
+  }
+  try {
+    task<T> made = fork_child_traits<C>::make(child);
+    if (!made.valid()) {
+      throw std::invalid_argument("canopy::join: an empty task (moved from or already awaited)");
+    }
+    const auto handle = made.release();
+    handle.promise().fork_into(&slot, context);
+    return handle;
+  } catch (...) {
+    slot.error = std::current_exception();
+    return {};
+  }
+}
+
+template <class T>
+fork_joined_t<T> take_fork_result(fork_result<T>& slot) {
+  if constexpr (std::is_void_v<T>) {
+    slot.take();
+    return {};
+  } else {
+    return slot.take();
+  }
+}
+
+// The part of a join's awaiter that does not know its children: open the
+// region or join the running one, and run or hand over the children.
+class fork_join_base : protected fork_record {
+ public:
+  using canopy_awaiter = void;
+  using canopy_fork_join_awaiter = void;
+
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
+
+ protected:
+  fork_join_base(start_fn start, std::uint32_t count) noexcept : fork_record(start, count) {}
+  // Only before the co_await suspends: nothing but the start function and
+  // count is set then.
+  fork_join_base(fork_join_base&& other) noexcept : fork_record(std::move(other)) {}
+  fork_join_base(const fork_join_base&) = delete;
+  fork_join_base& operator=(const fork_join_base&) = delete;
+  fork_join_base& operator=(fork_join_base&&) = delete;
+  ~fork_join_base() = default;
+
+  // The joining coroutine `self`, whose context is `context`: a region
+  // frame joins its region; any other coroutine opens one.
+  std::coroutine_handle<> begin(std::coroutine_handle<> self, task_context* context,
+                                bool in_region) noexcept {
+    context_ = context;
+    if (in_region) {
+      // The task that opened the region waits on it for as long as it
+      // runs: its recorded wait names the region.
+      open(self, static_cast<fork_region*>(context->waiting_on));
+      const std::coroutine_handle<> first = launch_next();
+      // Nothing launched and the join already done elsewhere cannot
+      // happen: a join that launched nothing completes here (first is self).
+      return first ? first : std::noop_coroutine();
+    }
+    worker_context* const worker = current_worker();
+    region_.emplace(worker->core, worker->running);
+    // Recorded before any child runs: a worker that ends the region after
+    // this one left schedules the task, whose run then finds the region
+    // wait over (fork_region::finished).
+    context->suspend_on(self, wait_kind::fork_region, &*region_);
+    open({}, &*region_);
+    drive(launch_next());
+    if (region_->leave()) {
+      context->clear_wait();
+      return self;  // the region ended on this thread's run: go on at once
+    }
+    return std::noop_coroutine();  // the worker that ends the region wakes the task
+  }
+
+  task_context* context_ = nullptr;
+  std::optional<fork_region> region_;
+};
+
+template <class Result, class... Children>
+class fork_join_awaiter : public fork_join_base {
+  static constexpr std::size_t count = sizeof...(Children);
+
+ public:
+  explicit fork_join_awaiter(Children&&... children)
+      : fork_join_base(&start, static_cast<std::uint32_t>(count)),
+        children_(std::move(children)...) {}
+  // Moved only before the co_await suspends (into the frame).
+  fork_join_awaiter(fork_join_awaiter&&) noexcept(
+      std::is_nothrow_move_constructible_v<std::tuple<Children...>>) = default;
+  fork_join_awaiter(const fork_join_awaiter&) = delete;
+  fork_join_awaiter& operator=(const fork_join_awaiter&) = delete;
+  fork_join_awaiter& operator=(fork_join_awaiter&&) = delete;
+  ~fork_join_awaiter() = default;
+
+  template <class Promise>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
+    if constexpr (!is_task_promise<Promise>()) {
+      std::terminate();
+    } else {
+      return begin(self, self.promise().context(), self.promise().in_region());
+    }
+  }
+
+  Result await_resume() { return collect(std::index_sequence_for<Children...>{}); }
+
+ private:
+  static std::coroutine_handle<> start(fork_record& record, std::uint32_t index,
+                                       region_link*& link) noexcept {
+    auto& self = static_cast<fork_join_awaiter&>(record);
+    return self.start_at(index, link, std::index_sequence_for<Children...>{});
+  }
+
+  template <std::size_t... Is>
+  std::coroutine_handle<> start_at(std::uint32_t index, region_link*& link,
+                                   std::index_sequence<Is...> /*indices*/) noexcept {
+    std::coroutine_handle<> handle;
+    static_cast<void>(((index == Is ? (handle = start_one<Is>(link), true) : false) || ...));
+    return handle;
+  }
+
+  template <std::size_t I>
+  std::coroutine_handle<> start_one(region_link*& link) noexcept {
+    auto& slot = std::get<I>(slots_);
+    link = &slot.link;
+    using child_type = std::tuple_element_t<I, std::tuple<Children...>>;
+    return start_fork_child<fork_value_t<child_type>>(std::get<I>(children_), slot, *this,
+                                                      context_);
+  }
+
+  template <std::size_t... Is>
+  Result collect(std::index_sequence<Is...> /*indices*/) {
+    // The first exception in argument order: every slot is checked before
+    // any value is moved out.
+    (rethrow_if_failed(std::get<Is>(slots_)), ...);
+    return Result(take_fork_result(std::get<Is>(slots_))...);
+  }
+
+  template <class T>
+  static void rethrow_if_failed(const fork_result<T>& slot) {
+    if (slot.error) {
+      std::rethrow_exception(slot.error);
+    }
+  }
+
+  std::tuple<Children...> children_;
+  std::tuple<fork_result<fork_value_t<Children>>...> slots_;
+};
+
+template <class T, class Make>
+class fork_join_n_awaiter : public fork_join_base {
+ public:
+  using child_type = std::invoke_result_t<Make&, std::size_t>;
+
+  fork_join_n_awaiter(std::size_t count, Make make)
+      : fork_join_base(&start, checked_count(count)), make_(std::move(make)), slots_(count) {}
+  // Moved only before the co_await suspends (into the frame).
+  fork_join_n_awaiter(fork_join_n_awaiter&&) = default;
+  fork_join_n_awaiter(const fork_join_n_awaiter&) = delete;
+  fork_join_n_awaiter& operator=(const fork_join_n_awaiter&) = delete;
+  fork_join_n_awaiter& operator=(fork_join_n_awaiter&&) = delete;
+  ~fork_join_n_awaiter() = default;
+
+  template <class Promise>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
+    if constexpr (!is_task_promise<Promise>()) {
+      std::terminate();
+    } else {
+      if (slots_.empty()) {
+        return self;  // nothing to join
+      }
+      return begin(self, self.promise().context(), self.promise().in_region());
+    }
+  }
+
+  auto await_resume() {
+    for (const fork_result<T>& slot : slots_) {
+      if (slot.error) {
+        std::rethrow_exception(slot.error);
+      }
+    }
+    if constexpr (std::is_void_v<T>) {
+      return;
+    } else {
+      std::vector<T> values;
+      values.reserve(slots_.size());
+      for (fork_result<T>& slot : slots_) {
+        values.push_back(slot.take());
+      }
+      return values;
+    }
+  }
+
+ private:
+  static std::uint32_t checked_count(std::size_t count) {
+    if (count >= (std::size_t{1} << 30)) {
+      throw std::length_error("canopy::join_n: more than 2^30 children");
+    }
+    return static_cast<std::uint32_t>(count);
+  }
+
+  static std::coroutine_handle<> start(fork_record& record, std::uint32_t index,
+                                       region_link*& link) noexcept {
+    auto& self = static_cast<fork_join_n_awaiter&>(record);
+    fork_result<T>& slot = self.slots_[index];
+    link = &slot.link;
+    if (record.cancelled()) {
+      slot.error = std::make_exception_ptr(task_cancelled());
+      return {};
+    }
+    try {
+      child_type child = std::invoke(self.make_, std::size_t{index});
+      return start_fork_child<T>(child, slot, record, self.context_);
+    } catch (...) {
+      slot.error = std::current_exception();
+      return {};
+    }
+  }
+
+  Make make_;
+  std::vector<fork_result<T>> slots_;
+};
+
+}  // namespace detail
+
+// A deferred call of `fn(args...)`, a coroutine function returning a
+// task<T>, for canopy::join and join_n: the call happens when its child is
+// launched, on the launching thread.
+template <class F, class... Args>
+requires detail::is_task < std::invoke_result_t < std::decay_t<F>
+&, std::decay_t<Args>&&... >> ::value [[nodiscard]] auto call(F&& fn, Args&&... args) {
+  return deferred_call<std::decay_t<F>, std::decay_t<Args>...>(std::forward<F>(fn),
+                                                               std::forward<Args>(args)...);
+}
+
+// co_await canopy::join(c1, c2, ...): see the top of this file.
+// The children are taken by value: a task<T> lvalue is passed with std::move.
+template <detail::fork_child... Children>
+requires(sizeof...(Children) >= 1) [[nodiscard]] auto join(Children... children) {
+  using result = typename detail::fork_join_result<
+      detail::fork_joined_t<detail::fork_value_t<Children>>...>::type;
+  return detail::fork_join_awaiter<result, Children...>(std::move(children)...);
+}
+
+// co_await canopy::join_n(count, make): see the top of this file.
+template <class Make>
+requires std::invocable<Make&, std::size_t> &&
+    detail::fork_child<std::invoke_result_t<Make&, std::size_t>>
+[[nodiscard]] auto join_n(std::size_t count, Make make) {
+  using value = detail::fork_value_t<std::invoke_result_t<Make&, std::size_t>>;
+  return detail::fork_join_n_awaiter<value, Make>(count, std::move(make));
+}
+
+}  // namespace canopy

@@ -1,0 +1,246 @@
+// fork_region — the protocol under co_await canopy::join(...) of tasks
+// (coroutine/fork_join_await.hpp): continuation stealing, after libfork.
+// docs/fork_join_design.md gives the design, docs/fork_join.md the contract.
+//
+// A join of children c0..c(n-1) keeps one fork_record in its awaiter (in
+// the joining coroutine's frame). Launching child i (i < n-1) pushes the
+// record on the worker's offer deque, where it stands for the rest of the
+// join, then runs the child at once. When the child ends, its worker pops:
+//   * the record came back (nobody stole it): launch the next child. No
+//     atomic read-modify-write beyond the deque's pop.
+//   * it is gone: a thief took the rest of the join (and ran the next
+//     child on its own deque). This worker counts its child's end on the
+//     record's `joins` and goes back to what it was doing.
+// The last child is launched without a push; at its end the join
+// subtracts what is left (k_max less the steals) from `joins`, and
+// whichever subtraction reaches 0 continues the joining coroutine. With
+// no steal the counter is never touched.
+//
+// Region. The outermost join, awaited by an ordinary task H, opens a
+// region: its children and everything they join are region frames, which
+// run under H (current_waker() names it) on whichever worker runs them,
+// and may await only their own children (promise_base::await_transform).
+// H waits on wait_kind::fork_region while the region runs. The opening
+// worker runs the region from the join's await_suspend (drive); when that
+// returns, the region either ended (H goes on at once) or another worker
+// still runs part of it, and then H suspends: the worker that ends the
+// region schedules H. `state` decides which of the two happened, with one
+// exchange on each side.
+//
+// Memory orders (the full argument: docs/fork_join_design.md, 3.4):
+//   * the deque's push (release of bottom) and steal (seq_cst load of
+//     bottom) publish the record's fields to the thief; the pop's seq_cst
+//     exchange against the steal's seq_cst loads and CAS give each push of
+//     the record to exactly one of owner and thief (offer_deque.hpp);
+//   * every write to a result slot happens before its writer's fetch_sub
+//     on `joins` (release), and the subtraction that reaches 0 reads them
+//     after (acquire): acq_rel on every subtraction;
+//   * `next` and `steals` are plain: only the thread that holds the record
+//     (popped it back or stole it) writes them, and it passes on through
+//     the two edges above.
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "../atomics/atomics.hpp"
+#include "../executor/join_worker.hpp"
+#include "../executor/offer_deque.hpp"
+#include "../executor/scheduler.hpp"
+#include "../executor/task_slot.hpp"
+#include "task.hpp"
+
+namespace canopy::detail {
+
+// One per outermost join of a task H (in that join's awaiter): what the
+// region's end needs to continue H.
+class fork_region {
+ public:
+  fork_region(scheduler* core, task_id task) noexcept : core_(core), task_(task) {}
+
+  // The region's root join completed (on any thread). If the opening
+  // worker already left (H suspended on the region), H is woken; else that
+  // worker sees `done` in leave() and H goes on there.
+  void finish() noexcept {
+    // acq_rel: the release half publishes every child's result (this
+    // thread holds them through the join's acquire) to the thread that
+    // continues H: the opener's exchange in leave(), or H's run after the
+    // schedule (whose own release orders it too). The acquire half is the
+    // opener's `opener_left` store, so that schedule() follows it.
+    if (state_.exchange(done, atomics::acq_rel) == opener_left) {
+      core_->schedule(task_);
+    }
+  }
+  // The opening worker's run of the region returned: true if the region
+  // ended meanwhile (H goes on now), false if H must suspend until
+  // finish() wakes it.
+  [[nodiscard]] bool leave() noexcept {
+    // acq_rel: acquire pairs with finish()'s release (the results); release
+    // orders H's recorded wait (suspend_on, before the region started)
+    // before a finish() that then schedules H.
+    return state_.exchange(opener_left, atomics::acq_rel) == done;
+  }
+  // Whether the region ended (H's body, before resuming it).
+  [[nodiscard]] bool finished() const noexcept {
+    return state_.load(atomics::acquire) == done;  // pairs with finish()'s release
+  }
+
+  // A cancel of H: children not yet launched are not launched (their
+  // slots hold task_cancelled); running ones finish.
+  void cancel() noexcept { cancelled_.store(true, atomics::relaxed); }
+  // relaxed: it only decides whether a child not yet launched runs.
+  [[nodiscard]] bool cancelled() const noexcept { return cancelled_.load(atomics::relaxed); }
+
+ private:
+  static constexpr std::uint8_t running = 0;
+  static constexpr std::uint8_t opener_left = 1;
+  static constexpr std::uint8_t done = 2;
+
+  scheduler* core_;
+  task_id task_;
+  atomics::atomic<std::uint8_t> state_{running};
+  atomics::atomic<bool> cancelled_{false};
+};
+
+// Runs region frames from `first` until none is named: each region
+// frame's end names the next one (region_next) instead of transferring to
+// it, so a long chain of ends does not grow the stack.
+inline void drive(std::coroutine_handle<> first) noexcept {
+  std::coroutine_handle<> next = first;
+  while (next) {
+    next.resume();
+    next = std::exchange(region_next, {});
+  }
+}
+
+// A join's record: the rest of the join, as one offered_job on a deque.
+class fork_record : public offered_job {
+ public:
+  // The typed part (fork_join_await.hpp): makes child `index`'s frame,
+  // points it at its slot, and returns it; null when the child could not
+  // be made (the error is in its slot). Never throws.
+  using start_fn = std::coroutine_handle<> (*)(fork_record& record, std::uint32_t index,
+                                               region_link*& link) noexcept;
+
+  fork_record(start_fn start, std::uint32_t count) noexcept : start_(start), count_(count) {
+    execute = &run_stolen;
+  }
+  // Movable only before its first launch (a co_await may move its awaiter
+  // into the frame): what it says then is the start function and count.
+  fork_record(fork_record&& other) noexcept : start_(other.start_), count_(other.count_) {
+    execute = &run_stolen;
+  }
+  fork_record(const fork_record&) = delete;
+  fork_record& operator=(const fork_record&) = delete;
+  fork_record& operator=(fork_record&&) = delete;
+  ~fork_record() = default;
+
+  // Before the first launch. `parent`: the joining region frame, resumed
+  // when the join completes; null for a region's root join, whose end
+  // finishes `region` instead.
+  void open(std::coroutine_handle<> parent, fork_region* region) noexcept {
+    parent_ = parent;
+    region_ = region;
+  }
+
+  // The thread that holds the record (the joiner at first, later whoever
+  // popped it back or stole it): launch the next child and return it, or,
+  // when every child was launched, join (the coroutine to run next, or a
+  // null handle when another thread will).
+  std::coroutine_handle<> launch_next() noexcept {
+    while (next_ < count_) {
+      const std::uint32_t index = next_++;
+      region_link* link = nullptr;
+      const std::coroutine_handle<> child = start_(*this, index, link);
+      if (!child) {
+        continue;  // not made, or cancelled: its slot says why
+      }
+      link->ended = &child_ended;
+      link->record = this;
+      if (next_ < count_) {
+        link->offered = offer_rest();
+      }
+      // Once offered, the record may be another thread's: only locals now.
+      return child;
+    }
+    return join();
+  }
+
+  // A thief runs the rest of the join (offer_deque's steal gave it the
+  // record): one more steal, then the next child, on this thread.
+  static void run_stolen(offered_job& job) noexcept {
+    auto& record = static_cast<fork_record&>(job);
+    ++record.steals_;  // plain: the steal made this thread the record's holder
+    drive(record.launch_next());
+  }
+
+  // Region frames resume the region's children: a cancelled one is not
+  // launched. (The typed part asks.)
+  [[nodiscard]] bool cancelled() const noexcept { return region_->cancelled(); }
+
+ private:
+  static constexpr std::uint32_t k_max = std::uint32_t{1} << 31;
+
+  // Offer the rest of the join on this worker's deque; false when it could
+  // not be (a full deque, a thread that is not a worker): then this thread
+  // keeps the record and launches the next child itself.
+  bool offer_rest() noexcept {
+    worker_context* const self = current_worker();
+    return self != nullptr && self->joins != nullptr &&
+           self->joins->offer_job(*self->core, *self, *this);
+  }
+
+  // A child ended (its frame is gone): continue the join if this thread
+  // holds the record, else count the end.
+  static std::coroutine_handle<> child_ended(region_link& link) noexcept {
+    auto& record = *static_cast<fork_record*>(link.record);
+    if (link.offered && !current_worker()->joins->take_back_job(record)) {
+      // A thief holds the record. acq_rel: this child's result and
+      // everything this thread did happen before the subtraction that
+      // reaches 0, which reads them (release); if that is this one, it
+      // reads the others' (acquire).
+      if (record.joins_.fetch_sub(1, atomics::acq_rel) == 1) {
+        return record.complete();
+      }
+      return {};  // the record's holder or another child's end goes on
+    }
+    return record.launch_next();
+  }
+
+  // Every child was launched and the last one ended, on this thread, which
+  // holds the record.
+  std::coroutine_handle<> join() noexcept {
+    if (steals_ == 0) {
+      return complete();  // nobody else ran a child: no atomic
+    }
+    const std::uint32_t mine = k_max - steals_;
+    // acq_rel: as in child_ended; the stolen children's ends each subtract
+    // 1, this the rest, so exactly one subtraction reaches 0.
+    if (joins_.fetch_sub(mine, atomics::acq_rel) == mine) {
+      return complete();
+    }
+    return {};
+  }
+
+  // The join completed: its coroutine goes on (a nested join), or the
+  // region ends (the root join).
+  std::coroutine_handle<> complete() noexcept {
+    if (parent_) {
+      return parent_;
+    }
+    region_->finish();
+    return {};
+  }
+
+  start_fn start_;
+  std::coroutine_handle<> parent_;
+  fork_region* region_ = nullptr;
+  std::uint32_t count_;
+  std::uint32_t next_ = 0;
+  std::uint32_t steals_ = 0;
+  atomics::atomic<std::uint32_t> joins_{k_max};
+};
+
+}  // namespace canopy::detail

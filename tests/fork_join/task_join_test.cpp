@@ -1,0 +1,325 @@
+// Fork-join of coroutine tasks by continuation stealing: co_await
+// canopy::join(...) and canopy::join_n (coroutine/fork_join_await.hpp).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "coroutine/coroutine.hpp"
+#include "fork_join/join.hpp"
+#include "tests/test_support.hpp"
+#include "tests/watchdog.hpp"
+
+using canopy::executor;
+using canopy::task;
+using canopy::testing::config_with;
+using canopy::testing::eventually;
+using canopy::testing::watchdog;
+using namespace std::chrono_literals;
+
+namespace {
+
+long plain_fib(int n) { return n < 2 ? n : plain_fib(n - 1) + plain_fib(n - 2); }
+
+task<long> fib(int n) {
+  if (n < 2) {
+    co_return n;
+  }
+  auto [a, b] = co_await canopy::join(canopy::call(fib, n - 1), canopy::call(fib, n - 2));
+  co_return a + b;
+}
+
+// The same with frames made before the join.
+task<long> fib_made(int n) {
+  if (n < 2) {
+    co_return n;
+  }
+  auto [a, b] = co_await canopy::join(fib_made(n - 1), fib_made(n - 2));
+  co_return a + b;
+}
+
+// skynet: each level joins ten children (join_n).
+task<std::int64_t> skynet(int depth, std::int64_t number) {
+  if (depth == 0) {
+    co_return number;
+  }
+  std::vector<std::int64_t> parts = co_await canopy::join_n(10, [depth, number](std::size_t i) {
+    return canopy::call(skynet, depth - 1, number * 10 + static_cast<std::int64_t>(i));
+  });
+  std::int64_t sum = 0;
+  for (const std::int64_t part : parts) {
+    sum += part;
+  }
+  co_return sum;
+}
+
+std::int64_t plain_skynet(int depth, std::int64_t number) {
+  if (depth == 0) {
+    return number;
+  }
+  std::int64_t sum = 0;
+  for (int i = 0; i < 10; ++i) {
+    sum += plain_skynet(depth - 1, number * 10 + i);
+  }
+  return sum;
+}
+
+int rounds(int full) {
+  const int value = full / static_cast<int>(canopy::testing::stress_divisor());
+  return value < 1 ? 1 : value;
+}
+
+}  // namespace
+
+TEST_CASE("join of calls computes fib on 1, 2 and 4 workers") {
+  watchdog guard("task join fib", 120);
+  for (const std::size_t workers : {1, 2, 4}) {
+    executor pool(config_with(workers));
+    for (int round = 0; round < rounds(20); ++round) {
+      const int n = 12 + round % 10;
+      CHECK(canopy::block_on(pool, fib(n)) == plain_fib(n));
+    }
+    CHECK(canopy::block_on(pool, fib_made(20)) == plain_fib(20));
+  }
+}
+
+TEST_CASE("join returns a pair for two children, a tuple for more, monostate for void") {
+  watchdog guard("task join shapes", 60);
+  executor pool(config_with(2));
+  std::atomic<int> ran{0};
+  auto none = [&]() -> task<void> {
+    ran.fetch_add(1);
+    co_return;
+  };
+  auto text = [](int n) -> task<std::string> {
+    co_return std::string(static_cast<std::size_t>(n), 'x');
+  };
+  auto body = [&]() -> task<int> {
+    auto pair = co_await canopy::join(canopy::call(fib, 10), text(3));
+    static_assert(std::is_same_v<decltype(pair), std::pair<long, std::string>>);
+    auto triple = co_await canopy::join(none(), canopy::call(fib, 5), canopy::call(text, 2));
+    static_assert(std::is_same_v<decltype(triple), std::tuple<std::monostate, long, std::string>>);
+    auto one = co_await canopy::join(canopy::call(fib, 7));
+    static_assert(std::is_same_v<decltype(one), std::tuple<long>>);
+    co_return static_cast<int>(pair.first + static_cast<long>(pair.second.size()) +
+                               std::get<1>(triple) + static_cast<long>(std::get<2>(triple).size()) +
+                               std::get<0>(one));
+  };
+  CHECK(canopy::block_on(pool, body()) == 55 + 3 + 5 + 2 + 13);
+  CHECK(ran.load() == 1);
+}
+
+TEST_CASE("join_n returns the results in index order; zero children is an empty vector") {
+  watchdog guard("task join_n", 60);
+  executor pool(config_with(4));
+  CHECK(canopy::block_on(pool, skynet(4, 0)) == plain_skynet(4, 0));
+  auto body = []() -> task<std::size_t> {
+    std::vector<long> values = co_await canopy::join_n(
+        64, [](std::size_t i) { return canopy::call(fib, static_cast<int>(i % 16)); });
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (values[i] != plain_fib(static_cast<int>(i % 16))) {
+        co_return 0;
+      }
+    }
+    std::vector<long> none =
+        co_await canopy::join_n(0, [](std::size_t) { return canopy::call(fib, 1); });
+    co_return values.size() + none.size();
+  };
+  CHECK(canopy::block_on(pool, body()) == 64);
+}
+
+TEST_CASE(
+    "a child's exception reaches the join after every sibling ended; the first in order wins") {
+  watchdog guard("task join exceptions", 60);
+  executor pool(config_with(4));
+  std::atomic<int> ended{0};
+  auto leaf = [&](int n, bool fail) -> task<long> {
+    long value = plain_fib(n);  // some work, so that siblings overlap
+    ended.fetch_add(1);
+    if (fail) {
+      throw std::runtime_error("child " + std::to_string(n));
+    }
+    co_return value;
+  };
+  auto body = [&]() -> task<std::string> {
+    try {
+      co_await canopy::join(canopy::call(leaf, 18, false), canopy::call(leaf, 17, true),
+                            canopy::call(leaf, 16, true), canopy::call(leaf, 15, false));
+    } catch (const std::runtime_error& error) {
+      co_return error.what();
+    }
+    co_return "no exception";
+  };
+  for (int round = 0; round < rounds(50); ++round) {
+    ended = 0;
+    CHECK(canopy::block_on(pool, body()) == "child 17");
+    CHECK(ended.load() == 4);
+  }
+}
+
+TEST_CASE("an exception deep in a region reaches the outermost join") {
+  watchdog guard("task join deep exception", 60);
+  executor pool(config_with(4));
+  struct thrower {
+    static task<long> run(int n, int fail_at) {
+      if (n == fail_at) {
+        throw std::out_of_range("depth");
+      }
+      if (n < 2) {
+        co_return n;
+      }
+      auto [a, b] = co_await canopy::join(canopy::call(run, n - 1, fail_at),
+                                          canopy::call(run, n - 2, fail_at));
+      co_return a + b;
+    }
+  };
+  for (int round = 0; round < rounds(20); ++round) {
+    CHECK_THROWS_AS(canopy::block_on(pool, thrower::run(18, 3 + round % 10)), std::out_of_range);
+    CHECK(canopy::block_on(pool, thrower::run(18, -1)) == plain_fib(18));
+  }
+}
+
+TEST_CASE("a child may await a task inline (which may join) but nothing that suspends") {
+  watchdog guard("task join awaits", 60);
+  executor pool(config_with(2));
+  auto inner = [](int n) -> task<long> { co_return co_await fib(n) + 1; };
+  auto body = [&]() -> task<long> {
+    auto [a, b] = co_await canopy::join(canopy::call(inner, 15), canopy::call(inner, 14));
+    co_return a + b;
+  };
+  CHECK(canopy::block_on(pool, body()) == plain_fib(15) + plain_fib(14) + 2);
+
+  auto yielder = []() -> task<long> {
+    co_await canopy::yield_now();
+    co_return 1;
+  };
+  auto refused = [&]() -> task<std::string> {
+    try {
+      co_await canopy::join(canopy::call(fib, 12), canopy::call(yielder));
+    } catch (const std::logic_error& error) {
+      co_return error.what();
+    }
+    co_return "";
+  };
+  CHECK(canopy::block_on(pool, refused()).find("fork-join child") != std::string::npos);
+  // The task that opened the region may await anything after it.
+  auto after = [&]() -> task<long> {
+    auto [a, b] = co_await canopy::join(canopy::call(fib, 12), canopy::call(fib, 11));
+    co_await canopy::yield_now();
+    co_return a + b;
+  };
+  CHECK(canopy::block_on(pool, after()) == plain_fib(12) + plain_fib(11));
+}
+
+TEST_CASE("children may spawn tasks and call the callable join") {
+  watchdog guard("task join spawn", 60);
+  executor pool(config_with(4));
+  std::atomic<long> detached{0};
+  auto add = [&detached](int n) -> task<void> {
+    detached.fetch_add(n);
+    co_return;
+  };
+  auto child = [&](int n) -> task<long> {
+    canopy::spawn(add(n)).detach();
+    auto [x, y] = canopy::join([n] { return plain_fib(n); }, [n] { return plain_fib(n - 1); });
+    co_return x + y + co_await fib(n - 2);
+  };
+  auto body = [&]() -> task<long> {
+    long total = 0;
+    for (int i = 0; i < 20; ++i) {
+      auto [a, b] = co_await canopy::join(canopy::call(child, 12), canopy::call(child, 11));
+      total += a + b;
+    }
+    co_return total;
+  };
+  const long expected = 20 * (plain_fib(12) + plain_fib(11) + plain_fib(10) + plain_fib(11) +
+                              plain_fib(10) + plain_fib(9));
+  CHECK(canopy::block_on(pool, body()) == expected);
+  CHECK(eventually([&] { return detached.load() == 20 * (12 + 11); }));
+}
+
+TEST_CASE("many tasks run regions at once; every result is right") {
+  watchdog guard("task join concurrent", 120);
+  executor pool(config_with(4));
+  std::vector<canopy::join_handle<long>> handles;
+  const int tasks = 64;
+  for (int i = 0; i < tasks; ++i) {
+    handles.push_back(pool.spawn(fib(10 + i % 8)));
+  }
+  for (int i = 0; i < tasks; ++i) {
+    CHECK(handles[static_cast<std::size_t>(i)].get() == plain_fib(10 + i % 8));
+  }
+}
+
+TEST_CASE(
+    "cancelling the joining task waits for its running children; unlaunched ones do not run") {
+  watchdog guard("task join cancel", 60);
+  executor pool(config_with(2));
+  std::atomic<bool> release{false};
+  std::atomic<bool> spinning{false};
+  std::atomic<int> ended{0};
+  std::atomic<int> started{0};
+  // The first child holds the opening worker until the other worker stole
+  // the rest of the join and runs the spinner; then the opening worker
+  // leaves and the task is suspended on its region.
+  auto holder = [&]() -> task<int> {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!spinning.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ended.fetch_add(1);
+    co_return 1;
+  };
+  auto spinner = [&]() -> task<int> {
+    started.fetch_add(1);
+    spinning = true;
+    while (!release.load()) {
+      std::this_thread::yield();
+    }
+    ended.fetch_add(1);
+    co_return 1;
+  };
+  auto quick = [&]() -> task<int> {
+    started.fetch_add(1);
+    ended.fetch_add(1);
+    co_return 2;
+  };
+  auto body = [&]() -> task<int> {
+    auto [a, b, c] =
+        co_await canopy::join(canopy::call(holder), canopy::call(spinner), canopy::call(quick));
+    co_return a + b + c;
+  };
+  auto handle = pool.spawn(body());
+  REQUIRE(eventually([&] { return spinning.load(); }));
+  std::this_thread::sleep_for(20ms);
+  handle.cancel();
+  std::this_thread::sleep_for(20ms);
+  CHECK_FALSE(handle.ready());  // the spinner still runs: the task must not end before it
+  CHECK(ended.load() < started.load());
+  release = true;
+  CHECK(eventually([&] { return handle.ready(); }));
+  // Cancelled if it was suspended on its region when the cancel came, else
+  // finished in the run the cancel could not interrupt.
+  bool cancelled = false;
+  int value = 0;
+  try {
+    value = handle.get();
+  } catch (const canopy::task_cancelled&) {
+    cancelled = true;
+  }
+  CHECK(ended.load() == started.load());
+  if (!cancelled) {
+    CHECK(value == 4);
+    CHECK(started.load() == 3);
+  }
+}
