@@ -54,6 +54,28 @@
 
 namespace canopy::detail {
 
+// The calling thread's side of fork-join: offer a record on its deque
+// (false: not offered, a full deque or not a worker), take it back (false:
+// a thief has it), wake the task that opened a region. The model check
+// (tests/model/) supplies its own, per model thread.
+#ifndef CANOPY_MODEL_CHECK
+inline bool offer_to_thieves(offered_job& record) noexcept {
+  worker_context* const self = current_worker();
+  return self != nullptr && self->joins != nullptr &&
+         self->joins->offer_job(*self->core, *self, record);
+}
+inline bool take_back_from_thieves(const offered_job& record) noexcept {
+  return current_worker()->joins->take_back_job(record);
+}
+inline void wake_region_task(scheduler& core, task_id task) noexcept {
+  static_cast<void>(core.schedule(task));
+}
+#else
+bool offer_to_thieves(offered_job& record) noexcept;
+bool take_back_from_thieves(const offered_job& record) noexcept;
+void wake_region_task(scheduler& core, task_id task) noexcept;
+#endif
+
 // One per outermost join of a task H (in that join's awaiter): what the
 // region's end needs to continue H.
 class fork_region {
@@ -70,7 +92,7 @@ class fork_region {
     // schedule (whose own release orders it too). The acquire half is the
     // opener's `opener_left` store, so that schedule() follows it.
     if (state_.exchange(done, atomics::acq_rel) == opener_left) {
-      core_->schedule(task_);
+      wake_region_task(*core_, task_);
     }
   }
   // The opening worker's run of the region returned: true if the region
@@ -111,7 +133,7 @@ inline void drive(std::coroutine_handle<> first) noexcept {
   std::coroutine_handle<> next = first;
   while (next) {
     next.resume();
-    next = std::exchange(region_next, {});
+    next = std::exchange(region_next(), {});
   }
 }
 
@@ -186,17 +208,13 @@ class fork_record : public offered_job {
   // Offer the rest of the join on this worker's deque; false when it could
   // not be (a full deque, a thread that is not a worker): then this thread
   // keeps the record and launches the next child itself.
-  bool offer_rest() noexcept {
-    worker_context* const self = current_worker();
-    return self != nullptr && self->joins != nullptr &&
-           self->joins->offer_job(*self->core, *self, *this);
-  }
+  bool offer_rest() noexcept { return offer_to_thieves(*this); }
 
   // A child ended (its frame is gone): continue the join if this thread
   // holds the record, else count the end.
   static std::coroutine_handle<> child_ended(region_link& link) noexcept {
     auto& record = *static_cast<fork_record*>(link.record);
-    if (link.offered && !current_worker()->joins->take_back_job(record)) {
+    if (link.offered && !take_back_from_thieves(record)) {
       // A thief holds the record. acq_rel: this child's result and
       // everything this thread did happen before the subtraction that
       // reaches 0, which reads them (release); if that is this one, it

@@ -96,11 +96,18 @@ struct fork_result : inline_result<T> {
   region_link link;
 };
 
-// Where a region frame's end goes next: the driver of the region
-// (fork_region.hpp, drive) resumes it. A region frame does not end by a
-// symmetric transfer: a chain of those grows the stack wherever the
+// Where a region frame's end goes next, per thread: the driver of the
+// region (fork_region.hpp, drive) resumes it. A region frame does not end
+// by a symmetric transfer: a chain of those grows the stack wherever the
 // compiler does not make the transfer a tail call (sanitizer builds, -O0).
-inline thread_local std::coroutine_handle<> region_next{};
+// The model check (tests/model/) runs its threads on one OS thread and
+// gives each its own.
+#ifndef CANOPY_MODEL_CHECK
+inline thread_local std::coroutine_handle<> region_next_slot{};
+inline std::coroutine_handle<>& region_next() noexcept { return region_next_slot; }
+#else
+std::coroutine_handle<>& region_next() noexcept;
+#endif
 
 // Under ASan, a coroutine body whose stack holds an instrumented local (an
 // exception_ptr temporary) cannot make its symmetric transfer a tail call,
@@ -143,7 +150,7 @@ struct final_step {
     region_link* const ended_link = link;
     const std::coroutine_handle<> awaiter = next;
     self.destroy();  // this object was in the frame: read above
-    region_next = ended_link != nullptr ? ended_link->ended(*ended_link) : awaiter;
+    region_next() = ended_link != nullptr ? ended_link->ended(*ended_link) : awaiter;
   }
   void await_resume() const noexcept {}
 };
