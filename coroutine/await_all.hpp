@@ -46,10 +46,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "../executor/scheduler.hpp"
+#include "../atomics/atomics.hpp"
 #include "../executor/join_handle.hpp"
 #include "../executor/join_state.hpp"
-#include "../atomics/atomics.hpp"
+#include "../executor/scheduler.hpp"
 #include "../wait/wait_link.hpp"
 #include "join_await.hpp"
 #include "task.hpp"
@@ -79,11 +79,8 @@ class await_all_awaiter {
   struct no_output {};
   using output_type = std::conditional_t<std::is_void_v<Out>, no_output, Out>;
 
-  explicit await_all_awaiter(Range& handles) : handles_(&handles) {
-    check_valid();
-  }
-  await_all_awaiter(Range& handles, output_type out)
-      : handles_(&handles), out_(std::move(out)) {
+  explicit await_all_awaiter(Range& handles) : handles_(&handles) { check_valid(); }
+  await_all_awaiter(Range& handles, output_type out) : handles_(&handles), out_(std::move(out)) {
     check_valid();
   }
   // g++ may move an awaiter before it suspends; nothing in it is live yet.

@@ -165,9 +165,7 @@ class fork_join_base : protected fork_record {
 
  protected:
   fork_join_base(start_fn start, std::uint32_t count) noexcept : fork_record(start, count) {}
-  // Only before the co_await suspends: nothing but the start function and
-  // count is set then.
-  fork_join_base(fork_join_base&& other) noexcept : fork_record(std::move(other)) {}
+  fork_join_base(fork_join_base&&) = delete;
   fork_join_base(const fork_join_base&) = delete;
   fork_join_base& operator=(const fork_join_base&) = delete;
   fork_join_base& operator=(fork_join_base&&) = delete;
@@ -181,7 +179,10 @@ class fork_join_base : protected fork_record {
     if (in_region) {
       // The task that opened the region waits on it for as long as it
       // runs: its recorded wait names the region.
-      open(self, static_cast<fork_region*>(context->waiting_on));
+      auto* const region = static_cast<fork_region*>(context->waiting_on);
+      joiner_task = region->task();
+      joiner_has_task = true;
+      open(self, region);
       const std::coroutine_handle<> first = launch_next();
       // Nothing launched and the join already done elsewhere cannot
       // happen: a join that launched nothing completes here (first is self).
@@ -189,6 +190,9 @@ class fork_join_base : protected fork_record {
     }
     worker_context* const worker = current_worker();
     region_.emplace(worker->core, worker->running);
+    joiner_task = worker->running;
+    joiner_has_task = worker->has_running;
+    const region_scope scope(worker->joins);
     // Recorded before any child runs: a worker that ends the region after
     // this one left schedules the task, whose run then finds the region
     // wait over (fork_region::finished).
@@ -211,14 +215,11 @@ class fork_join_awaiter : public fork_join_base {
   static constexpr std::size_t count = sizeof...(Children);
 
  public:
-  explicit fork_join_awaiter(Children&&... children)
-      : fork_join_base(&start, static_cast<std::uint32_t>(count)),
-        children_(std::move(children)...) {}
-  // Moved only before the co_await suspends (into the frame).
-  fork_join_awaiter(fork_join_awaiter&&) noexcept(
-      std::is_nothrow_move_constructible_v<std::tuple<Children...>>) = default;
+  explicit fork_join_awaiter(std::tuple<Children...>&& children)
+      : fork_join_base(&start, static_cast<std::uint32_t>(count)), children_(std::move(children)) {}
   fork_join_awaiter(const fork_join_awaiter&) = delete;
   fork_join_awaiter& operator=(const fork_join_awaiter&) = delete;
+  fork_join_awaiter(fork_join_awaiter&&) = delete;
   fork_join_awaiter& operator=(fork_join_awaiter&&) = delete;
   ~fork_join_awaiter() = default;
 
@@ -283,10 +284,9 @@ class fork_join_n_awaiter : public fork_join_base {
 
   fork_join_n_awaiter(std::size_t count, Make make)
       : fork_join_base(&start, checked_count(count)), make_(std::move(make)), slots_(count) {}
-  // Moved only before the co_await suspends (into the frame).
-  fork_join_n_awaiter(fork_join_n_awaiter&&) = default;
   fork_join_n_awaiter(const fork_join_n_awaiter&) = delete;
   fork_join_n_awaiter& operator=(const fork_join_n_awaiter&) = delete;
+  fork_join_n_awaiter(fork_join_n_awaiter&&) = delete;
   fork_join_n_awaiter& operator=(fork_join_n_awaiter&&) = delete;
   ~fork_join_n_awaiter() = default;
 
@@ -350,6 +350,34 @@ class fork_join_n_awaiter : public fork_join_base {
   std::vector<fork_result<T>> slots_;
 };
 
+// What join(...) returns: the children, until co_await makes the awaiter
+// in the awaiting coroutine's frame (in place: the awaiter does not move).
+template <class Result, class... Children>
+class [[nodiscard]] fork_join_call {
+ public:
+  explicit fork_join_call(Children&&... children) : children_(std::move(children)...) {}
+  fork_join_awaiter<Result, Children...> operator co_await() && {
+    return fork_join_awaiter<Result, Children...>(std::move(children_));
+  }
+
+ private:
+  std::tuple<Children...> children_;
+};
+
+// What join_n(...) returns, likewise.
+template <class T, class Make>
+class [[nodiscard]] fork_join_n_call {
+ public:
+  fork_join_n_call(std::size_t count, Make make) : count_(count), make_(std::move(make)) {}
+  fork_join_n_awaiter<T, Make> operator co_await() && {
+    return fork_join_n_awaiter<T, Make>(count_, std::move(make_));
+  }
+
+ private:
+  std::size_t count_;
+  Make make_;
+};
+
 }  // namespace detail
 
 // A deferred call of `fn(args...)`, a coroutine function returning a
@@ -368,7 +396,7 @@ template <detail::fork_child... Children>
 requires(sizeof...(Children) >= 1) [[nodiscard]] auto join(Children... children) {
   using result = typename detail::fork_join_result<
       detail::fork_joined_t<detail::fork_value_t<Children>>...>::type;
-  return detail::fork_join_awaiter<result, Children...>(std::move(children)...);
+  return detail::fork_join_call<result, Children...>(std::move(children)...);
 }
 
 // co_await canopy::join_n(count, make): see the top of this file.
@@ -377,7 +405,7 @@ requires std::invocable<Make&, std::size_t> &&
     detail::fork_child<std::invoke_result_t<Make&, std::size_t>>
 [[nodiscard]] auto join_n(std::size_t count, Make make) {
   using value = detail::fork_value_t<std::invoke_result_t<Make&, std::size_t>>;
-  return detail::fork_join_n_awaiter<value, Make>(count, std::move(make));
+  return detail::fork_join_n_call<value, Make>(count, std::move(make));
 }
 
 }  // namespace canopy

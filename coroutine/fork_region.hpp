@@ -58,22 +58,30 @@ namespace canopy::detail {
 // (false: not offered, a full deque or not a worker), take it back (false:
 // a thief has it), wake the task that opened a region. The model check
 // (tests/model/) supplies its own, per model thread.
+// The deque is the one drive() found (region_here.joins): every region
+// frame runs inside a drive() on its thread.
 #ifndef CANOPY_MODEL_CHECK
-inline bool offer_to_thieves(offered_job& record) noexcept {
-  worker_context* const self = current_worker();
-  return self != nullptr && self->joins != nullptr &&
-         self->joins->offer_job(*self->core, *self, record);
+[[gnu::always_inline]] inline bool offer_to_thieves(offered_job& record) noexcept {
+  join_worker* const joins = region_here.joins;
+  return joins != nullptr && joins->offer_record(record);
 }
-inline bool take_back_from_thieves(const offered_job& record) noexcept {
-  return current_worker()->joins->take_back_job(record);
+[[gnu::always_inline]] inline bool take_back_from_thieves(const offered_job& record) noexcept {
+  return region_here.joins->take_back_record(record);
 }
 inline void wake_region_task(scheduler& core, task_id task) noexcept {
   static_cast<void>(core.schedule(task));
+}
+// The calling thread's deque (null: not a worker, or the host role of an
+// executor without one), once per drive().
+inline join_worker* joins_here() noexcept {
+  worker_context* const self = current_worker();
+  return self != nullptr ? self->joins : nullptr;
 }
 #else
 bool offer_to_thieves(offered_job& record) noexcept;
 bool take_back_from_thieves(const offered_job& record) noexcept;
 void wake_region_task(scheduler& core, task_id task) noexcept;
+join_worker* joins_here() noexcept;
 #endif
 
 // One per outermost join of a task H (in that join's awaiter): what the
@@ -104,6 +112,8 @@ class fork_region {
     // before a finish() that then schedules H.
     return state_.exchange(opener_left, atomics::acq_rel) == done;
   }
+  // The task that opened the region (a thief runs region frames under it).
+  [[nodiscard]] task_id task() const noexcept { return task_; }
   // Whether the region ended (H's body, before resuming it).
   [[nodiscard]] bool finished() const noexcept {
     return state_.load(atomics::acquire) == done;  // pairs with finish()'s release
@@ -126,9 +136,38 @@ class fork_region {
   atomics::atomic<bool> cancelled_{false};
 };
 
+// While a thread runs region frames, region_here.joins names its offer
+// deque: from the opening join or a steal until that run returns. A run
+// nested in another on the same thread (a stolen record run while a
+// callable join helps) puts the outer one back.
+class region_scope {
+ public:
+  explicit region_scope([[maybe_unused]] join_worker* joins) noexcept
+#ifndef CANOPY_MODEL_CHECK
+      : outer_(std::exchange(region_here.joins, joins))
+#endif
+  {
+  }
+  region_scope(const region_scope&) = delete;
+  region_scope& operator=(const region_scope&) = delete;
+  region_scope(region_scope&&) = delete;
+  region_scope& operator=(region_scope&&) = delete;
+  ~region_scope() {
+#ifndef CANOPY_MODEL_CHECK
+    region_here.joins = outer_;
+#endif
+  }
+
+ private:
+#ifndef CANOPY_MODEL_CHECK
+  join_worker* outer_;
+#endif
+};
+
 // Runs region frames from `first` until none is named: each region
 // frame's end names the next one (region_next) instead of transferring to
-// it, so a long chain of ends does not grow the stack.
+// it, so a long chain of ends does not grow the stack. Inside a
+// region_scope.
 inline void drive(std::coroutine_handle<> first) noexcept {
   std::coroutine_handle<> next = first;
   while (next) {
@@ -149,11 +188,7 @@ class fork_record : public offered_job {
   fork_record(start_fn start, std::uint32_t count) noexcept : start_(start), count_(count) {
     execute = &run_stolen;
   }
-  // Movable only before its first launch (a co_await may move its awaiter
-  // into the frame): what it says then is the start function and count.
-  fork_record(fork_record&& other) noexcept : start_(other.start_), count_(other.count_) {
-    execute = &run_stolen;
-  }
+  fork_record(fork_record&&) = delete;
   fork_record(const fork_record&) = delete;
   fork_record& operator=(const fork_record&) = delete;
   fork_record& operator=(fork_record&&) = delete;
@@ -195,6 +230,7 @@ class fork_record : public offered_job {
   static void run_stolen(offered_job& job) noexcept {
     auto& record = static_cast<fork_record&>(job);
     ++record.steals_;  // plain: the steal made this thread the record's holder
+    const region_scope scope(joins_here());
     drive(record.launch_next());
   }
 

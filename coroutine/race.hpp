@@ -28,9 +28,9 @@
 #include <utility>
 #include <variant>
 
+#include "../atomics/atomics.hpp"
 #include "../executor/errors.hpp"
 #include "../executor/join_state.hpp"
-#include "../atomics/atomics.hpp"
 #include "../wait/task_handle.hpp"
 #include "../wait/wait_link.hpp"
 #include "spawn.hpp"
@@ -310,8 +310,7 @@ struct awaiter_of<A> {
 // What co_await of an rvalue `A` gives, a reference decayed to a value
 // (race keeps results in its own slots).
 template <class A>
-using awaited_result_t =
-    decltype(std::declval<typename awaiter_of<A>::type&>().await_resume());
+using awaited_result_t = decltype(std::declval<typename awaiter_of<A>::type&>().await_resume());
 template <class A>
 using awaited_value_t = std::conditional_t<std::is_void_v<awaited_result_t<A>>, void,
                                            std::decay_t<awaited_result_t<A>>>;
@@ -373,8 +372,8 @@ requires(sizeof...(Ts) > 0) task<race_result<Ts...>> race(task<Ts>... contenders
 // recv(), a mutex's lock(), a semaphore's acquire(), sleep_for) as well as
 // tasks. Each awaiter runs inside a task of its own.
 template <class... Cs>
-requires(sizeof...(Cs) > 0 && !(detail::is_task<std::remove_cvref_t<Cs>>::value && ...))
-auto race(Cs&&... contenders) {
+requires(sizeof...(Cs) > 0 &&
+         !(detail::is_task<std::remove_cvref_t<Cs>>::value && ...)) auto race(Cs&&... contenders) {
   return race(detail::as_contender(std::forward<Cs>(contenders))...);
 }
 

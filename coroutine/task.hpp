@@ -102,9 +102,16 @@ struct fork_result : inline_result<T> {
 // compiler does not make the transfer a tail call (sanitizer builds, -O0).
 // The model check (tests/model/) runs its threads on one OS thread and
 // gives each its own.
+// The region's driver also keeps the thread's offer deque at hand
+// (`joins`), which every fork uses.
+class join_worker;
+struct region_thread {
+  std::coroutine_handle<> next;
+  join_worker* joins = nullptr;
+};
 #ifndef CANOPY_MODEL_CHECK
-inline thread_local std::coroutine_handle<> region_next_slot{};
-inline std::coroutine_handle<>& region_next() noexcept { return region_next_slot; }
+inline thread_local region_thread region_here{};
+inline std::coroutine_handle<>& region_next() noexcept { return region_here.next; }
 #else
 std::coroutine_handle<>& region_next() noexcept;
 #endif

@@ -33,10 +33,14 @@ bool join_worker::take_back_job(const offered_job& job) noexcept {
   // may lie above it: they go to the LIFO slot and the tree, as any
   // runnable task, so pop() then returns `job` or nothing.
   const offer expected = offer::of_job(job);
-  offer taken = offers_.pop();
+  const offer taken = offers_.pop();
   if (taken == expected) [[likely]] {
     return true;
   }
+  return take_back_below(expected, taken);
+}
+
+bool join_worker::take_back_below(offer expected, offer taken) noexcept {
   while (taken.is_task()) {
     --offered_tasks_;
     core_->requeue_offered_task(index_, taken.task_slot());
@@ -47,6 +51,8 @@ bool join_worker::take_back_job(const offered_job& job) noexcept {
   }
   return taken == expected;
 }
+
+void join_worker::announce_offer() noexcept { core_->announce_offer(); }
 
 // Another join's callable on top of this join's: the joins on this thread
 // did not nest. Only a fiber suspended inside a join's first callable and

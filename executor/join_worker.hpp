@@ -134,7 +134,37 @@ class join_worker {
   bool help() noexcept;
   [[noreturn]] static void fail_join_nesting() noexcept;
 
+  // ------------------------------ co_await canopy::join(...) of tasks' side
+
+  // The rest of a coroutine join (coroutine/fork_region.hpp's record),
+  // offered as offer_job offers a callable, inline (once a fork): the record
+  // names its joining task itself, and the wake hint goes only with a push
+  // onto an empty deque. While a recursion keeps the deque non-empty, a
+  // thief that found work wakes the next (the chain wake), so the hint
+  // would only repeat itself; it is a hint in any case (offer_deque.hpp).
+  [[gnu::always_inline]] bool offer_record(offered_job& record) noexcept {
+    const auto pushed = offers_.push_noting_empty(offer::of_job(record));
+    if (pushed == offer_deque::push_result::onto_empty) {
+      announce_offer();
+    }
+    return pushed != offer_deque::push_result::full;
+  }
+  // take_back_job, with the common case (the record is the newest entry)
+  // inline.
+  [[gnu::always_inline]] bool take_back_record(const offered_job& record) noexcept {
+    const offer expected = offer::of_job(record);
+    const offer taken = offers_.pop_inline();
+    if (taken == expected) [[likely]] {
+      return true;
+    }
+    return take_back_below(expected, taken);
+  }
+
  private:
+  // take_back_job after a pop that did not return `expected` but `taken`.
+  bool take_back_below(offer expected, offer taken) noexcept;
+  void announce_offer() noexcept;
+
   executor_core* core_ = nullptr;
   std::size_t index_ = 0;
   offer_deque offers_;  // canopy::join's callables (offer_job), canopy::spawn's children

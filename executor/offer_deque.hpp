@@ -98,6 +98,22 @@ class basic_offer_deque {
     return true;
   }
 
+  // Owner: push(), and whether the deque looked empty before it (so that
+  // only a push onto an empty deque needs a wake hint).
+  enum class push_result : std::uint8_t { full, onto_empty, onto_others };
+  [[nodiscard, gnu::always_inline]] push_result push_noting_empty(offer entry) noexcept {
+    const std::int64_t bottom = bottom_.load(atomics::relaxed);  // only the owner writes bottom
+    // acquire: as in push().
+    const std::int64_t top = top_.load(atomics::acquire);
+    if (bottom - top >= capacity) {
+      return push_result::full;
+    }
+    entries_[static_cast<std::size_t>(bottom & mask)].store(entry.bits(), atomics::relaxed);
+    // release: as in push().
+    bottom_.store(bottom + 1, atomics::release);
+    return bottom == top ? push_result::onto_empty : push_result::onto_others;
+  }
+
   // Owner: take the newest entry back; empty if a thief took it (or the
   // deque is empty).
   [[nodiscard]] offer pop() noexcept { return pop_inline(); }
