@@ -6,9 +6,13 @@
 //     auto [a, b] = co_await canopy::join(canopy::call(fib, n - 1), canopy::call(fib, n - 2));
 //     co_return a + b;
 //   }
-//   std::vector<long> parts = co_await canopy::join_n(10, [&](std::size_t i) {
-//     return canopy::call(skynet, depth + 1, base + i * step);
-//   });
+//   canopy::task<long> fib_sum(int count) {
+//     std::vector<long> values = co_await canopy::join_n(
+//         count, [](std::size_t i) { return canopy::call(fib, static_cast<int>(i)); });
+//     long sum = 0;
+//     for (const long value : values) sum += value;
+//     co_return sum;
+//   }
 //
 // * co_await canopy::join(c1, ..., cn), inside a canopy::task: each ci is a
 //   canopy::call(f, args...) (f a coroutine function returning task<T>,
@@ -22,7 +26,8 @@
 // * co_await canopy::join_n(count, make): make(i), for i in [0, count), is
 //   called when child i is launched (on the launching thread, one call at a
 //   time) and returns a call or a task<T>. Returns std::vector<T> in index
-//   order (void for task<void>).
+//   order (void for task<void>); join_n(count, make, out) writes them to
+//   the output iterator `out` instead.
 // * Children and everything they join are fork-join children: they run
 //   under the task that opened the outermost join (current_waker() names
 //   it) on whichever worker runs them, and may co_await only join, join_n
@@ -44,6 +49,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
@@ -52,6 +58,7 @@
 #include <variant>
 #include <vector>
 
+#include "../executor/block_pool.hpp"
 #include "../executor/errors.hpp"
 #include "../executor/scheduler.hpp"
 #include "fork_region.hpp"
@@ -277,13 +284,54 @@ class fork_join_awaiter : public fork_join_base {
   std::tuple<fork_result<fork_value_t<Children>>...> slots_;
 };
 
-template <class T, class Make>
+// join_n's result slots: one block from the block pool, as a frame is.
+template <class T>
+class fork_slots {
+ public:
+  explicit fork_slots(std::size_t count)
+      : slots_(count == 0 ? nullptr : static_cast<fork_result<T>*>(allocate_block(bytes(count)))),
+        count_(count) {
+    for (std::size_t index = 0; index < count_; ++index) {
+      ::new (static_cast<void*>(slots_ + index)) fork_result<T>();
+    }
+  }
+  fork_slots(const fork_slots&) = delete;
+  fork_slots& operator=(const fork_slots&) = delete;
+  fork_slots(fork_slots&&) = delete;
+  fork_slots& operator=(fork_slots&&) = delete;
+  ~fork_slots() {
+    if (slots_ == nullptr) {
+      return;
+    }
+    for (std::size_t index = 0; index < count_; ++index) {
+      slots_[index].~fork_result<T>();
+    }
+    free_block(slots_, bytes(count_));
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  fork_result<T>& operator[](std::size_t index) noexcept { return slots_[index]; }
+
+ private:
+  static std::size_t bytes(std::size_t count) noexcept { return count * sizeof(fork_result<T>); }
+
+  fork_result<T>* slots_;
+  std::size_t count_;
+};
+
+// `Out`: an output iterator the results go to, or void for a std::vector.
+template <class T, class Make, class Out>
 class fork_join_n_awaiter : public fork_join_base {
  public:
   using child_type = std::invoke_result_t<Make&, std::size_t>;
+  struct no_output {};
+  using output_type = std::conditional_t<std::is_void_v<Out>, no_output, Out>;
 
-  fork_join_n_awaiter(std::size_t count, Make make)
-      : fork_join_base(&start, checked_count(count)), make_(std::move(make)), slots_(count) {}
+  fork_join_n_awaiter(std::size_t count, Make&& make, output_type&& out)
+      : fork_join_base(&start, checked_count(count)),
+        make_(std::move(make)),
+        out_(std::move(out)),
+        slots_(count) {}
   fork_join_n_awaiter(const fork_join_n_awaiter&) = delete;
   fork_join_n_awaiter& operator=(const fork_join_n_awaiter&) = delete;
   fork_join_n_awaiter(fork_join_n_awaiter&&) = delete;
@@ -295,7 +343,7 @@ class fork_join_n_awaiter : public fork_join_base {
     if constexpr (!is_task_promise<Promise>()) {
       std::terminate();
     } else {
-      if (slots_.empty()) {
+      if (slots_.size() == 0) {
         return self;  // nothing to join
       }
       return begin(self, self.promise().context(), self.promise().in_region());
@@ -303,18 +351,23 @@ class fork_join_n_awaiter : public fork_join_base {
   }
 
   auto await_resume() {
-    for (const fork_result<T>& slot : slots_) {
-      if (slot.error) {
-        std::rethrow_exception(slot.error);
+    for (std::size_t index = 0; index < slots_.size(); ++index) {
+      if (slots_[index].error) {
+        std::rethrow_exception(slots_[index].error);
       }
     }
     if constexpr (std::is_void_v<T>) {
       return;
+    } else if constexpr (!std::is_void_v<Out>) {
+      for (std::size_t index = 0; index < slots_.size(); ++index) {
+        *out_ = slots_[index].take();
+        ++out_;
+      }
     } else {
       std::vector<T> values;
       values.reserve(slots_.size());
-      for (fork_result<T>& slot : slots_) {
-        values.push_back(slot.take());
+      for (std::size_t index = 0; index < slots_.size(); ++index) {
+        values.push_back(slots_[index].take());
       }
       return values;
     }
@@ -347,7 +400,8 @@ class fork_join_n_awaiter : public fork_join_base {
   }
 
   Make make_;
-  std::vector<fork_result<T>> slots_;
+  [[no_unique_address]] output_type out_;
+  fork_slots<T> slots_;
 };
 
 // What join(...) returns: the children, until co_await makes the awaiter
@@ -365,17 +419,20 @@ class [[nodiscard]] fork_join_call {
 };
 
 // What join_n(...) returns, likewise.
-template <class T, class Make>
+template <class T, class Make, class Out>
 class [[nodiscard]] fork_join_n_call {
  public:
-  fork_join_n_call(std::size_t count, Make make) : count_(count), make_(std::move(make)) {}
-  fork_join_n_awaiter<T, Make> operator co_await() && {
-    return fork_join_n_awaiter<T, Make>(count_, std::move(make_));
+  using output_type = typename fork_join_n_awaiter<T, Make, Out>::output_type;
+  fork_join_n_call(std::size_t count, Make make, output_type out)
+      : count_(count), make_(std::move(make)), out_(std::move(out)) {}
+  fork_join_n_awaiter<T, Make, Out> operator co_await() && {
+    return fork_join_n_awaiter<T, Make, Out>(count_, std::move(make_), std::move(out_));
   }
 
  private:
   std::size_t count_;
   Make make_;
+  [[no_unique_address]] output_type out_;
 };
 
 }  // namespace detail
@@ -399,13 +456,24 @@ requires(sizeof...(Children) >= 1) [[nodiscard]] auto join(Children... children)
   return detail::fork_join_call<result, Children...>(std::move(children)...);
 }
 
-// co_await canopy::join_n(count, make): see the top of this file.
+// co_await canopy::join_n(count, make) -> std::vector<T> (void for
+// task<void>): see the top of this file.
 template <class Make>
 requires std::invocable<Make&, std::size_t> &&
     detail::fork_child<std::invoke_result_t<Make&, std::size_t>>
 [[nodiscard]] auto join_n(std::size_t count, Make make) {
   using value = detail::fork_value_t<std::invoke_result_t<Make&, std::size_t>>;
-  return detail::fork_join_n_call<value, Make>(count, std::move(make));
+  return detail::fork_join_n_call<value, Make, void>(count, std::move(make), {});
+}
+
+// co_await canopy::join_n(count, make, out): the results, in index order,
+// to the output iterator `out` instead (nothing for task<void>).
+template <class Make, class Out>
+requires std::invocable<Make&, std::size_t> &&
+    detail::fork_child<std::invoke_result_t<Make&, std::size_t>>
+[[nodiscard]] auto join_n(std::size_t count, Make make, Out out) {
+  using value = detail::fork_value_t<std::invoke_result_t<Make&, std::size_t>>;
+  return detail::fork_join_n_call<value, Make, Out>(count, std::move(make), std::move(out));
 }
 
 }  // namespace canopy

@@ -2,6 +2,7 @@
 // canopy::join(...) and canopy::join_n (coroutine/fork_join_await.hpp).
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -132,6 +133,15 @@ TEST_CASE("join_n returns the results in index order; zero children is an empty 
     }
     std::vector<long> none =
         co_await canopy::join_n(0, [](std::size_t) { return canopy::call(fib, 1); });
+    std::array<long, 5> written{};
+    co_await canopy::join_n(
+        written.size(), [](std::size_t i) { return fib(static_cast<int>(i) + 10); },
+        written.begin());
+    for (std::size_t i = 0; i < written.size(); ++i) {
+      if (written[i] != plain_fib(static_cast<int>(i) + 10)) {
+        co_return 1;
+      }
+    }
     co_return values.size() + none.size();
   };
   CHECK(canopy::block_on(pool, body()) == 64);
