@@ -333,3 +333,58 @@ TEST_CASE(
     CHECK(started.load() == 3);
   }
 }
+
+TEST_CASE("an idle worker steals the rest of a join and runs the next child") {
+  watchdog guard("task join steal", 60);
+  executor pool(config_with(2));
+  std::atomic<bool> second_started{false};
+  std::thread::id first_thread;
+  std::thread::id second_thread;
+  // The first child holds its worker until the second child started, which
+  // only a thief can do meanwhile.
+  auto first = [&]() -> task<int> {
+    first_thread = std::this_thread::get_id();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!second_started.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    co_return second_started.load() ? 1 : 0;
+  };
+  auto second = [&]() -> task<int> {
+    second_thread = std::this_thread::get_id();
+    second_started = true;
+    co_return 2;
+  };
+  auto body = [&]() -> task<int> {
+    auto [a, b] = co_await canopy::join(canopy::call(first), canopy::call(second));
+    co_return a + b;
+  };
+  CHECK(canopy::block_on(pool, body()) == 3);
+  CHECK(first_thread != second_thread);
+}
+
+TEST_CASE("deep regions with uneven leaves migrate frames between workers and stay exact") {
+  watchdog guard("task join migrate", 120);
+  executor pool(config_with(4));
+  struct uneven {
+    // Leaves spin a little, more on some paths, so that thieves take parts
+    // of the tree and parents are resumed on the worker that ended their
+    // last child.
+    static task<long> run(int n, std::uint64_t path) {
+      if (n < 2) {
+        volatile std::uint64_t spin = 0;
+        for (std::uint64_t i = 0; i < (path % 7) * 40; ++i) {
+          spin = spin + i;
+        }
+        co_return n;
+      }
+      auto [a, b] = co_await canopy::join(canopy::call(run, n - 1, path * 3 + 1),
+                                          canopy::call(run, n - 2, path * 3 + 2));
+      co_return a + b;
+    }
+  };
+  for (int round = 0; round < rounds(10); ++round) {
+    CHECK(canopy::block_on(pool, uneven::run(20, static_cast<std::uint64_t>(round))) ==
+          plain_fib(20));
+  }
+}

@@ -11,18 +11,17 @@
 namespace canopy::bench {
 namespace {
 
-// Fork/join with C++20 coroutine tasks: fib(n - 1) is spawned as its own
-// task, fib(n - 2) runs inline in this task (co_await on a task<T> resumes
-// it by symmetric transfer, no spawn), then the child is joined with
-// co_await on its handle, which suspends this task without holding a worker
-// if the child has not finished yet.
+// Fork/join with C++20 coroutine tasks, by continuation stealing
+// (co_await canopy::join of two calls): fib(n - 1) runs at once on this
+// worker, the rest of the join (launching fib(n - 2)) waits on its deque
+// for an idle worker to steal; when nobody did, this worker launches it
+// itself, with no atomic read-modify-write beyond the deque's pop.
 canopy::task<long long> fork_join_fib(int n) {
   if (n < 2) {
     co_return n;
   }
-  auto child = canopy::spawn(fork_join_fib(n - 1));
-  const long long second = co_await fork_join_fib(n - 2);
-  const long long first = co_await child;
+  auto [first, second] =
+      co_await canopy::join(canopy::call(fork_join_fib, n - 1), canopy::call(fork_join_fib, n - 2));
   co_return first + second;
 }
 

@@ -13,25 +13,28 @@
 namespace canopy::bench {
 namespace {
 
-// The libfork program's shape on the public coroutine API: one child task
-// per safe column of the next row, every one forked (none run inline) (canopy::spawn, the board copied into
-// the child's frame), then all of them awaited in one suspension
-// (canopy::await_all), which holds no worker while they run.
+// The libfork program's shape on the public coroutine API: one child per
+// safe column of the next row (the board copied into the child's frame),
+// all forked by one co_await canopy::join_n (continuation stealing).
 canopy::task<long long> count_solutions(nqueens::board placed, int row) {
   if (row == nqueens::size) {
     co_return 1;
   }
-  std::array<canopy::join_handle<long long>, nqueens::size> spawned;
+  std::array<int, nqueens::size> columns;
   std::size_t child_count = 0;
   for (int column = 0; column < nqueens::size; ++column) {
     if (nqueens::column_safe(placed, row, column)) {
-      spawned[child_count++] =
-          canopy::spawn(count_solutions(nqueens::with_queen(placed, row, column), row + 1));
+      columns[child_count++] = column;
     }
   }
   std::array<long long, nqueens::size> counts;
-  std::span<canopy::join_handle<long long>> children(spawned.data(), child_count);
-  co_await canopy::await_all(children, counts.begin());
+  co_await canopy::join_n(
+      child_count,
+      [&placed, &columns, row](std::size_t index) {
+        return canopy::call(count_solutions, nqueens::with_queen(placed, row, columns[index]),
+                            row + 1);
+      },
+      counts.begin());
   long long solutions = 0;
   for (std::size_t index = 0; index < child_count; ++index) {
     solutions += counts[index];

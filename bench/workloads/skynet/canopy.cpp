@@ -13,22 +13,23 @@
 namespace canopy::bench {
 namespace {
 
-// The libfork program's shape on the public coroutine API: children
-// 0 .. fan_out - 2 spawned as tasks (canopy::spawn), the last one run inline
-// (co_await on a task<T>: no spawn), then the spawned ones awaited in one
-// suspension (canopy::await_all), which holds no worker while they run.
+// The libfork program's shape on the public coroutine API: the ten
+// children forked by one co_await canopy::join_n (continuation stealing:
+// each child runs at once, the rest of the join waits on the deque for a
+// thief), their sums written into an array.
 canopy::task<std::uint64_t> skynet_node(std::uint64_t number, unsigned level) {
   if (level == skynet::depth) {
     co_return number;
   }
   const std::uint64_t stride = skynet::child_stride(level);
-  std::array<canopy::join_handle<std::uint64_t>, skynet::fan_out - 1> spawned;
-  for (unsigned index = 0; index + 1 < skynet::fan_out; ++index) {
-    spawned[index] = canopy::spawn(skynet_node(number + stride * index, level + 1));
-  }
-  std::uint64_t sum = co_await skynet_node(number + stride * (skynet::fan_out - 1), level + 1);
-  std::array<std::uint64_t, skynet::fan_out - 1> values;
-  co_await canopy::await_all(spawned, values.begin());
+  std::array<std::uint64_t, skynet::fan_out> values;
+  co_await canopy::join_n(
+      skynet::fan_out,
+      [number, stride, level](std::size_t index) {
+        return canopy::call(skynet_node, number + stride * index, level + 1);
+      },
+      values.begin());
+  std::uint64_t sum = 0;
   for (const std::uint64_t value : values) {
     sum += value;
   }
