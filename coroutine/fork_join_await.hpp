@@ -180,8 +180,9 @@ class fork_join_base : protected fork_record {
 
   // The joining coroutine `self`, whose context is `context`: a region
   // frame joins its region; any other coroutine opens one.
-  std::coroutine_handle<> begin(std::coroutine_handle<> self, task_context* context,
-                                bool in_region) noexcept {
+  CANOPY_THREAD_LOCAL_STEP std::coroutine_handle<> begin(std::coroutine_handle<> self,
+                                                         task_context* context,
+                                                         bool in_region) noexcept {
     context_ = context;
     if (in_region) {
       // The task that opened the region waits on it for as long as it

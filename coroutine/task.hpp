@@ -142,6 +142,17 @@ std::coroutine_handle<>& region_next() noexcept;
 // It is written by whoever owns the unstarted or suspended frame (the
 // spawner before publishing the task, an awaiter before resuming it) and
 // read by the coroutine on the thread that runs it.
+// Code that reads a thread_local and runs inside a coroutine body stays a
+// call of its own: Clang may compute a thread_local's address before a
+// suspension and keep it in the frame, and the coroutine may resume on
+// another thread (block_pool.hpp keeps its allocator out of line for the
+// same reason). GCC computes it anew in each resumption.
+#if defined(__clang__)
+#define CANOPY_THREAD_LOCAL_STEP [[gnu::noinline]]
+#else
+#define CANOPY_THREAD_LOCAL_STEP
+#endif
+
 // A task's end: as std::suspend_never for a task that is not a region
 // frame (its frame frees itself as the coroutine runs off its end); a
 // region frame suspends, frees its frame and names the next coroutine for
@@ -153,7 +164,7 @@ struct final_step {
   bool in_region;
 
   [[nodiscard]] bool await_ready() const noexcept { return !in_region; }
-  void await_suspend(std::coroutine_handle<> self) const noexcept {
+  CANOPY_THREAD_LOCAL_STEP void await_suspend(std::coroutine_handle<> self) const noexcept {
     region_link* const ended_link = link;
     const std::coroutine_handle<> awaiter = next;
     self.destroy();  // this object was in the frame: read above
