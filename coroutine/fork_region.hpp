@@ -58,15 +58,15 @@ namespace canopy::detail {
 // (false: not offered, a full deque or not a worker), take it back (false:
 // a thief has it), wake the task that opened a region. The model check
 // (tests/model/) supplies its own, per model thread.
-// The deque is the one drive() found (region_here.joins): every region
+// The deque is the one drive() found (region_state().joins): every region
 // frame runs inside a drive() on its thread.
 #ifndef CANOPY_MODEL_CHECK
 [[gnu::always_inline]] inline bool offer_to_thieves(offered_job& record) noexcept {
-  join_worker* const joins = region_here.joins;
+  join_worker* const joins = region_state().joins;
   return joins != nullptr && joins->offer_record(record);
 }
 [[gnu::always_inline]] inline bool take_back_from_thieves(const offered_job& record) noexcept {
-  return region_here.joins->take_back_record(record);
+  return region_state().joins->take_back_record(record);
 }
 inline void wake_region_task(scheduler& core, task_id task) noexcept {
   static_cast<void>(core.schedule(task));
@@ -136,7 +136,7 @@ class fork_region {
   atomics::atomic<bool> cancelled_{false};
 };
 
-// While a thread runs region frames, region_here.joins names its offer
+// While a thread runs region frames, region_state().joins names its offer
 // deque: from the opening join or a steal until that run returns. A run
 // nested in another on the same thread (a stolen record run while a
 // callable join helps) puts the outer one back.
@@ -144,7 +144,7 @@ class region_scope {
  public:
   explicit region_scope([[maybe_unused]] join_worker* joins) noexcept
 #ifndef CANOPY_MODEL_CHECK
-      : outer_(std::exchange(region_here.joins, joins))
+      : outer_(std::exchange(region_state().joins, joins))
 #endif
   {
   }
@@ -154,7 +154,7 @@ class region_scope {
   region_scope& operator=(region_scope&&) = delete;
   ~region_scope() {
 #ifndef CANOPY_MODEL_CHECK
-    region_here.joins = outer_;
+    region_state().joins = outer_;
 #endif
   }
 
@@ -165,14 +165,19 @@ class region_scope {
 };
 
 // Runs region frames from `first` until none is named: each region
-// frame's end names the next one (region_next) instead of transferring to
+// frame's end leaves what comes next (region_state) instead of transferring to
 // it, so a long chain of ends does not grow the stack. Inside a
 // region_scope.
 inline void drive(std::coroutine_handle<> first) noexcept {
   std::coroutine_handle<> next = first;
   while (next) {
     next.resume();
-    next = std::exchange(region_next(), {});
+    region_thread& here = region_state();
+    if (region_link* const ended = std::exchange(here.ended, nullptr)) {
+      next = ended->ended(*ended);
+    } else {
+      next = std::exchange(here.next, {});
+    }
   }
 }
 

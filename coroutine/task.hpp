@@ -96,25 +96,48 @@ struct fork_result : inline_result<T> {
   region_link link;
 };
 
-// Where a region frame's end goes next, per thread: the driver of the
-// region (fork_region.hpp, drive) resumes it. A region frame does not end
-// by a symmetric transfer: a chain of those grows the stack wherever the
+// What a region frame's end leaves for its region's driver
+// (fork_region.hpp, drive), per thread: its link (a fork-join child), or
+// its awaiter (a task awaited inline by a region frame). The frame frees
+// itself first, as every task's does (final_suspend does not suspend);
+// the driver then follows what it left. A region frame does not end by a
+// symmetric transfer: a chain of those grows the stack wherever the
 // compiler does not make the transfer a tail call (sanitizer builds, -O0).
-// The model check (tests/model/) runs its threads on one OS thread and
-// gives each its own.
-// The region's driver also keeps the thread's offer deque at hand
-// (`joins`), which every fork uses.
+// The driver also keeps the thread's offer deque at hand (`joins`), which
+// every fork uses.
 class join_worker;
 struct region_thread {
+  region_link* ended = nullptr;
   std::coroutine_handle<> next;
   join_worker* joins = nullptr;
 };
+// The model check (tests/model/) runs its threads on one OS thread and
+// gives each its own.
 #ifndef CANOPY_MODEL_CHECK
 inline thread_local region_thread region_here{};
-inline std::coroutine_handle<>& region_next() noexcept { return region_here.next; }
+inline region_thread& region_state() noexcept { return region_here; }
 #else
-std::coroutine_handle<>& region_next() noexcept;
+region_thread& region_state() noexcept;
 #endif
+
+// Code that reads a thread_local and runs inside a coroutine body stays a
+// call of its own: Clang may compute a thread_local's address before a
+// suspension and keep it in the frame, and the coroutine may resume on
+// another thread (block_pool.hpp keeps its allocator out of line for the
+// same reason). GCC computes it anew in each resumption.
+#if defined(__clang__)
+#define CANOPY_THREAD_LOCAL_STEP [[gnu::noinline]]
+#else
+#define CANOPY_THREAD_LOCAL_STEP
+#endif
+
+// A region frame's end: what comes next, for the driver.
+CANOPY_THREAD_LOCAL_STEP inline void leave_region_frame(region_link* link,
+                                                        std::coroutine_handle<> awaiter) noexcept {
+  region_thread& here = region_state();
+  here.ended = link;
+  here.next = awaiter;
+}
 
 // Under ASan, a coroutine body whose stack holds an instrumented local (an
 // exception_ptr temporary) cannot make its symmetric transfer a tail call,
@@ -136,43 +159,16 @@ std::coroutine_handle<>& region_next() noexcept;
 // written where its reader is, through `result_`, a tagged pointer:
 //   * an inline_result<T> (tag 0): the task is awaited inline; at its end it
 //     names that awaiter as the next coroutine to resume;
+//   * the same with the region tag: a task awaited inline by a region frame
+//     (a region frame itself); with the fork tag too, a fork_result<T>: a
+//     child of co_await canopy::join (fork_join_await.hpp). Their ends go
+//     through the region's driver (leave_region_frame);
 //   * a join_state<T> (tag 1): a root spawned with a handle (spawn.hpp);
 //   * null: a detached root: a value is dropped and an exception goes to the
 //     executor's on_detached_exception handler at once.
 // It is written by whoever owns the unstarted or suspended frame (the
 // spawner before publishing the task, an awaiter before resuming it) and
 // read by the coroutine on the thread that runs it.
-// Code that reads a thread_local and runs inside a coroutine body stays a
-// call of its own: Clang may compute a thread_local's address before a
-// suspension and keep it in the frame, and the coroutine may resume on
-// another thread (block_pool.hpp keeps its allocator out of line for the
-// same reason). GCC computes it anew in each resumption.
-#if defined(__clang__)
-#define CANOPY_THREAD_LOCAL_STEP [[gnu::noinline]]
-#else
-#define CANOPY_THREAD_LOCAL_STEP
-#endif
-
-// A task's end: as std::suspend_never for a task that is not a region
-// frame (its frame frees itself as the coroutine runs off its end); a
-// region frame suspends, frees its frame and names the next coroutine for
-// its region's driver: its awaiter (a task awaited inline in a region) or
-// what its join says (a fork-join child).
-struct final_step {
-  region_link* link;             // a fork-join child's, else null
-  std::coroutine_handle<> next;  // a region frame awaited inline: its awaiter
-  bool in_region;
-
-  [[nodiscard]] bool await_ready() const noexcept { return !in_region; }
-  CANOPY_THREAD_LOCAL_STEP void await_suspend(std::coroutine_handle<> self) const noexcept {
-    region_link* const ended_link = link;
-    const std::coroutine_handle<> awaiter = next;
-    self.destroy();  // this object was in the frame: read above
-    region_next() = ended_link != nullptr ? ended_link->ended(*ended_link) : awaiter;
-  }
-  void await_resume() const noexcept {}
-};
-
 template <class T>
 class promise_of : public promise_base {
  public:
@@ -227,19 +223,24 @@ class promise_of : public promise_base {
   // names its awaiter as the next coroutine to resume (the body does that
   // at once, so the stack does not grow); a spawned root tells the body it
   // completed.
-  // A region frame (in_region()) goes on as final_step says, through its
-  // region's driver.
-  final_step final_suspend() noexcept {
+  // A region frame (in_region()) leaves what comes next for its region's
+  // driver instead.
+  std::suspend_never final_suspend() noexcept {
     if (inline_result<T>* const result = awaiting()) {
       if (in_region()) [[unlikely]] {
-        return region_end(result);
+        if ((result_ & fork_tag) != 0) {
+          leave_region_frame(&static_cast<fork_result<T>*>(result)->link, {});
+        } else {
+          leave_region_frame(nullptr, result->awaiter);
+        }
+        return {};
       }
       context_->resume_point = result->awaiter;
       context_->resume_awaiter = true;
     } else {
       context_->signal = detail::run_outcome::completed;
     }
-    return {nullptr, {}, false};
+    return {};
   }
 
  protected:
@@ -253,13 +254,6 @@ class promise_of : public promise_base {
 
  private:
   static_assert(alignof(inline_result<T>) > tag_mask && alignof(detail::join_state<T>) > tag_mask);
-
-  final_step region_end(inline_result<T>* result) const noexcept {
-    if ((result_ & fork_tag) != 0) {
-      return {&static_cast<fork_result<T>*>(result)->link, {}, true};
-    }
-    return {nullptr, result->awaiter, true};
-  }
 };
 
 template <class T>
