@@ -68,6 +68,8 @@
 
 namespace canopy {
 
+namespace detail {
+
 // A deferred call of a coroutine function: canopy::call(f, args...). The
 // arguments are decayed and moved in, as std::bind_front does; the call
 // happens when the join launches the child.
@@ -90,8 +92,6 @@ class deferred_call {
   F fn_;
   std::tuple<Args...> args_;
 };
-
-namespace detail {
 
 template <class C>
 struct fork_child_traits : std::false_type {};
@@ -444,8 +444,8 @@ class [[nodiscard]] fork_join_n_call {
 template <class F, class... Args>
 requires detail::is_task < std::invoke_result_t < std::decay_t<F>
 &, std::decay_t<Args>&&... >> ::value [[nodiscard]] auto call(F&& fn, Args&&... args) {
-  return deferred_call<std::decay_t<F>, std::decay_t<Args>...>(std::forward<F>(fn),
-                                                               std::forward<Args>(args)...);
+  return detail::deferred_call<std::decay_t<F>, std::decay_t<Args>...>(std::forward<F>(fn),
+                                                                       std::forward<Args>(args)...);
 }
 
 // co_await canopy::join(c1, c2, ...): see the top of this file.
