@@ -388,3 +388,43 @@ TEST_CASE("deep regions with uneven leaves migrate frames between workers and st
           plain_fib(20));
   }
 }
+
+TEST_CASE("a child that cannot be made counts as one that threw; the others still run") {
+  watchdog guard("task join make errors", 60);
+  executor pool(config_with(2));
+  std::atomic<int> made{0};
+  auto body = [&]() -> task<std::string> {
+    try {
+      co_await canopy::join_n(4, [&](std::size_t i) {
+        if (i == 2) {
+          throw std::runtime_error("make 2");
+        }
+        made.fetch_add(1);
+        return canopy::call(fib, 10);
+      });
+    } catch (const std::runtime_error& error) {
+      co_return error.what();
+    }
+    co_return "";
+  };
+  CHECK(canopy::block_on(pool, body()) == "make 2");
+  CHECK(made.load() == 3);
+  auto empty = []() -> task<std::string> {
+    task<long> moved_from = fib(3);
+    task<long> owner = std::move(moved_from);
+    try {
+      co_await canopy::join(std::move(moved_from), std::move(owner));
+    } catch (const std::invalid_argument& error) {
+      co_return error.what();
+    }
+    co_return "";
+  };
+  CHECK(canopy::block_on(pool, empty()).find("empty task") != std::string::npos);
+}
+
+TEST_CASE("an executor without workers runs a region on the thread that drives it") {
+  watchdog guard("task join host", 60);
+  executor pool(config_with(0));
+  CHECK(canopy::block_on(pool, fib(18)) == plain_fib(18));
+  CHECK(canopy::block_on(pool, skynet(3, 1)) == plain_skynet(3, 1));
+}
