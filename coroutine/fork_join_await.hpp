@@ -168,14 +168,17 @@ class fork_join_base : protected fork_record {
   using canopy_awaiter = void;
   using canopy_fork_join_awaiter = void;
 
+  // A member, not static: co_await calls it on the awaiter object.
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
- protected:
-  fork_join_base(start_fn start, std::uint32_t count) noexcept : fork_record(start, count) {}
   fork_join_base(fork_join_base&&) = delete;
   fork_join_base(const fork_join_base&) = delete;
   fork_join_base& operator=(const fork_join_base&) = delete;
   fork_join_base& operator=(fork_join_base&&) = delete;
+
+ protected:
+  fork_join_base(start_fn start, std::uint32_t count) noexcept : fork_record(start, count) {}
   ~fork_join_base() = default;
 
   // The joining coroutine `self`, whose context is `context`: a region

@@ -110,7 +110,10 @@ class promise_base {
 
   // Whether this coroutine is a region frame: a child of a fork-join
   // (coroutine/fork_join_await.hpp), or a task awaited inline by one.
-  [[nodiscard]] bool in_region() const noexcept { return (result_ & region_tag) != 0; }
+  [[nodiscard]] bool in_region() const noexcept {
+    // NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult): set by the constructor
+    return (result_ & region_tag) != 0;
+  }
 
  protected:
   // Where the result goes (coroutine/task.hpp, promise_of): a tagged

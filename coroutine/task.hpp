@@ -200,10 +200,11 @@ class promise_of : public promise_base {
   // (A tagged pointer: the integer-to-pointer casts are the point. The
   // analyzer cannot see a frame's promise constructed behind from_address.)
   [[nodiscard]] detail::join_state<T>* joined_state() const noexcept {
-    // NOLINTNEXTLINE(performance-no-int-to-ptr,clang-analyzer-core.UndefinedBinaryOperatorResult)
+    // NOLINTBEGIN(performance-no-int-to-ptr,clang-analyzer-core.UndefinedBinaryOperatorResult)
     return (result_ & joined_tag) != 0
                ? reinterpret_cast<detail::join_state<T>*>(result_ & ~tag_mask)
                : nullptr;
+    // NOLINTEND(performance-no-int-to-ptr,clang-analyzer-core.UndefinedBinaryOperatorResult)
   }
 
   CANOPY_PROMISE_HELPER void unhandled_exception() noexcept {

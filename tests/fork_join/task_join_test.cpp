@@ -254,7 +254,7 @@ TEST_CASE("children may spawn tasks and call the callable join") {
   const long expected = 20 * (plain_fib(12) + plain_fib(11) + plain_fib(10) + plain_fib(11) +
                               plain_fib(10) + plain_fib(9));
   CHECK(canopy::block_on(pool, body()) == expected);
-  CHECK(eventually([&] { return detached.load() == 20 * (12 + 11); }));
+  CHECK(eventually([&] { return detached.load() == 20L * (12 + 11); }));
 }
 
 TEST_CASE("many tasks run regions at once; every result is right") {
@@ -262,6 +262,7 @@ TEST_CASE("many tasks run regions at once; every result is right") {
   executor pool(config_with(4));
   std::vector<canopy::join_handle<long>> handles;
   const int tasks = 64;
+  handles.reserve(tasks);
   for (int i = 0; i < tasks; ++i) {
     handles.push_back(pool.spawn(fib(10 + i % 8)));
   }
@@ -413,6 +414,7 @@ TEST_CASE("a child that cannot be made counts as one that threw; the others stil
     task<long> moved_from = fib(3);
     task<long> owner = std::move(moved_from);
     try {
+      // NOLINTNEXTLINE(bugprone-use-after-move): an empty task is the point
       co_await canopy::join(std::move(moved_from), std::move(owner));
     } catch (const std::invalid_argument& error) {
       co_return error.what();
