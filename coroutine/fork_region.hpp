@@ -99,8 +99,14 @@ class fork_region {
     // continues H: the opener's exchange in leave(), or H's run after the
     // schedule (whose own release orders it too). The acquire half is the
     // opener's `opener_left` store, so that schedule() follows it.
+    // What the wake needs is read first: once the exchange says done, a
+    // wake H did not wait for (a cancel's) may run H and free this object
+    // with its frame. A schedule() of a task that ended is a no-op (its
+    // generation is stale).
+    scheduler& core = *core_;
+    const task_id task = task_;
     if (state_.exchange(done, atomics::acq_rel) == opener_left) {
-      wake_region_task(*core_, task_);
+      wake_region_task(core, task);
     }
   }
   // The opening worker's run of the region returned: true if the region
