@@ -57,8 +57,9 @@ namespace canopy::detail {
 // The calling thread's side of fork-join: offer a record on its deque
 // (false: not offered, a full deque or not a worker), take it back (false:
 // a thief has it), wake the task that opened a region. The model check
-// (tests/model/) supplies its own, per model thread.
-#ifndef CANOPY_MODEL_CHECK
+// (tests/model/) and the Relacy check (tests/relacy/) supply their own, per
+// simulated thread.
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
 inline bool offer_to_thieves(offered_job& record) noexcept {
   worker_context* const self = current_worker();
   return self != nullptr && self->joins != nullptr &&

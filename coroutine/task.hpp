@@ -100,9 +100,9 @@ struct fork_result : inline_result<T> {
 // region (fork_region.hpp, drive) resumes it. A region frame does not end
 // by a symmetric transfer: a chain of those grows the stack wherever the
 // compiler does not make the transfer a tail call (sanitizer builds, -O0).
-// The model check (tests/model/) runs its threads on one OS thread and
-// gives each its own.
-#ifndef CANOPY_MODEL_CHECK
+// The model check (tests/model/) and the Relacy check (tests/relacy/) run
+// their threads on one OS thread and give each its own.
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
 inline thread_local std::coroutine_handle<> region_next_slot{};
 inline std::coroutine_handle<>& region_next() noexcept { return region_next_slot; }
 #else
