@@ -38,6 +38,13 @@
 # wait() kept (the next wait() returns true at once, its first check), and
 # an out-of-work submit made whether or not the poller token is taken (the
 # code before 39974a2: one io_uring_enter more, never a lost request).
+# The "fork-join:" rows mutate the real protocol (coroutine/fork_region.hpp,
+# and the cancel check of coroutine/fork_join_await.hpp's start_fork_child),
+# which tests/model/model_fork_join_test.cpp and, for the memory orders,
+# tests/relacy/fork_join_relacy.cpp run. An uncounted steal is caught by
+# the nested, throw and cancel cases only: in a flat two-child join the
+# opening task goes on after its worker's own child ended whatever the
+# count says, so an early end of the root join is not observable there.
 # Exit status: 0 when every "caught" mutant was caught and every mutant
 # applied; 1 otherwise.
 set -euo pipefail
@@ -113,6 +120,7 @@ mutants=(
   "fork-join: leave() loads then stores, not one exchange%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/const bool ended = state_.load(atomics::acquire) == done;\n    state_.store(opener_left, atomics::release);\n    return ended;/%caught"
   "fork-join: finish() loads then stores, not one exchange%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/const bool left = state_.load(atomics::acquire) == opener_left;\n    state_.store(done, atomics::release);\n    if (left) {/%caught"
   "fork-join: leave() stores, and H never goes on in its run%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/state_.store(opener_left, atomics::release);\n    return false;/%caught"
+  "fork-join: finish() wakes H whatever leave() saw (both go on)%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if ((static_cast<void>(state_.exchange(done, atomics::acq_rel)), true)) {/%caught"
   "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  try \{/  try {/%caught"
 )
 
