@@ -59,8 +59,9 @@ using canopy::detail::offered_job;
 struct child_spec {
   int value = 0;
   bool throws = false;
-  bool cancels = false;  // calls the region's cancel, as H's cancel does
-  int left = -1;         // >= 0: a nested join
+  bool make_throws = false;  // the call that makes it throws: never runs
+  bool cancels = false;      // calls the region's cancel, as H's cancel does
+  int left = -1;             // >= 0: a nested join
   int right = -1;
 };
 
@@ -84,6 +85,7 @@ struct coverage {
   std::uint64_t thrown_on_thief = 0;     // a throwing child run by a thief
   std::uint64_t cancelled_on_thief = 0;  // a cancelling child run by a thief
   std::uint64_t nested_stolen = 0;       // a nested join's record stolen
+  std::uint64_t refused = 0;             // an offer refused by a full deque
 };
 
 struct worker_state {
@@ -122,6 +124,7 @@ class fork_world {
   worker_state& here() { return *workers_[model::current_thread()]; }
   bool offer(offered_job& record) {
     if (!here().deque.push(offer::of_job(record))) {
+      ++seen_.refused;
       return false;
     }
     if (root_record_ == nullptr) {
@@ -287,7 +290,8 @@ class fork_world {
     }
     for (std::size_t id = 0; id < children_.size(); ++id) {
       const auto& child = children_[id];
-      if (child.made != child.ran || (child.ran != 0 && !child.ended)) {
+      const int runs = spec(static_cast<int>(id)).make_throws ? 0 : child.made;
+      if (child.ran != runs || (child.ran != 0 && !child.ended)) {
         return "child " + std::to_string(id) + " was made but did not run to its end once";
       }
       if (child.made == 0 && !cancel_requested_) {
@@ -357,7 +361,7 @@ class fork_world {
       if (children_[static_cast<std::size_t>(id)].made == 0) {
         return "cancelled";
       }
-      if (spec(id).throws) {
+      if (spec(id).throws || spec(id).make_throws) {
         return "threw " + std::to_string(id);
       }
       sum += value_of(id);
@@ -413,6 +417,9 @@ canopy::task<int> nested_child(fork_world* world, int id) {
 // What canopy::call runs when the join launches child `id`.
 canopy::task<int> make_child(fork_world* world, int id) {
   world->made(id);
+  if (world->spec(id).make_throws) {
+    throw std::runtime_error(std::to_string(id));
+  }
   canopy::task<int> child =
       world->spec(id).left >= 0 ? nested_child(world, id) : leaf_child(world, id);
   world->framed(id);
@@ -634,5 +641,48 @@ TEST_CASE("fork-join: two thieves share a nested region") {
   const case_result result = check_fork_case(setup, 3);
   model::expect_clean(result.explored);
   expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "H woken after it left its run", result.seen.opener_left);
+}
+
+TEST_CASE("fork-join: a join nested deeper than the deque keeps its record") {
+  // H joins (0, 9); 0 = join(1, 2), 1 = join(3, 4), 3 = join(5, 6),
+  // 5 = join(7, 8): the opener's deque (capacity 4) holds the records of
+  // H's join and of 0, 1 and 3 when 5's is offered, which is refused: 5's
+  // children run one after the other on the opener, with no pop and no
+  // count. The thief steals the oldest records meanwhile.
+  fork_case setup;
+  setup.children = {{.left = 1, .right = 2},
+                    {.left = 3, .right = 4},
+                    {.value = 1},
+                    {.left = 5, .right = 6},
+                    {.value = 2},
+                    {.left = 7, .right = 8},
+                    {.value = 4},
+                    {.value = 8},
+                    {.value = 16},
+                    {.value = 32}};
+  setup.root = {0, 9};
+  setup.thief_rounds = 2;
+  setup.opener_rounds = 1;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "an offer refused by the full deque", result.seen.refused);
+  expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "H woken after it left its run", result.seen.opener_left);
+}
+
+TEST_CASE("fork-join: a child that cannot be made is skipped by whoever holds the record") {
+  // H joins (1, make throws, throws): child 1's call throws when it is
+  // launched, on the opener or on the thief that stole the record; the
+  // launch goes on to child 2 (the last: not offered). H sees child 1's
+  // failure; child 2 still runs.
+  fork_case setup;
+  setup.children = {{.value = 1}, {.make_throws = true}, {.throws = true}};
+  setup.root = {0, 1, 2};
+  setup.thief_rounds = 2;
+  setup.opener_rounds = 1;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "a throwing child run by a thief", result.seen.thrown_on_thief);
   expect_reached(result, "H woken after it left its run", result.seen.opener_left);
 }
