@@ -122,7 +122,7 @@ class fork_world {
 
   // --- the protocol's thread-local steps, for the running model thread ---
   worker_state& here() { return *workers_[model::current_thread()]; }
-  bool offer(offered_job& record) {
+  bool offer_record(offered_job& record) {
     if (!here().deque.push(offer::of_job(record))) {
       ++seen_.refused;
       return false;
@@ -133,7 +133,7 @@ class fork_world {
     offered_.push_back(&record);  // same step as the push's last store
     return true;
   }
-  bool take_back(const offered_job& record) {
+  bool take_back_record(const offered_job& record) {
     const canopy::detail::offer got = here().deque.pop();
     if (got.empty()) {
       ++seen_.counted_ends;
@@ -511,9 +511,9 @@ void expect_reached(const case_result& result, const char* what, std::uint64_t c
 // its join throws, so nothing reaches it.
 namespace canopy::detail {
 
-bool offer_to_thieves(offered_job& record) noexcept { return active_world->offer(record); }
+bool offer_to_thieves(offered_job& record) noexcept { return active_world->offer_record(record); }
 bool take_back_from_thieves(const offered_job& record) noexcept {
-  return active_world->take_back(record);
+  return active_world->take_back_record(record);
 }
 void wake_region_task(scheduler& core, task_id task) noexcept { active_world->wake(core, task); }
 std::coroutine_handle<>& region_next() noexcept { return active_world->here().region_next; }
