@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -167,13 +168,17 @@ class fork_world {
     last_allocated_ = block;
     return block;
   }
-  void free(void* block) {
+  void free(void* block, std::size_t size) {
     const auto found = std::find(live_.begin(), live_.end(), block);
     if (found == live_.end()) {
       fail("a frame freed twice (or never allocated)");
       return;
     }
-    live_.erase(found);  // the block stays allocated: no address is reused
+    live_.erase(found);
+    // The block stays allocated (no address is reused), filled with a
+    // pattern: a record or region read from a freed frame reads garbage,
+    // which the checks see (a wake of another task, a wrong count).
+    std::memset(block, 0xa5, size);
   }
   [[nodiscard]] bool gone(int id) const {
     return std::find(live_.begin(), live_.end(), children_[static_cast<std::size_t>(id)].frame) ==
@@ -533,11 +538,11 @@ void* allocate_block(std::size_t size) {
   }
   return active_world->allocate(size);
 }
-void free_block(void* block, std::size_t /*size*/) noexcept {
+void free_block(void* block, std::size_t size) noexcept {
   if (active_world == nullptr) {
     std::free(block);
   } else {
-    active_world->free(block);
+    active_world->free(block, size);
   }
 }
 
