@@ -57,10 +57,11 @@ namespace canopy::detail {
 // The calling thread's side of fork-join: offer a record on its deque
 // (false: not offered, a full deque or not a worker), take it back (false:
 // a thief has it), wake the task that opened a region. The model check
-// (tests/model/) supplies its own, per model thread.
-// The deque is the one drive() found (region_state().joins): every region
-// frame runs inside a drive() on its thread.
-#ifndef CANOPY_MODEL_CHECK
+// (tests/model/) and the Relacy check (tests/relacy/) supply their own, per
+// simulated thread. The deque is the one drive() found
+// (region_state().joins): every region frame runs inside a drive() on its
+// thread.
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
 [[gnu::always_inline]] inline bool offer_to_thieves(offered_job& record) noexcept {
   join_worker* const joins = region_state().joins;
   return joins != nullptr && joins->offer_record(record);
@@ -106,6 +107,9 @@ class fork_region {
     scheduler& core = *core_;
     const task_id task = task_;
     if (state_.exchange(done, atomics::acq_rel) == opener_left) {
+#ifdef CANOPY_MODEL_CHECK
+      model::schedule_point();  // where another thread may run H and free this region
+#endif
       wake_region_task(core, task);
     }
   }
@@ -149,7 +153,7 @@ class fork_region {
 class region_scope {
  public:
   explicit region_scope([[maybe_unused]] join_worker* joins) noexcept
-#ifndef CANOPY_MODEL_CHECK
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
       : outer_(std::exchange(region_state().joins, joins))
 #endif
   {
@@ -159,13 +163,13 @@ class region_scope {
   region_scope(region_scope&&) = delete;
   region_scope& operator=(region_scope&&) = delete;
   ~region_scope() {
-#ifndef CANOPY_MODEL_CHECK
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
     region_state().joins = outer_;
 #endif
   }
 
  private:
-#ifndef CANOPY_MODEL_CHECK
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
   join_worker* outer_;
 #endif
 };

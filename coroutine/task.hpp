@@ -111,9 +111,9 @@ struct region_thread {
   std::coroutine_handle<> next;
   join_worker* joins = nullptr;
 };
-// The model check (tests/model/) runs its threads on one OS thread and
-// gives each its own.
-#ifndef CANOPY_MODEL_CHECK
+// The model check (tests/model/) and the Relacy check (tests/relacy/) run
+// their threads on one OS thread and give each its own.
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
 inline thread_local region_thread region_here{};
 inline region_thread& region_state() noexcept { return region_here; }
 #else

@@ -351,6 +351,8 @@ void park_on(const void* word, std::uint32_t expected, std::uint32_t current) no
   note_access(word, access_kind::read);
 }
 
+std::size_t current_thread() noexcept { return active != nullptr ? active->current : 0; }
+
 void unpark_on(const void* word) noexcept {
   if (active == nullptr) {
     return;

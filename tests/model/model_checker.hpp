@@ -70,6 +70,12 @@ exploration_result explore(const std::function<scenario()>& make, int preemption
                            std::uint64_t max_executions, std::size_t max_steps = 20000,
                            reduction mode = reduction::none);
 
+// The index (in scenario::threads) of the logical thread that runs now: what
+// a scenario's per-thread state (a worker's deque, a thread_local of the
+// protocol's) is looked up by, since every logical thread is a fiber of one
+// OS thread. 0 outside an execution.
+std::size_t current_thread() noexcept;
+
 // schedule_point, note_access, park_on and unpark_on: atomics/model_atomic.hpp.
 
 }  // namespace canopy::detail::model

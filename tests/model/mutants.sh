@@ -38,6 +38,13 @@
 # wait() kept (the next wait() returns true at once, its first check), and
 # an out-of-work submit made whether or not the poller token is taken (the
 # code before 39974a2: one io_uring_enter more, never a lost request).
+# The "fork-join:" rows mutate the real protocol (coroutine/fork_region.hpp,
+# and the cancel check of coroutine/fork_join_await.hpp's start_fork_child),
+# which tests/model/model_fork_join_test.cpp and, for the memory orders,
+# tests/relacy/fork_join_relacy.cpp run. An uncounted steal is caught by
+# the nested, throw and cancel cases only: in a flat two-child join the
+# opening task goes on after its worker's own child ended whatever the
+# count says, so an early end of the root join is not observable there.
 # Exit status: 0 when every "caught" mutant was caught and every mutant
 # applied; 1 otherwise.
 set -euo pipefail
@@ -107,6 +114,15 @@ mutants=(
   "ring: a poll that ended is never armed again (the watch flag kept)%tests/model/model_ring_reactor.hpp%s/eventfd_watched_ = eventfd_watched_ && entry\.more;/eventfd_watched_ = eventfd_watched_;/%caught"
   "ring: a canceller that takes a wake-up does not notify again%tests/model/model_ring_reactor.hpp%s/        notify\(\);  \/\/ wait_until_reaped: the wake-up it took[^\n]*\n//%caught"
   "ring: a canceller reaps while the poller waits (poller_waiting_ ignored)%tests/model/model_ring_reactor.hpp%s/const bool reaped = !poller_waiting_;/const bool reaped = true;/%caught"
+  "fork-join: a child's end skips the pop and always decrements%coroutine/fork_region.hpp%s/if \(link\.offered && !take_back_from_thieves\(record\)\) \{/if (link.offered) {/%caught"
+  "fork-join: the join subtracts k_max, not k_max - steals%coroutine/fork_region.hpp%s/const std::uint32_t mine = k_max - steals_;/const std::uint32_t mine = k_max;/%caught"
+  "fork-join: a thief does not count its steal (++steals_ removed)%coroutine/fork_region.hpp%s/    \+\+record\.steals_;[^\n]*\n//%caught"
+  "fork-join: leave() loads then stores, not one exchange%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/const bool ended = state_.load(atomics::acquire) == done;\n    state_.store(opener_left, atomics::release);\n    return ended;/%caught"
+  "fork-join: finish() loads then stores, not one exchange%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/const bool left = state_.load(atomics::acquire) == opener_left;\n    state_.store(done, atomics::release);\n    if (left) {/%caught"
+  "fork-join: leave() stores, and H never goes on in its run%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/state_.store(opener_left, atomics::release);\n    return false;/%caught"
+  "fork-join: finish() wakes H whatever leave() saw (both go on)%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if ((static_cast<void>(state_.exchange(done, atomics::acq_rel)), true)) {/%caught"
+  "fork-join: finish() reads the core and the task after its exchange%coroutine/fork_region.hpp%s/    scheduler& core = \\*core_;\n    const task_id task = task_;\n//; s/wake_region_task\\(core, task\\);/wake_region_task(*core_, task_);/%caught"
+  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  try \{/  try {/%caught"
 )
 
 # The same idea under Relacy's weak-memory simulation
@@ -123,19 +139,23 @@ relacy_mutants=(
   "offer_deque: pop's exchange on bottom -> relaxed store%executor/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, atomics::seq_cst\)\);/bottom_.store(bottom, atomics::relaxed);/%caught"
   "offer_deque: pop's load of top seq_cst -> acquire%executor/offer_deque.hpp%s/std::int64_t top = top_\.load\(atomics::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(atomics::acquire);\n    if (top > bottom)/%caught"
   "offer_deque: push publishes bottom relaxed, not release%executor/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, atomics::release\);/bottom_.store(bottom + 1, atomics::relaxed);/%caught"
+  "fork-join: child_ended's fetch_sub acq_rel -> relaxed%coroutine/fork_region.hpp%s/if \(record\.joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/if (record.joins_.fetch_sub(1, atomics::relaxed) == 1) {/%caught"
+  "fork-join: join's fetch_sub acq_rel -> release (winner reads early)%coroutine/fork_region.hpp%s/if \(joins_\.fetch_sub\(mine, atomics::acq_rel\) == mine\) \{/if (joins_.fetch_sub(mine, atomics::release) == mine) {/%caught"
+  "fork-join: leave's exchange acq_rel -> release%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/return state_.exchange(opener_left, atomics::release) == done;/%caught"
+  "fork-join: finish's exchange acq_rel -> acquire%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if (state_.exchange(done, atomics::acquire) == opener_left) {/%caught"
 )
 
 # The translation units and flags of each checker (as tests/meson.build
 # builds model_check_test and relacy_wake_test).
 model_units=(tests/model/model_check_test.cpp tests/model/model_poller_test.cpp tests/model/model_executor_test.cpp
-  tests/model/model_task_sync_test.cpp tests/model/model_ring_test.cpp
-  tests/model/model_checker.cpp tests/test_main.cpp summary_tree/permit_semaphore.cpp
+  tests/model/model_task_sync_test.cpp tests/model/model_ring_test.cpp tests/model/model_fork_join_test.cpp
+  tests/model/model_checker.cpp tests/test_main.cpp executor/errors.cpp summary_tree/permit_semaphore.cpp
   summary_tree/summary_tree.cpp signal_waker/park_backend.cpp signal_waker/signal_waker.cpp
   signal_waker/sleep_module.cpp executor/host/host_channel.cpp executor/host/notify_descriptor.cpp)
 model_flags=(-std=c++20 -O2 -DCANOPY_MODEL_CHECK)
 model_libs=(-lboost_context -pthread)
 relacy_units=(tests/relacy/wake_protocol_relacy.cpp tests/relacy/offer_deque_relacy.cpp
-  tests/relacy/futex_mutex_relacy.cpp
+  tests/relacy/futex_mutex_relacy.cpp tests/relacy/fork_join_relacy.cpp
   tests/test_main.cpp summary_tree/permit_semaphore.cpp summary_tree/summary_tree.cpp
   signal_waker/park_backend.cpp signal_waker/signal_waker.cpp signal_waker/sleep_module.cpp)
 relacy_flags=(-std=c++20 -O1 -fno-sized-deallocation -DCANOPY_RELACY)
@@ -148,7 +168,8 @@ relacy_libs=()
 # by side.
 copy_sources() {
   mkdir -p "$scratch/pristine/tests" "$scratch/rows"
-  cp -r summary_tree signal_waker atomics executor task_sync embed fork_join "$scratch/pristine/"
+  cp -r summary_tree signal_waker atomics executor task_sync embed fork_join coroutine wait \
+    "$scratch/pristine/"
   cp -r tests/model tests/relacy tests/test_main.cpp tests/watchdog.hpp "$scratch/pristine/tests/"
   cp -r "$scratch/pristine" "$scratch/src"
 }
@@ -284,7 +305,7 @@ run_row() {
       # failed assertion) and its failure, without the schedule.
       awk '/^TEST CASE:/ { name = $0 } / ERROR: / && name != "" { print name; exit }' \
         "$row/run.log" | sed -E 's/^TEST CASE: +/      in: /' || true
-      grep -m1 -E "failure: [a-z]|^(DEADLOCK|LIVELOCK|USER ASSERT FAILED|DATA RACE)" \
+      grep -a -m1 -E "failure: [a-z]|^(DEADLOCK|LIVELOCK|USER ASSERT FAILED|DATA RACE)" \
         "$row/run.log" |
         sed -E 's/^ *(logged: *)?/      /; s/ schedule: .*//' || true
     elif [ "$result" = build-failed ]; then
