@@ -139,6 +139,11 @@ run_tests() {
   # compiler's reading of the code, the optimised build is the gcc one,
   # and at -O2 -g it was a fifth of CI's time.
   local sanitizer_codegen=(-Doptimization=1 -Dcpp_args=-g1)
+  # The plain gcc build keeps -O2, the optimisation users build with, and
+  # takes line tables only too: a failure's stack still names file and
+  # line, and the compiles and links write a fraction of the debug
+  # information (variables, types) that no test reads.
+  options=(-Dcpp_args=-g1)
   if [ "$compiler" = clang ]; then
     # Debian 12's clang 19, the compiler ./run.sh bench --compiler=clang
     # measures (the default clang is 14).
