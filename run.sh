@@ -336,15 +336,17 @@ run_tests() {
     run_fuzzers 3
     echo "== fuzz targets: $((SECONDS - step_start)) s" >&2
   fi
-  # Canopy as a user gets it: install into a temporary prefix and build a
-  # small program against it three ways (tests/consumer/run.sh), counted as
-  # one test each. Plain gcc suite only: it builds its own unsanitized
-  # copy, which the sanitizer and clang suites would not test anything new in.
+  # Canopy as a user gets it: install this suite's build into a temporary
+  # prefix and build a small program against it three ways
+  # (tests/consumer/run.sh), counted as one test each; the meson subproject
+  # and the build without fibers, io_uring and TLS are its own builds.
+  # Plain gcc suite only: the sanitizer and clang suites would not test
+  # anything new in it.
   if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
     local consumer_summary consumer_log
     consumer_log=$(mktemp)
     step_start=$SECONDS
-    consumer_summary=$(bash tests/consumer/run.sh 2>"$consumer_log" | tail -1) || true
+    consumer_summary=$(bash tests/consumer/run.sh --install-from "$dir" 2>"$consumer_log" | tail -1) || true
     cat "$consumer_log" >&2
     echo "== consumer: $((SECONDS - step_start)) s" >&2
     if [[ "$consumer_summary" =~ ^consumer:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
