@@ -139,6 +139,11 @@ run_tests() {
   # compiler's reading of the code, the optimised build is the gcc one,
   # and at -O2 -g it was a fifth of CI's time.
   local sanitizer_codegen=(-Doptimization=1 -Dcpp_args=-g1)
+  # The plain gcc build keeps -O2, the optimisation users build with, and
+  # takes line tables only too: a failure's stack still names file and
+  # line, and the compiles and links write a fraction of the debug
+  # information (variables, types) that no test reads.
+  options=(-Dcpp_args=-g1)
   if [ "$compiler" = clang ]; then
     # Debian 12's clang 19, the compiler ./run.sh bench --compiler=clang
     # measures (the default clang is 14).
@@ -218,11 +223,17 @@ run_tests() {
   # The model check and Relacy run every thread of their scenarios on one
   # OS thread (fibers, Relacy's own scheduler): ThreadSanitizer has no race
   # to see there, and the model check under it took a tenth of the TSan
-  # suite. They run in the other three suites and in the mutant tables.
-  local one_thread_checkers='^(model_check|relacy_wake)_test$'
+  # suite. They run in the other three suites and in the mutant tables; a
+  # TSan build does not build them (tests/meson.build), and a binary left
+  # by an earlier configuration is not run.
+  local one_thread_checkers='^(model_check|relacy_wake)_test$' checker
+  if [ "$sanitize" = thread ]; then
+    for checker in model_check_test relacy_wake_test; do
+      echo "== $checker (thread): not built or run, its scenarios share one OS thread" >&2
+    done
+  fi
   for binary in $binaries; do
     if [ "$sanitize" = thread ] && [[ $(basename "$binary") =~ $one_thread_checkers ]]; then
-      echo "== $(basename "$binary") (thread): not run, its scenarios share one OS thread" >&2
       continue
     fi
     if [[ $(basename "$binary") =~ $io_tests ]]; then
@@ -231,7 +242,10 @@ run_tests() {
       runs+=("$binary -")
     fi
   done
-  local run
+  # The model check explores on one OS thread and is among a suite's
+  # longest runs: it runs as two halves side by side, so that the second
+  # core is not idle meanwhile.
+  local run two_halves='^model_check_test$'
   for run in "${runs[@]}"; do
     local name log status summary backend=${run##* } environment=()
     binary=${run% *}
@@ -254,14 +268,41 @@ run_tests() {
     echo "== $name${sanitize:+ ($sanitize)}" >&2
     step_start=$SECONDS
     set +e
-    timeout 1500 env "${environment[@]}" "${runner[@]}" "$binary" >"$log" 2>&1
-    status=$?
+    if [[ "$name" =~ $two_halves ]]; then
+      # Its cases in two processes side by side, the "model: " cases and
+      # the others (one filter, kept and left out: every case runs once);
+      # LOG gets both outputs, each with its summary line, a failed half
+      # last (where a failure's excerpt, LOG's tail, shows it).
+      local half_log other_status
+      half_log=$(mktemp)
+      timeout 1500 env "${environment[@]}" "${runner[@]}" "$binary" --test-case='model: *' \
+        >"$half_log" 2>&1 &
+      timeout 1500 env "${environment[@]}" "${runner[@]}" "$binary" \
+        --test-case-exclude='model: *' >"$log" 2>&1
+      other_status=$?
+      wait $!
+      status=$?
+      if [ "$other_status" -ne 0 ]; then
+        cat "$log" >>"$half_log"
+        mv "$half_log" "$log"
+        status=$other_status
+      else
+        cat "$half_log" >>"$log"
+        rm -f "$half_log"
+      fi
+    else
+      timeout 1500 env "${environment[@]}" "${runner[@]}" "$binary" >"$log" 2>&1
+      status=$?
+    fi
     set -e
-    summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -1 || true)
+    summary=$(grep -E '^\[doctest\] test cases:' "$log" || true)
     if [ -n "$summary" ]; then
-      local ok bad
-      ok=$(echo "$summary" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
-      bad=$(echo "$summary" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
+      local ok=0 bad=0 line
+      while read -r line; do
+        ok=$((ok + $(echo "$line" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')))
+        bad=$((bad + $(echo "$line" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')))
+      done <<<"$summary"
+      summary=$(echo "$summary" | paste -sd '+' | sed 's/+/ + /g')
       passed=$((passed + ok))
       failed=$((failed + bad))
       if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
@@ -325,15 +366,17 @@ run_tests() {
     run_fuzzers 3
     echo "== fuzz targets: $((SECONDS - step_start)) s" >&2
   fi
-  # Canopy as a user gets it: install into a temporary prefix and build a
-  # small program against it three ways (tests/consumer/run.sh), counted as
-  # one test each. Plain gcc suite only: it builds its own unsanitized
-  # copy, which the sanitizer and clang suites would not test anything new in.
+  # Canopy as a user gets it: install this suite's build into a temporary
+  # prefix and build a small program against it three ways
+  # (tests/consumer/run.sh), counted as one test each; the meson subproject
+  # and the build without fibers, io_uring and TLS are its own builds.
+  # Plain gcc suite only: the sanitizer and clang suites would not test
+  # anything new in it.
   if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
     local consumer_summary consumer_log
     consumer_log=$(mktemp)
     step_start=$SECONDS
-    consumer_summary=$(bash tests/consumer/run.sh 2>"$consumer_log" | tail -1) || true
+    consumer_summary=$(bash tests/consumer/run.sh --install-from "$dir" 2>"$consumer_log" | tail -1) || true
     cat "$consumer_log" >&2
     echo "== consumer: $((SECONDS - step_start)) s" >&2
     if [[ "$consumer_summary" =~ ^consumer:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then

@@ -12,6 +12,15 @@
 # `./run.sh test` (plain suite); needs meson, ninja, g++,
 # pkg-config, cmake, python3, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
+#
+#   tests/consumer/run.sh [--install-from BUILD]
+#   --install-from BUILD  install BUILD, a configured build folder of this
+#                         Canopy (./run.sh test passes its own, built
+#                         already), instead of setting up and building a
+#                         copy with -Dprograms=false: its prefix is pointed
+#                         at the temporary one for the install and set back
+#                         after it. The meson subproject and the build
+#                         without fibers, io_uring and TLS build their own.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -22,6 +31,23 @@ expected_fiber="canopy consumer: fiber 42 = 42"
 expected_epoll="canopy consumer without io_uring: automatic runs epoll, echo ping = ping, io_uring refused"
 passed=0
 failed=0
+install_from=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --install-from)
+      if [ $# -lt 2 ] || [ ! -f "$2/build.ninja" ]; then
+        echo "consumer/run.sh: --install-from needs a configured build folder" >&2
+        exit 2
+      fi
+      install_from=$(cd "$2" && pwd)
+      shift 2
+      ;;
+    *)
+      echo "consumer/run.sh: unknown option '$1' (use --install-from BUILD)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 # check NAME BINARY EXPECTED: run it, compare its output with the expected line.
 check() {
@@ -56,11 +82,31 @@ phase_done() {
   phase_start=$SECONDS
 }
 
-echo "== consumer: install into $work/prefix" >&2
 prefix="$work/prefix"
-if ! quietly "$work/install.log" meson setup "$work/build" "$root" --prefix="$prefix" \
-  --buildtype=plain -Dprograms=false ||
-  ! quietly "$work/install.log" meson install -C "$work/build"; then
+# install_build BUILD: point BUILD's prefix at $prefix, install it, and set
+# its own prefix back (whether or not the install worked).
+install_build() {
+  local build=$1 own_prefix status=0
+  own_prefix=$(meson introspect "$build" --buildoptions | python3 -c \
+    'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))') ||
+    return 1
+  quietly "$work/install.log" meson configure "$build" --prefix="$prefix" || return 1
+  quietly "$work/install.log" meson install -C "$build" || status=1
+  quietly "$work/restore.log" meson configure "$build" --prefix="$own_prefix" || status=1
+  return "$status"
+}
+if [ -n "$install_from" ]; then
+  echo "== consumer: install $install_from into $prefix" >&2
+  install_ok=true
+  install_build "$install_from" || install_ok=false
+else
+  echo "== consumer: install into $prefix" >&2
+  install_ok=true
+  quietly "$work/install.log" meson setup "$work/build" "$root" --prefix="$prefix" \
+    --buildtype=plain -Dprograms=false &&
+    quietly "$work/install.log" meson install -C "$work/build" || install_ok=false
+fi
+if ! "$install_ok"; then
   echo "consumer: 0 passed, 6 failed (the install failed)"
   exit 1
 fi
