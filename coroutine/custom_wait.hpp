@@ -25,6 +25,7 @@ class wait_on_awaiter {
 
  public:
   using canopy_awaiter = void;
+  using canopy_region_check_at_suspend = void;
 
   explicit wait_on_awaiter(Source&& source) : source_(std::forward<Source>(source)) {}
 
@@ -32,7 +33,7 @@ class wait_on_awaiter {
 
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> self) {
-    task_context& context = context_of(self);
+    task_context& context = context_to_suspend(self);
     // Recorded before arm(): a wake from arm() (or from another thread right
     // after it) re-runs the task, and the body then checks ready().
     context.suspend_on(self, wait_kind::custom, &source_, &ops);

@@ -15,11 +15,12 @@ namespace detail {
 
 struct event_awaiter {
   using canopy_awaiter = void;
+  using canopy_region_check_at_suspend = void;
   async_event::wait pending;
   bool await_ready() const noexcept { return pending.ready(); }
   template <class Promise>
-  bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
-    task_context& context = context_of(self);
+  bool await_suspend(std::coroutine_handle<Promise> self) {
+    task_context& context = context_to_suspend(self);
     context.suspend_on(self, wait_kind::link, &pending.link());
     if (!pending.arm()) {
       context.clear_wait();

@@ -30,9 +30,11 @@
 //   the output iterator `out` instead.
 // * Children and everything they join are fork-join children: they run
 //   under the task that opened the outermost join (current_waker() names
-//   it) on whichever worker runs them, and may co_await only join, join_n
-//   and other tasks (inline). Any other co_await in them throws
-//   std::logic_error (spawn a task for anything that waits). They may
+//   it) on whichever worker runs them, and may co_await join, join_n,
+//   other tasks (inline) and waits that are ready at once. A co_await that
+//   would suspend them on anything else, and any co_await of a handle, a
+//   race or a foreign awaitable, throws std::logic_error (spawn a task for
+//   anything that waits). They may
 //   spawn tasks and call the callable canopy::join.
 // * Errors: every child runs to its end; then the first exception in
 //   argument order is rethrown, the others dropped. A child that could not

@@ -54,6 +54,16 @@ concept fork_join_awaitable = requires {
   typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_fork_join_awaiter;
 };
 
+// Awaiters that test for a region frame only when they are about to
+// suspend it (context_to_suspend, below), not at every co_await: a wait
+// that is ready at once (a channel with a message, a free mutex) costs a
+// region frame nothing and is allowed. They declare
+// `using canopy_region_check_at_suspend = void;`.
+template <class A>
+concept region_checked_at_suspend = requires {
+  typename std::remove_cvref_t<awaiter_of_t<A>>::canopy_region_check_at_suspend;
+};
+
 // A fork-join child co_awaited something that would suspend it on anything
 // but its own children (out of line: the throw is the rare path).
 [[noreturn, gnu::noinline, gnu::cold]] inline void refuse_fork_join_await() {
@@ -80,12 +90,13 @@ class promise_base {
   // Every co_await in a task: Canopy's awaiters as they are, any other
   // awaitable through a foreign_awaiter, whose resumption wakes the task
   // so that it continues on its executor.
-  // A fork-join child (a region frame, below) may await only its own
+  // A fork-join child (a region frame, below) may suspend only on its own
   // children: it runs under its region's task on whichever worker stole
-  // its continuation, so it cannot suspend on anything else.
+  // its continuation. Awaiters that check at their suspension instead
+  // (region_checked_at_suspend) pass untested here.
   template <class A>
   decltype(auto) await_transform(A&& awaitable) {
-    if constexpr (!fork_join_awaitable<A>) {
+    if constexpr (!fork_join_awaitable<A> && !region_checked_at_suspend<A>) {
       if (in_region()) [[unlikely]] {
         refuse_fork_join_await();
       }
@@ -157,6 +168,21 @@ task_context& context_of(std::coroutine_handle<Promise> self) noexcept {
     }
     return *context;
   }
+}
+
+// context_of for an awaiter about to suspend `self` that declares
+// canopy_region_check_at_suspend: a region frame cannot suspend on it, and
+// gets std::logic_error from the co_await instead (the awaiter's
+// await_suspend throws before it did anything, so the coroutine resumes
+// with the exception).
+template <class Promise>
+task_context& context_to_suspend(std::coroutine_handle<Promise> self) {
+  if constexpr (is_task_promise<Promise>()) {
+    if (self.promise().in_region()) [[unlikely]] {
+      refuse_fork_join_await();
+    }
+  }
+  return context_of(self);
 }
 
 }  // namespace canopy::detail

@@ -34,10 +34,11 @@ namespace detail {
 template <detail::run_outcome Outcome>
 struct bare_suspend {
   using canopy_awaiter = void;
+  using canopy_region_check_at_suspend = void;
   bool await_ready() const noexcept { return false; }
   template <class Promise>
-  void await_suspend(std::coroutine_handle<Promise> self) noexcept {
-    task_context& context = context_of(self);
+  void await_suspend(std::coroutine_handle<Promise> self) {
+    task_context& context = context_to_suspend(self);
     context.suspend_on(self, wait_kind::none, nullptr);
     context.signal = Outcome;
   }

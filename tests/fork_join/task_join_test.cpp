@@ -430,3 +430,32 @@ TEST_CASE("an executor without workers runs a region on the thread that drives i
   CHECK(canopy::block_on(pool, fib(18)) == plain_fib(18));
   CHECK(canopy::block_on(pool, skynet(3, 1)) == plain_skynet(3, 1));
 }
+
+TEST_CASE("a child may co_await a wait that is ready at once; one that would suspend throws") {
+  watchdog guard("task join ready waits", 60);
+  executor pool(config_with(2));
+  canopy::async_event set_event;
+  set_event.set();
+  canopy::async_event unset_event;
+  auto ready = [&]() -> task<int> {
+    co_await set_event;  // ready: no suspension
+    co_return 1;
+  };
+  auto blocked = [&]() -> task<int> {
+    co_await unset_event;  // would suspend the child
+    co_return 2;
+  };
+  auto body = [&]() -> task<std::string> {
+    auto [a, b] = co_await canopy::join(canopy::call(ready), canopy::call(fib, 10));
+    if (a != 1 || b != plain_fib(10)) {
+      co_return "wrong results";
+    }
+    try {
+      co_await canopy::join(canopy::call(ready), canopy::call(blocked));
+    } catch (const std::logic_error& error) {
+      co_return error.what();
+    }
+    co_return "no exception";
+  };
+  CHECK(canopy::block_on(pool, body()).find("fork-join child") != std::string::npos);
+}
