@@ -284,7 +284,8 @@ TEST_CASE(
   // leaves and the task is suspended on its region.
   auto holder = [&]() -> task<int> {
     started.fetch_add(1);
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(10 * canopy::testing::timeout_scale());
     while (!spinning.load() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::yield();
     }
@@ -345,7 +346,8 @@ TEST_CASE("an idle worker steals the rest of a join and runs the next child") {
   // only a thief can do meanwhile.
   auto first = [&]() -> task<int> {
     first_thread = std::this_thread::get_id();
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(10 * canopy::testing::timeout_scale());
     while (!second_started.load() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::yield();
     }
