@@ -2,8 +2,10 @@
 //
 //   build/examples/coroutine_fib [n]      (default n = 30)
 //
-// Every call with n >= 2 spawns two child tasks and co_awaits both; a task
-// waiting for its children holds no worker thread.
+// Every call with n >= 2 forks by continuation stealing: co_await
+// canopy::join runs fib(n - 1) at once and leaves the rest of the join
+// (launching fib(n - 2)) for an idle worker to steal; if none did, this
+// worker launches it itself. The children cannot outlive the co_await.
 #include <canopy/canopy.hpp>
 #include <chrono>
 #include <cstdio>
@@ -15,9 +17,8 @@ canopy::task<long> fib(int n) {
   if (n < 2) {
     co_return n;
   }
-  auto left = canopy::spawn(fib(n - 1));
-  auto right = canopy::spawn(fib(n - 2));
-  co_return co_await left + co_await right;
+  auto [left, right] = co_await canopy::join(canopy::call(fib, n - 1), canopy::call(fib, n - 2));
+  co_return left + right;
 }
 
 }  // namespace
