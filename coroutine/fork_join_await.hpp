@@ -174,6 +174,18 @@ class fork_join_base : protected fork_record {
   // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
+  template <class Promise>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
+    if constexpr (!is_task_promise<Promise>()) {
+      std::terminate();
+    } else {
+      if (children() == 0) {
+        return self;  // nothing to join (join_n of 0)
+      }
+      return begin(self, self.promise().context(), self.promise().in_region());
+    }
+  }
+
   fork_join_base(fork_join_base&&) = delete;
   fork_join_base(const fork_join_base&) = delete;
   fork_join_base& operator=(const fork_join_base&) = delete;
@@ -235,15 +247,6 @@ class fork_join_awaiter : public fork_join_base {
   fork_join_awaiter(fork_join_awaiter&&) = delete;
   fork_join_awaiter& operator=(fork_join_awaiter&&) = delete;
   ~fork_join_awaiter() = default;
-
-  template <class Promise>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
-    if constexpr (!is_task_promise<Promise>()) {
-      std::terminate();
-    } else {
-      return begin(self, self.promise().context(), self.promise().in_region());
-    }
-  }
 
   Result await_resume() { return collect(std::index_sequence_for<Children...>{}); }
 
@@ -343,18 +346,6 @@ class fork_join_n_awaiter : public fork_join_base {
   fork_join_n_awaiter(fork_join_n_awaiter&&) = delete;
   fork_join_n_awaiter& operator=(fork_join_n_awaiter&&) = delete;
   ~fork_join_n_awaiter() = default;
-
-  template <class Promise>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
-    if constexpr (!is_task_promise<Promise>()) {
-      std::terminate();
-    } else {
-      if (slots_.size() == 0) {
-        return self;  // nothing to join
-      }
-      return begin(self, self.promise().context(), self.promise().in_region());
-    }
-  }
 
   auto await_resume() {
     for (std::size_t index = 0; index < slots_.size(); ++index) {

@@ -249,6 +249,9 @@ class fork_record : public offered_job {
     drive(record.launch_next());
   }
 
+  // How many children the join has.
+  [[nodiscard]] std::uint32_t children() const noexcept { return count_; }
+
   // Region frames resume the region's children: a cancelled one is not
   // launched. (The typed part asks.)
   [[nodiscard]] bool cancelled() const noexcept { return region_->cancelled(); }
