@@ -28,7 +28,7 @@ core_packages=(g++ meson ninja-build pkg-config doctest-dev libboost-context-dev
 bench_packages=(libtbb-dev libboost-dev gnuplot-nox python3 valgrind strace wrk nginx
   cargo rustc librust-rayon-dev librust-tokio-dev librust-hyper-dev librust-tokio-rustls-dev
   librust-rustls-pemfile-dev librust-libc-dev
-  clang-19 libhwloc-dev libgoogle-perftools-dev)
+  clang-19 libhwloc-dev libgoogle-perftools-dev time)
 
 ensure_packages() {
   local missing=()

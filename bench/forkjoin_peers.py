@@ -2,7 +2,7 @@
 """fib, skynet and nqueens on Canopy beside libfork and TooManyCooks.
 
 usage: forkjoin_peers.py CANOPY_BENCH [--peers-src DIR] [--build DIR] [--rounds K]
-                         [--threads T,T...] [--timeout S] [--instructions]
+                         [--threads T,T...] [--timeout S] [--instructions | --memory]
 
 The peers are the tzcnt/runtime-benchmarks suite's programs for libfork and
 TooManyCooks, built from their unmodified public sources in
@@ -33,8 +33,14 @@ minus --reps 1; the suite's `fib 30 1` minus `fib 1 1`, whose built-in
 fib(30) warm-up both share), divided by the forks, and prints where they go
 (callgrind's self cost per function, the same difference, per fork).
 
+--memory measures instead the peak resident memory (GNU time's %M, the
+kernel's maxrss of the process) of one fib(35): Canopy's examples/coroutine_fib as shipped (its
+default worker count, one per CPU) beside the suite's fib programs with one
+thread per CPU, K rounds each, interleaved; the table gives the median peak
+per runtime and each peer's ratio.
+
 Needs python3's standard library, clang++-19, libhwloc-dev and
-libgoogle-perftools-dev (tcmalloc_minimal), and valgrind for --instructions.
+libgoogle-perftools-dev (tcmalloc_minimal), valgrind for --instructions and GNU time for --memory.
 """
 
 import argparse
@@ -96,6 +102,8 @@ def parse_arguments():
     parser.add_argument("--timeout", type=int, default=300, help="seconds per run (default 300)")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per fork of fib(30) with callgrind instead")
+    parser.add_argument("--memory", action="store_true",
+                        help="measure the peak resident memory of fib(35) instead")
     arguments = parser.parse_args()
     if arguments.build is None:
         arguments.build = arguments.binary.resolve().parent.parent / "forkjoin-peers"
@@ -351,7 +359,67 @@ def run_instructions(arguments, built):
         print(f"  {line}")
 
 
+MEMORY_FIB_ARGUMENT = 35
+TIME = "/usr/bin/time"  # GNU time (Debian's package `time`)
+
+
+def peak_memory_kib(command, timeout):
+    """The peak resident memory in KiB of one run of `command`, or None (with
+    a line saying why). Measured by GNU time (its %M, the child's maxrss):
+    a child forked from this Python process would start with Python's own
+    high-water mark, which Linux carries across exec; GNU time's is about
+    1 MiB, the same floor for every runtime."""
+    with tempfile.NamedTemporaryFile(mode="r") as report:
+        try:
+            completed = subprocess.run([TIME, "-f", "%M", "-o", report.name, *command],
+                                       capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            progress(f"    {' '.join(command)}: timed out")
+            return None
+        text = completed.stdout + completed.stderr
+        if completed.returncode != 0 or "error" in text.lower():
+            progress(f"    {command[0]}: failed ({completed.returncode}): {text.strip()[-200:]}")
+            return None
+        lines = report.read().split()
+    return int(lines[-1]) if lines and lines[-1].isdigit() else None
+
+
+def run_memory(arguments, built):
+    if not os.access(TIME, os.X_OK):
+        progress(f"forkjoin_peers --memory needs GNU time ({TIME}, Debian package time); skipped")
+        return
+    example = arguments.binary.resolve().parent.parent / "examples" / "coroutine_fib"
+    commands = {"canopy": [str(example), str(MEMORY_FIB_ARGUMENT)]}
+    if not os.access(example, os.X_OK):
+        progress(f"forkjoin_peers --memory: {example} is not built; canopy left out")
+        commands = {}
+    threads = os.cpu_count() or 1
+    for peer in PEERS:
+        if (peer, "fib") in built:
+            commands[peer] = peer_command(built[(peer, "fib")], "fib", threads, MEMORY_FIB_ARGUMENT)
+    peaks = {runtime: [] for runtime in commands}
+    for round_number in range(1, arguments.rounds + 1):
+        for runtime, command in commands.items():
+            progress(f"[memory, round {round_number}/{arguments.rounds}] {runtime}")
+            peaks[runtime].append(peak_memory_kib(command, arguments.timeout))
+    print(f"peak resident memory of fib({MEMORY_FIB_ARGUMENT}), {threads} worker(s) each "
+          f"(Canopy: examples/coroutine_fib as shipped); median of {arguments.rounds} rounds; "
+          "lower is better")
+    canopy_peak = median_or_none(peaks.get("canopy", []))
+    for runtime in RUNTIMES:
+        peak = median_or_none(peaks.get(runtime, []))
+        ratio = ""
+        if runtime != "canopy" and peak and canopy_peak:
+            ratio = f"  canopy/{runtime} {canopy_peak / peak:.2f}"
+        shown = "n/a" if peak is None else f"{peak / 1024:.1f} MiB"
+        print(f"  {runtime:<13} {shown}{ratio}")
+    print("toolchains:")
+    for line in peer_toolchains(arguments):
+        print(f"  {line}")
+
+
 def main():
+
     arguments = parse_arguments()
     if not (arguments.peers_src / "runtime-benchmarks").is_dir():
         print(f"forkjoin_peers: {arguments.peers_src} is absent: libfork and TooManyCooks "
@@ -366,6 +434,8 @@ def main():
     built = build_peers(arguments)
     if arguments.instructions:
         run_instructions(arguments, built)
+    elif arguments.memory:
+        run_memory(arguments, built)
     else:
         run_table(arguments, built, thread_counts)
 

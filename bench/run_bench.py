@@ -8,7 +8,8 @@ usage: run_bench.py CANOPY_BENCH [--rounds K] [--threads N] [--reps R]
 The toolkit workloads (channels, the async mutex) run after the table, in
 toolkit_bench.py's table beside tokio alone; then fib, skynet and nqueens
 beside libfork and TooManyCooks (forkjoin_peers.py, at 1 worker and at
---threads, when ../shared/peers-src holds their sources). For each other workload the
+--threads, when ../shared/peers-src holds their sources), and their peak
+memory on fib(35) (forkjoin_peers.py --memory). For each other workload the
 peers run interleaved (canopy, tbb, asio, rayon, tokio,
 then the next workload), K rounds over; rayon and tokio run in the Rust
 program bench/peers/rust (canopy_rust_peers: the same command line,
@@ -551,6 +552,11 @@ def main():
         # fib, skynet and nqueens beside libfork and TooManyCooks, built from
         # ../shared/peers-src (one line and nothing else when it is absent).
         subprocess.run(forkjoin_peers_command(arguments), check=False)
+        # Their peak memory on fib(35), Canopy's as examples/coroutine_fib ships.
+        build_directory = Path(arguments.binary).resolve().parent.parent
+        if subprocess.run(["ninja", "-C", str(build_directory), "examples/coroutine_fib"],
+                          stdout=subprocess.DEVNULL, check=False).returncode == 0:
+            subprocess.run(forkjoin_peers_command(arguments) + ["--memory"], check=False)
         # The I/O workloads (HTTP, echo, timers): their own driver, the same
         # build directory (bench/io_bench.py builds its servers there).
         io_driver = Path(__file__).resolve().parent / "io_bench.py"
