@@ -197,7 +197,7 @@ run_tests() {
   # where it does not, that is said once with the reason, the io_uring tests
   # accept it (CANOPY_IO_URING_UNAVAILABLE_OK=1) and the rest of the I/O
   # suite runs on epoll only. The summary says which.
-  local io_tests='^(io_[a-z_]+|timer|cancel_race|http_server(_[a-z]+)?|chat_server|kv_server|buffered_reader)_test$'
+  local io_tests='^(io_[a-z_]+|timer|http_server(_[a-z]+)?|chat_server|kv_server|buffered_reader)_test$'
   local uring_tests='^io_uring(_[a-z]+)?_test$'
   local uring_built=1 uring_usable=1 uring_note="" probe_line runs=() binary
   if ! ninja -C "$dir" -t query tests/io_uring_test >/dev/null 2>&1; then
