@@ -2,7 +2,8 @@
 // plain join_handle base it still wakes the task so that it is destroyed
 // at once, and a parent's cancel reaches the child it awaits, even a child
 // suspended on an event. (coroutine_test.cpp has cancel before the start and
-// on a join_handle; cancel_race_test.cpp races cancels against completions.)
+// on a join_handle; cancel_race_test.cpp and io_cancel_race_test.cpp race
+// cancels against completions.)
 #include <doctest/doctest.h>
 
 #include <atomic>

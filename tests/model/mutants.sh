@@ -71,58 +71,65 @@ row_jobs=${MUTANTS_ROWS:-$(nproc)}
 compile_jobs=$jobs
 
 # name % file % perl substitution (applied with -0pe) % expected: caught / not-needed
+#   [% first: the cases that catch it, a doctest --test-case filter]
+# A caught row's checker runs the "first" cases before all of them: in
+# name order the cases that catch a mutant can come after a minute of
+# cases that pass, and most rows are caught by the cases of their own
+# component. If those pass, every case runs, as for a row without
+# "first", so the verdict does not depend on it; a filter that matches no
+# case is a failure of the row (the table must follow the test names).
 # (The generation and state check of claim_pending_task is the only guard of
 # its LIFO path: canopy::join's take-back claims a callable's task without
 # knowing it ended, and the joiner may have put its slot's next task into its
 # own LIFO slot; model_executor_test's take-back case. On the tree path the
 # re-read after the claim would catch a reused slot too.)
 mutants=(
-  "try_sleep's final probe (must_stay_awake) removed%signal_waker/sleep_module.cpp%s/if \(permits_\.try_acquire\(\) \|\| probe\.must_stay_awake\(worker\)\) \{/if (permits_.try_acquire()) {/%caught"
-  "deactivate_root's re-check of the leaf removed%summary_tree/summary_tree.cpp%s/if \(leaf_words_\[leaf\]\.value\.load\(atomics::seq_cst\) != 0\) \{\n    return activate_root\(leaf\);/if (false) {\n    return activate_root(leaf);/%caught"
-  "mark_signal_inactive's re-check of the signal word removed%summary_tree/summary_tree.cpp%s/if \(signal_words_\[leaf \* signals_per_leaf_ \+ signal\]\.load\(atomics::seq_cst\) != 0\) \{/if (false) {/%caught"
-  "stale-bit repair in claim_in_leaf and claim_task_bit removed%summary_tree/summary_tree.cpp%s/if \(\(root_words_\[leaf \/ bits_per_word\]\.value\.load\(atomics::relaxed\) & bit_of\(leaf\)\) != 0\) \{/if (false) {/; s/if \(\(leaf_words_\[leaf\]\.value\.load\(atomics::relaxed\) & bit_of\(signal\)\) != 0\) \{/if (false) {/%caught"
+  "try_sleep's final probe (must_stay_awake) removed%signal_waker/sleep_module.cpp%s/if \(permits_\.try_acquire\(\) \|\| probe\.must_stay_awake\(worker\)\) \{/if (permits_.try_acquire()) {/%caught%model executor: *"
+  "deactivate_root's re-check of the leaf removed%summary_tree/summary_tree.cpp%s/if \(leaf_words_\[leaf\]\.value\.load\(atomics::seq_cst\) != 0\) \{\n    return activate_root\(leaf\);/if (false) {\n    return activate_root(leaf);/%caught%model executor: *"
+  "mark_signal_inactive's re-check of the signal word removed%summary_tree/summary_tree.cpp%s/if \(signal_words_\[leaf \* signals_per_leaf_ \+ signal\]\.load\(atomics::seq_cst\) != 0\) \{/if (false) {/%caught%model executor: *"
+  "stale-bit repair in claim_in_leaf and claim_task_bit removed%summary_tree/summary_tree.cpp%s/if \(\(root_words_\[leaf \/ bits_per_word\]\.value\.load\(atomics::relaxed\) & bit_of\(leaf\)\) != 0\) \{/if (false) {/; s/if \(\(leaf_words_\[leaf\]\.value\.load\(atomics::relaxed\) & bit_of\(signal\)\) != 0\) \{/if (false) {/%caught%model executor: *"
   "new_jobs never wakes a sleeper (JEC path removed)%signal_waker/sleep_module.cpp%s/return wake_any\(std::min\(jobs - awake_but_idle, sleeping\), wake_reason::jec\);/return 0;/%not-needed"
-  "work_found never wakes a sleeper (the chain wake removed)%signal_waker/sleep_module.hpp%s/if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/if (false) {/%caught"
-  "work_found looks at the tree before it stops counting itself idle%signal_waker/sleep_module.hpp%s/const atomic_counters::counters after = counters_\.sub_inactive\(\);\n    if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/const bool seen_before = more_work_visible();\n    const atomic_counters::counters after = counters_.sub_inactive();\n    if (after.sleeping() > 0 && after.awake_but_idle() == 0 && seen_before) {/%caught"
-  "host: re-check for work after arming removed%executor/host/host_channel.hpp%s/if \(has_work\(\)\) \{/if (false) {/%caught"
-  "host: push notifies before it publishes the task%executor/host/host_channel.cpp%s/queued_\.fetch_add\(1, atomics::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, atomics::seq_cst);/%caught"
-  "host: disarm forgets the write of a poster that took the flag%executor/host/host_channel.cpp%s/if \(!armed_\.exchange\(false, atomics::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, atomics::seq_cst)) {\n/%caught"
-  "host: notify writes without taking the armed flag%executor/host/host_channel.cpp%s/if \(armed_\.load\(atomics::seq_cst\) && armed_\.exchange\(false, atomics::seq_cst\)\) \{/if (armed_.load(atomics::seq_cst)) {/%caught"
-  "poller: wakers never claim a sleeper parked in the driver%signal_waker/sleep_module.cpp%s/if \(pass == 0 && waker\.parks_on_other_backend\(\)\) \{/if (waker.parks_on_other_backend()) {/%caught"
-  "poller: a parking worker never takes the poller token%signal_waker/sleep_module.cpp%s/const bool polling = poller_backend_ != nullptr && try_take_poller\(\);/const bool polling = false;/%caught"
-  "poller: a self-claiming poller skips the sleeper bookkeeping%signal_waker/sleep_module.cpp%s/if \(self_claimed\) \{\n    forget_sleeper\(\);/if (false) {\n    forget_sleeper();/%caught"
-  "poller: an aborted park keeps the poller token%signal_waker/sleep_module.cpp%s/(latch\.abort_sleep\(\)\) \{\n      forget_sleeper\(\);\n    \}[^\n]*\n    latch\.reset\(\);\n)    if \(polling\) \{\n      release_poller\(\);\n    \}\n/\$1/%caught"
-  "LIFO: a thief's steal loads and stores instead of the exchange%executor/lifo_slot.hpp%s/(steal\(\) noexcept \{[\s\S]*?)return word_\.exchange\(empty, atomics::acquire\);/\$1const std::uint32_t seen = word_.load(atomics::relaxed);\n    word_.store(empty, atomics::relaxed);\n    return seen;/%caught"
-  "LIFO: put stores over the slot (the evicted task is never returned)%executor/lifo_slot.hpp%s/return word_\.exchange\(slot, atomics::acq_rel\);/word_.store(slot, atomics::release);\n    return empty;/%caught"
-  "run-at-join: take_if_is loads and stores instead of the CAS%executor/lifo_slot.hpp%s/word_\.compare_exchange_strong\(expected, empty, atomics::acquire, atomics::relaxed\)/(static_cast<void>(expected), word_.store(empty, atomics::relaxed), true)/%caught"
-  "run-at-join: no re-read of the state after a tree claim%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(state\.load\(atomics::relaxed\)\) != id\.generation\) \{\n    return pending_claim::took_next_task;/if (false) {\n    return pending_claim::took_next_task;/%caught"
-  "run-at-join: claim_pending skips the generation and state check%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(seen\) != id\.generation \|\|\n      \(seen & task_slot::flag_mask\) != task_slot::scheduled\) \{/if (false) {/%caught"
-  "yield queue: hand_over keeps its tasks (a yielded task waits while a worker sleeps)%executor/yield_queue.hpp%s/for \(const std::uint32_t slot : slots_\) \{\n      signal\(slot\);\n    \}\n    slots_\.clear\(\);\n    return true;/static_cast<void>(signal);\n    return false;/%caught"
-  "task_sync: a receiver arms without re-checking the ring under the lock%task_sync/channel_core.hpp%s/if \(size_ > reserved_\) \{\n      \+\+reserved_;\n      node\.finish\(waiter_done\);/if (false) {\n      ++reserved_;\n      node.finish(waiter_done);/%caught"
-  "task_sync: a sender arms without re-checking for room under the lock%task_sync/channel_core.hpp%s/if \(size_ < capacity_\) \{\n        push_locked/if (false) {\n        push_locked/%caught"
-  "task_sync: semaphore release adds permits without looking for waiters%task_sync/semaphore_core.hpp%s/while \(\(seen & 1\) == 0\) \{\n      if \(\(seen >> 1\) \+ n > max_\)/while (true) {\n      if ((seen >> 1) + n > max_)/%caught"
-  "futex_mutex: unlock never wakes a sleeper (the word was 2)%atomics/futex_mutex.hpp%s/      futex_wake_one\(word_\);\n//%caught"
-  "futex_mutex: a spinning locker takes the word with a store, not a CAS%atomics/futex_mutex.hpp%s/if \(word_\.compare_exchange_strong\(expected, taken, acquire, relaxed\)\) \{\n          return;/if ((static_cast<void>(expected), word_.store(taken, relaxed), true)) {\n          return;/%caught"
-  "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(atomics::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught"
-  "ring: a worker out of work does not submit its tasks' requests%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}\n//%caught"
+  "work_found never wakes a sleeper (the chain wake removed)%signal_waker/sleep_module.hpp%s/if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/if (false) {/%caught%model: a backlog*"
+  "work_found looks at the tree before it stops counting itself idle%signal_waker/sleep_module.hpp%s/const atomic_counters::counters after = counters_\.sub_inactive\(\);\n    if \(after\.sleeping\(\) > 0 && after\.awake_but_idle\(\) == 0 && more_work_visible\(\)\) \{/const bool seen_before = more_work_visible();\n    const atomic_counters::counters after = counters_.sub_inactive();\n    if (after.sleeping() > 0 && after.awake_but_idle() == 0 && seen_before) {/%caught%model: liveness*"
+  "host: re-check for work after arming removed%executor/host/host_channel.hpp%s/if \(has_work\(\)\) \{/if (false) {/%caught%model: the host*"
+  "host: push notifies before it publishes the task%executor/host/host_channel.cpp%s/queued_\.fetch_add\(1, atomics::seq_cst\);\n  notify\(\);/notify();\n  queued_.fetch_add(1, atomics::seq_cst);/%caught%model: the host*"
+  "host: disarm forgets the write of a poster that took the flag%executor/host/host_channel.cpp%s/if \(!armed_\.exchange\(false, atomics::seq_cst\)\) \{\n    \+\+expected_writes_;/if (!armed_.exchange(false, atomics::seq_cst)) {\n/%caught%model: the host*"
+  "host: notify writes without taking the armed flag%executor/host/host_channel.cpp%s/if \(armed_\.load\(atomics::seq_cst\) && armed_\.exchange\(false, atomics::seq_cst\)\) \{/if (armed_.load(atomics::seq_cst)) {/%caught%model: the host*"
+  "poller: wakers never claim a sleeper parked in the driver%signal_waker/sleep_module.cpp%s/if \(pass == 0 && waker\.parks_on_other_backend\(\)\) \{/if (waker.parks_on_other_backend()) {/%caught%model poller: *"
+  "poller: a parking worker never takes the poller token%signal_waker/sleep_module.cpp%s/const bool polling = poller_backend_ != nullptr && try_take_poller\(\);/const bool polling = false;/%caught%model poller: *"
+  "poller: a self-claiming poller skips the sleeper bookkeeping%signal_waker/sleep_module.cpp%s/if \(self_claimed\) \{\n    forget_sleeper\(\);/if (false) {\n    forget_sleeper();/%caught%model poller: *"
+  "poller: an aborted park keeps the poller token%signal_waker/sleep_module.cpp%s/(latch\.abort_sleep\(\)\) \{\n      forget_sleeper\(\);\n    \}[^\n]*\n    latch\.reset\(\);\n)    if \(polling\) \{\n      release_poller\(\);\n    \}\n/\$1/%caught%model poller: *"
+  "LIFO: a thief's steal loads and stores instead of the exchange%executor/lifo_slot.hpp%s/(steal\(\) noexcept \{[\s\S]*?)return word_\.exchange\(empty, atomics::acquire\);/\$1const std::uint32_t seen = word_.load(atomics::relaxed);\n    word_.store(empty, atomics::relaxed);\n    return seen;/%caught%model executor: *"
+  "LIFO: put stores over the slot (the evicted task is never returned)%executor/lifo_slot.hpp%s/return word_\.exchange\(slot, atomics::acq_rel\);/word_.store(slot, atomics::release);\n    return empty;/%caught%model executor: *"
+  "run-at-join: take_if_is loads and stores instead of the CAS%executor/lifo_slot.hpp%s/word_\.compare_exchange_strong\(expected, empty, atomics::acquire, atomics::relaxed\)/(static_cast<void>(expected), word_.store(empty, atomics::relaxed), true)/%caught%model executor: canopy::join*,model executor: run-at-join*"
+  "run-at-join: no re-read of the state after a tree claim%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(state\.load\(atomics::relaxed\)\) != id\.generation\) \{\n    return pending_claim::took_next_task;/if (false) {\n    return pending_claim::took_next_task;/%caught%model executor: canopy::join*,model executor: run-at-join*"
+  "run-at-join: claim_pending skips the generation and state check%executor/pending_claim.hpp%s/if \(task_slot::generation_of\(seen\) != id\.generation \|\|\n      \(seen & task_slot::flag_mask\) != task_slot::scheduled\) \{/if (false) {/%caught%model executor: canopy::join*,model executor: run-at-join*"
+  "yield queue: hand_over keeps its tasks (a yielded task waits while a worker sleeps)%executor/yield_queue.hpp%s/for \(const std::uint32_t slot : slots_\) \{\n      signal\(slot\);\n    \}\n    slots_\.clear\(\);\n    return true;/static_cast<void>(signal);\n    return false;/%caught%model executor: *"
+  "task_sync: a receiver arms without re-checking the ring under the lock%task_sync/channel_core.hpp%s/if \(size_ > reserved_\) \{\n      \+\+reserved_;\n      node\.finish\(waiter_done\);/if (false) {\n      ++reserved_;\n      node.finish(waiter_done);/%caught%model task_sync: *"
+  "task_sync: a sender arms without re-checking for room under the lock%task_sync/channel_core.hpp%s/if \(size_ < capacity_\) \{\n        push_locked/if (false) {\n        push_locked/%caught%model task_sync: *"
+  "task_sync: semaphore release adds permits without looking for waiters%task_sync/semaphore_core.hpp%s/while \(\(seen & 1\) == 0\) \{\n      if \(\(seen >> 1\) \+ n > max_\)/while (true) {\n      if ((seen >> 1) + n > max_)/%caught%model task_sync: *"
+  "futex_mutex: unlock never wakes a sleeper (the word was 2)%atomics/futex_mutex.hpp%s/      futex_wake_one\(word_\);\n//%caught%model sync: *"
+  "futex_mutex: a spinning locker takes the word with a store, not a CAS%atomics/futex_mutex.hpp%s/if \(word_\.compare_exchange_strong\(expected, taken, acquire, relaxed\)\) \{\n          return;/if ((static_cast<void>(expected), word_.store(taken, relaxed), true)) {\n          return;/%caught%model sync: *"
+  "drain: the second pass of the quiescence check removed%executor/drain_check.hpp%s/if \(sleep\.waker\(index\)\.latch\(\)\.word\(\)\.load\(atomics::seq_cst\) != sleep_latch::sleeping \|\|\n        sleep\.park_epoch\(index\) != epochs\[index\]\) \{/if (false) {/%caught%model executor: drain*"
+  "ring: a worker out of work does not submit its tasks' requests%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}\n//%caught%model ring: *"
   "ring: a worker out of work submits whether or not the token is taken%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);\n        \}/        driver_.submit();/%not-needed"
-  "ring: a worker out of work submits only while the token is free%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);/        if (sleep_.poller_is_free()) {\n          driver_.submit();/%caught"
-  "ring: the poller's wait does not flush the submission queue%tests/model/model_ring_reactor.hpp%s/kernel_\.enter\(kernel_\.publish\(\), \/\*wait=\*\/true\);/kernel_.enter(0, \/*wait=*\/true);/%caught"
-  "ring: wait() returns true for a wake completion%tests/model/model_ring_reactor.hpp%s/(if \(entry->from == model_cqe::source::wake\) \{  \/\/ wait_on_ring: user_data == wake_tag\n        complete\(\*entry, nullptr\);)/\$1\n        collected = true;/%caught"
+  "ring: a worker out of work submits only while the token is free%tests/model/model_ring_test.cpp%s/        if \(!sleep_\.poller_is_free\(\)\) \{\n          driver_\.submit\(\);/        if (sleep_.poller_is_free()) {\n          driver_.submit();/%caught%model ring: *"
+  "ring: the poller's wait does not flush the submission queue%tests/model/model_ring_reactor.hpp%s/kernel_\.enter\(kernel_\.publish\(\), \/\*wait=\*\/true\);/kernel_.enter(0, \/*wait=*\/true);/%caught%model ring: *"
+  "ring: wait() returns true for a wake completion%tests/model/model_ring_reactor.hpp%s/(if \(entry->from == model_cqe::source::wake\) \{  \/\/ wait_on_ring: user_data == wake_tag\n        complete\(\*entry, nullptr\);)/\$1\n        collected = true;/%caught%model ring: *"
   "ring: wait() returns false for a socket completion it kept%tests/model/model_ring_reactor.hpp%s/    return collected;\n  \}\n\n  \/\/ reactor::notify/    return false;\n  }\n\n  \/\/ reactor::notify/%not-needed"
-  "ring: wait() reaps a socket completion without keeping it%tests/model/model_ring_reactor.hpp%s/        pending_ = entry;\n        collected = true;/        collected = true;/%caught"
-  "ring: a poll that ended is never armed again (the watch flag kept)%tests/model/model_ring_reactor.hpp%s/eventfd_watched_ = eventfd_watched_ && entry\.more;/eventfd_watched_ = eventfd_watched_;/%caught"
-  "ring: a canceller that takes a wake-up does not notify again%tests/model/model_ring_reactor.hpp%s/        notify\(\);  \/\/ wait_until_reaped: the wake-up it took[^\n]*\n//%caught"
-  "ring: a canceller reaps while the poller waits (poller_waiting_ ignored)%tests/model/model_ring_reactor.hpp%s/const bool reaped = !poller_waiting_;/const bool reaped = true;/%caught"
-  "fork-join: a child's end skips the pop and always decrements%coroutine/fork_region.hpp%s/if \(link\.offered && !take_back_from_thieves\(record\)\) \{/if (link.offered) {/%caught"
-  "fork-join: the join subtracts k_max, not k_max - steals%coroutine/fork_region.hpp%s/const std::uint32_t mine = k_max - steals_;/const std::uint32_t mine = k_max;/%caught"
-  "fork-join: a thief does not count its steal (++steals_ removed)%coroutine/fork_region.hpp%s/    \+\+record\.steals_;[^\n]*\n//%caught"
-  "fork-join: leave() loads then stores, not one exchange%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/const bool ended = state_.load(atomics::acquire) == done;\n    state_.store(opener_left, atomics::release);\n    return ended;/%caught"
-  "fork-join: finish() loads then stores, not one exchange%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/const bool left = state_.load(atomics::acquire) == opener_left;\n    state_.store(done, atomics::release);\n    if (left) {/%caught"
-  "fork-join: leave() stores, and H never goes on in its run%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/state_.store(opener_left, atomics::release);\n    return false;/%caught"
-  "fork-join: finish() wakes H whatever leave() saw (both go on)%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if ((static_cast<void>(state_.exchange(done, atomics::acq_rel)), true)) {/%caught"
-  "fork-join: finish() reads the core and the task after its exchange%coroutine/fork_region.hpp%s/    scheduler& core = \\*core_;\n    const task_id task = task_;\n//; s/wake_region_task\\(core, task\\);/wake_region_task(*core_, task_);/%caught"
-  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  try \{/  try {/%caught"
+  "ring: wait() reaps a socket completion without keeping it%tests/model/model_ring_reactor.hpp%s/        pending_ = entry;\n        collected = true;/        collected = true;/%caught%model ring: *"
+  "ring: a poll that ended is never armed again (the watch flag kept)%tests/model/model_ring_reactor.hpp%s/eventfd_watched_ = eventfd_watched_ && entry\.more;/eventfd_watched_ = eventfd_watched_;/%caught%model ring: *"
+  "ring: a canceller that takes a wake-up does not notify again%tests/model/model_ring_reactor.hpp%s/        notify\(\);  \/\/ wait_until_reaped: the wake-up it took[^\n]*\n//%caught%model ring: *"
+  "ring: a canceller reaps while the poller waits (poller_waiting_ ignored)%tests/model/model_ring_reactor.hpp%s/const bool reaped = !poller_waiting_;/const bool reaped = true;/%caught%model ring: *"
+  "fork-join: a child's end skips the pop and always decrements%coroutine/fork_region.hpp%s/if \(link\.offered && !take_back_from_thieves\(record\)\) \{/if (link.offered) {/%caught%fork-join: *"
+  "fork-join: the join subtracts k_max, not k_max - steals%coroutine/fork_region.hpp%s/const std::uint32_t mine = k_max - steals_;/const std::uint32_t mine = k_max;/%caught%fork-join: *"
+  "fork-join: a thief does not count its steal (++steals_ removed)%coroutine/fork_region.hpp%s/    \+\+record\.steals_;[^\n]*\n//%caught%fork-join: *"
+  "fork-join: leave() loads then stores, not one exchange%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/const bool ended = state_.load(atomics::acquire) == done;\n    state_.store(opener_left, atomics::release);\n    return ended;/%caught%fork-join: *"
+  "fork-join: finish() loads then stores, not one exchange%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/const bool left = state_.load(atomics::acquire) == opener_left;\n    state_.store(done, atomics::release);\n    if (left) {/%caught%fork-join: *"
+  "fork-join: leave() stores, and H never goes on in its run%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/state_.store(opener_left, atomics::release);\n    return false;/%caught%fork-join: *"
+  "fork-join: finish() wakes H whatever leave() saw (both go on)%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if ((static_cast<void>(state_.exchange(done, atomics::acq_rel)), true)) {/%caught%fork-join: *"
+  "fork-join: finish() reads the core and the task after its exchange%coroutine/fork_region.hpp%s/    scheduler& core = \\*core_;\n    const task_id task = task_;\n//; s/wake_region_task\\(core, task\\);/wake_region_task(*core_, task_);/%caught%fork-join: *"
+  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  try \{/  try {/%caught%fork-join: *"
 )
 
 # The same idea under Relacy's weak-memory simulation
@@ -230,13 +237,26 @@ build() {
   "$cxx" "${objects[@]}" "${!libs_name}" -o "$row/checker" 2>>"$row/build.log"
 }
 
-# check KIND ROW: run ROW/checker; passed / failed. A "caught" row needs one
+# check KIND ROW [FIRST]: run ROW/checker; passed / failed, or no-first-case
+# when FIRST, a --test-case filter, matches no case. A "caught" row needs one
 # failure only, so the run stops at the first failed assertion; the cases
 # run in name order, which puts the short executor and poller cases before
 # the long three-worker one (the verdict does not depend on the order, only
-# how soon a mutant fails).
+# how soon a mutant fails). With FIRST, those cases run first, alone; if
+# they pass, every case runs.
 check() {
-  local kind=$1 row=$2
+  local kind=$1 row=$2 first=${3:-}
+  if [ -n "$first" ]; then
+    if ! timeout 600 "$row/checker" --abort-after=1 --order-by=name --test-case="$first" \
+      >"$row/run.log" 2>&1; then
+      echo failed
+      return
+    fi
+    if grep -qE '^\[doctest\] test cases: +0 \|' "$row/run.log"; then
+      echo no-first-case
+      return
+    fi
+  fi
   if [ "$kind" = relacy ]; then
     CANOPY_RELACY_ITERATIONS=${CANOPY_RELACY_ITERATIONS:-200000} timeout 600 \
       "$row/checker" --abort-after=1 >"$row/run.log" 2>&1 && echo passed || echo failed
@@ -259,12 +279,14 @@ note_result() {  # note_result OK(true|false)
   fi
 }
 
-# run_row KIND ROW NAME FILE SUBSTITUTION EXPECTED: apply one mutant in a
-# copy of the sources, build and check it; ROW/report gets the row's lines
-# of the table and ROW/ok true or false. An empty FILE is the real sources'
-# row (their base objects are built already): expected to pass.
+# run_row KIND ROW NAME FILE SUBSTITUTION EXPECTED [FIRST]: apply one mutant
+# in a copy of the sources, build and check it (FIRST: the cases to run
+# first); ROW/report gets the row's lines of the table and ROW/ok true or
+# false. An empty FILE is the real sources' row (their base objects are
+# built already): expected to pass.
 run_row() {
-  local kind=$1 row=$2 name=$3 file=$4 substitution=$5 expected=$6 result verdict ok=true
+  local kind=$1 row=$2 name=$3 file=$4 substitution=$5 expected=$6 first=${7:-} result verdict
+  local ok=true
   if [ -z "$file" ]; then
     result=$(check "$kind" "$row")
     printf '%-62s %-10s %s\n' "$name" "$expected" "$result" >"$row/report"
@@ -284,16 +306,18 @@ run_row() {
     return
   fi
   if build "$kind" "$row" "$file"; then
-    result=$(check "$kind" "$row")
+    result=$(check "$kind" "$row" "$first")
   else
     result=build-failed
   fi
   case "$result" in
     failed) verdict="rejected (caught)" ;;
     passed) verdict="passed (not caught)" ;;
+    no-first-case) verdict="FIRST CASES MATCH NO CASE (test names changed: update the table)" ;;
     *) verdict=$result ;;
   esac
-  if [ "$result" = build-failed ] || { [ "$expected" = caught ] && [ "$result" != failed ]; } ||
+  if [ "$result" = build-failed ] || [ "$result" = no-first-case ] ||
+    { [ "$expected" = caught ] && [ "$result" != failed ]; } ||
     { [ "$expected" = not-needed ] && [ "$result" != passed ]; }; then
     verdict="$verdict  <-- not as the table says"
     ok=false
@@ -335,11 +359,11 @@ run_table() {
   fi
   # Rows side by side share the cores: each compiles one unit at a time.
   compile_jobs=$(((jobs + row_jobs - 1) / row_jobs))
-  local rows=("$base_row") running=0 entry name file substitution expected index=0 row
+  local rows=("$base_row") running=0 entry name file substitution expected first index=0 row
   run_row "$kind" "$base_row" "(none: the real sources)" "" "" passes &
   running=1
   for entry in "$@"; do
-    IFS='%' read -r name file substitution expected <<<"$entry"
+    IFS='%' read -r name file substitution expected first <<<"$entry"
     if [ -n "$filter" ] && ! grep -qE -- "$filter" <<<"$name"; then
       continue
     fi
@@ -351,7 +375,7 @@ run_table() {
       wait -n || true
       running=$((running - 1))
     fi
-    run_row "$kind" "$row" "$name" "$file" "$substitution" "$expected" &
+    run_row "$kind" "$row" "$name" "$file" "$substitution" "$expected" "$first" &
     running=$((running + 1))
   done
   wait
