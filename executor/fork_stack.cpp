@@ -166,6 +166,7 @@ stacklet* take_stacklet(stacklet_cache* cache, std::size_t bytes) noexcept {
 void give_stacklet(stacklet_cache* cache, stacklet* empty) noexcept {
   while (empty != nullptr) {
     stacklet* const spare = empty->next;
+    empty->next = nullptr;
     bool kept = false;
     if (cache != nullptr && empty->bytes == first_bytes) {
       for (stacklet*& slot : cache->slots) {

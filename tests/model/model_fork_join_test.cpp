@@ -834,3 +834,40 @@ TEST_CASE("fork-join: a child that cannot be made is skipped by whoever holds th
   expect_reached(result, "a throwing child run by a thief", result.seen.thrown_on_thief);
   expect_reached(result, "H woken after it left its run", result.seen.opener_left);
 }
+
+TEST_CASE("fork-join: a nested join's winner adopts the stack its loser gave away") {
+  // H joins (a, 3) where a joins the leaves 1 and 2. a's frame is on the
+  // opener's stack; the thief steals the root's record, then a's, and runs
+  // leaf 2. When the thief's end of a's join comes last, the opener (leaf
+  // 1's end found a's record gone) gave its stack, with a on it, away, and
+  // the thief adopts it: a goes on there and its frame is popped by the
+  // thief. Checked in every execution: frames pushed and popped only by
+  // their stack's owner at its top, no stack adopted while another thread
+  // still runs on it, none adopted over frames, every stack empty at the end.
+  fork_case setup;
+  setup.children = {{.left = 1, .right = 2}, {.value = 1}, {.value = 2}, {.value = 4}};
+  setup.root = {0, 3};
+  setup.thief_rounds = 2;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "a stack adopted by a join's winner", result.seen.adopted);
+}
+
+TEST_CASE("fork-join: the opener adopts the stack a thief gave away") {
+  // H joins (3, a): the thief steals the root's record and runs a (a's frame
+  // on the thief's stack), which joins the leaves 1 and 2 and offers its
+  // record on the thief's deque. The opener, once it left its run, steals
+  // that record and runs leaf 2; when its end is the last, the thief (leaf
+  // 1's end found a's record gone) gave its stack away and the opener adopts
+  // it, goes on with a and pops a's frame.
+  fork_case setup;
+  setup.children = {{.left = 1, .right = 2}, {.value = 1}, {.value = 2}, {.value = 4}};
+  setup.root = {3, 0};
+  setup.thief_rounds = 1;
+  setup.opener_rounds = 1;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "a stack adopted by the opener", result.seen.adopted_by_opener);
+}
