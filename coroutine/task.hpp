@@ -178,10 +178,10 @@ class promise_of : public promise_base {
   // A fork-join child's frame goes on its worker's stack instead
   // (executor/fork_stack.hpp: the first task frame a canopy::call's make()
   // allocates); delete tells the two apart by address.
-  static void* operator new(std::size_t size) { return allocate_task_frame(size); }
+  static void* operator new(std::size_t size) { return new_task_frame(size); }
   static void operator delete(void* frame, std::size_t size) noexcept {
     if (on_fork_stack(frame)) {
-      free_stack_frame(frame, size);
+      delete_stack_frame(frame, size);
     } else {
       free_block(frame, size);
     }

@@ -212,23 +212,6 @@ void give_stacklet(stacklet_cache* cache, stacklet* empty) noexcept {
   return above;
 }
 
-[[gnu::noinline]] void* allocate_on_stack(fork_stack_thread& here, std::size_t size) {
-  here.mark = 0;  // consumed: later frames of this make() come from the pool
-  const std::size_t bytes = round_up(size);
-  stacklet* top = here.top;
-  if (top == nullptr || static_cast<std::size_t>(top->hi - top->sp) < bytes) {
-    top = grow(here, bytes);
-    if (top == nullptr) {
-      return allocate_block(size);
-    }
-  }
-  std::byte* const frame = top->sp;
-  top->sp = frame + bytes;
-  unpoison(frame, bytes);
-  here.mark = reinterpret_cast<std::uintptr_t>(frame);
-  return frame;
-}
-
 }  // namespace
 
 stacklet_cache::~stacklet_cache() {
@@ -240,12 +223,49 @@ stacklet_cache::~stacklet_cache() {
   }
 }
 
+// The bump could not be made on the top stacklet: a stacklet that can take
+// the frame becomes the top, or the frame goes to the block pool.
+void* allocate_in_new_stacklet(fork_stack_thread& here, std::size_t size) {
+  here.mark = 0;  // consumed: later frames of this make() come from the pool
+  const std::size_t bytes = round_up(size);
+  stacklet* const top = grow(here, bytes);
+  if (top == nullptr) {
+    return allocate_block(size);
+  }
+  std::byte* const frame = top->sp;
+  top->sp = frame + bytes;
+  unpoison(frame, bytes);
+  here.mark = reinterpret_cast<std::uintptr_t>(frame);
+  return frame;
+}
+
+// The top stacklet's last frame was popped: step back to the one below and
+// keep this one as its spare (the spare above this one goes).
+void step_back(fork_stack_thread& here, stacklet* top) noexcept {
+  give_stacklet(here.cache, top->next);
+  top->next = nullptr;
+  here.top = top->prev;
+}
+
+void fail_not_on_top() noexcept {
+  fail("a fork-join frame freed out of LIFO order, or on a thread that does not own its stack");
+}
+
 void* allocate_task_frame(std::size_t size) {
   fork_stack_thread& here = fork_stack_state();
-  if (here.mark == want_stack_frame) [[unlikely]] {
-    return allocate_on_stack(here, size);
+  if (here.mark != want_stack_frame) [[likely]] {
+    return allocate_block(size);
   }
-  return allocate_block(size);
+  const std::size_t bytes = round_up(size);
+  stacklet* const top = here.top;
+  if (top == nullptr || static_cast<std::size_t>(top->hi - top->sp) < bytes) [[unlikely]] {
+    return allocate_in_new_stacklet(here, size);
+  }
+  std::byte* const frame = top->sp;
+  top->sp = frame + bytes;
+  unpoison(frame, bytes);
+  here.mark = reinterpret_cast<std::uintptr_t>(frame);
+  return frame;
 }
 
 void free_stack_frame(void* frame, std::size_t size) noexcept {
@@ -254,15 +274,12 @@ void free_stack_frame(void* frame, std::size_t size) noexcept {
   auto* const begin = static_cast<std::byte*>(frame);
   const std::size_t bytes = round_up(size);
   if (top == nullptr || begin + bytes != top->sp) [[unlikely]] {
-    fail("a fork-join frame freed out of LIFO order, or on a thread that does not own its stack");
+    fail_not_on_top();
   }
   top->sp = begin;
   poison(begin, bytes);
-  if (begin == top->lo() && top->prev != nullptr) {
-    // The stacklet's last frame: step back, keep it as the spare above.
-    give_stacklet(here.cache, top->next);
-    top->next = nullptr;
-    here.top = top->prev;
+  if (begin == top->lo() && top->prev != nullptr) [[unlikely]] {
+    step_back(here, top);
   }
 }
 

@@ -31,6 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "block_pool.hpp"
+
 namespace canopy::detail {
 
 // One segment of a stack. The header sits at the start of the segment's
@@ -120,6 +122,56 @@ void* allocate_task_frame(std::size_t size);
 // Frees a stacklet frame (on_fork_stack): it must be the top frame of the
 // calling thread's stack; anything else terminates with a message.
 void free_stack_frame(void* frame, std::size_t size) noexcept;
+
+// The slow steps of the two above: the top stacklet cannot take the frame
+// (a stacklet that can becomes the top, or the frame goes to the block
+// pool); the top stacklet's last frame was popped (step back to the one
+// below, keep this one as its spare); a frame that is not the top one.
+void* allocate_in_new_stacklet(fork_stack_thread& here, std::size_t size);
+void step_back(fork_stack_thread& here, stacklet* top) noexcept;
+[[noreturn]] void fail_not_on_top() noexcept;
+
+// What promise_of's operator new and delete call. With GCC the fast paths
+// are inline (a bump, a pop: GCC computes a thread_local's address anew in
+// each resumption of a coroutine); with Clang, whose coroutine bodies may
+// keep such an address across a suspension, and in the checking builds,
+// they are the calls above. Under ASan the calls poison and unpoison.
+#if !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(CANOPY_MODEL_CHECK) && \
+    !defined(CANOPY_RELACY)
+[[gnu::always_inline]] inline void* new_task_frame(std::size_t size) {
+  fork_stack_thread& here = fork_stack_state();
+  if (here.mark != want_stack_frame) [[likely]] {
+    return allocate_block(size);
+  }
+  const std::size_t bytes = (size + 15) & ~std::size_t{15};
+  stacklet* const top = here.top;
+  if (top == nullptr || static_cast<std::size_t>(top->hi - top->sp) < bytes) [[unlikely]] {
+    return allocate_in_new_stacklet(here, size);
+  }
+  std::byte* const frame = top->sp;
+  top->sp = frame + bytes;
+  here.mark = reinterpret_cast<std::uintptr_t>(frame);
+  return frame;
+}
+[[gnu::always_inline]] inline void delete_stack_frame(void* frame, std::size_t size) noexcept {
+  fork_stack_thread& here = fork_stack_state();
+  stacklet* const top = here.top;
+  auto* const begin = static_cast<std::byte*>(frame);
+  const std::size_t bytes = (size + 15) & ~std::size_t{15};
+  if (top == nullptr || begin + bytes != top->sp) [[unlikely]] {
+    fail_not_on_top();
+  }
+  top->sp = begin;
+  if (begin == top->lo() && top->prev != nullptr) [[unlikely]] {
+    step_back(here, top);
+  }
+}
+#else
+inline void* new_task_frame(std::size_t size) { return allocate_task_frame(size); }
+inline void delete_stack_frame(void* frame, std::size_t size) noexcept {
+  free_stack_frame(frame, size);
+}
+#endif
 
 // After a call's make(), when the mark as make() left it (`consumed`) is
 // not the made task's frame. Terminates (canopy::call's contract) when make()
