@@ -62,6 +62,7 @@
 
 #include "../executor/block_pool.hpp"
 #include "../executor/errors.hpp"
+#include "../executor/fork_stack.hpp"
 #include "../executor/scheduler.hpp"
 #include "fork_region.hpp"
 #include "promise_base.hpp"
@@ -139,15 +140,24 @@ std::coroutine_handle<> start_fork_child(C& child, fork_result<T>& slot, fork_re
     slot.error = std::make_exception_ptr(task_cancelled());
     return {};
   }
+  // The first task frame make() allocates goes on this thread's stack
+  // (fork_stack.hpp): a call's own frame; a task<T> made before the join
+  // stays where it is.
+  fork_stack_state().mark = want_stack_frame;
   try {
     task<T> made = fork_child_traits<C>::make(child);
-    if (!made.valid()) {
+    const std::uintptr_t consumed = std::exchange(fork_stack_state().mark, 0);
+    const auto handle = made.release();
+    if (consumed != reinterpret_cast<std::uintptr_t>(handle.address())) [[unlikely]] {
+      stack_frame_not_kept(consumed);
+    }
+    if (!handle) {
       throw std::invalid_argument("canopy::join: an empty task (moved from or already awaited)");
     }
-    const auto handle = made.release();
     handle.promise().fork_into(&slot, context);
     return handle;
   } catch (...) {
+    stack_frame_not_kept(std::exchange(fork_stack_state().mark, 0));
     slot.error = std::current_exception();
     return {};
   }

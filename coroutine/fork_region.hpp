@@ -38,6 +38,21 @@
 //   * `next` and `steals` are plain: only the thread that holds the record
 //     (popped it back or stole it) writes them, and it passes on through
 //     the two edges above.
+//
+// Frames (executor/fork_stack.hpp). A child made by a call is bump-allocated
+// on the launching thread's stack. After a child's frame is freed, its
+// thread's stack holds exactly the frames below that child, or nothing; so
+// at a join whose rest was stolen: a pop that gets the record back goes on
+// with the same stack; a loser (its subtraction did not reach 0) gives its
+// stack away when it holds frames (they are the joining frame's and its
+// ancestors', which the winner will run and pop); a winner whose stack is
+// not the one recorded when the join opened adopts that one (its own is
+// empty then: it began from an empty stack when it stole, and everything
+// it launched has ended). The hand-over needs no ordering of its own: the
+// loser's last writes to the stack (its pops) come before its subtraction
+// (release) and the winner's adoption after the subtraction that reaches 0
+// (acquire); the loser decides before its subtraction, and touches neither
+// the record nor the stack after it.
 #pragma once
 
 #include <coroutine>
@@ -46,6 +61,7 @@
 #include <cstdlib>
 
 #include "../atomics/atomics.hpp"
+#include "../executor/fork_stack.hpp"
 #include "../executor/join_worker.hpp"
 #include "../executor/offer_deque.hpp"
 #include "../executor/scheduler.hpp"
@@ -150,19 +166,24 @@ class fork_region {
 // deque: from the opening join or a steal until that run returns. A run
 // nested in another on the same thread (a stolen record run while a
 // callable join helps) puts the outer one back.
+// Every run starts on an empty stack (fork_stack.hpp), so a run nested on
+// this thread never pushes frames on top of frames another chain owns; the
+// outer run's stack is current again at the end.
 class region_scope {
  public:
-  explicit region_scope([[maybe_unused]] join_worker* joins) noexcept
+  explicit region_scope(join_worker* joins) noexcept
+      :
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
-      : outer_(std::exchange(region_state().joins, joins))
+        outer_(std::exchange(region_state().joins, joins)),
 #endif
-  {
+        outer_stack_(enter_stack_run(joins != nullptr ? &joins->stack_cache() : nullptr)) {
   }
   region_scope(const region_scope&) = delete;
   region_scope& operator=(const region_scope&) = delete;
   region_scope(region_scope&&) = delete;
   region_scope& operator=(region_scope&&) = delete;
   ~region_scope() {
+    leave_stack_run(outer_stack_);
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
     region_state().joins = outer_;
 #endif
@@ -172,6 +193,7 @@ class region_scope {
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
   join_worker* outer_;
 #endif
+  stack_run_outer outer_stack_;
 };
 
 // Runs region frames from `first` until none is named: each region
@@ -215,6 +237,7 @@ class fork_record : public offered_job {
   void open(std::coroutine_handle<> parent, fork_region* region) noexcept {
     parent_ = parent;
     region_ = region;
+    stack_ = stack_in_use();
   }
 
   // The thread that holds the record (the joiner at first, later whoever
@@ -272,9 +295,15 @@ class fork_record : public offered_job {
       // A thief holds the record. acq_rel: this child's result and
       // everything this thread did happen before the subtraction that
       // reaches 0, which reads them (release); if that is this one, it
-      // reads the others' (acquire).
+      // reads the others' (acquire). The stack hand-over rides on the same
+      // edges (top of this file).
+      const bool holds_frames = stack_in_use() != nullptr;
       if (record.joins_.fetch_sub(1, atomics::acq_rel) == 1) {
+        record.adopt_joining_stack();
         return record.complete();
+      }
+      if (holds_frames) {
+        release_stack();  // the winner adopts it
       }
       return {};  // the record's holder or another child's end goes on
     }
@@ -288,12 +317,25 @@ class fork_record : public offered_job {
       return complete();  // nobody else ran a child: no atomic
     }
     const std::uint32_t mine = k_max - steals_;
+    const bool holds_frames = stack_in_use() != nullptr;
     // acq_rel: as in child_ended; the stolen children's ends each subtract
     // 1, this the rest, so exactly one subtraction reaches 0.
     if (joins_.fetch_sub(mine, atomics::acq_rel) == mine) {
+      adopt_joining_stack();
       return complete();
     }
+    if (holds_frames) {
+      release_stack();  // the winner adopts it
+    }
     return {};
+  }
+
+  // The winner of a stolen join goes on with the stack the join opened on
+  // (the joining frame's), if it held frames.
+  void adopt_joining_stack() noexcept {
+    if (stack_ != nullptr) {
+      adopt_stack(stack_);
+    }
   }
 
   // The join completed: its coroutine goes on (a nested join), or the
@@ -309,6 +351,7 @@ class fork_record : public offered_job {
   start_fn start_;
   std::coroutine_handle<> parent_;
   fork_region* region_ = nullptr;
+  stacklet* stack_ = nullptr;  // the joining thread's stack at open, if it held frames
   std::uint32_t count_;
   std::uint32_t next_ = 0;
   std::uint32_t steals_ = 0;

@@ -37,6 +37,7 @@
 #include <utility>
 
 #include "../executor/block_pool.hpp"
+#include "../executor/fork_stack.hpp"
 #include "../executor/join_state.hpp"
 #include "../executor/task_slot.hpp"
 #include "foreign_await.hpp"
@@ -174,8 +175,17 @@ class promise_of : public promise_base {
  public:
   // Frames come from the per-thread block pool (executor/block_pool.hpp);
   // the sized delete gives the block's size back, so the block holds none.
-  static void* operator new(std::size_t size) { return allocate_block(size); }
-  static void operator delete(void* frame, std::size_t size) noexcept { free_block(frame, size); }
+  // A fork-join child's frame goes on its worker's stack instead
+  // (executor/fork_stack.hpp: the first task frame a canopy::call's make()
+  // allocates); delete tells the two apart by address.
+  static void* operator new(std::size_t size) { return new_task_frame(size); }
+  static void operator delete(void* frame, std::size_t size) noexcept {
+    if (on_fork_stack(frame)) {
+      delete_stack_frame(frame, size);
+    } else {
+      free_block(frame, size);
+    }
+  }
 
   // The task is awaited inline by `awaiter`, whose coroutine runs in
   // `context`: the result goes to `result`. `in_region`: the awaiter is a

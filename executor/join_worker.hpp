@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "../atomics/atomics.hpp"
+#include "fork_stack.hpp"
 #include "offer_deque.hpp"
 #include "task_slot.hpp"
 
@@ -149,6 +150,9 @@ class join_worker {
     }
     return pushed != offer_deque::push_result::full;
   }
+  // The empty stacklets this worker keeps for its fork-join frames
+  // (fork_stack.hpp); the owning thread's only.
+  [[nodiscard]] stacklet_cache& stack_cache() noexcept { return stacks_; }
   // take_back_job, with the common case (the record is the newest entry)
   // inline.
   [[gnu::always_inline]] bool take_back_record(const offered_job& record) noexcept {
@@ -178,6 +182,7 @@ class join_worker {
   // least half of it free below. Both 0 for the host role: no help.
   std::uintptr_t help_stack_low_ = 0;
   std::uintptr_t help_stack_high_ = 0;
+  stacklet_cache stacks_;
 };
 
 }  // namespace canopy::detail

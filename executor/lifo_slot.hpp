@@ -28,8 +28,11 @@ class lifo_slot {
   static constexpr std::uint32_t empty = ~std::uint32_t{0};
 
   // Owner: `slot` becomes the LIFO task; returns the task that was there
-  // (empty if none), which the caller must hand to the tree.
-  [[nodiscard]] std::uint32_t put(std::uint32_t slot) noexcept {
+  // (empty if none), which the caller must hand to the tree. Always inline:
+  // it is on every spawn's path, and LTO's unit-growth limit otherwise
+  // decides for it by the size of unrelated code (every task frame's
+  // allocation inlines fork_stack.hpp's mark check).
+  [[nodiscard, gnu::always_inline]] std::uint32_t put(std::uint32_t slot) noexcept {
     // Only the owner writes a task in; thieves only exchange one out. So a
     // slot the owner reads empty stays empty until the owner's own store,
     // and the store needs no locked instruction (a thief's exchange either

@@ -1,13 +1,18 @@
 // Fork-join of coroutine tasks by continuation stealing: co_await
 // canopy::join(...) and canopy::join_n (coroutine/fork_join_await.hpp).
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
+#include "executor/fork_stack.hpp"
 #include "fork_join/join.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -460,4 +466,239 @@ TEST_CASE("a child may co_await a wait that is ready at once; one that would sus
     co_return "no exception";
   };
   CHECK(canopy::block_on(pool, body()).find("fork-join child") != std::string::npos);
+}
+
+namespace {
+
+// Where each child's frame went: its frame's address, written by the call
+// that makes it (the first task it makes is its own).
+struct frame_check {
+  std::atomic<int> on_stack{0};
+  std::atomic<int> off_stack{0};
+  std::atomic<int> same_place{0};  // a join's second child where its first was
+  std::atomic<int> joins{0};
+};
+
+task<long> placed_fib(int n, frame_check* check);
+
+task<long> make_placed(int n, frame_check* check, void** where) {
+  task<long> made = placed_fib(n, check);
+  const auto handle = made.release();
+  *where = handle.address();
+  (canopy::detail::on_fork_stack(*where) ? check->on_stack : check->off_stack).fetch_add(1);
+  return task<long>(handle);
+}
+
+task<long> placed_fib(int n, frame_check* check) {
+  if (n < 2) {
+    co_return n;
+  }
+  void* first = nullptr;
+  void* second = nullptr;
+  auto [a, b] = co_await canopy::join(canopy::call(make_placed, n - 1, check, &first),
+                                      canopy::call(make_placed, n - 2, check, &second));
+  check->joins.fetch_add(1);
+  if (first == second) {
+    check->same_place.fetch_add(1);
+  }
+  co_return a + b;
+}
+
+// A frame larger than the first stacklet (16 KiB): the stack links larger
+// ones as the recursion goes down and steps back as it returns.
+task<long> big_frame(int depth) {
+  std::array<unsigned char, 40000> pad{};
+  pad[static_cast<std::size_t>(depth)] = 1;
+  long below = 0;
+  if (depth > 0) {
+    auto [a, b] = co_await canopy::join(canopy::call(big_frame, depth - 1), canopy::call(fib, 6));
+    below = a + b;
+  }
+  co_return below + pad[static_cast<std::size_t>(depth)];
+}
+
+// make() that makes a task, frees it, and then makes the one it returns:
+// the first went on the stack and left it; the returned one is an ordinary
+// block-pool frame.
+task<long> make_after_scratch(int n, frame_check* check, void** where) {
+  {
+    const task<long> scratch = fib(3);
+  }
+  return make_placed(n, check, where);
+}
+
+// make() that makes its own task first and then a scratch one it frees.
+task<long> make_then_scratch(int n) {
+  task<long> own = fib(n);
+  {
+    const task<long> scratch = fib(3);
+  }
+  return own;
+}
+
+}  // namespace
+
+TEST_CASE("a call's frame goes on its worker's stack; a join's next child takes its place") {
+  watchdog guard("task join stack frames", 60);
+  executor pool(config_with(1));
+  frame_check check;
+  CHECK(canopy::block_on(pool, placed_fib(16, &check)) == plain_fib(16));
+  CHECK(check.off_stack.load() == 0);
+  CHECK(check.on_stack.load() > 1000);
+  // One worker: nothing is stolen, so each join's second child is made
+  // after its first was popped, at the same address.
+  CHECK(check.same_place.load() == check.joins.load());
+  // A task made before the join is not a stack frame.
+  auto made_before = []() -> task<bool> {
+    task<long> early = fib(5);
+    const auto handle = early.release();
+    const bool on_stack = canopy::detail::on_fork_stack(handle.address());
+    auto [value] = co_await canopy::join(task<long>(handle));
+    co_return !on_stack && value == plain_fib(5);
+  };
+  CHECK(canopy::block_on(pool, made_before()));
+}
+
+TEST_CASE("a child frame larger than a stacklet links a larger one") {
+  watchdog guard("task join big frames", 60);
+  for (const std::size_t workers : {0, 1, 2}) {
+    executor pool(config_with(workers));
+    for (int round = 0; round < rounds(10); ++round) {
+      CHECK(canopy::block_on(pool, big_frame(6)) == 1 + 6 * (plain_fib(6) + 1));
+    }
+  }
+}
+
+TEST_CASE("make() may make and free a task before the one it returns") {
+  watchdog guard("task join scratch make", 60);
+  executor pool(config_with(2));
+  frame_check check;
+  void* where = nullptr;
+  auto body = [&]() -> task<long> {
+    auto [a, b] = co_await canopy::join(canopy::call(make_after_scratch, 12, &check, &where),
+                                        canopy::call(make_then_scratch, 11));
+    co_return a + b;
+  };
+  CHECK(canopy::block_on(pool, body()) == plain_fib(12) + plain_fib(11));
+  // The scratch task took the stack's place; the returned one is a pool frame
+  // (its children are on the stack again).
+  CHECK_FALSE(canopy::detail::on_fork_stack(where));
+  CHECK(check.on_stack.load() > 0);
+}
+
+TEST_CASE("make() that keeps a task it made before its own is reported, not corrupted") {
+  // A child process: the contract violation ends the program.
+  int pipe_ends[2];
+  REQUIRE(::pipe(pipe_ends) == 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(pipe_ends[1], 1);
+    ::dup2(pipe_ends[1], 2);
+    ::close(pipe_ends[0]);
+    std::signal(SIGABRT, SIG_DFL);  // not the test framework's report: the plain end
+    static task<long> kept;
+    auto keeps = []() -> task<long> {
+      kept = fib(4);
+      return fib(5);
+    };
+    executor pool(config_with(0));
+    auto body = [&]() -> task<long> {
+      auto [a, b] = co_await canopy::join(canopy::call(keeps), canopy::call(fib, 3));
+      co_return a + b;
+    };
+    static_cast<void>(canopy::block_on(pool, body()));
+    ::_exit(0);
+  }
+  ::close(pipe_ends[1]);
+  std::string output;
+  char buffer[512];
+  for (ssize_t got = 0; (got = ::read(pipe_ends[0], buffer, sizeof buffer)) > 0;) {
+    output.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(pipe_ends[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO(output);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT));
+  CHECK(output.find("canopy::call") != std::string::npos);
+}
+
+TEST_CASE("a stolen join hands the joining frame's stack to the worker that ends it") {
+  watchdog guard("task join stack hand-over", 120);
+  for (const std::size_t workers : {2, 4}) {
+    executor pool(config_with(workers));
+    std::atomic<int> migrated{0};
+    for (int round = 0; round < rounds(20); ++round) {
+      std::atomic<bool> first_ended{false};
+      std::atomic<bool> second_started{false};
+      // The first child holds the opening worker until a thief runs the
+      // second; the second ends last, so its worker wins the join and goes
+      // on with the joining frame, whose stack the first's worker gave up.
+      auto first = [&]() -> task<long> {
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::duration<double>(10 * canopy::testing::timeout_scale());
+        while (!second_started.load() && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::yield();
+        }
+        first_ended = true;
+        co_return co_await fib(10);
+      };
+      auto second = [&]() -> task<long> {
+        second_started = true;
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::duration<double>(10 * canopy::testing::timeout_scale());
+        while (!first_ended.load() && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::yield();
+        }
+        std::this_thread::sleep_for(2ms);
+        co_return co_await fib(11);
+      };
+      auto joining = [&]() -> task<long> {
+        const auto before = std::this_thread::get_id();
+        auto [a, b] = co_await canopy::join(canopy::call(first), canopy::call(second));
+        if (std::this_thread::get_id() != before) {
+          migrated.fetch_add(1);
+        }
+        // Deeper joins on the adopted stack, then this frame's own pop there.
+        auto [c, d] = co_await canopy::join(canopy::call(fib, 15), canopy::call(fib, 14));
+        co_return a + b + c + d;
+      };
+      auto body = [&]() -> task<long> {
+        auto [x, y] = co_await canopy::join(canopy::call(joining), canopy::call(fib, 12));
+        co_return x + y;
+      };
+      CHECK(canopy::block_on(pool, body()) ==
+            plain_fib(10) + plain_fib(11) + plain_fib(15) + plain_fib(14) + plain_fib(12));
+    }
+    CHECK(migrated.load() > 0);
+  }
+}
+
+TEST_CASE("deep fib and uneven trees migrate stacks on 2 and 4 workers, round after round") {
+  watchdog guard("task join stack migration", 240);
+  struct uneven {
+    static task<long> run(int n, std::uint64_t path) {
+      if (n < 2) {
+        volatile std::uint64_t spin = 0;
+        for (std::uint64_t i = 0; i < (path % 5) * 60; ++i) {
+          spin = spin + i;
+        }
+        co_return n;
+      }
+      auto [a, b] = co_await canopy::join(canopy::call(run, n - 1, path * 3 + 1),
+                                          canopy::call(run, n - 2, path * 3 + 2));
+      co_return a + b;
+    }
+  };
+  for (const std::size_t workers : {2, 4}) {
+    executor pool(config_with(workers));
+    for (int round = 0; round < rounds(20); ++round) {
+      CHECK(canopy::block_on(pool, fib(22)) == plain_fib(22));
+      CHECK(canopy::block_on(pool, uneven::run(18, static_cast<std::uint64_t>(round))) ==
+            plain_fib(18));
+      CHECK(canopy::block_on(pool, skynet(3, round)) == plain_skynet(3, round));
+    }
+  }
 }

@@ -87,12 +87,36 @@ struct coverage {
   std::uint64_t cancelled_on_thief = 0;  // a cancelling child run by a thief
   std::uint64_t nested_stolen = 0;       // a nested join's record stolen
   std::uint64_t refused = 0;             // an offer refused by a full deque
+  std::uint64_t adopted = 0;             // a join's winner adopted the loser's stack
+  std::uint64_t adopted_by_opener = 0;   // ... and the winner was the opener
 };
 
 struct worker_state {
   basic_offer_deque<4> deque;
   canopy::detail::region_thread region;
+  canopy::detail::fork_stack_thread stack;
   canopy::detail::worker_context context;
+};
+
+// A model of one fork stack (executor/fork_stack.hpp): a real stacklet
+// header, which the protocol's inline steps read (empty()), and the frames
+// pushed on it, which come from the execution's allocator (no address
+// reused), with the model thread that owns it.
+struct model_stack {
+  static constexpr std::size_t room = 16 * 64;
+  alignas(64) std::byte memory[canopy::detail::stacklet::header + room];
+  std::vector<void*> frames;
+  std::size_t owner = 0;
+
+  model_stack() {
+    auto& head = this->head();
+    head.sp = head.lo();
+    head.hi = head.lo() + room;
+    head.prev = nullptr;
+    head.next = nullptr;
+    head.bytes = sizeof(memory);
+  }
+  canopy::detail::stacklet& head() { return *reinterpret_cast<canopy::detail::stacklet*>(memory); }
 };
 
 class fork_world;
@@ -180,6 +204,68 @@ class fork_world {
     // which the checks see (a wake of another task, a wrong count).
     std::memset(block, 0xa5, size);
   }
+  // --- the fork stacks: frames pushed and popped by their owner only ---
+  void* push_stack_frame(std::size_t size) {
+    canopy::detail::fork_stack_thread& stack = here().stack;
+    if (stack.top == nullptr) {
+      stacks_.push_back(std::make_unique<model_stack>());
+      stacks_.back()->owner = model::current_thread();
+      stack.top = &stacks_.back()->head();
+    }
+    model_stack& top = stack_of(stack.top);
+    if (top.owner != model::current_thread()) {
+      fail("a thread pushed a frame on a stack it does not own");
+    }
+    void* const frame = allocate(size);
+    top.frames.push_back(frame);
+    stack.top->sp += 16;
+    stack_frames_.push_back(frame);
+    return frame;
+  }
+  [[nodiscard]] bool on_stack(void* frame) const {
+    return std::find(stack_frames_.begin(), stack_frames_.end(), frame) != stack_frames_.end();
+  }
+  void pop_stack_frame(void* frame) {
+    canopy::detail::stacklet* const top = here().stack.top;
+    if (top == nullptr) {
+      fail("a stack frame freed by a thread that has no stack");
+      return;
+    }
+    model_stack& stack = stack_of(top);
+    if (stack.owner != model::current_thread() || stack.frames.empty() ||
+        stack.frames.back() != frame) {
+      fail("a stack frame freed by a thread whose stack it is not on top of");
+      return;
+    }
+    stack.frames.pop_back();
+    top->sp -= 16;
+  }
+  void adopt(canopy::detail::stacklet* adopted) {
+    canopy::detail::fork_stack_thread& mine = here().stack;
+    if (mine.top == adopted) {
+      return;
+    }
+    if (mine.top != nullptr && !stack_of(mine.top).frames.empty()) {
+      fail("a stack adopted over one that holds frames");
+    }
+    for (std::size_t thread = 0; thread < workers_.size(); ++thread) {
+      if (thread != model::current_thread() && workers_[thread]->stack.top == adopted) {
+        fail("a stack adopted while another thread still runs on it (the loser kept it)");
+      }
+    }
+    ++seen_.adopted;
+    seen_.adopted_by_opener += model::current_thread() == 0 ? 1 : 0;
+    stack_of(adopted).owner = model::current_thread();
+    mine.top = adopted;
+  }
+  void leave_run() {
+    canopy::detail::fork_stack_thread& mine = here().stack;
+    if (!stack_of(mine.top).frames.empty()) {
+      fail("a run of region frames ended with frames on its stack");
+    }
+    mine.top = nullptr;
+  }
+
   [[nodiscard]] bool gone(int id) const {
     return std::find(live_.begin(), live_.end(), children_[static_cast<std::size_t>(id)].frame) ==
            live_.end();
@@ -321,6 +407,14 @@ class fork_world {
       if (!worker->deque.looks_empty() || worker->region.next || worker->region.ended != nullptr) {
         return "a deque or a region_thread slot was left non-empty";
       }
+      if (worker->stack.top != nullptr || worker->stack.mark != 0) {
+        return "a thread's fork stack was left current after its runs";
+      }
+    }
+    for (const auto& stack : stacks_) {
+      if (!stack->frames.empty()) {
+        return "a fork stack was left holding frames";
+      }
     }
     if (!live_.empty()) {
       return std::to_string(live_.size()) + " frames were never freed";
@@ -341,6 +435,16 @@ class fork_world {
   }
 
  private:
+  model_stack& stack_of(canopy::detail::stacklet* head) {
+    for (const auto& stack : stacks_) {
+      if (&stack->head() == head) {
+        return *stack;
+      }
+    }
+    fail("a stack that no model stack is");
+    return *stacks_.front();
+  }
+
   struct child_state {
     int made = 0;
     int ran = 0;
@@ -395,6 +499,8 @@ class fork_world {
   const offered_job* root_record_ = nullptr;
   std::vector<void*> blocks_;
   std::vector<void*> live_;
+  std::vector<std::unique_ptr<model_stack>> stacks_;
+  std::vector<void*> stack_frames_;  // every frame pushed on a stack in this execution
   void* last_allocated_ = nullptr;
   std::uint32_t wakes_ = 0;
   int root_continued_ = 0;
@@ -530,12 +636,40 @@ bool take_back_from_thieves(const offered_job& record) noexcept {
 }
 void wake_region_task(scheduler& core, task_id task) noexcept { active_world->wake(core, task); }
 region_thread& region_state() noexcept { return active_world->here().region; }
+fork_stack_thread& fork_stack_state() noexcept { return active_world->here().stack; }
 join_worker* joins_here() noexcept { return nullptr; }
 worker_context* current_worker() noexcept { return &active_world->here().context; }
 void report_detached_exception_here(const std::exception_ptr& /*error*/) noexcept {
   std::fputs("model fork-join: an exception left H\n", stderr);
   std::abort();
 }
+
+// The fork stacks (executor/fork_stack.hpp, not in this build): the model
+// stacks above. Every address counts as a stack's for operator delete, which
+// then tells the frames pushed on a stack from the others.
+constinit stacklet_range fork_stack_range{0, ~std::uintptr_t{0}};
+void* allocate_task_frame(std::size_t size) {
+  if (active_world == nullptr || fork_stack_state().mark != want_stack_frame) {
+    return allocate_block(size);
+  }
+  void* const frame = active_world->push_stack_frame(size);
+  fork_stack_state().mark = reinterpret_cast<std::uintptr_t>(frame);
+  return frame;
+}
+void free_stack_frame(void* frame, std::size_t size) noexcept {
+  if (active_world != nullptr && active_world->on_stack(frame)) {
+    active_world->pop_stack_frame(frame);
+  }
+  free_block(frame, size);
+}
+void stack_frame_not_kept(std::uintptr_t consumed) noexcept {
+  if (consumed != 0 && consumed != want_stack_frame) {
+    std::fputs("model fork-join: make() kept a task frame it made on the stack\n", stderr);
+    std::abort();
+  }
+}
+void adopt_stack(stacklet* stack) noexcept { active_world->adopt(stack); }
+void leave_stack_run_slow(fork_stack_thread& /*here*/) noexcept { active_world->leave_run(); }
 
 void* allocate_block(std::size_t size) {
   if (active_world == nullptr) {
@@ -699,4 +833,41 @@ TEST_CASE("fork-join: a child that cannot be made is skipped by whoever holds th
   model::expect_clean(result.explored);
   expect_reached(result, "a throwing child run by a thief", result.seen.thrown_on_thief);
   expect_reached(result, "H woken after it left its run", result.seen.opener_left);
+}
+
+TEST_CASE("fork-join: a nested join's winner adopts the stack its loser gave away") {
+  // H joins (a, 3) where a joins the leaves 1 and 2. a's frame is on the
+  // opener's stack; the thief steals the root's record, then a's, and runs
+  // leaf 2. When the thief's end of a's join comes last, the opener (leaf
+  // 1's end found a's record gone) gave its stack, with a on it, away, and
+  // the thief adopts it: a goes on there and its frame is popped by the
+  // thief. Checked in every execution: frames pushed and popped only by
+  // their stack's owner at its top, no stack adopted while another thread
+  // still runs on it, none adopted over frames, every stack empty at the end.
+  fork_case setup;
+  setup.children = {{.left = 1, .right = 2}, {.value = 1}, {.value = 2}, {.value = 4}};
+  setup.root = {0, 3};
+  setup.thief_rounds = 2;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "a stack adopted by a join's winner", result.seen.adopted);
+}
+
+TEST_CASE("fork-join: the opener adopts the stack a thief gave away") {
+  // H joins (3, a): the thief steals the root's record and runs a (a's frame
+  // on the thief's stack), which joins the leaves 1 and 2 and offers its
+  // record on the thief's deque. The opener, once it left its run, steals
+  // that record and runs leaf 2; when its end is the last, the thief (leaf
+  // 1's end found a's record gone) gave its stack away and the opener adopts
+  // it, goes on with a and pops a's frame.
+  fork_case setup;
+  setup.children = {{.left = 1, .right = 2}, {.value = 1}, {.value = 2}, {.value = 4}};
+  setup.root = {3, 0};
+  setup.thief_rounds = 1;
+  setup.opener_rounds = 1;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "a stack adopted by the opener", result.seen.adopted_by_opener);
 }

@@ -39,7 +39,8 @@
 # an out-of-work submit made whether or not the poller token is taken (the
 # code before 39974a2: one io_uring_enter more, never a lost request).
 # The "fork-join:" rows mutate the real protocol (coroutine/fork_region.hpp,
-# and the cancel check of coroutine/fork_join_await.hpp's start_fork_child),
+# its stack hand-over included, and the cancel check of
+# coroutine/fork_join_await.hpp's start_fork_child),
 # which tests/model/model_fork_join_test.cpp and, for the memory orders,
 # tests/relacy/fork_join_relacy.cpp run. An uncounted steal is caught by
 # the nested, throw and cancel cases only: in a flat two-child join the
@@ -129,7 +130,9 @@ mutants=(
   "fork-join: leave() stores, and H never goes on in its run%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/state_.store(opener_left, atomics::release);\n    return false;/%caught%fork-join: *"
   "fork-join: finish() wakes H whatever leave() saw (both go on)%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if ((static_cast<void>(state_.exchange(done, atomics::acq_rel)), true)) {/%caught%fork-join: *"
   "fork-join: finish() reads the core and the task after its exchange%coroutine/fork_region.hpp%s/    scheduler& core = \\*core_;\n    const task_id task = task_;\n//; s/wake_region_task\\(core, task\\);/wake_region_task(*core_, task_);/%caught%fork-join: *"
-  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  try \{/  try {/%caught%fork-join: *"
+  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  \/\/ The first task frame/  \/\/ The first task frame/%caught%fork-join: *"
+  "fork-join: the loser keeps a stack that holds frames (release_stack removed)%coroutine/fork_region.hpp%s/release_stack\(\);  \/\/ the winner adopts it/static_cast<void>(0);/g%caught%fork-join: *"
+  "fork-join: the winner does not adopt the joining frame's stack%coroutine/fork_region.hpp%s/      adopt_stack\(stack_\);/      static_cast<void>(stack_);/%caught%fork-join: *"
 )
 
 # The same idea under Relacy's weak-memory simulation

@@ -90,6 +90,7 @@ canopy::detail::scheduler* fake_core() {
 struct join_world {
   std::array<canopy::detail::basic_offer_deque<4>, 2> deques;
   std::array<canopy::detail::region_thread, 2> threads{};
+  std::array<canopy::detail::fork_stack_thread, 2> stacks{};  // empty: no frame goes on them
   std::array<region_link, 2> links{};
   std::array<rl::var<int>, 2> results;
   rl::var<int> holder;  // the record's plain fields, written by its holder
@@ -237,6 +238,12 @@ void wake_region_task(scheduler& /*core*/, task_id /*task*/) noexcept {
   world->read_results();
 }
 region_thread& region_state() noexcept { return world->threads[join_world::self()]; }
+fork_stack_thread& fork_stack_state() noexcept { return world->stacks[join_world::self()]; }
+// The frames here are not tasks: no stack ever holds one, so a join records
+// none and no run ends with one. The two steps only a stack with frames
+// reaches:
+void adopt_stack(stacklet* /*stack*/) noexcept { std::abort(); }
+void leave_stack_run_slow(fork_stack_thread& /*here*/) noexcept { std::abort(); }
 join_worker* joins_here() noexcept { return nullptr; }
 
 }  // namespace canopy::detail

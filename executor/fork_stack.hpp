@@ -1,0 +1,223 @@
+// fork_stack — the segmented stacks that fork-join children's frames are
+// bump-allocated on (co_await canopy::join of calls, coroutine/
+// fork_join_await.hpp): libfork's stacklets, docs/fork_join_design.md 3.2
+// and 5 (stage 2).
+//
+// A stack is a chain of stacklets (16 KiB first, doubling as frames need):
+// frames are pushed by a bump of the top stacklet's `sp` and popped in LIFO
+// order; popping the last frame of a stacklet steps back to the one below
+// and keeps the emptied one as a spare (`next`), so a recursion that
+// crosses a stacklet's end does not map and free one each time.
+//
+// Who owns a stack: one thread at a time, the one that runs its top frame.
+// The thread's current stack is fork_stack_state().top (null: empty, none
+// taken yet). The fork-join protocol (coroutine/fork_region.hpp) moves
+// stacks between threads at a join whose rest was stolen: the loser gives a
+// stack that holds frames away (release_stack), the winner adopts the
+// join's (adopt_stack). Every run of region frames starts on an empty stack
+// (enter_stack_run / leave_stack_run, in region_scope).
+//
+// Which frames are stacklet frames: every stacklet is carved from one
+// address range reserved once (mmap with MAP_NORESERVE), so a task's
+// operator delete tells a stacklet frame from a block-pool frame with one
+// unsigned compare (on_fork_stack).
+//
+// Empty stacklets are kept per worker (two, in join_worker: stacklet_cache)
+// and, beyond that, in a shared pool under a mutex; a thread that is not a
+// worker takes from and gives to the shared pool directly.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "block_pool.hpp"
+
+namespace canopy::detail {
+
+// One segment of a stack. The header sits at the start of the segment's
+// memory; frames lie in [lo(), hi).
+struct stacklet {
+  std::byte* sp;       // the first free byte
+  std::byte* hi;       // the end of the segment
+  stacklet* prev;      // the segment below (null: the bottom)
+  stacklet* next;      // an empty spare above, kept after its last pop
+  std::size_t bytes;   // the segment's size, header included
+
+  static constexpr std::size_t header = 48;  // sizeof, rounded up to 16
+  [[nodiscard]] std::byte* lo() noexcept { return reinterpret_cast<std::byte*>(this) + header; }
+  // No frame on this segment nor below it.
+  [[nodiscard]] bool empty() noexcept { return sp == lo() && prev == nullptr; }
+};
+static_assert(sizeof(stacklet) <= stacklet::header);
+
+// The empty stacklets a worker keeps (join_worker owns one); the rest go to
+// the shared pool, and so do these when the worker is destroyed.
+class stacklet_cache {
+ public:
+  static constexpr int capacity = 2;
+  stacklet_cache() = default;
+  stacklet_cache(const stacklet_cache&) = delete;
+  stacklet_cache& operator=(const stacklet_cache&) = delete;
+  stacklet_cache(stacklet_cache&&) = delete;
+  stacklet_cache& operator=(stacklet_cache&&) = delete;
+  ~stacklet_cache();
+
+  stacklet* slots[capacity] = {};
+};
+
+// A thread's side: its current stack, the cache it takes empty stacklets
+// from (null: the shared pool), and the mark that puts the next task frame
+// on the stack (start_fork_child sets it around a call's make()).
+struct fork_stack_thread {
+  stacklet* top = nullptr;
+  stacklet_cache* cache = nullptr;
+  // 0: task frames come from the block pool; want_stack_frame: the next
+  // one goes on the stack; else the address of the frame that consumed the
+  // mark (or 0 again when it could not go on the stack).
+  std::uintptr_t mark = 0;
+};
+
+// Not a frame's address (frames are 16-byte aligned).
+inline constexpr std::uintptr_t want_stack_frame = 1;
+
+// The model check (tests/model/) runs its threads on one OS thread and
+// gives each its own.
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
+inline constinit thread_local fork_stack_thread fork_stack_here{};
+inline fork_stack_thread& fork_stack_state() noexcept { return fork_stack_here; }
+#else
+fork_stack_thread& fork_stack_state() noexcept;
+#endif
+
+// The reserved range every stacklet lies in: [low, low + span). Both 0
+// until the first stacklet is made, so no pointer matches before. Relaxed:
+// a thread that frees a stacklet frame allocated it, or got its stack by a
+// hand-over that happens after the range was set; any other frame is
+// outside the range whether the thread sees the old or the new values.
+struct stacklet_range {
+  std::atomic<std::uintptr_t> low{0};
+  std::atomic<std::uintptr_t> span{0};
+};
+extern constinit stacklet_range fork_stack_range;
+
+// Whether `frame` lies on a stacklet: every task's operator delete asks.
+// (Relacy's headers take the memory orders' names over; its checks make no
+// task frames.)
+[[gnu::always_inline]] inline bool on_fork_stack([[maybe_unused]] const void* frame) noexcept {
+#if defined(CANOPY_RELACY)
+  return false;
+#else
+  return reinterpret_cast<std::uintptr_t>(frame) -
+             fork_stack_range.low.load(std::memory_order_relaxed) <
+         fork_stack_range.span.load(std::memory_order_relaxed);
+#endif
+}
+
+// A task<T> frame (promise_of::operator new): on the calling thread's stack
+// when the mark asks for it and the stack can take it, else from the block
+// pool. Out of line: it reads a thread_local and is called from ramps that
+// may be inlined into coroutine bodies.
+void* allocate_task_frame(std::size_t size);
+// Frees a stacklet frame (on_fork_stack): it must be the top frame of the
+// calling thread's stack; anything else terminates with a message.
+void free_stack_frame(void* frame, std::size_t size) noexcept;
+
+// The slow steps of the two above: the top stacklet cannot take the frame
+// (a stacklet that can becomes the top, or the frame goes to the block
+// pool); the top stacklet's last frame was popped (step back to the one
+// below, keep this one as its spare); a frame that is not the top one.
+void* allocate_in_new_stacklet(fork_stack_thread& here, std::size_t size);
+void step_back(fork_stack_thread& here, stacklet* top) noexcept;
+[[noreturn]] void fail_not_on_top() noexcept;
+
+// What promise_of's operator new and delete call. With GCC the fast paths
+// are inline (a bump, a pop: GCC computes a thread_local's address anew in
+// each resumption of a coroutine); with Clang, whose coroutine bodies may
+// keep such an address across a suspension, and in the checking builds,
+// they are the calls above. Under ASan the calls poison and unpoison.
+#if !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(CANOPY_MODEL_CHECK) && \
+    !defined(CANOPY_RELACY)
+[[gnu::always_inline]] inline void* new_task_frame(std::size_t size) {
+  fork_stack_thread& here = fork_stack_state();
+  if (here.mark != want_stack_frame) [[likely]] {
+    return allocate_block(size);
+  }
+  const std::size_t bytes = (size + 15) & ~std::size_t{15};
+  stacklet* const top = here.top;
+  if (top == nullptr || static_cast<std::size_t>(top->hi - top->sp) < bytes) [[unlikely]] {
+    return allocate_in_new_stacklet(here, size);
+  }
+  std::byte* const frame = top->sp;
+  top->sp = frame + bytes;
+  here.mark = reinterpret_cast<std::uintptr_t>(frame);
+  return frame;
+}
+[[gnu::always_inline]] inline void delete_stack_frame(void* frame, std::size_t size) noexcept {
+  fork_stack_thread& here = fork_stack_state();
+  stacklet* const top = here.top;
+  auto* const begin = static_cast<std::byte*>(frame);
+  const std::size_t bytes = (size + 15) & ~std::size_t{15};
+  if (top == nullptr || begin + bytes != top->sp) [[unlikely]] {
+    fail_not_on_top();
+  }
+  top->sp = begin;
+  if (begin == top->lo() && top->prev != nullptr) [[unlikely]] {
+    step_back(here, top);
+  }
+}
+#else
+inline void* new_task_frame(std::size_t size) { return allocate_task_frame(size); }
+inline void delete_stack_frame(void* frame, std::size_t size) noexcept {
+  free_stack_frame(frame, size);
+}
+#endif
+
+// After a call's make(), when the mark as make() left it (`consumed`) is
+// not the made task's frame. Terminates (canopy::call's contract) when make()
+// left a task frame of its own on the stack; one it freed again is fine.
+void stack_frame_not_kept(std::uintptr_t consumed) noexcept;
+
+// ------------------------------------------------ the protocol's steps
+// Called by the thread that runs region frames; none touches another
+// thread's stack.
+
+// The calling thread's stack if it holds frames, else null.
+inline stacklet* stack_in_use() noexcept {
+  stacklet* const top = fork_stack_state().top;
+  return top != nullptr && !top->empty() ? top : nullptr;
+}
+// Gives the calling thread's stack away (it holds frames another thread
+// will adopt); the thread goes on with an empty one.
+inline void release_stack() noexcept { fork_stack_state().top = nullptr; }
+// Takes over `stack` (not null; the calling thread's own must be empty):
+// its frames are now this thread's to run and pop.
+void adopt_stack(stacklet* stack) noexcept;
+
+// A run of region frames begins on this thread (region_scope): it gets an
+// empty stack, and empty stacklets come from `cache` (null: the shared
+// pool). Returns what leave_stack_run puts back.
+struct stack_run_outer {
+  stacklet* top;
+  stacklet_cache* cache;
+};
+inline stack_run_outer enter_stack_run(stacklet_cache* cache) noexcept {
+  fork_stack_thread& here = fork_stack_state();
+  const stack_run_outer outer{here.top, here.cache};
+  here.top = nullptr;
+  here.cache = cache;
+  return outer;
+}
+// The run ended: its stack must be empty (terminates otherwise); the outer
+// run's stack is current again.
+void leave_stack_run_slow(fork_stack_thread& here) noexcept;
+inline void leave_stack_run(stack_run_outer outer) noexcept {
+  fork_stack_thread& here = fork_stack_state();
+  if (here.top != nullptr) {
+    leave_stack_run_slow(here);
+  }
+  here.top = outer.top;
+  here.cache = outer.cache;
+}
+
+}  // namespace canopy::detail
