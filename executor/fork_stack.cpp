@@ -122,10 +122,11 @@ struct stacklet_pool {
       return false;
     }
     base = static_cast<std::byte*>(memory);
-    // The order of the two stores does not matter to readers (see
-    // stacklet_range): no frame lies in the range before this returns.
+    // The low bound first; release: a thread whose acquire load of `span`
+    // (on_fork_stack) sees it also sees the low bound, never a span over
+    // the old low bound of 0.
     fork_stack_range.low.store(reinterpret_cast<std::uintptr_t>(base), std::memory_order_relaxed);
-    fork_stack_range.span.store(reserved_bytes, std::memory_order_relaxed);
+    fork_stack_range.span.store(reserved_bytes, std::memory_order_release);
     return true;
   }
 };

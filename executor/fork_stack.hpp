@@ -91,10 +91,15 @@ fork_stack_thread& fork_stack_state() noexcept;
 #endif
 
 // The reserved range every stacklet lies in: [low, low + span). Both 0
-// until the first stacklet is made, so no pointer matches before. Relaxed:
-// a thread that frees a stacklet frame allocated it, or got its stack by a
-// hand-over that happens after the range was set; any other frame is
-// outside the range whether the thread sees the old or the new values.
+// until the first stacklet is made, so no pointer matches before. A thread
+// that frees a stacklet frame allocated it, or got its stack by a hand-over
+// that happens after the range was set, so it sees both values; any other
+// thread may see the range as it was or as it is, but never a new span
+// with the old low bound of 0 (every low address would then match):
+// `low` is stored first and `span` published by a release store, read
+// first by an acquire load.
+// (std::atomic, not atomics/atomics.hpp: the range is not a step of any
+// protocol the checkers explore, and their builds define it themselves.)
 struct stacklet_range {
   std::atomic<std::uintptr_t> low{0};
   std::atomic<std::uintptr_t> span{0};
@@ -108,9 +113,12 @@ extern constinit stacklet_range fork_stack_range;
 #if defined(CANOPY_RELACY)
   return false;
 #else
+  // acquire: pairs with the reservation's release store of `span`, so
+  // the low bound read next is the one stored before it.
+  const std::uintptr_t span = fork_stack_range.span.load(std::memory_order_acquire);
   return reinterpret_cast<std::uintptr_t>(frame) -
              fork_stack_range.low.load(std::memory_order_relaxed) <
-         fork_stack_range.span.load(std::memory_order_relaxed);
+         span;
 #endif
 }
 
