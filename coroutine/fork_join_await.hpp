@@ -185,7 +185,7 @@ class fork_join_base : protected fork_record {
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
   template <class Promise>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
+  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
     if constexpr (!is_task_promise<Promise>()) {
       std::terminate();
     } else {
