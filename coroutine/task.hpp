@@ -180,11 +180,7 @@ class promise_of : public promise_base {
   // allocates); delete tells the two apart by address.
   static void* operator new(std::size_t size) { return new_task_frame(size); }
   static void operator delete(void* frame, std::size_t size) noexcept {
-    if (on_fork_stack(frame)) {
-      delete_stack_frame(frame, size);
-    } else {
-      free_block(frame, size);
-    }
+    delete_task_frame(frame, size);
   }
 
   // The task is awaited inline by `awaiter`, whose coroutine runs in

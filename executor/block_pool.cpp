@@ -9,29 +9,6 @@ namespace canopy::detail {
 
 namespace {
 
-// Class i holds blocks of i * 16 + 8 bytes (8, 24, 40, ..., 1016). glibc's
-// malloc hands out chunks of a multiple of 16 bytes with an 8-byte size word
-// in front, so a request of 16k + 8 bytes fills its chunk exactly, where one
-// of 16k bytes leaves 8 bytes unused and rounds up to the next 16: a 136-byte
-// coroutine frame block costs 144 bytes of heap, not 160. With allocators
-// that have 16-byte size classes and no header it costs what 16k did.
-constexpr std::size_t granule = 16;
-constexpr std::size_t class_slack = 8;
-constexpr std::size_t classes = 64;
-constexpr std::size_t max_pooled = (classes - 1) * granule + class_slack;
-
-constexpr std::size_t class_of(std::size_t size) noexcept {
-  return (size + granule - 1 - class_slack) / granule;
-}
-
-constexpr std::size_t class_block_size(std::size_t index) noexcept {
-  return index * granule + class_slack;
-}
-
-static_assert(class_of(1) == 0 && class_of(8) == 0 && class_of(9) == 1 && class_of(24) == 1 &&
-              class_of(136) == 8 && class_block_size(class_of(136)) == 136 &&
-              class_of(max_pooled) == classes - 1);
-
 // A thread keeps up to 2 * batch_size free blocks per class; beyond that it
 // moves a batch to the shared depot, and an empty list takes a batch from
 // there before it calls operator new. In fork-join code one worker often
@@ -44,8 +21,6 @@ static_assert(class_of(1) == 0 && class_of(8) == 0 && class_of(9) == 1 && class_
 // the blocks: taking a block then reads nothing from it (a block freed on
 // another core is a cache miss, and a read miss stalls where the writes that
 // initialise a new block do not), and freeing one writes nothing to it.
-constexpr unsigned batch_size = 256;
-constexpr unsigned per_class_limit = 2 * batch_size;
 constexpr std::size_t depot_batches_per_class = 1024;  // at most 256k blocks parked per class
 
 struct batch {
@@ -111,30 +86,14 @@ depot& shared_depot() {
   return *instance;
 }
 
-struct class_cache {
-  void** blocks = nullptr;  // per_class_limit entries, allocated on first use
-  unsigned count = 0;
-};
-
-// Trivially destructible, so reaching it costs no guard check: the fast
-// paths below are an index, a compare and a load or store. The arrays it
-// points to are released by `thread_cleanup`, which a thread registers when
-// it first gives a class its array (the slow path).
-struct thread_blocks {
-  class_cache caches[classes];
-  bool closed = false;  // the thread is exiting: frees bypass the pool
-};
-
-constinit thread_local thread_blocks blocks;
-
 struct thread_cleanup {
   thread_cleanup() = default;
   thread_cleanup(const thread_cleanup&) = delete;
   thread_cleanup& operator=(const thread_cleanup&) = delete;
   ~thread_cleanup() {
-    blocks.closed = true;
+    block_pool_here.closed = true;
     for (std::size_t index = 0; index < classes; ++index) {
-      class_cache& cache = blocks.caches[index];
+      class_cache& cache = block_pool_here.caches[index];
       for (unsigned slot = 0; slot < cache.count; ++slot) {
         ::operator delete(cache.blocks[slot], class_block_size(index));
       }
@@ -144,23 +103,14 @@ struct thread_cleanup {
   }
 };
 
-// Under ASan blocks are not recycled, so use-after-free of a block is caught.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool pooling = false;
-#else
-constexpr bool pooling = true;
-#endif
+}  // namespace
 
-constexpr bool pooled_size(std::size_t size) noexcept {
-  return pooling && size != 0 && size <= max_pooled;
-}
-
-[[gnu::noinline]] void* allocate_slow(std::size_t size) {
+void* allocate_block_slow(std::size_t size) {
   if (!pooled_size(size)) {
     return ::operator new(size);
   }
   const std::size_t index = class_of(size);
-  class_cache& cache = blocks.caches[index];
+  class_cache& cache = block_pool_here.caches[index];
   if (cache.blocks != nullptr && shared_depot().take(index, cache.blocks)) {
     cache.count = batch_size - 1;
     return cache.blocks[batch_size - 1];
@@ -168,15 +118,15 @@ constexpr bool pooled_size(std::size_t size) noexcept {
   return ::operator new(class_block_size(index));
 }
 
-[[gnu::noinline]] void free_slow(void* block, std::size_t size) noexcept {
+void free_block_slow(void* block, std::size_t size) noexcept {
   if (!pooled_size(size)) {
     ::operator delete(block, size);
     return;
   }
   const std::size_t index = class_of(size);
-  class_cache& cache = blocks.caches[index];
+  class_cache& cache = block_pool_here.caches[index];
   if (cache.blocks == nullptr) {
-    if (blocks.closed) {
+    if (block_pool_here.closed) {
       ::operator delete(block, class_block_size(index));
       return;
     }
@@ -202,27 +152,8 @@ constexpr bool pooled_size(std::size_t size) noexcept {
   cache.blocks[cache.count++] = block;
 }
 
-}  // namespace
+void* allocate_block(std::size_t size) { return allocate_pooled_block(size); }
 
-void* allocate_block(std::size_t size) {
-  if (pooled_size(size)) {
-    class_cache& cache = blocks.caches[class_of(size)];
-    if (cache.count != 0) {
-      return cache.blocks[--cache.count];
-    }
-  }
-  return allocate_slow(size);
-}
-
-void free_block(void* block, std::size_t size) noexcept {
-  if (pooled_size(size)) {
-    class_cache& cache = blocks.caches[class_of(size)];
-    if (cache.blocks != nullptr && cache.count != per_class_limit) {
-      cache.blocks[cache.count++] = block;
-      return;
-    }
-  }
-  free_slow(block, size);
-}
+void free_block(void* block, std::size_t size) noexcept { free_pooled_block(block, size); }
 
 }  // namespace canopy::detail

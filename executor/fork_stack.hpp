@@ -140,7 +140,7 @@ void step_back(fork_stack_thread& here, stacklet* top) noexcept;
 [[noreturn]] void fail_not_on_top() noexcept;
 
 // What promise_of's operator new and delete call. With GCC the fast paths
-// are inline (a bump, a pop: GCC computes a thread_local's address anew in
+// are inline (a bump, a pop, the block pool's take and give: GCC computes a thread_local's address anew in
 // each resumption of a coroutine); with Clang, whose coroutine bodies may
 // keep such an address across a suspension, and in the checking builds,
 // they are the calls above. Under ASan the calls poison and unpoison.
@@ -149,7 +149,7 @@ void step_back(fork_stack_thread& here, stacklet* top) noexcept;
 [[gnu::always_inline]] inline void* new_task_frame(std::size_t size) {
   fork_stack_thread& here = fork_stack_state();
   if (here.mark != want_stack_frame) [[likely]] {
-    return allocate_block(size);
+    return allocate_pooled_block(size);
   }
   const std::size_t bytes = (size + 15) & ~std::size_t{15};
   stacklet* const top = here.top;
@@ -174,10 +174,21 @@ void step_back(fork_stack_thread& here, stacklet* top) noexcept;
     step_back(here, top);
   }
 }
+[[gnu::always_inline]] inline void delete_task_frame(void* frame, std::size_t size) noexcept {
+  if (on_fork_stack(frame)) {
+    delete_stack_frame(frame, size);
+  } else {
+    free_pooled_block(frame, size);
+  }
+}
 #else
 inline void* new_task_frame(std::size_t size) { return allocate_task_frame(size); }
-inline void delete_stack_frame(void* frame, std::size_t size) noexcept {
-  free_stack_frame(frame, size);
+inline void delete_task_frame(void* frame, std::size_t size) noexcept {
+  if (on_fork_stack(frame)) {
+    free_stack_frame(frame, size);
+  } else {
+    free_block(frame, size);
+  }
 }
 #endif
 
