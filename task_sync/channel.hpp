@@ -60,8 +60,10 @@ class send_result {
   send_result() noexcept = default;
   send_result(channel_errc error, T&& value) : value_(std::move(value)), error_(error) {}
 
-  [[nodiscard]] explicit operator bool() const noexcept { return !error_; }
-  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+  [[nodiscard]] explicit operator bool() const noexcept { return error_ == channel_errc{}; }
+  [[nodiscard]] std::error_code error() const noexcept {
+    return error_ == channel_errc{} ? std::error_code() : make_error_code(error_);
+  }
   // The value that was not sent. std::logic_error after a successful send.
   [[nodiscard]] T& value() {
     if (!value_) {
@@ -73,27 +75,32 @@ class send_result {
 
  private:
   std::optional<T> value_;
-  std::error_code error_;
+  // Kept as the enum (0: sent), not a std::error_code: a default
+  // error_code calls into the library (std::system_category()) on every
+  // successful send.
+  channel_errc error_{};
 };
 
 // What try_recv reports: a value, or why none (empty, closed).
 template <class T>
 class recv_result {
  public:
-  recv_result(std::optional<T>&& value, std::error_code error)
+  recv_result(std::optional<T>&& value, channel_errc error)
       : value_(std::move(value)), error_(error) {}
   [[nodiscard]] explicit operator bool() const noexcept { return value_.has_value(); }
-  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+  [[nodiscard]] std::error_code error() const noexcept {
+    return error_ == channel_errc{} ? std::error_code() : make_error_code(error_);
+  }
   // The value. std::system_error with error() when there is none.
   [[nodiscard]] T& value() {
     if (!value_) {
-      throw std::system_error(error_, "canopy::recv_result::value()");
+      throw std::system_error(error(), "canopy::recv_result::value()");
     }
     return *value_;
   }
   [[nodiscard]] const T& value() const {
     if (!value_) {
-      throw std::system_error(error_, "canopy::recv_result::value()");
+      throw std::system_error(error(), "canopy::recv_result::value()");
     }
     return *value_;
   }
@@ -105,7 +112,7 @@ class recv_result {
 
  private:
   std::optional<T> value_;
-  std::error_code error_;
+  channel_errc error_;  // 0 with a value (as send_result's)
 };
 
 template <class T>
