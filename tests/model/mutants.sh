@@ -39,7 +39,8 @@
 # an out-of-work submit made whether or not the poller token is taken (the
 # code before 39974a2: one io_uring_enter more, never a lost request).
 # The "fork-join:" rows mutate the real protocol (coroutine/fork_region.hpp,
-# its stack hand-over included, and the cancel check of
+# its stack hand-over included, the empty stack a run begins on in
+# executor/fork_stack.hpp's enter_stack_run, and the cancel check of
 # coroutine/fork_join_await.hpp's start_fork_child),
 # which tests/model/model_fork_join_test.cpp and, for the memory orders,
 # tests/relacy/fork_join_relacy.cpp run. An uncounted steal is caught by
@@ -133,6 +134,7 @@ mutants=(
   "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  \/\/ The first task frame/  \/\/ The first task frame/%caught%fork-join: *"
   "fork-join: the loser keeps a stack that holds frames (release_stack removed)%coroutine/fork_region.hpp%s/release_stack\(\);  \/\/ the winner adopts it/static_cast<void>(0);/g%caught%fork-join: *"
   "fork-join: the winner does not adopt the joining frame's stack%coroutine/fork_region.hpp%s/      adopt_stack\(stack_\);/      static_cast<void>(stack_);/%caught%fork-join: *"
+  "fork-join: a nested steal runs on the non-empty stack%executor/fork_stack.hpp%s/(const stack_run_outer outer\{here\.top, here\.cache\};\n)  here\.top = nullptr;\n/\$1/%caught%fork-join: a nested steal*"
 )
 
 # The same idea under Relacy's weak-memory simulation
