@@ -1,5 +1,6 @@
-// Weak-memory check of fork-join's join counter (coroutine/fork_region.hpp):
-// the real fork_record and fork_region on the real basic_offer_deque, under
+// Weak-memory check of fork-join's join counter and stack hand-over
+// (coroutine/fork_region.hpp, executor/fork_stack.hpp): the real
+// fork_record and fork_region on the real basic_offer_deque, under
 // Relacy's simulation of the C++ memory model. A join of two children: the
 // owner launches child 0 with the record offered on its deque, a thief may
 // steal the record and launch child 1; each child writes its result into a
@@ -228,6 +229,7 @@ struct join_world {
       test_stack& mine = stack_of(here.top);
       read_words(mine);
       RL_ASSERT(mine.depth == 0);  // "a stack adopted over one that still holds frames"
+      RL_ASSERT(!mine.given);
       mine.given = true;
     }
     stack_of(adopted).owner = self();
@@ -240,6 +242,7 @@ struct join_world {
     test_stack& stack = stack_of(here.top);
     read_words(stack);
     RL_ASSERT(stack.depth == 0);  // "a run of region frames ended with frames left on its stack"
+    RL_ASSERT(!stack.given);
     stack.given = true;
     here.top = nullptr;
   }
