@@ -201,9 +201,21 @@ void stack_frame_not_kept(std::uintptr_t consumed) noexcept;
 // Called by the thread that runs region frames; none touches another
 // thread's stack.
 
+#if defined(CANOPY_RELACY)
+// Relacy sees only its own variables, not a stacklet's plain words: its
+// check (tests/relacy/) is told of the read below, which may be made only
+// by the thread that owns the stack.
+void stack_words_read(const stacklet& stack) noexcept;
+#endif
+
 // The calling thread's stack if it holds frames, else null.
 inline stacklet* stack_in_use() noexcept {
   stacklet* const top = fork_stack_state().top;
+#if defined(CANOPY_RELACY)
+  if (top != nullptr) {
+    stack_words_read(*top);
+  }
+#endif
   return top != nullptr && !top->empty() ? top : nullptr;
 }
 // Gives the calling thread's stack away (it holds frames another thread

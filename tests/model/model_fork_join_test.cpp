@@ -64,6 +64,7 @@ struct child_spec {
   bool cancels = false;      // calls the region's cancel, as H's cancel does
   int left = -1;             // >= 0: a nested join
   int right = -1;
+  bool helps = false;  // a leaf that, while it runs, helps as a waiting callable join does
 };
 
 struct fork_case {
@@ -89,6 +90,8 @@ struct coverage {
   std::uint64_t refused = 0;             // an offer refused by a full deque
   std::uint64_t adopted = 0;             // a join's winner adopted the loser's stack
   std::uint64_t adopted_by_opener = 0;   // ... and the winner was the opener
+  std::uint64_t helped_over_frames = 0;  // help() ran a stolen record while its stack held frames
+  std::uint64_t adopted_in_help = 0;     // a join's winner adopted a stack inside help()
 };
 
 struct worker_state {
@@ -255,6 +258,7 @@ class fork_world {
     }
     ++seen_.adopted;
     seen_.adopted_by_opener += model::current_thread() == 0 ? 1 : 0;
+    seen_.adopted_in_help += helping_[model::current_thread()] ? 1 : 0;
     stack_of(adopted).owner = model::current_thread();
     mine.top = adopted;
   }
@@ -352,6 +356,27 @@ class fork_world {
     }
     ++seen_.opener_left;
     context_->resume_point.resume();
+  }
+  // A callable join's help() while a region frame runs (executor/
+  // join_worker.cpp: one steal from the other deques, the stolen record run
+  // nested in this thread's run, on top of the frames of the run it
+  // interrupts). The nested run must start on an empty stack and put this
+  // run's stack back at its end.
+  void help() {
+    const std::size_t self = model::current_thread();
+    canopy::detail::stacklet* const outer = here().stack.top;
+    const bool holds_frames = outer != nullptr && !stack_of(outer).frames.empty();
+    const std::uint64_t steals_before = seen_.steals;
+    const bool was_helping = helping_[self];
+    helping_[self] = true;
+    steal_rounds(1);
+    helping_[self] = was_helping;
+    if (seen_.steals != steals_before && holds_frames) {
+      ++seen_.helped_over_frames;
+    }
+    if (here().stack.top != outer) {
+      fail("a run nested by help() did not put the outer run's stack back");
+    }
   }
   void steal_rounds(int rounds) {
     const std::size_t self = model::current_thread();
@@ -500,6 +525,7 @@ class fork_world {
   std::vector<void*> blocks_;
   std::vector<void*> live_;
   std::vector<std::unique_ptr<model_stack>> stacks_;
+  std::vector<bool> helping_ = std::vector<bool>(4, false);  // by model thread: inside help()
   std::vector<void*> stack_frames_;  // every frame pushed on a stack in this execution
   void* last_allocated_ = nullptr;
   std::uint32_t wakes_ = 0;
@@ -516,6 +542,9 @@ canopy::task<int> leaf_child(fork_world* world, int id) {
   // The child's work: other threads may act while it runs (without this
   // step a leaf would run and end within its launcher's step).
   model::schedule_point();
+  if (world->spec(id).helps) {
+    world->help();
+  }
   world->ended(id);
   if (world->spec(id).throws) {
     throw std::runtime_error(std::to_string(id));
@@ -870,4 +899,25 @@ TEST_CASE("fork-join: the opener adopts the stack a thief gave away") {
   model::expect_clean(result.explored);
   expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
   expect_reached(result, "a stack adopted by the opener", result.seen.adopted_by_opener);
+}
+
+TEST_CASE("fork-join: a nested steal from help swaps in an empty stack") {
+  // H joins (a, h): a joins the leaves 1 and 2 on the opener, h is a leaf
+  // that helps while it runs, as a callable join waiting in a region frame
+  // does. The thief steals the root's record and runs h, its frame on the
+  // thief's stack; h's help steals a's record and runs leaf 2 nested, on
+  // an empty stack swapped in over h's frame. When leaf 2's end is a's
+  // last, the thief adopts the opener's stack (a on it) inside the help,
+  // pops a, and at the nested run's end h's stack is current again; never
+  // a frame pushed over h's, nor a stack with h on it given away.
+  fork_case setup;
+  setup.children = {
+      {.left = 1, .right = 2}, {.value = 1}, {.value = 2}, {.value = 4, .helps = true}};
+  setup.root = {0, 3};
+  setup.thief_rounds = 1;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "help() running a stolen record over frames",
+                 result.seen.helped_over_frames);
+  expect_reached(result, "a stack adopted inside help()", result.seen.adopted_in_help);
 }

@@ -39,7 +39,8 @@
 # an out-of-work submit made whether or not the poller token is taken (the
 # code before 39974a2: one io_uring_enter more, never a lost request).
 # The "fork-join:" rows mutate the real protocol (coroutine/fork_region.hpp,
-# its stack hand-over included, and the cancel check of
+# its stack hand-over included, the empty stack a run begins on in
+# executor/fork_stack.hpp's enter_stack_run, and the cancel check of
 # coroutine/fork_join_await.hpp's start_fork_child),
 # which tests/model/model_fork_join_test.cpp and, for the memory orders,
 # tests/relacy/fork_join_relacy.cpp run. An uncounted steal is caught by
@@ -133,6 +134,7 @@ mutants=(
   "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  \/\/ The first task frame/  \/\/ The first task frame/%caught%fork-join: *"
   "fork-join: the loser keeps a stack that holds frames (release_stack removed)%coroutine/fork_region.hpp%s/release_stack\(\);  \/\/ the winner adopts it/static_cast<void>(0);/g%caught%fork-join: *"
   "fork-join: the winner does not adopt the joining frame's stack%coroutine/fork_region.hpp%s/      adopt_stack\(stack_\);/      static_cast<void>(stack_);/%caught%fork-join: *"
+  "fork-join: a nested steal runs on the non-empty stack%executor/fork_stack.hpp%s/(const stack_run_outer outer\{here\.top, here\.cache\};\n)  here\.top = nullptr;\n/\$1/%caught%fork-join: a nested steal*"
 )
 
 # The same idea under Relacy's weak-memory simulation
@@ -150,6 +152,7 @@ relacy_mutants=(
   "offer_deque: pop's load of top seq_cst -> acquire%executor/offer_deque.hpp%s/std::int64_t top = top_\.load\(atomics::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(atomics::acquire);\n    if (top > bottom)/%caught"
   "offer_deque: push publishes bottom relaxed, not release%executor/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, atomics::release\);/bottom_.store(bottom + 1, atomics::relaxed);/%caught"
   "fork-join: child_ended's fetch_sub acq_rel -> relaxed%coroutine/fork_region.hpp%s/if \(record\.joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/if (record.joins_.fetch_sub(1, atomics::relaxed) == 1) {/%caught"
+  "fork-join: the loser reads the joining stack after its fetch_sub%coroutine/fork_region.hpp%s/const bool holds_frames = stack_in_use\(\) != nullptr;\n      if \(record\.joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/const bool last = record.joins_.fetch_sub(1, atomics::acq_rel) == 1;\n      const bool holds_frames = stack_in_use() != nullptr;\n      if (last) {/%caught%relacy: fork-join stacklet hand-over*"
   "fork-join: join's fetch_sub acq_rel -> release (winner reads early)%coroutine/fork_region.hpp%s/if \(joins_\.fetch_sub\(mine, atomics::acq_rel\) == mine\) \{/if (joins_.fetch_sub(mine, atomics::release) == mine) {/%caught"
   "fork-join: leave's exchange acq_rel -> release%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/return state_.exchange(opener_left, atomics::release) == done;/%caught"
   "fork-join: finish's exchange acq_rel -> acquire%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if (state_.exchange(done, atomics::acquire) == opener_left) {/%caught"
