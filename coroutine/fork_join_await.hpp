@@ -134,8 +134,8 @@ struct fork_join_result<First, Second> {
 // Child `child` made and pointed at `slot`: its handle, or null with the
 // reason in the slot.
 template <class T, class C>
-std::coroutine_handle<> start_fork_child(C& child, fork_result<T>& slot, fork_record& record,
-                                         task_context* context) noexcept {
+[[gnu::always_inline]] inline std::coroutine_handle<> start_fork_child(
+    C& child, fork_result<T>& slot, fork_record& record, task_context* context) noexcept {
   if (record.cancelled()) {
     slot.error = std::make_exception_ptr(task_cancelled());
     return {};
@@ -185,7 +185,8 @@ class fork_join_base : protected fork_record {
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
   template <class Promise>
-  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
+  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(
+      std::coroutine_handle<Promise> self) noexcept {
     if constexpr (!is_task_promise<Promise>()) {
       std::terminate();
     } else {
@@ -202,7 +203,9 @@ class fork_join_base : protected fork_record {
   fork_join_base& operator=(fork_join_base&&) = delete;
 
  protected:
-  fork_join_base(start_fn start, std::uint32_t count) noexcept : fork_record(start, count) {}
+  template <start_fn Start>
+  fork_join_base(typed_start<Start> start, std::uint32_t count) noexcept
+      : fork_record(start, count) {}
   ~fork_join_base() = default;
 
   // The joining coroutine `self`, whose context is `context`: a region
@@ -251,7 +254,8 @@ class fork_join_awaiter : public fork_join_base {
 
  public:
   explicit fork_join_awaiter(std::tuple<Children...>&& children)
-      : fork_join_base(&start, static_cast<std::uint32_t>(count)), children_(std::move(children)) {}
+      : fork_join_base(typed_start<&start>{}, static_cast<std::uint32_t>(count)),
+        children_(std::move(children)) {}
   fork_join_awaiter(const fork_join_awaiter&) = delete;
   fork_join_awaiter& operator=(const fork_join_awaiter&) = delete;
   fork_join_awaiter(fork_join_awaiter&&) = delete;
@@ -347,7 +351,7 @@ class fork_join_n_awaiter : public fork_join_base {
   using output_type = std::conditional_t<std::is_void_v<Out>, no_output, Out>;
 
   fork_join_n_awaiter(std::size_t count, Make&& make, output_type&& out)
-      : fork_join_base(&start, checked_count(count)),
+      : fork_join_base(typed_start<&start>{}, checked_count(count)),
         make_(std::move(make)),
         out_(std::move(out)),
         slots_(count) {}

@@ -222,8 +222,25 @@ class fork_record : public offered_job {
   using start_fn = std::coroutine_handle<> (*)(fork_record& record, std::uint32_t index,
                                                region_link*& link) noexcept;
 
-  fork_record(start_fn start, std::uint32_t count) noexcept : start_(start), count_(count) {
-    execute = &run_stolen;
+  // A record whose start function is known when the record's type is
+  // compiled (the awaiters' static `start`): a child's end and a steal
+  // launch the next child with it inline, where a call through `start_`
+  // and one to launch_next were.
+  template <start_fn Start>
+  struct typed_start {};
+
+  template <start_fn Start>
+  fork_record(typed_start<Start> /*start*/, std::uint32_t count) noexcept
+      : start_(Start),
+        launch_(&launch_with<Start>),
+        ended_(&child_ended_with<Start>),
+        count_(count) {
+    execute = &run_stolen_with<Start>;
+  }
+  // Any start function, called through the pointer.
+  fork_record(start_fn start, std::uint32_t count) noexcept
+      : fork_record(typed_start<&start_stored>{}, count) {
+    start_ = start;
   }
   fork_record(fork_record&&) = delete;
   fork_record(const fork_record&) = delete;
@@ -244,32 +261,16 @@ class fork_record : public offered_job {
   // popped it back or stole it): launch the next child and return it, or,
   // when every child was launched, join (the coroutine to run next, or a
   // null handle when another thread will).
-  std::coroutine_handle<> launch_next() noexcept {
-    while (next_ < count_) {
-      const std::uint32_t index = next_++;
-      region_link* link = nullptr;
-      const std::coroutine_handle<> child = start_(*this, index, link);
-      if (!child) {
-        continue;  // not made, or cancelled: its slot says why
-      }
-      link->ended = &child_ended;
-      link->record = this;
-      if (next_ < count_) {
-        link->offered = offer_rest();
-      }
-      // Once offered, the record may be another thread's: only locals now.
-      return child;
-    }
-    return join();
-  }
+  std::coroutine_handle<> launch_next() noexcept { return launch_(*this); }
 
   // A thief runs the rest of the join (offer_deque's steal gave it the
   // record): one more steal, then the next child, on this thread.
-  static void run_stolen(offered_job& job) noexcept {
+  template <start_fn Start>
+  static void run_stolen_with(offered_job& job) noexcept {
     auto& record = static_cast<fork_record&>(job);
     ++record.steals_;  // plain: the steal made this thread the record's holder
     const region_scope scope(joins_here());
-    drive(record.launch_next());
+    drive(record.launch_next_with<Start>());
   }
 
   // How many children the join has.
@@ -285,11 +286,42 @@ class fork_record : public offered_job {
   // Offer the rest of the join on this worker's deque; false when it could
   // not be (a full deque, a thread that is not a worker): then this thread
   // keeps the record and launches the next child itself.
-  bool offer_rest() noexcept { return offer_to_thieves(*this); }
+  [[gnu::always_inline]] bool offer_rest() noexcept { return offer_to_thieves(*this); }
+
+  // What launch_next does, with the start function inline.
+  template <start_fn Start>
+  [[gnu::always_inline]] std::coroutine_handle<> launch_next_with() noexcept {
+    while (next_ < count_) {
+      const std::uint32_t index = next_++;
+      region_link* link = nullptr;
+      const std::coroutine_handle<> child = Start(*this, index, link);
+      if (!child) {
+        continue;  // not made, or cancelled: its slot says why
+      }
+      link->ended = ended_;
+      link->record = this;
+      if (next_ < count_) {
+        link->offered = offer_rest();
+      }
+      // Once offered, the record may be another thread's: only locals now.
+      return child;
+    }
+    return join();
+  }
+  template <start_fn Start>
+  static std::coroutine_handle<> launch_with(fork_record& record) noexcept {
+    return record.launch_next_with<Start>();
+  }
+  // The start function of a record made with a pointer to one.
+  static std::coroutine_handle<> start_stored(fork_record& record, std::uint32_t index,
+                                              region_link*& link) noexcept {
+    return record.start_(record, index, link);
+  }
 
   // A child ended (its frame is gone): continue the join if this thread
   // holds the record, else count the end.
-  static std::coroutine_handle<> child_ended(region_link& link) noexcept {
+  template <start_fn Start>
+  static std::coroutine_handle<> child_ended_with(region_link& link) noexcept {
     auto& record = *static_cast<fork_record*>(link.record);
     if (link.offered && !take_back_from_thieves(record)) {
       // A thief holds the record. acq_rel: this child's result and
@@ -307,7 +339,7 @@ class fork_record : public offered_job {
       }
       return {};  // the record's holder or another child's end goes on
     }
-    return record.launch_next();
+    return record.launch_next_with<Start>();
   }
 
   // Every child was launched and the last one ended, on this thread, which
@@ -349,6 +381,8 @@ class fork_record : public offered_job {
   }
 
   start_fn start_;
+  std::coroutine_handle<> (*launch_)(fork_record& record) noexcept;
+  std::coroutine_handle<> (*ended_)(region_link& link) noexcept;
   std::coroutine_handle<> parent_;
   fork_region* region_ = nullptr;
   stacklet* stack_ = nullptr;  // the joining thread's stack at open, if it held frames
