@@ -96,6 +96,14 @@ class deferred_call {
   std::tuple<Args...> args_;
 };
 
+// Whether a child's call must outlive the call of its function: a
+// deferred call of a function object (a lambda) whose operator() is the
+// coroutine keeps a pointer to that object in the child's frame.
+template <class C>
+inline constexpr bool call_outlives_launch = false;
+template <class F, class... Args>
+inline constexpr bool call_outlives_launch<deferred_call<F, Args...>> = std::is_class_v<F>;
+
 template <class C>
 struct fork_child_traits : std::false_type {};
 template <class T>
@@ -227,7 +235,7 @@ class fork_join_base : protected fork_record {
       return first ? first : std::noop_coroutine();
     }
     worker_context* const worker = current_worker();
-    region_.emplace(worker->core, worker->running);
+    region_.emplace(worker->core, worker->running, running_task_cancel_state());
     joiner_task = worker->running;
     joiner_has_task = worker->has_running;
     const region_scope scope(worker->joins);
@@ -354,7 +362,8 @@ class fork_join_n_awaiter : public fork_join_base {
       : fork_join_base(typed_start<&start>{}, checked_count(count)),
         make_(std::move(make)),
         out_(std::move(out)),
-        slots_(count) {}
+        slots_(count),
+        calls_(call_outlives_launch<child_type> ? count : 0) {}
   fork_join_n_awaiter(const fork_join_n_awaiter&) = delete;
   fork_join_n_awaiter& operator=(const fork_join_n_awaiter&) = delete;
   fork_join_n_awaiter(fork_join_n_awaiter&&) = delete;
@@ -402,8 +411,13 @@ class fork_join_n_awaiter : public fork_join_base {
       return {};
     }
     try {
-      child_type child = std::invoke(self.make_, std::size_t{index});
-      return start_fork_child<T>(child, slot, record, self.context_);
+      if constexpr (call_outlives_launch<child_type>) {
+        child_type& child = self.calls_[index].emplace(std::invoke(self.make_, std::size_t{index}));
+        return start_fork_child<T>(child, slot, record, self.context_);
+      } else {
+        child_type child = std::invoke(self.make_, std::size_t{index});
+        return start_fork_child<T>(child, slot, record, self.context_);
+      }
     } catch (...) {
       slot.error = std::current_exception();
       return {};
@@ -413,6 +427,10 @@ class fork_join_n_awaiter : public fork_join_base {
   Make make_;
   [[no_unique_address]] output_type out_;
   fork_slots<T> slots_;
+  // The calls make(i) returned, kept until the join ends when their
+  // children's frames point into them (call_outlives_launch); else empty.
+  // Each launch writes its own element.
+  std::vector<std::optional<child_type>> calls_;
 };
 
 // What join(...) returns: the children, until co_await makes the awaiter

@@ -62,6 +62,7 @@
 
 #include "../atomics/atomics.hpp"
 #include "../executor/fork_stack.hpp"
+#include "../executor/join_state.hpp"
 #include "../executor/join_worker.hpp"
 #include "../executor/offer_deque.hpp"
 #include "../executor/scheduler.hpp"
@@ -94,18 +95,33 @@ inline join_worker* joins_here() noexcept {
   worker_context* const self = current_worker();
   return self != nullptr ? self->joins : nullptr;
 }
+// The join state whose cancel ends the task this worker runs (null: none,
+// a detached task), when that task opens a region.
+inline const join_state_base* running_task_cancel_state() noexcept {
+  worker_context* const self = current_worker();
+  return self->core->running_cancel_state(*self);
+}
 #else
 bool offer_to_thieves(offered_job& record) noexcept;
 bool take_back_from_thieves(const offered_job& record) noexcept;
 void wake_region_task(scheduler& core, task_id task) noexcept;
 join_worker* joins_here() noexcept;
+const join_state_base* running_task_cancel_state() noexcept;
 #endif
 
 // One per outermost join of a task H (in that join's awaiter): what the
 // region's end needs to continue H.
 class fork_region {
  public:
-  fork_region(scheduler* core, task_id task) noexcept : core_(core), task_(task) {}
+  // `cancel_state`: the opening task's join state (null: none), whose
+  // cancel request counts as cancel() from the moment it is made, on any
+  // thread: the opening task cannot run its cancel while its own worker
+  // drives the region.
+  fork_region(scheduler* core, task_id task, const join_state_base* cancel_state = nullptr) noexcept
+      : core_(core),
+        task_(task),
+        cancel_word_(cancel_state != nullptr ? &cancel_state->cancel_word() : &cancelled_),
+        cancel_mask_(cancel_state != nullptr ? join_state_base::cancel_request_bit : 1) {}
 
   // The region's root join completed (on any thread). If the opening
   // worker already left (H suspended on the region), H is woken; else that
@@ -147,9 +163,13 @@ class fork_region {
 
   // A cancel of H: children not yet launched are not launched (their
   // slots hold task_cancelled); running ones finish.
-  void cancel() noexcept { cancelled_.store(true, atomics::relaxed); }
+  // (With a join state, its cancel bit was set before: H's run cancels
+  // the region only for that bit, and cancelled() reads it.)
+  void cancel() noexcept { cancelled_.store(1, atomics::relaxed); }
   // relaxed: it only decides whether a child not yet launched runs.
-  [[nodiscard]] bool cancelled() const noexcept { return cancelled_.load(atomics::relaxed); }
+  [[nodiscard]] bool cancelled() const noexcept {
+    return (cancel_word_->load(atomics::relaxed) & cancel_mask_) != 0;
+  }
 
  private:
   static constexpr std::uint8_t running = 0;
@@ -159,7 +179,10 @@ class fork_region {
   scheduler* core_;
   task_id task_;
   atomics::atomic<std::uint8_t> state_{running};
-  atomics::atomic<bool> cancelled_{false};
+  atomics::atomic<std::uint32_t> cancelled_{0};
+  // What cancelled() reads: the join state's word, or cancelled_.
+  const atomics::atomic<std::uint32_t>* cancel_word_;
+  std::uint32_t cancel_mask_;
 };
 
 // While a thread runs region frames, region_state().joins names its offer

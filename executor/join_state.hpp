@@ -125,6 +125,11 @@ class join_state_base {
   [[nodiscard]] bool cancel_requested() const noexcept {
     return (word_.load(atomics::acquire) & cancel_bit) != 0;
   }
+  // The word request_cancel() sets `cancel_request_bit` in, for a reader
+  // that polls it where a call per poll costs too much (a fork-join
+  // region, once per child it launches).
+  [[nodiscard]] const atomics::atomic<std::uint32_t>& cancel_word() const noexcept { return word_; }
+  static constexpr std::uint32_t cancel_request_bit = 1U << 4;
 
   void set_error(std::exception_ptr error) noexcept { error_ = std::move(error); }
   // Task side, before complete(): whether set_error() was called.
@@ -151,7 +156,7 @@ class join_state_base {
   static constexpr std::uint32_t outcome_mask = 3;
   static constexpr std::uint32_t continuation_bit = 1U << 2;
   static constexpr std::uint32_t blocked_bit = 1U << 3;
-  static constexpr std::uint32_t cancel_bit = 1U << 4;
+  static constexpr std::uint32_t cancel_bit = cancel_request_bit;
   static constexpr std::uint32_t detached_bit = 1U << 5;
 
   atomics::atomic<std::uint32_t> word_{0};

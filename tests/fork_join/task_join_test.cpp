@@ -342,6 +342,68 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("join_n of calls of a capturing lambda: each child's lambda lives until the join ends") {
+  // The lambda's operator() is the coroutine: its frame points at the
+  // lambda object inside the call make(i) returned.
+  watchdog guard("task join_n lambda calls", 60);
+  for (const unsigned workers : {1U, 2U}) {
+    executor pool(config_with(workers));
+    const std::vector<long> bases{100, 200, 300};
+    auto leaf = [&bases](std::size_t index) -> task<long> {
+      auto [a, b] = co_await canopy::join(canopy::call(fib, 12), canopy::call(fib, 11));
+      // A wrong fib moves the sum away from the expected one.
+      co_return bases[index % bases.size()] + static_cast<long>(index) + (a + b - plain_fib(13));
+    };
+    auto body = [&]() -> task<long> {
+      std::vector<long> values =
+          co_await canopy::join_n(200, [&](std::size_t index) { return canopy::call(leaf, index); });
+      long sum = 0;
+      for (const long value : values) {
+        sum += value;
+      }
+      co_return sum;
+    };
+    long expected = 0;
+    for (std::size_t index = 0; index < 200; ++index) {
+      expected += bases[index % bases.size()] + static_cast<long>(index);
+    }
+    CHECK(canopy::block_on(pool, body()) == expected);
+  }
+}
+
+TEST_CASE("a cancel made while the task's own worker drives its region stops the launches") {
+  // One worker: it runs the region, so the task cannot run its cancel
+  // until the region ends. The cancel must still keep the children not
+  // yet launched from running.
+  watchdog guard("task join cancel on its own worker", 60);
+  executor pool(config_with(1));
+  std::atomic<bool> cancel_sent{false};
+  std::atomic<int> started{0};
+  std::atomic<int> ended{0};
+  auto child = [&](std::size_t /*index*/) -> task<int> {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(10 * canopy::testing::timeout_scale());
+    while (!cancel_sent.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ended.fetch_add(1);
+    co_return 1;
+  };
+  auto body = [&]() -> task<int> {
+    std::vector<int> ones =
+        co_await canopy::join_n(40, [&](std::size_t index) { return canopy::call(child, index); });
+    co_return static_cast<int>(ones.size());
+  };
+  auto handle = pool.spawn(body());
+  REQUIRE(eventually([&] { return started.load() >= 1; }));
+  CHECK(handle.cancel());
+  cancel_sent = true;
+  CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+  CHECK(started.load() == 1);
+  CHECK(ended.load() == 1);
+}
+
 TEST_CASE("an idle worker steals the rest of a join and runs the next child") {
   watchdog guard("task join steal", 60);
   executor pool(config_with(2));

@@ -668,6 +668,9 @@ region_thread& region_state() noexcept { return active_world->here().region; }
 fork_stack_thread& fork_stack_state() noexcept { return active_world->here().stack; }
 join_worker* joins_here() noexcept { return nullptr; }
 worker_context* current_worker() noexcept { return &active_world->here().context; }
+// H has no join state here: its cancel is the region's cancel() (the
+// `cancels` cases).
+const join_state_base* running_task_cancel_state() noexcept { return nullptr; }
 void report_detached_exception_here(const std::exception_ptr& /*error*/) noexcept {
   std::fputs("model fork-join: an exception left H\n", stderr);
   std::abort();
