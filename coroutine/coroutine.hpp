@@ -12,6 +12,7 @@
 #include "event_await.hpp"
 #include "foreign_await.hpp"
 #include "fork_join_await.hpp"
+#include "fork_join_n_await.hpp"
 #include "host.hpp"
 #include "join_await.hpp"
 #include "spawn.hpp"

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "coroutine/fork_join_await.hpp"
+#include "coroutine/fork_join_n_await.hpp"
 #include "tests/model/expect_clean.hpp"
 #include "tests/model/explored_bound.hpp"
 #include "tests/model/model_checker.hpp"
