@@ -120,8 +120,7 @@ class fork_region {
   fork_region(scheduler* core, task_id task, const join_state_base* cancel_state = nullptr) noexcept
       : core_(core),
         task_(task),
-        cancel_word_(cancel_state != nullptr ? &cancel_state->cancel_word() : &cancelled_),
-        cancel_mask_(cancel_state != nullptr ? join_state_base::cancel_request_bit : 1) {}
+        cancel_word_(cancel_state != nullptr ? &cancel_state->cancel_word() : &cancelled_) {}
 
   // The region's root join completed (on any thread). If the opening
   // worker already left (H suspended on the region), H is woken; else that
@@ -165,11 +164,18 @@ class fork_region {
   // slots hold task_cancelled); running ones finish.
   // (With a join state, its cancel bit was set before: H's run cancels
   // the region only for that bit, and cancelled() reads it.)
-  void cancel() noexcept { cancelled_.store(1, atomics::relaxed); }
+  void cancel() noexcept { cancelled_.store(cancel_bit, atomics::relaxed); }
   // relaxed: it only decides whether a child not yet launched runs.
   [[nodiscard]] bool cancelled() const noexcept {
-    return (cancel_word_->load(atomics::relaxed) & cancel_mask_) != 0;
+    return (cancel_word_->load(atomics::relaxed) & cancel_bit) != 0;
   }
+  // Where cancelled() reads (fork_record keeps it at hand).
+  [[nodiscard]] const atomics::atomic<std::uint32_t>* cancel_word() const noexcept {
+    return cancel_word_;
+  }
+  // The bit of that word that says cancelled: the join state's, so that
+  // cancelled_ can stand in for it.
+  static constexpr std::uint32_t cancel_bit = join_state_base::cancel_request_bit;
 
  private:
   static constexpr std::uint8_t running = 0;
@@ -182,7 +188,6 @@ class fork_region {
   atomics::atomic<std::uint32_t> cancelled_{0};
   // What cancelled() reads: the join state's word, or cancelled_.
   const atomics::atomic<std::uint32_t>* cancel_word_;
-  std::uint32_t cancel_mask_;
 };
 
 // While a thread runs region frames, region_state().joins names its offer
@@ -277,6 +282,7 @@ class fork_record : public offered_job {
   void open(std::coroutine_handle<> parent, fork_region* region) noexcept {
     parent_ = parent;
     region_ = region;
+    cancel_word_ = region->cancel_word();
     stack_ = stack_in_use();
   }
 
@@ -301,7 +307,10 @@ class fork_record : public offered_job {
 
   // Region frames resume the region's children: a cancelled one is not
   // launched. (The typed part asks.)
-  [[nodiscard]] bool cancelled() const noexcept { return region_->cancelled(); }
+  // relaxed: as fork_region::cancelled, whose word this is.
+  [[nodiscard]] bool cancelled() const noexcept {
+    return (cancel_word_->load(atomics::relaxed) & fork_region::cancel_bit) != 0;
+  }
 
  private:
   static constexpr std::uint32_t k_max = std::uint32_t{1} << 31;
@@ -408,6 +417,7 @@ class fork_record : public offered_job {
   std::coroutine_handle<> (*ended_)(region_link& link) noexcept;
   std::coroutine_handle<> parent_;
   fork_region* region_ = nullptr;
+  const atomics::atomic<std::uint32_t>* cancel_word_ = nullptr;  // the region's
   stacklet* stack_ = nullptr;  // the joining thread's stack at open, if it held frames
   std::uint32_t count_;
   std::uint32_t next_ = 0;
