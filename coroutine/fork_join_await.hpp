@@ -138,14 +138,10 @@ struct fork_join_result<First, Second> {
 };
 
 // Child `child` made and pointed at `slot`: its handle, or null with the
-// reason in the slot.
+// reason in the slot. For a caller that checked the region's cancel.
 template <class T, class C>
-[[gnu::always_inline]] inline std::coroutine_handle<> start_fork_child(
-    C& child, fork_result<T>& slot, fork_record& record, task_context* context) noexcept {
-  if (record.cancelled()) {
-    slot.error = std::make_exception_ptr(task_cancelled());
-    return {};
-  }
+[[gnu::always_inline]] inline std::coroutine_handle<> make_fork_child(
+    C& child, fork_result<T>& slot, task_context* context) noexcept {
   // The first task frame make() allocates goes on this thread's stack
   // (fork_stack.hpp): a call's own frame; a task<T> made before the join
   // stays where it is.
@@ -167,6 +163,19 @@ template <class T, class C>
     slot.error = std::current_exception();
     return {};
   }
+}
+
+// make_fork_child, unless the region was cancelled (then task_cancelled
+// in the slot and a null handle).
+template <class T, class C>
+[[gnu::always_inline]] inline std::coroutine_handle<> start_fork_child(
+    C& child, fork_result<T>& slot, fork_record& record, task_context* context) noexcept {
+  if (record.cancelled()) {
+    slot.error = std::make_exception_ptr(task_cancelled());
+    return {};
+  }
+  // The first task frame of the child goes on the stack (make_fork_child).
+  return make_fork_child<T>(child, slot, context);
 }
 
 template <class T>

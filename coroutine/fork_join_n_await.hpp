@@ -121,10 +121,10 @@ class fork_join_n_awaiter : public fork_join_base {
     try {
       if constexpr (call_outlives_launch<child_type>) {
         child_type& child = self.calls_[index].emplace(std::invoke(self.make_, std::size_t{index}));
-        return start_fork_child<T>(child, slot, record, self.context_);
+        return make_fork_child<T>(child, slot, self.context_);
       } else {
         child_type child = std::invoke(self.make_, std::size_t{index});
-        return start_fork_child<T>(child, slot, record, self.context_);
+        return make_fork_child<T>(child, slot, self.context_);
       }
     } catch (...) {
       slot.error = std::current_exception();
