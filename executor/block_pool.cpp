@@ -7,6 +7,8 @@
 
 namespace canopy::detail {
 
+using namespace pool;  // NOLINT(google-build-using-namespace): the pool's own layout
+
 namespace {
 
 // A thread keeps up to 2 * batch_size free blocks per class; beyond that it

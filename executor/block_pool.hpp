@@ -35,6 +35,10 @@ void free_block(void* block, std::size_t size) noexcept;
 // ------------------------------------------------ the per-thread caches
 // (block_pool.cpp has the depot and the slow paths.)
 
+// The cache layout, in a namespace of its own: its short names (classes,
+// granule) are only the pool's.
+namespace pool {
+
 // Class i holds blocks of i * 16 + 8 bytes (8, 24, 40, ..., 1016). glibc's
 // malloc hands out chunks of a multiple of 16 bytes with an 8-byte size word
 // in front, so a request of 16k + 8 bytes fills its chunk exactly, where one
@@ -90,6 +94,8 @@ constexpr bool pooled_size(std::size_t size) noexcept {
   return pooling && size != 0 && size <= max_pooled;
 }
 
+}  // namespace pool
+
 // The slow paths: an empty or full class cache, a size the pool does not
 // keep, a thread's first free of a class.
 void* allocate_block_slow(std::size_t size);
@@ -98,8 +104,8 @@ void free_block_slow(void* block, std::size_t size) noexcept;
 // The fast paths of allocate_block and free_block, for callers that may
 // inline a thread_local's address (see above).
 [[gnu::always_inline]] inline void* allocate_pooled_block(std::size_t size) {
-  if (pooled_size(size)) {
-    class_cache& cache = block_pool_here.caches[class_of(size)];
+  if (pool::pooled_size(size)) {
+    pool::class_cache& cache = pool::block_pool_here.caches[pool::class_of(size)];
     if (cache.count != 0) [[likely]] {
       return cache.blocks[--cache.count];
     }
@@ -107,9 +113,9 @@ void free_block_slow(void* block, std::size_t size) noexcept;
   return allocate_block_slow(size);
 }
 [[gnu::always_inline]] inline void free_pooled_block(void* block, std::size_t size) noexcept {
-  if (pooled_size(size)) {
-    class_cache& cache = block_pool_here.caches[class_of(size)];
-    if (cache.blocks != nullptr && cache.count != per_class_limit) [[likely]] {
+  if (pool::pooled_size(size)) {
+    pool::class_cache& cache = pool::block_pool_here.caches[pool::class_of(size)];
+    if (cache.blocks != nullptr && cache.count != pool::per_class_limit) [[likely]] {
       cache.blocks[cache.count++] = block;
       return;
     }
