@@ -163,13 +163,10 @@ class fork_region {
   // A cancel of H: children not yet launched are not launched (their
   // slots hold task_cancelled); running ones finish.
   // (With a join state, its cancel bit was set before: H's run cancels
-  // the region only for that bit, and cancelled() reads it.)
+  // the region only for that bit, which fork_record::cancelled reads.)
   void cancel() noexcept { cancelled_.store(cancel_bit, atomics::relaxed); }
-  // relaxed: it only decides whether a child not yet launched runs.
-  [[nodiscard]] bool cancelled() const noexcept {
-    return (cancel_word_->load(atomics::relaxed) & cancel_bit) != 0;
-  }
-  // Where cancelled() reads (fork_record keeps it at hand).
+  // The word whose cancel_bit says the region was cancelled (each
+  // fork_record keeps it at hand).
   [[nodiscard]] const atomics::atomic<std::uint32_t>* cancel_word() const noexcept {
     return cancel_word_;
   }
@@ -186,7 +183,7 @@ class fork_region {
   task_id task_;
   atomics::atomic<std::uint8_t> state_{running};
   atomics::atomic<std::uint32_t> cancelled_{0};
-  // What cancelled() reads: the join state's word, or cancelled_.
+  // The cancel word: the join state's, or cancelled_.
   const atomics::atomic<std::uint32_t>* cancel_word_;
 };
 
@@ -307,7 +304,7 @@ class fork_record : public offered_job {
 
   // Region frames resume the region's children: a cancelled one is not
   // launched. (The typed part asks.)
-  // relaxed: as fork_region::cancelled, whose word this is.
+  // relaxed: it only decides whether a child not yet launched runs.
   [[nodiscard]] bool cancelled() const noexcept {
     return (cancel_word_->load(atomics::relaxed) & fork_region::cancel_bit) != 0;
   }
