@@ -199,19 +199,6 @@ class fork_join_base : protected fork_record {
   // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
   [[nodiscard]] bool await_ready() const noexcept { return false; }
 
-  template <class Promise>
-  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(
-      std::coroutine_handle<Promise> self) noexcept {
-    if constexpr (!is_task_promise<Promise>()) {
-      std::terminate();
-    } else {
-      if (children() == 0) {
-        return self;  // nothing to join (join_n of 0)
-      }
-      return begin(self, self.promise().context(), self.promise().in_region());
-    }
-  }
-
   fork_join_base(fork_join_base&&) = delete;
   fork_join_base(const fork_join_base&) = delete;
   fork_join_base& operator=(const fork_join_base&) = delete;
@@ -223,24 +210,47 @@ class fork_join_base : protected fork_record {
       : fork_record(start, count) {}
   ~fork_join_base() = default;
 
-  // The joining coroutine `self`, whose context is `context`: a region
-  // frame joins its region; any other coroutine opens one.
-  CANOPY_THREAD_LOCAL_STEP std::coroutine_handle<> begin(std::coroutine_handle<> self,
-                                                         task_context* context,
-                                                         bool in_region) noexcept {
-    context_ = context;
-    if (in_region) {
-      // The task that opened the region waits on it for as long as it
-      // runs: its recorded wait names the region.
-      auto* const region = static_cast<fork_region*>(context->waiting_on);
-      joiner_task = region->task();
-      joiner_has_task = true;
-      open(self, region);
-      const std::coroutine_handle<> first = launch_next();
-      // Nothing launched and the join already done elsewhere cannot
-      // happen: a join that launched nothing completes here (first is self).
-      return first ? first : std::noop_coroutine();
+  // co_await of the awaiter whose children Start makes: a region frame
+  // joins its region, inline (its first child runs next); any other
+  // coroutine opens a region.
+  template <start_fn Start, class Promise>
+  [[gnu::always_inline]] std::coroutine_handle<> suspend_with(
+      std::coroutine_handle<Promise> self) noexcept {
+    if constexpr (!is_task_promise<Promise>()) {
+      std::terminate();
+    } else {
+      if (children() == 0) {
+        return self;  // nothing to join (join_n of 0)
+      }
+      if (self.promise().in_region()) {
+        return join_region<Start>(self, self.promise().context());
+      }
+      return open_region(self, self.promise().context());
     }
+  }
+
+  // A region frame `self`, whose context is `context`, joins its region:
+  // the task that opened the region waits on it for as long as it runs,
+  // and its recorded wait names the region. Inline in the joining frame
+  // with GCC, where a fork's launch is most of its cost.
+  template <start_fn Start>
+  CANOPY_INLINE_THREAD_LOCAL_STEP std::coroutine_handle<> join_region(
+      std::coroutine_handle<> self, task_context* context) noexcept {
+    context_ = context;
+    auto* const region = static_cast<fork_region*>(context->waiting_on);
+    joiner_task = region->task();
+    joiner_has_task = true;
+    open(self, region);
+    const std::coroutine_handle<> first = launch_next_with<Start>();
+    // Nothing launched and the join already done elsewhere cannot
+    // happen: a join that launched nothing completes here (first is self).
+    return first ? first : std::noop_coroutine();
+  }
+
+  // Any other coroutine `self` opens a region and runs it on this worker.
+  CANOPY_THREAD_LOCAL_STEP std::coroutine_handle<> open_region(std::coroutine_handle<> self,
+                                                               task_context* context) noexcept {
+    context_ = context;
     worker_context* const worker = current_worker();
     region_.emplace(worker->core, worker->running, running_task_cancel_state());
     joiner_task = worker->running;
@@ -277,6 +287,11 @@ class fork_join_awaiter : public fork_join_base {
   fork_join_awaiter& operator=(fork_join_awaiter&&) = delete;
   ~fork_join_awaiter() = default;
 
+  template <class Promise>
+  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(
+      std::coroutine_handle<Promise> self) noexcept {
+    return suspend_with<&start>(self);
+  }
   Result await_resume() { return collect(std::index_sequence_for<Children...>{}); }
 
  private:

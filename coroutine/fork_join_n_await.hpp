@@ -78,6 +78,11 @@ class fork_join_n_awaiter : public fork_join_base {
   fork_join_n_awaiter& operator=(fork_join_n_awaiter&&) = delete;
   ~fork_join_n_awaiter() = default;
 
+  template <class Promise>
+  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(
+      std::coroutine_handle<Promise> self) noexcept {
+    return suspend_with<&start>(self);
+  }
   auto await_resume() {
     for (std::size_t index = 0; index < slots_.size(); ++index) {
       if (slots_[index].error) {

@@ -317,7 +317,9 @@ class fork_record : public offered_job {
   // keeps the record and launches the next child itself.
   [[gnu::always_inline]] bool offer_rest() noexcept { return offer_to_thieves(*this); }
 
-  // What launch_next does, with the start function inline.
+  // What launch_next does, with the start function inline (the joining
+  // frame's first launch, a child's end, a steal).
+ protected:
   template <start_fn Start>
   [[gnu::always_inline]] std::coroutine_handle<> launch_next_with() noexcept {
     while (next_ < count_) {
@@ -327,16 +329,22 @@ class fork_record : public offered_job {
       if (!child) {
         continue;  // not made, or cancelled: its slot says why
       }
-      link->ended = ended_;
       link->record = this;
       if (next_ < count_) {
+        link->ended = ended_;
         link->offered = offer_rest();
+      } else {
+        // The last child: its end only joins, without the typed end's
+        // pop and launch (whose saved registers it would pay).
+        link->ended = &last_child_ended;
       }
       // Once offered, the record may be another thread's: only locals now.
       return child;
     }
     return join();
   }
+
+ private:
   template <start_fn Start>
   static std::coroutine_handle<> launch_with(fork_record& record) noexcept {
     return record.launch_next_with<Start>();
@@ -369,6 +377,12 @@ class fork_record : public offered_job {
       return {};  // the record's holder or another child's end goes on
     }
     return record.launch_next_with<Start>();
+  }
+
+  // The last child launched ended: it was not offered (nothing was left to
+  // offer), so this thread holds the record.
+  static std::coroutine_handle<> last_child_ended(region_link& link) noexcept {
+    return static_cast<fork_record*>(link.record)->join();
   }
 
   // Every child was launched and the last one ended, on this thread, which

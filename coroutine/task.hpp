@@ -126,10 +126,14 @@ region_thread& region_state() noexcept;
 // suspension and keep it in the frame, and the coroutine may resume on
 // another thread (block_pool.hpp keeps its allocator out of line for the
 // same reason). GCC computes it anew in each resumption.
+// CANOPY_INLINE_THREAD_LOCAL_STEP: the same, for a step that GCC must
+// inline (a fork's launch, where a call's saved registers cost most).
 #if defined(__clang__)
 #define CANOPY_THREAD_LOCAL_STEP [[gnu::noinline]]
+#define CANOPY_INLINE_THREAD_LOCAL_STEP [[gnu::noinline]]
 #else
 #define CANOPY_THREAD_LOCAL_STEP
+#define CANOPY_INLINE_THREAD_LOCAL_STEP [[gnu::always_inline]]
 #endif
 
 // A region frame's end: what comes next, for the driver.
