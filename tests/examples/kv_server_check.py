@@ -112,6 +112,13 @@ class Client:
         self.sock.close()
 
 
+def drain_ms(output):
+    """The drain time the server's "stopped by" line gives (drain_ms=N)."""
+    found = re.search(r"\bdrain_ms=(\d+)\b", output)
+    check(found is not None, "no drain_ms in the server's output: %r" % output)
+    return int(found.group(1))
+
+
 def expect(client, request, reply):
     got = client.ask(request)
     check(got == reply, "%r: expected %r, got %r" % (request[:80], reply, got))
@@ -352,11 +359,19 @@ def case_deadline(server):
     took = time.monotonic() - began
     check(status == 0, "exit status %d; output: %s" % (status, rest))
     check("forced=1" in rest, "the stuck connection was not forced: %r" % rest)
-    check(0.25 <= took < 3 * SCALE, "SIGTERM to exit took %.2f s with a 0.3 s deadline" % took)
+    check(took >= 0.25, "SIGTERM to exit took %.2f s with a 0.3 s deadline" % took)
+    # The cut at the deadline, as the server timed it (from the stop to the
+    # end of the drain): without the process's exit and this script's own
+    # wait, which a loaded machine stretches by seconds, and short of the
+    # 2 s a server ignoring --drain-ms would take. Exiting at all is bounded
+    # by stop()'s 10 s.
+    drained = drain_ms(rest)
+    check(300 <= drained < 2000 * SCALE,
+          "the drain took %d ms with a 300 ms deadline: %r" % (drained, rest))
     check(setter.at_eof(), "the idle client was not let go")
     setter.close()
     stuck.close()
-    print("deadline: exit after %.0f ms" % (took * 1e3))
+    print("deadline: drained in %d ms, exit after %.0f ms" % (drained, took * 1e3))
 
 
 def main():

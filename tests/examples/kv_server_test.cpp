@@ -6,6 +6,10 @@
 // churn case here opens 10^5 short connections (fewer under sanitizers)
 // from plain C++ sockets and asserts the server's descriptors come back to
 // where they were and its RSS stays within a bound. Every wait is bounded.
+// A churn failure says what the failed connections saw and what the server
+// holds then (its descriptors, each socket's TCP state and queues, the
+// io_uring instance's queues), since a session that never answers keeps
+// its descriptor until the server stops.
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -14,12 +18,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -62,6 +70,58 @@ std::size_t descriptors_of(pid_t pid) {
   return count;
 }
 
+// The state of socket `inode` in /proc/<pid>/net/tcp and tcp6: the TCP
+// state (hex, as the kernel numbers them: 01 established, 07 close, 08
+// close-wait) and the send:receive queues. A receive queue that is not
+// empty names a request the server never read.
+std::string tcp_state_of(pid_t pid, const std::string& inode) {
+  for (const char* table : {"tcp", "tcp6"}) {
+    std::ifstream lines("/proc/" + std::to_string(pid) + "/net/" + table);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, node;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> node;
+      if (node == inode) {
+        return " (" + std::string(table) + " " + local + " -> " + remote + ", state " + state +
+               ", send:receive queues " + queues + ")";
+      }
+    }
+  }
+  return " (not in /proc/net/tcp)";
+}
+
+// What the server holds, for a failure's report: each descriptor, a
+// socket's TCP state, and the io_uring instance's queues (its fdinfo: the
+// submission and completion heads and tails, the polls armed, the task
+// work pending on each).
+std::string server_state(pid_t pid) {
+  std::string report;
+  std::error_code error;
+  const std::string base = "/proc/" + std::to_string(pid);
+  for (const auto& entry : std::filesystem::directory_iterator(base + "/fd", error)) {
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    report += entry.path().filename().string() + " -> " + target;
+    if (target.rfind("socket:[", 0) == 0) {
+      report += tcp_state_of(pid, target.substr(8, target.size() - 9));
+    }
+    report += "\n";
+    if (target == "anon_inode:[io_uring]") {
+      std::ifstream info(base + "/fdinfo/" + entry.path().filename().string());
+      std::string line;
+      bool ring = false;
+      while (std::getline(info, line)) {
+        ring = ring || line.rfind("SqMask", 0) == 0;
+        if (ring) {
+          report += "    " + line + "\n";
+        }
+      }
+    }
+  }
+  return report;
+}
+
 long rss_kib_of(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -74,11 +134,25 @@ long rss_kib_of(pid_t pid) {
 }
 
 // One short connection: "SET k v" then QUIT (the server closes first), or
-// a GET and a reset from the client. False if a reply was wrong.
-bool one_connection(std::uint16_t port, std::size_t index) {
+// a GET and a reset from the client. False if a reply was wrong; `fault`
+// then says what the client saw.
+bool one_connection(std::uint16_t port, std::size_t index, std::string& fault) {
+  const auto began = std::chrono::steady_clock::now();
+  const auto failed = [&](const char* step, const std::string& got, int error) {
+    const double after =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    std::string shown;
+    for (const char each : got) {
+      shown += each == '\n' ? std::string("\\n") : std::string(1, each);
+    }
+    fault = "connection " + std::to_string(index) + ": " + step + " failed after " +
+            std::to_string(after) + " s, got \"" + shown + "\"" +
+            (error != 0 ? std::string(", ") + std::strerror(error) : std::string());
+    return false;
+  };
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return false;
+    return failed("socket", "", errno);
   }
   timeval limit{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
@@ -88,25 +162,37 @@ bool one_connection(std::uint16_t port, std::size_t index) {
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  if (!ok) {
+    static_cast<void>(failed("connect", "", errno));
+  }
   const bool quits = index % 2 == 0;
   const std::string key = "churn" + std::to_string(index % 64);
   const std::string request =
       quits ? "SET " + key + " " + std::to_string(index) + "\nQUIT\n" : "GET nothing\n";
   const std::string_view expected = quits ? "+OK\n+BYE\n" : "(nil)\n";
-  ok = ok && ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-                 static_cast<ssize_t>(request.size());
+  if (ok && ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+                static_cast<ssize_t>(request.size())) {
+    ok = failed("send", "", errno);
+  }
   std::string got;
   char buffer[64];
+  int error = 0;
   while (ok && got.size() < expected.size()) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
     if (n <= 0) {
+      error = n < 0 ? errno : 0;
       break;
     }
     got.append(buffer, static_cast<std::size_t>(n));
   }
-  ok = ok && got == expected;
-  if (ok && quits) {
-    ok = ::recv(fd, buffer, sizeof buffer, 0) == 0;  // the server closed after +BYE
+  if (ok && got != expected) {
+    ok = failed("the reply", got, error);
+  }
+  if (ok && quits) {  // the server closes after +BYE
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n != 0) {
+      ok = failed("the close after +BYE", got, n < 0 ? errno : 0);
+    }
   }
   // A reset, not a FIN: no TIME_WAIT on this side, so 10^5 connections do
   // not run out of ephemeral ports.
@@ -116,15 +202,20 @@ bool one_connection(std::uint16_t port, std::size_t index) {
   return ok;
 }
 
-// `count` connections from `threads` threads; how many went wrong.
-std::size_t churn(std::uint16_t port, std::size_t first, std::size_t count, std::size_t threads) {
+// `count` connections from `threads` threads; how many went wrong, and in
+// `faults` what the first few of those saw.
+std::size_t churn(std::uint16_t port, std::size_t first, std::size_t count, std::size_t threads,
+                  std::string& faults) {
   std::atomic<std::size_t> wrong{0};
+  std::mutex faults_lock;
   std::vector<std::thread> clients;
   for (std::size_t t = 0; t < threads; ++t) {
     clients.emplace_back([&, t] {
+      std::string fault;
       for (std::size_t i = first + t; i < first + count; i += threads) {
-        if (!one_connection(port, i)) {
-          wrong.fetch_add(1, std::memory_order_relaxed);
+        if (!one_connection(port, i, fault) && wrong.fetch_add(1, std::memory_order_relaxed) < 3) {
+          const std::lock_guard guard(faults_lock);
+          faults += fault + "\n";
         }
       }
     });
@@ -168,7 +259,11 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
   const auto began = std::chrono::steady_clock::now();
   // The first tenth grows the server's pools (frames, buffers, blocking
   // threads) to their working size; the rest must not add to them.
-  CHECK(churn(port, 0, warm, 4) == 0);
+  std::string faults;
+  // A connection gone wrong leaves its session in the server (its
+  // descriptor is kept): the server's state, taken right after, says where.
+  const std::size_t warm_wrong = churn(port, 0, warm, 4, faults);
+  CHECK_MESSAGE(warm_wrong == 0, faults, (warm_wrong == 0 ? "" : server_state(server.pid())));
   std::size_t settled_fds = 0;
   REQUIRE(canopy::testing::eventually([&] {
     const std::size_t now = descriptors_of(server.pid());
@@ -177,12 +272,16 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
     return same;
   }));
   const long warm_rss = rss_kib_of(server.pid());
-  CHECK(churn(port, warm, total - warm, 4) == 0);
+  faults.clear();
+  const std::size_t wrong = churn(port, warm, total - warm, 4, faults);
+  CHECK_MESSAGE(wrong == 0, faults, (wrong == 0 ? "" : server_state(server.pid())));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   // Connections end on the server after the client saw its last reply:
   // wait (bounded) until every descriptor is back.
-  CHECK(canopy::testing::eventually([&] { return descriptors_of(server.pid()) <= settled_fds; }));
+  const bool returned =
+      canopy::testing::eventually([&] { return descriptors_of(server.pid()) <= settled_fds; });
+  CHECK_MESSAGE(returned, "the server holds:\n", (returned ? "" : server_state(server.pid())));
   const long rss = rss_kib_of(server.pid());
   MESSAGE(total, " connections in ", took, " s; descriptors ", settled_fds, " -> ",
           descriptors_of(server.pid()), "; RSS ", warm_rss, " -> ", rss, " KiB");
