@@ -208,6 +208,15 @@ run_tests() {
   # suite runs on epoll only. The summary says which.
   local io_tests='^(io_[a-z_]+|timer|http_server(_[a-z]+)?|chat_server|kv_server|buffered_reader)_test$'
   local uring_tests='^io_uring(_[a-z]+)?_test$'
+  # The clang suite is there for a second compiler's reading of the code.
+  # The I/O tests whose subject sits above the backend (HTTP, TLS, the
+  # buffered reader, the example servers) reach the backends through the
+  # same stream operations that the socket-level tests exercise, and the
+  # gcc suites run them on both backends: the clang suite runs them once,
+  # on io_uring where it runs (the backend with more of its own code under
+  # those operations), else on epoll. The socket-level, timer and io_uring
+  # tests still run on both there too.
+  local above_backend_tests='^(http_server(_[a-z]+)?|chat_server|kv_server|buffered_reader|io_tls(_[a-z]+)?)_test$'
   local uring_built=1 uring_usable=1 uring_note="" probe_line runs=() binary
   if ! ninja -C "$dir" -t query tests/io_uring_test >/dev/null 2>&1; then
     uring_built=0 uring_usable=0
@@ -245,12 +254,22 @@ run_tests() {
     if [ "$sanitize" = thread ] && [[ $(basename "$binary") =~ $one_thread_checkers ]]; then
       continue
     fi
-    if [[ $(basename "$binary") =~ $io_tests ]]; then
+    if [ "$compiler" = clang ] && [[ $(basename "$binary") =~ $above_backend_tests ]]; then
+      if [ "$uring_usable" -eq 1 ]; then
+        runs+=("$binary io_uring")
+      else
+        runs+=("$binary epoll")
+      fi
+    elif [[ $(basename "$binary") =~ $io_tests ]]; then
       runs+=("$binary epoll" "$binary io_uring")
     else
       runs+=("$binary -")
     fi
   done
+  if [ "$compiler" = clang ]; then
+    echo "== the I/O tests above the backend (HTTP, TLS, buffered reader, example servers):" \
+      "once, on $([ "$uring_usable" -eq 1 ] && echo io_uring || echo epoll), in this suite" >&2
+  fi
   # The model check explores on one OS thread and is among a suite's
   # longest runs: it runs as two halves side by side, so that the second
   # core is not idle meanwhile.
