@@ -32,6 +32,26 @@ struct counters {
   std::atomic<std::size_t> accepted{0};  // connections ever
   std::atomic<std::size_t> commands{0};  // lines answered (errors too)
   std::atomic<std::size_t> errors{0};    // of those, -ERR replies
+  // Where the open connections are now: waiting for a line (or the stop),
+  // running a command, writing its reply. A connection that stays in one
+  // of them says where it is stuck.
+  std::atomic<std::size_t> waiting{0};
+  std::atomic<std::size_t> executing{0};
+  std::atomic<std::size_t> replying{0};
+};
+
+// Counts a connection in one of the gauges above while it lives.
+class in_phase {
+ public:
+  explicit in_phase(std::atomic<std::size_t>& gauge) noexcept : gauge_(&gauge) {
+    gauge_->fetch_add(1, std::memory_order_relaxed);
+  }
+  in_phase(const in_phase&) = delete;
+  in_phase& operator=(const in_phase&) = delete;
+  ~in_phase() { gauge_->fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::size_t>* gauge_;
 };
 
 // The reply to one parsed command; `quit` is set by QUIT.
@@ -84,7 +104,9 @@ inline canopy::task<void> serve_client(canopy::io::tcp_stream stream, store& dat
   canopy::io::buffered_reader<canopy::io::tcp_stream&> reader(stream);
   for (bool quit = false; !quit;) {
     std::error_code error;
+    std::optional<in_phase> phase(std::in_place, stats.waiting);
     auto got = co_await canopy::race(reader.read_line(max_line, error), canopy::stopped(stop));
+    phase.reset();
     if (!got.has_value<0>()) {
       co_return;  // stopping, and no line had come
     }
@@ -97,14 +119,18 @@ inline canopy::task<void> serve_client(canopy::io::tcp_stream stream, store& dat
       co_return;  // EOF or a reset
     } else {
       command cmd = parse(*line);
+      phase.emplace(stats.executing);
       reply = co_await execute(data, std::move(cmd), quit);
+      phase.reset();
     }
     stats.commands.fetch_add(1, std::memory_order_relaxed);
     if (reply.front() == '-') {
       stats.errors.fetch_add(1, std::memory_order_relaxed);
     }
     std::error_code write_error;
+    phase.emplace(stats.replying);
     co_await canopy::io::write_all(stream, reply, write_error);
+    phase.reset();
     if (write_error) {
       co_return;
     }

@@ -1,6 +1,8 @@
 // stats_page.hpp — the kv_server's admin endpoint on Canopy's HTTP server:
 // GET /stats answers JSON {"keys":K,"connections":C,"accepted":A,
-// "commands":N,"errors":E,"logged":L,"stats_requests":S}. The handler is a
+// "commands":N,"errors":E,"logged":L,"stats_requests":S,"waiting":W,
+// "executing":X,"replying":R} (W + X + R open connections waiting for a
+// line, running a command, writing a reply). The handler is a
 // coroutine with state: it counts its own requests, and counts the keys
 // under each shard's canopy::mutex, which a plain function could not await.
 #pragma once
@@ -36,7 +38,9 @@ inline canopy::io::http::router stats_routes(store& data, counters& stats, log_w
             "{\"keys\":" + std::to_string(keys) + ",\"connections\":" + number(stats.open) +
             ",\"accepted\":" + number(stats.accepted) + ",\"commands\":" + number(stats.commands) +
             ",\"errors\":" + number(stats.errors) + ",\"logged\":" + std::to_string(log.written()) +
-            ",\"stats_requests\":" + std::to_string(asked) + "}\n";
+            ",\"stats_requests\":" + std::to_string(asked) +
+            ",\"waiting\":" + number(stats.waiting) + ",\"executing\":" + number(stats.executing) +
+            ",\"replying\":" + number(stats.replying) + "}\n";
         co_return answer;
       });
   return routes;

@@ -246,6 +246,21 @@ def case_replies(server):
           "stats commands %d, expected %d" % (stats["commands"], expected_commands))
     check(stats["stats_requests"] == 1, "stats_requests %d" % stats["stats_requests"])
     check(server.stats()["stats_requests"] == 2, "the handler's own count did not grow")
+    check((stats["waiting"], stats["executing"], stats["replying"]) == (0, 0, 0),
+          "phase gauges with no client: %r" % stats)
+    # One idle client: counted as waiting for a line once its reply is out.
+    idle = Client(server.port)
+    expect(idle, "PING", "+PONG")
+    phases = None
+    for _ in range(100):
+        now = server.stats()
+        phases = (now["connections"], now["waiting"], now["executing"], now["replying"])
+        if phases == (1, 1, 0, 0):
+            break
+        time.sleep(0.02 * SCALE)
+    check(phases == (1, 1, 0, 0), "one idle client: (connections, waiting, executing, "
+          "replying) %r" % (phases,))
+    idle.close()
 
     # Garbage: random bytes, a line at a time; each gets exactly one reply
     # of a known form (nearly all -ERR), and the server stays up.

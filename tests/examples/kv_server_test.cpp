@@ -92,12 +92,21 @@ std::string tcp_state_of(pid_t pid, const std::string& inode) {
   return " (not in /proc/net/tcp)";
 }
 
-// What the server holds, for a failure's report: each descriptor, a
-// socket's TCP state, and the io_uring instance's queues (its fdinfo: the
-// submission and completion heads and tails, the polls armed, the task
-// work pending on each).
-std::string server_state(pid_t pid) {
-  std::string report;
+// What the server's /stats page says (curl, bounded): among the rest,
+// where its open connections are (waiting for a line, executing, replying).
+std::string stats_page(std::uint16_t http_port) {
+  child_process curl({"curl", "-sS", "--max-time", "10",
+                      "http://127.0.0.1:" + std::to_string(http_port) + "/stats"});
+  const int status = curl.wait(20);
+  return "GET /stats (curl exit " + std::to_string(status) + "): " + curl.output();
+}
+
+// What the server holds, for a failure's report: its /stats page, each
+// descriptor, a socket's TCP state, and the io_uring instance's queues
+// (its fdinfo: the submission and completion heads and tails, the polls
+// armed, the task work pending on each).
+std::string server_state(pid_t pid, std::uint16_t http_port) {
+  std::string report = stats_page(http_port) + "\n";
   std::error_code error;
   const std::string base = "/proc/" + std::to_string(pid);
   for (const auto& entry : std::filesystem::directory_iterator(base + "/fd", error)) {
@@ -252,6 +261,11 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
   const std::string_view prefix = "listening on 127.0.0.1:";
   REQUIRE(server.output().rfind(prefix, 0) == 0);
   const auto port = static_cast<std::uint16_t>(std::stoul(server.output().substr(prefix.size())));
+  const std::string_view http_prefix = "http on 127.0.0.1:";
+  const std::size_t http_at = server.output().find(http_prefix);
+  REQUIRE(http_at != std::string::npos);
+  const auto http_port =
+      static_cast<std::uint16_t>(std::stoul(server.output().substr(http_at + http_prefix.size())));
 
   const std::size_t total = std::max<std::size_t>(
       2000, 100000 / static_cast<std::size_t>(canopy::testing::stress_divisor()));
@@ -264,7 +278,8 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
   // descriptor is kept): the server's state, taken right after, says where.
   // The connections' own lines come last, where a log's tail keeps them.
   const std::size_t warm_wrong = churn(port, 0, warm, 4, faults);
-  CHECK_MESSAGE(warm_wrong == 0, (warm_wrong == 0 ? "" : server_state(server.pid())), faults);
+  CHECK_MESSAGE(warm_wrong == 0, (warm_wrong == 0 ? "" : server_state(server.pid(), http_port)),
+                faults);
   std::size_t settled_fds = 0;
   REQUIRE(canopy::testing::eventually([&] {
     const std::size_t now = descriptors_of(server.pid());
@@ -275,14 +290,15 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
   const long warm_rss = rss_kib_of(server.pid());
   faults.clear();
   const std::size_t wrong = churn(port, warm, total - warm, 4, faults);
-  CHECK_MESSAGE(wrong == 0, (wrong == 0 ? "" : server_state(server.pid())), faults);
+  CHECK_MESSAGE(wrong == 0, (wrong == 0 ? "" : server_state(server.pid(), http_port)), faults);
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   // Connections end on the server after the client saw its last reply:
   // wait (bounded) until every descriptor is back.
   const bool returned =
       canopy::testing::eventually([&] { return descriptors_of(server.pid()) <= settled_fds; });
-  CHECK_MESSAGE(returned, "the server holds:\n", (returned ? "" : server_state(server.pid())));
+  CHECK_MESSAGE(returned, "the server holds:\n",
+                (returned ? "" : server_state(server.pid(), http_port)));
   const long rss = rss_kib_of(server.pid());
   MESSAGE(total, " connections in ", took, " s; descriptors ", settled_fds, " -> ",
           descriptors_of(server.pid()), "; RSS ", warm_rss, " -> ", rss, " KiB");
