@@ -155,6 +155,13 @@ unsigned completion_ring::submit() noexcept {
     if (submitted != -EINTR) {
       // EAGAIN/EBUSY: the kernel is short of memory or the completion
       // queue overflowed; the entries stay queued for the next submit.
+      // publish_locked() cleared the hint: set it again, or a worker's
+      // submit() at its next poll or park would skip them, leaving them to
+      // the poller's next wait, which may be blocked until some other
+      // completion comes.
+      const std::lock_guard guard(submit_lock_);
+      unsubmitted_.store(unsubmitted_.load(canopy::detail::atomics::relaxed) + pending,
+                         canopy::detail::atomics::relaxed);
       return 0;
     }
   }
