@@ -225,7 +225,7 @@ class fork_join_base : protected fork_record {
       if (self.promise().in_region()) {
         return join_region<Start>(self, self.promise().context());
       }
-      return open_region(self, self.promise().context());
+      return open_region<Start>(self, self.promise().context());
     }
   }
 
@@ -248,7 +248,10 @@ class fork_join_base : protected fork_record {
   }
 
   // Any other coroutine `self` opens a region and runs it on this worker.
-  CANOPY_THREAD_LOCAL_STEP std::coroutine_handle<> open_region(std::coroutine_handle<> self,
+  // Once a region, so never inline: in the joining frame's code it would
+  // add to what every resumption of that frame saves and restores.
+  template <start_fn Start>
+  [[gnu::noinline]] std::coroutine_handle<> open_region(std::coroutine_handle<> self,
                                                                task_context* context) noexcept {
     context_ = context;
     worker_context* const worker = current_worker();
@@ -261,7 +264,7 @@ class fork_join_base : protected fork_record {
     // wait over (fork_region::finished).
     context->suspend_on(self, wait_kind::fork_region, &*region_);
     open({}, &*region_);
-    drive(launch_next());
+    drive(launch_next_with<Start>());
     if (region_->leave()) {
       context->clear_wait();
       return self;  // the region ended on this thread's run: go on at once

@@ -248,21 +248,18 @@ class fork_record : public offered_job {
                                                region_link*& link) noexcept;
 
   // A record whose start function is known when the record's type is
-  // compiled (the awaiters' static `start`): a child's end and a steal
-  // launch the next child with it inline, where a call through `start_`
-  // and one to launch_next were.
+  // compiled (the awaiters' static `start`): every step that launches a
+  // child (the first launch, a child's end, a steal) is instantiated with
+  // it and calls it inline, so the record keeps no pointers to those
+  // steps beside the thieves' `execute`.
   template <start_fn Start>
   struct typed_start {};
 
   template <start_fn Start>
-  fork_record(typed_start<Start> /*start*/, std::uint32_t count) noexcept
-      : start_(Start),
-        launch_(&launch_with<Start>),
-        ended_(&child_ended_with<Start>),
-        count_(count) {
+  fork_record(typed_start<Start> /*start*/, std::uint32_t count) noexcept : count_(count) {
     execute = &run_stolen_with<Start>;
   }
-  // Any start function, called through the pointer.
+  // Any start function, called through the pointer (launch_next).
   fork_record(start_fn start, std::uint32_t count) noexcept
       : fork_record(typed_start<&start_stored>{}, count) {
     start_ = start;
@@ -286,8 +283,10 @@ class fork_record : public offered_job {
   // The thread that holds the record (the joiner at first, later whoever
   // popped it back or stole it): launch the next child and return it, or,
   // when every child was launched, join (the coroutine to run next, or a
-  // null handle when another thread will).
-  std::coroutine_handle<> launch_next() noexcept { return launch_(*this); }
+  // null handle when another thread will). Only for a record made with a
+  // start function pointer; a typed record launches with
+  // launch_next_with<Start>.
+  std::coroutine_handle<> launch_next() noexcept { return launch_next_with<&start_stored>(); }
 
   // A thief runs the rest of the join (offer_deque's steal gave it the
   // record): one more steal, then the next child, on this thread.
@@ -331,7 +330,7 @@ class fork_record : public offered_job {
       }
       link->record = this;
       if (next_ < count_) {
-        link->ended = ended_;
+        link->ended = &child_ended_with<Start>;
         link->offered = offer_rest();
       } else {
         // The last child: its end only joins, without the typed end's
@@ -345,10 +344,6 @@ class fork_record : public offered_job {
   }
 
  private:
-  template <start_fn Start>
-  static std::coroutine_handle<> launch_with(fork_record& record) noexcept {
-    return record.launch_next_with<Start>();
-  }
   // The start function of a record made with a pointer to one.
   static std::coroutine_handle<> start_stored(fork_record& record, std::uint32_t index,
                                               region_link*& link) noexcept {
@@ -423,9 +418,7 @@ class fork_record : public offered_job {
     return {};
   }
 
-  start_fn start_;
-  std::coroutine_handle<> (*launch_)(fork_record& record) noexcept;
-  std::coroutine_handle<> (*ended_)(region_link& link) noexcept;
+  start_fn start_ = nullptr;  // the pointer constructor's (start_stored calls it)
   std::coroutine_handle<> parent_;
   fork_region* region_ = nullptr;
   const atomics::atomic<std::uint32_t>* cancel_word_ = nullptr;  // the region's
