@@ -252,7 +252,7 @@ class fork_join_base : protected fork_record {
   // add to what every resumption of that frame saves and restores.
   template <start_fn Start>
   [[gnu::noinline]] std::coroutine_handle<> open_region(std::coroutine_handle<> self,
-                                                               task_context* context) noexcept {
+                                                        task_context* context) noexcept {
     context_ = context;
     worker_context* const worker = current_worker();
     region_.emplace(worker->core, worker->running, running_task_cancel_state());
