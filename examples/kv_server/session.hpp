@@ -104,9 +104,10 @@ inline canopy::task<void> serve_client(canopy::io::tcp_stream stream, store& dat
   canopy::io::buffered_reader<canopy::io::tcp_stream&> reader(stream);
   for (bool quit = false; !quit;) {
     std::error_code error;
+    // One phase at a time: each emplace leaves the last one, the loop's
+    // next turn or the task's end leaves the last of all.
     std::optional<in_phase> phase(std::in_place, stats.waiting);
     auto got = co_await canopy::race(reader.read_line(max_line, error), canopy::stopped(stop));
-    phase.reset();
     if (!got.has_value<0>()) {
       co_return;  // stopping, and no line had come
     }
@@ -121,7 +122,6 @@ inline canopy::task<void> serve_client(canopy::io::tcp_stream stream, store& dat
       command cmd = parse(*line);
       phase.emplace(stats.executing);
       reply = co_await execute(data, std::move(cmd), quit);
-      phase.reset();
     }
     stats.commands.fetch_add(1, std::memory_order_relaxed);
     if (reply.front() == '-') {
@@ -130,7 +130,6 @@ inline canopy::task<void> serve_client(canopy::io::tcp_stream stream, store& dat
     std::error_code write_error;
     phase.emplace(stats.replying);
     co_await canopy::io::write_all(stream, reply, write_error);
-    phase.reset();
     if (write_error) {
       co_return;
     }
