@@ -17,10 +17,12 @@
 // * co_await canopy::join(c1, ..., cn), inside a canopy::task: each ci is a
 //   canopy::call(f, args...) (f a coroutine function returning task<T>,
 //   called when its child is launched) or a task<T> already made. The
-//   first child runs at once on this thread; the rest of the join waits on
-//   this worker's deque, where an idle worker may steal it and run the next
-//   child. Returns std::pair (two children) or std::tuple of the results in
-//   argument order, std::monostate for task<void>. Every child has ended
+//   first child runs at once on this thread, nested in the co_await; the
+//   rest of the join waits on this worker's deque, where an idle worker may
+//   steal it and run the next child. When every child ended on this
+//   thread, the co_await returns without suspending. Returns std::pair (two
+//   children) or std::tuple of the results in argument order,
+//   std::monostate for task<void>. Every child has ended
 //   when the co_await returns: they may borrow the awaiting coroutine's
 //   locals.
 // * co_await canopy::join_n(count, make): make(i), for i in [0, count), is
@@ -137,45 +139,37 @@ struct fork_join_result<First, Second> {
   using type = std::pair<First, Second>;
 };
 
-// Child `child` made and pointed at `slot`: its handle, or null with the
-// reason in the slot. For a caller that checked the region's cancel.
+// Child `child` made, pointed at `slot` and run on this thread, nested.
+// Returns whether it ended (also when it could not be made: then the
+// reason is in its slot) rather than waiting in a join another thread
+// holds. For a caller that checked the region's cancel and prepared the
+// child's link.
 template <class T, class C>
-[[gnu::always_inline]] inline std::coroutine_handle<> make_fork_child(
-    C& child, fork_result<T>& slot, task_context* context) noexcept {
+[[gnu::always_inline]] inline bool run_fork_child(C& child, fork_result<T>& slot,
+                                                  task_context* context) noexcept {
   // The first task frame make() allocates goes on this thread's stack
   // (fork_stack.hpp): a call's own frame; a task<T> made before the join
   // stays where it is.
   fork_stack_state().mark = want_stack_frame;
+  std::coroutine_handle<task_promise<T>> handle;
   try {
     task<T> made = fork_child_traits<C>::make(child);
     const std::uintptr_t consumed = std::exchange(fork_stack_state().mark, 0);
-    const auto handle = made.release();
+    handle = made.release();
     if (consumed != reinterpret_cast<std::uintptr_t>(handle.address())) [[unlikely]] {
       stack_frame_not_kept(consumed);
     }
     if (!handle) {
       throw std::invalid_argument("canopy::join: an empty task (moved from or already awaited)");
     }
-    handle.promise().fork_into(&slot, context);
-    return handle;
   } catch (...) {
     stack_frame_not_kept(std::exchange(fork_stack_state().mark, 0));
     slot.error = std::current_exception();
-    return {};
+    return true;
   }
-}
-
-// make_fork_child, unless the region was cancelled (then task_cancelled
-// in the slot and a null handle).
-template <class T, class C>
-[[gnu::always_inline]] inline std::coroutine_handle<> start_fork_child(
-    C& child, fork_result<T>& slot, fork_record& record, task_context* context) noexcept {
-  if (record.cancelled()) {
-    slot.error = std::make_exception_ptr(task_cancelled());
-    return {};
-  }
-  // The first task frame of the child goes on the stack (make_fork_child).
-  return make_fork_child<T>(child, slot, context);
+  handle.promise().fork_into(&slot, context);
+  handle.resume();
+  return child_ended_here();
 }
 
 template <class T>
@@ -211,16 +205,15 @@ class fork_join_base : protected fork_record {
   ~fork_join_base() = default;
 
   // co_await of the awaiter whose children Start makes: a region frame
-  // joins its region, inline (its first child runs next); any other
-  // coroutine opens a region.
+  // joins its region, inline (its first child runs next, nested); any other
+  // coroutine opens a region. Returns whether `self` suspends.
   template <start_fn Start, class Promise>
-  [[gnu::always_inline]] std::coroutine_handle<> suspend_with(
-      std::coroutine_handle<Promise> self) noexcept {
+  [[gnu::always_inline]] bool suspend_with(std::coroutine_handle<Promise> self) noexcept {
     if constexpr (!is_task_promise<Promise>()) {
       std::terminate();
     } else {
       if (children() == 0) {
-        return self;  // nothing to join (join_n of 0)
+        return false;  // nothing to join (join_n of 0)
       }
       if (self.promise().in_region()) {
         return join_region<Start>(self, self.promise().context());
@@ -231,28 +224,29 @@ class fork_join_base : protected fork_record {
 
   // A region frame `self`, whose context is `context`, joins its region:
   // the task that opened the region waits on it for as long as it runs,
-  // and its recorded wait names the region. Inline in the joining frame
-  // with GCC, where a fork's launch is most of its cost.
+  // and its recorded wait names the region. The children run nested, here;
+  // when the join completes on this thread, `self` goes on without a
+  // suspension. Inline in the joining frame with GCC, where a fork's launch
+  // is most of its cost.
   template <start_fn Start>
-  CANOPY_INLINE_THREAD_LOCAL_STEP std::coroutine_handle<> join_region(
-      std::coroutine_handle<> self, task_context* context) noexcept {
+  CANOPY_INLINE_THREAD_LOCAL_STEP bool join_region(std::coroutine_handle<> self,
+                                                   task_context* context) noexcept {
     context_ = context;
     auto* const region = static_cast<fork_region*>(context->waiting_on);
     joiner_task = region->task();
     joiner_has_task = true;
     open(self, region);
-    const std::coroutine_handle<> first = launch_next_with<Start>();
-    // Nothing launched and the join already done elsewhere cannot
-    // happen: a join that launched nothing completes here (first is self).
-    return first ? first : std::noop_coroutine();
+    // The join completed here (its parent, self, goes on) or another
+    // thread holds it now (self suspends; only locals from here).
+    return !run_rest<Start>();
   }
 
   // Any other coroutine `self` opens a region and runs it on this worker.
   // Once a region, so never inline: in the joining frame's code it would
   // add to what every resumption of that frame saves and restores.
   template <start_fn Start>
-  [[gnu::noinline]] std::coroutine_handle<> open_region(std::coroutine_handle<> self,
-                                                        task_context* context) noexcept {
+  [[gnu::noinline]] bool open_region(std::coroutine_handle<> self,
+                                     task_context* context) noexcept {
     context_ = context;
     worker_context* const worker = current_worker();
     region_.emplace(worker->core, worker->running, running_task_cancel_state());
@@ -264,12 +258,12 @@ class fork_join_base : protected fork_record {
     // wait over (fork_region::finished).
     context->suspend_on(self, wait_kind::fork_region, &*region_);
     open({}, &*region_);
-    drive(launch_next_with<Start>());
+    drive(run_rest<Start>());
     if (region_->leave()) {
       context->clear_wait();
-      return self;  // the region ended on this thread's run: go on at once
+      return false;  // the region ended on this thread's run: go on at once
     }
-    return std::noop_coroutine();  // the worker that ends the region wakes the task
+    return true;  // the worker that ends the region wakes the task
   }
 
   task_context* context_ = nullptr;
@@ -291,34 +285,37 @@ class fork_join_awaiter : public fork_join_base {
   ~fork_join_awaiter() = default;
 
   template <class Promise>
-  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(
-      std::coroutine_handle<Promise> self) noexcept {
+  [[gnu::always_inline]] bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
     return suspend_with<&start>(self);
   }
   Result await_resume() { return collect(std::index_sequence_for<Children...>{}); }
 
  private:
-  static std::coroutine_handle<> start(fork_record& record, std::uint32_t index,
-                                       region_link*& link) noexcept {
+  static child_run start(fork_record& record, std::uint32_t index) noexcept {
     auto& self = static_cast<fork_join_awaiter&>(record);
-    return self.start_at(index, link, std::index_sequence_for<Children...>{});
+    return self.start_at(index, std::index_sequence_for<Children...>{});
   }
 
   template <std::size_t... Is>
-  std::coroutine_handle<> start_at(std::uint32_t index, region_link*& link,
-                                   std::index_sequence<Is...> /*indices*/) noexcept {
-    std::coroutine_handle<> handle;
-    static_cast<void>(((index == Is ? (handle = start_one<Is>(link), true) : false) || ...));
-    return handle;
+  child_run start_at(std::uint32_t index, std::index_sequence<Is...> /*indices*/) noexcept {
+    child_run run = child_run::ended;
+    static_cast<void>(((index == Is ? (run = start_one<Is>(), true) : false) || ...));
+    return run;
   }
 
   template <std::size_t I>
-  std::coroutine_handle<> start_one(region_link*& link) noexcept {
+  child_run start_one() noexcept {
     auto& slot = std::get<I>(slots_);
-    link = &slot.link;
+    if (cancelled()) {
+      slot.error = std::make_exception_ptr(task_cancelled());
+      return child_run::ended;
+    }
+    const bool offered = prepare_launch<&start>(slot.link);
     using child_type = std::tuple_element_t<I, std::tuple<Children...>>;
-    return start_fork_child<fork_value_t<child_type>>(std::get<I>(children_), slot, *this,
-                                                      context_);
+    if (!run_fork_child<fork_value_t<child_type>>(std::get<I>(children_), slot, context_)) {
+      return child_run::suspended;
+    }
+    return offered ? child_run::ended_offered : child_run::ended;
   }
 
   template <std::size_t... Is>

@@ -79,8 +79,7 @@ class fork_join_n_awaiter : public fork_join_base {
   ~fork_join_n_awaiter() = default;
 
   template <class Promise>
-  [[gnu::always_inline]] std::coroutine_handle<> await_suspend(
-      std::coroutine_handle<Promise> self) noexcept {
+  [[gnu::always_inline]] bool await_suspend(std::coroutine_handle<Promise> self) noexcept {
     return suspend_with<&start>(self);
   }
   auto await_resume() {
@@ -114,27 +113,35 @@ class fork_join_n_awaiter : public fork_join_base {
     return static_cast<std::uint32_t>(count);
   }
 
-  static std::coroutine_handle<> start(fork_record& record, std::uint32_t index,
-                                       region_link*& link) noexcept {
+  static child_run start(fork_record& record, std::uint32_t index) noexcept {
     auto& self = static_cast<fork_join_n_awaiter&>(record);
     fork_result<T>& slot = self.slots_[index];
-    link = &slot.link;
     if (record.cancelled()) {
       slot.error = std::make_exception_ptr(task_cancelled());
-      return {};
+      return child_run::ended;
     }
     try {
       if constexpr (call_outlives_launch<child_type>) {
         child_type& child = self.calls_[index].emplace(std::invoke(self.make_, std::size_t{index}));
-        return make_fork_child<T>(child, slot, self.context_);
+        return self.template run_made<T>(child, slot);
       } else {
         child_type child = std::invoke(self.make_, std::size_t{index});
-        return make_fork_child<T>(child, slot, self.context_);
+        return self.template run_made<T>(child, slot);
       }
     } catch (...) {
       slot.error = std::current_exception();
-      return {};
+      return child_run::ended;
     }
+  }
+
+  // Child `child` (make(i) returned it) launched into `slot` and run here.
+  template <class U, class C>
+  [[gnu::always_inline]] child_run run_made(C& child, fork_result<U>& slot) noexcept {
+    const bool offered = prepare_launch<&start>(slot.link);
+    if (!run_fork_child<U>(child, slot, context_)) {
+      return child_run::suspended;
+    }
+    return offered ? child_run::ended_offered : child_run::ended;
   }
 
   Make make_;

@@ -16,16 +16,33 @@
 // whichever subtraction reaches 0 continues the joining coroutine. With
 // no steal the counter is never touched.
 //
+// Nesting. A child runs inside its launch: its frame is made and resumed
+// at once, nested in the C++ frame of the launcher (the joining frame's
+// await_suspend, a thief's steal, or drive() below; run_fork_child in
+// fork_join_await.hpp). When the resumption returns, the child either
+// ended (its end left its link, child_ended_here) and the launcher pops
+// and goes on, or it waits in a join whose rest another thread holds (or
+// that was deferred, below). The launcher then returns without touching
+// its record, which a thief holds too (a deque gives its oldest entry
+// first), was never offered (a last child), or waits on this thread's
+// deque for the child's end to pop it. A join that completes where it was
+// opened continues its coroutine without a suspension: when nothing is
+// stolen, a fork costs one entry into each frame. Below a floor of the
+// thread's stack a join is not run nested: it is left to the run's driver
+// (drive), which runs it from the bottom of the run, and each level above
+// returns as if its child waited elsewhere; the child's end comes through
+// its link.
+//
 // Region. The outermost join, awaited by an ordinary task H, opens a
 // region: its children and everything they join are region frames, which
 // run under H (current_waker() names it) on whichever worker runs them,
 // and may await only their own children (promise_base::await_transform).
 // H waits on wait_kind::fork_region while the region runs. The opening
-// worker runs the region from the join's await_suspend (drive); when that
-// returns, the region either ended (H goes on at once) or another worker
-// still runs part of it, and then H suspends: the worker that ends the
-// region schedules H. `state` decides which of the two happened, with one
-// exchange on each side.
+// worker runs the region from the join's await_suspend (run_rest, drive);
+// when that returns, the region either ended (H goes on at once) or
+// another worker still runs part of it, and then H suspends: the worker
+// that ends the region schedules H. `state` decides which of the two
+// happened, with one exchange on each side.
 //
 // Memory orders (the full argument: docs/fork_join_design.md, 3.4):
 //   * the deque's push (release of bottom) and steal (seq_cst load of
@@ -187,6 +204,19 @@ class fork_region {
   const atomics::atomic<std::uint32_t>* cancel_word_;
 };
 
+// How far down this thread's C++ stack the caller runs: its stack pointer.
+// (Not __builtin_frame_address, which makes GCC set up a frame pointer in
+// every coroutine body that nests a join.)
+[[gnu::always_inline]] inline std::uintptr_t stack_position() noexcept {
+#if defined(__x86_64__)
+  std::uintptr_t position = 0;
+  asm("mov %%rsp, %0" : "=r"(position));
+  return position;
+#else
+  return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+#endif
+}
+
 // While a thread runs region frames, region_state().joins names its offer
 // deque: from the opening join or a steal until that run returns. A run
 // nested in another on the same thread (a stolen record run while a
@@ -200,8 +230,14 @@ class region_scope {
       :
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
         outer_(std::exchange(region_state().joins, joins)),
+        outer_floor_(region_state().nesting_floor),
 #endif
         outer_stack_(enter_stack_run(joins != nullptr ? &joins->stack_cache() : nullptr)) {
+#if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
+    if (outer_floor_ == 0) {
+      region_state().nesting_floor = nesting_floor_for(joins);
+    }
+#endif
   }
   region_scope(const region_scope&) = delete;
   region_scope& operator=(const region_scope&) = delete;
@@ -211,58 +247,95 @@ class region_scope {
     leave_stack_run(outer_stack_);
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
     region_state().joins = outer_;
+    region_state().nesting_floor = outer_floor_;
 #endif
   }
 
  private:
+  // A worker's run keeps half its thread's stack free, as help() does;
+  // any other thread's (a host's) nests at most this much below the run's
+  // start.
+  static constexpr std::uintptr_t nesting_budget = std::uintptr_t{256} << 10;
+  static std::uintptr_t nesting_floor_for(join_worker* joins) noexcept {
+    if (joins != nullptr && joins->nesting_floor() != 0) {
+      return joins->nesting_floor();
+    }
+    const std::uintptr_t here = stack_position();
+    return here > nesting_budget ? here - nesting_budget : 1;
+  }
+
 #if !defined(CANOPY_MODEL_CHECK) && !defined(CANOPY_RELACY)
   join_worker* outer_;
+  std::uintptr_t outer_floor_;
 #endif
   stack_run_outer outer_stack_;
 };
 
 // Runs region frames from `first` until none is named: each region
 // frame's end leaves what comes next (region_state) instead of transferring to
-// it, so a long chain of ends does not grow the stack. Inside a
-// region_scope.
+// it, so a long chain of ends does not grow the stack. A join deferred
+// because its children would nest too deep (fork_record::run_rest) runs
+// from here, at the bottom of the run. Inside a region_scope.
 inline void drive(std::coroutine_handle<> first) noexcept {
   std::coroutine_handle<> next = first;
-  while (next) {
-    next.resume();
-    region_thread& here = region_state();
-    if (region_link* const ended = std::exchange(here.ended, nullptr)) {
-      next = ended->ended(*ended);
-    } else {
-      next = std::exchange(here.next, {});
+  for (;;) {
+    while (next) {
+      next.resume();
+      region_thread& here = region_state();
+      if (region_link* const ended = std::exchange(here.ended, nullptr)) {
+        next = ended->ended(*ended);
+      } else {
+        next = std::exchange(here.next, {});
+      }
     }
+    region_thread& here = region_state();
+    if (here.deferred == nullptr) {
+      return;
+    }
+    next = here.deferred_rest(std::exchange(here.deferred, nullptr));
   }
 }
+
+// After a child ran nested on this thread (its launch, or a resumption):
+// true if it ended (its end left its link), false if it is suspended in a
+// join another thread now holds. A task it awaited inline that ended names
+// it to resume: it goes on here, nested too.
+CANOPY_INLINE_THREAD_LOCAL_STEP inline bool child_ended_here() noexcept {
+  region_thread& here = region_state();
+  for (;;) {
+    if (here.ended != nullptr) {
+      here.ended = nullptr;
+      return true;
+    }
+    const std::coroutine_handle<> next = std::exchange(here.next, {});
+    if (!next) {
+      return false;
+    }
+    next.resume();
+  }
+}
+
+// How a launched child's run on the launching thread came back.
+enum class child_run : std::uint8_t {
+  ended,          // it ended (or was not made); the record was not offered
+  ended_offered,  // it ended, and the record was offered while it ran
+  suspended,      // it waits in a join another thread holds
+};
 
 // A join's record: the rest of the join, as one offered_job on a deque.
 class fork_record : public offered_job {
  public:
-  // The typed part (fork_join_await.hpp): makes child `index`'s frame,
-  // points it at its slot, and returns it; null when the child could not
-  // be made (the error is in its slot). Never throws.
-  using start_fn = std::coroutine_handle<> (*)(fork_record& record, std::uint32_t index,
-                                               region_link*& link) noexcept;
+  // The typed part (fork_join_await.hpp): launches child `index` (after
+  // prepare_launch) and runs it on this thread. Never throws; a child that
+  // could not be made has its error in its slot and counts as ended.
+  using start_fn = child_run (*)(fork_record& record, std::uint32_t index) noexcept;
 
-  // A record whose start function is known when the record's type is
-  // compiled (the awaiters' static `start`): every step that launches a
-  // child (the first launch, a child's end, a steal) is instantiated with
-  // it and calls it inline, so the record keeps no pointers to those
-  // steps beside the thieves' `execute`.
   template <start_fn Start>
   struct typed_start {};
 
   template <start_fn Start>
   fork_record(typed_start<Start> /*start*/, std::uint32_t count) noexcept : count_(count) {
     execute = &run_stolen_with<Start>;
-  }
-  // Any start function, called through the pointer (launch_next).
-  fork_record(start_fn start, std::uint32_t count) noexcept
-      : fork_record(typed_start<&start_stored>{}, count) {
-    start_ = start;
   }
   fork_record(fork_record&&) = delete;
   fork_record(const fork_record&) = delete;
@@ -280,22 +353,14 @@ class fork_record : public offered_job {
     stack_ = stack_in_use();
   }
 
-  // The thread that holds the record (the joiner at first, later whoever
-  // popped it back or stole it): launch the next child and return it, or,
-  // when every child was launched, join (the coroutine to run next, or a
-  // null handle when another thread will). Only for a record made with a
-  // start function pointer; a typed record launches with
-  // launch_next_with<Start>.
-  std::coroutine_handle<> launch_next() noexcept { return launch_next_with<&start_stored>(); }
-
   // A thief runs the rest of the join (offer_deque's steal gave it the
-  // record): one more steal, then the next child, on this thread.
+  // record): one more steal, then the next children, on this thread.
   template <start_fn Start>
   static void run_stolen_with(offered_job& job) noexcept {
     auto& record = static_cast<fork_record&>(job);
     ++record.steals_;  // plain: the steal made this thread the record's holder
     const region_scope scope(joins_here());
-    drive(record.launch_next_with<Start>());
+    drive(record.run_rest<Start>());
   }
 
   // How many children the join has.
@@ -308,6 +373,24 @@ class fork_record : public offered_job {
     return (cancel_word_->load(atomics::relaxed) & fork_region::cancel_bit) != 0;
   }
 
+  // The typed part, before it runs child `next_ - 1`: the child's link
+  // names this record and how its end continues the join, and the rest of
+  // the join is offered to thieves when there is a rest. Returns whether
+  // it was offered.
+  template <start_fn Start>
+  [[gnu::always_inline]] bool prepare_launch(region_link& link) noexcept {
+    link.record = this;
+    if (next_ < count_) {
+      link.ended = &child_ended_with<Start>;
+      link.offered = offer_rest();
+      return link.offered;
+    }
+    // The last child: its end only joins.
+    link.ended = &last_child_ended;
+    link.offered = false;
+    return false;
+  }
+
  private:
   static constexpr std::uint32_t k_max = std::uint32_t{1} << 31;
 
@@ -316,62 +399,73 @@ class fork_record : public offered_job {
   // keeps the record and launches the next child itself.
   [[gnu::always_inline]] bool offer_rest() noexcept { return offer_to_thieves(*this); }
 
-  // What launch_next does, with the start function inline (the joining
-  // frame's first launch, a child's end, a steal).
  protected:
-  template <start_fn Start>
-  [[gnu::always_inline]] std::coroutine_handle<> launch_next_with() noexcept {
+  // The thread that holds the record launches every child not launched
+  // yet, each run nested here, and joins. Returns the coroutine to run next
+  // when the join completed here (the parent; null for a root join, whose
+  // region it finished), or null when another thread holds the join now.
+  template <start_fn Start, bool NestingChecked = false>
+  [[gnu::always_inline]] std::coroutine_handle<> run_rest() noexcept {
+    if constexpr (!NestingChecked) {
+      // Each join nests its children one level deeper in this thread's C++
+      // stack. Below the run's floor the join goes to the bottom of the
+      // run instead: drive() calls the rest, and this thread keeps the
+      // record (its frames stay on this thread's stack). Every level above
+      // returns as if its child were waiting on another thread, without
+      // touching its record; its child's end comes through its link.
+      region_thread& here = region_state();
+      if (stack_position() < here.nesting_floor) [[unlikely]] {
+        here.deferred = this;
+        here.deferred_rest = &deferred_rest<Start>;
+        return {};
+      }
+    }
     while (next_ < count_) {
       const std::uint32_t index = next_++;
-      region_link* link = nullptr;
-      const std::coroutine_handle<> child = Start(*this, index, link);
-      if (!child) {
-        continue;  // not made, or cancelled: its slot says why
+      const child_run run = Start(*this, index);
+      if (run == child_run::suspended) {
+        return {};  // the join is another thread's: only locals now
       }
-      link->record = this;
-      if (next_ < count_) {
-        link->ended = &child_ended_with<Start>;
-        link->offered = offer_rest();
-      } else {
-        // The last child: its end only joins, without the typed end's
-        // pop and launch (whose saved registers it would pay).
-        link->ended = &last_child_ended;
+      if (run == child_run::ended_offered && !take_back_from_thieves(*this)) {
+        return count_end_elsewhere();
       }
-      // Once offered, the record may be another thread's: only locals now.
-      return child;
     }
     return join();
   }
 
  private:
-  // The start function of a record made with a pointer to one.
-  static std::coroutine_handle<> start_stored(fork_record& record, std::uint32_t index,
-                                              region_link*& link) noexcept {
-    return record.start_(record, index, link);
-  }
-
-  // A child ended (its frame is gone): continue the join if this thread
-  // holds the record, else count the end.
+  // A child ended (its frame is gone) in a run that is not its launch's:
+  // continue the join if this thread holds the record, else count the end.
   template <start_fn Start>
   static std::coroutine_handle<> child_ended_with(region_link& link) noexcept {
     auto& record = *static_cast<fork_record*>(link.record);
     if (link.offered && !take_back_from_thieves(record)) {
-      // A thief holds the record. acq_rel: this child's result and
-      // everything this thread did happen before the subtraction that
-      // reaches 0, which reads them (release); if that is this one, it
-      // reads the others' (acquire). The stack hand-over rides on the same
-      // edges (top of this file).
-      const bool holds_frames = stack_in_use() != nullptr;
-      if (record.joins_.fetch_sub(1, atomics::acq_rel) == 1) {
-        record.adopt_joining_stack();
-        return record.complete();
-      }
-      if (holds_frames) {
-        release_stack();  // the winner adopts it
-      }
-      return {};  // the record's holder or another child's end goes on
+      return record.count_end_elsewhere();
     }
-    return record.launch_next_with<Start>();
+    return record.run_rest<Start>();
+  }
+
+  // A deferred join's rest, from the bottom of the run (drive).
+  template <start_fn Start>
+  static std::coroutine_handle<> deferred_rest(void* record) noexcept {
+    return static_cast<fork_record*>(record)->run_rest<Start, true>();
+  }
+
+  // A thief holds the record: this child's end is counted on it.
+  std::coroutine_handle<> count_end_elsewhere() noexcept {
+    // acq_rel: this child's result and everything this thread did happen
+    // before the subtraction that reaches 0, which reads them (release);
+    // if that is this one, it reads the others' (acquire). The stack
+    // hand-over rides on the same edges (top of this file).
+    const bool holds_frames = stack_in_use() != nullptr;
+    if (joins_.fetch_sub(1, atomics::acq_rel) == 1) {
+      adopt_joining_stack();
+      return complete();
+    }
+    if (holds_frames) {
+      release_stack();  // the winner adopts it
+    }
+    return {};  // the record's holder or another child's end goes on
   }
 
   // The last child launched ended: it was not offered (nothing was left to
@@ -388,8 +482,8 @@ class fork_record : public offered_job {
     }
     const std::uint32_t mine = k_max - steals_;
     const bool holds_frames = stack_in_use() != nullptr;
-    // acq_rel: as in child_ended; the stolen children's ends each subtract
-    // 1, this the rest, so exactly one subtraction reaches 0.
+    // acq_rel: as in count_end_elsewhere; the stolen children's ends each
+    // subtract 1, this the rest, so exactly one subtraction reaches 0.
     if (joins_.fetch_sub(mine, atomics::acq_rel) == mine) {
       adopt_joining_stack();
       return complete();
@@ -418,7 +512,6 @@ class fork_record : public offered_job {
     return {};
   }
 
-  start_fn start_ = nullptr;  // the pointer constructor's (start_stored calls it)
   std::coroutine_handle<> parent_;
   fork_region* region_ = nullptr;
   const atomics::atomic<std::uint32_t>* cancel_word_ = nullptr;  // the region's

@@ -111,6 +111,12 @@ struct region_thread {
   region_link* ended = nullptr;
   std::coroutine_handle<> next;
   join_worker* joins = nullptr;
+  // Children run nested in their launcher's C++ frame while the stack is
+  // above this address; a join opened below it is deferred to the driver
+  // (fork_region.hpp), which runs it from the bottom of the run.
+  std::uintptr_t nesting_floor = 0;
+  void* deferred = nullptr;  // that join's record
+  std::coroutine_handle<> (*deferred_rest)(void* record) noexcept = nullptr;
 };
 // The model check (tests/model/) and the Relacy check (tests/relacy/) run
 // their threads on one OS thread and give each its own.

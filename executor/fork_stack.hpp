@@ -68,7 +68,7 @@ class stacklet_cache {
 
 // A thread's side: its current stack, the cache it takes empty stacklets
 // from (null: the shared pool), and the mark that puts the next task frame
-// on the stack (start_fork_child sets it around a call's make()).
+// on the stack (run_fork_child sets it around a call's make()).
 struct fork_stack_thread {
   stacklet* top = nullptr;
   stacklet_cache* cache = nullptr;

@@ -566,6 +566,27 @@ task<long> placed_fib(int n, frame_check* check) {
   co_return a + b;
 }
 
+// A chain of joins as deep as `depth`: each join's one child joins the
+// next.
+task<long> join_chain(int depth) {
+  if (depth == 0) {
+    co_return 0;
+  }
+  auto [below] = co_await canopy::join(canopy::call(join_chain, depth - 1));
+  co_return below + 1;
+}
+
+// The same with two children a level, the second a leaf: each level's
+// record is offered while the deep child runs.
+task<long> join_spine(int depth) {
+  if (depth == 0) {
+    co_return 0;
+  }
+  auto [below, leaf] =
+      co_await canopy::join(canopy::call(join_spine, depth - 1), canopy::call(fib, 2));
+  co_return below + leaf;
+}
+
 // A frame larger than the first stacklet (16 KiB): the stack links larger
 // ones as the recursion goes down and steps back as it returns.
 task<long> big_frame(int depth) {
@@ -619,6 +640,19 @@ TEST_CASE("a call's frame goes on its worker's stack; a join's next child takes 
     co_return !on_stack && value == plain_fib(5);
   };
   CHECK(canopy::block_on(pool, made_before()));
+}
+
+TEST_CASE("a join chain deeper than the thread's stack allows nesting runs to its end") {
+  // Children run nested in their launcher's C++ frame only down to a floor
+  // (half a worker's stack); deeper joins go on from the bottom of the run.
+  watchdog guard("task join deep chain", 300);
+  const int depth = 200000;
+  for (const std::size_t workers : {0, 1, 2}) {
+    INFO("workers " << workers);
+    executor pool(config_with(workers));
+    CHECK(canopy::block_on(pool, join_chain(depth)) == depth);
+    CHECK(canopy::block_on(pool, join_spine(depth)) == depth * plain_fib(2));
+  }
 }
 
 TEST_CASE("a child frame larger than a stacklet links a larger one") {

@@ -74,6 +74,9 @@ struct fork_case {
   std::size_t thieves = 1;
   int thief_rounds = 1;   // steal rounds per thief
   int opener_rounds = 0;  // steal rounds of thread 0 while H waits
+  // Every join is left to its run's driver, as below a nesting floor
+  // (fork_record::run_rest): each thread's floor is the top of memory.
+  bool defer_joins = false;
 };
 
 // Outcomes seen across a case's executions.
@@ -137,6 +140,9 @@ class fork_world {
       workers_.push_back(std::make_unique<worker_state>());
       workers_.back()->context.core = fake_core();
       workers_.back()->context.running = opener_task;
+      if (setup.defer_joins) {
+        workers_.back()->region.nesting_floor = ~std::uintptr_t{0};
+      }
     }
   }
   fork_world(const fork_world&) = delete;
@@ -193,7 +199,9 @@ class fork_world {
     }
     blocks_.push_back(block);
     live_.push_back(block);
-    last_allocated_ = block;
+    if (framing_ >= 0) {
+      children_[static_cast<std::size_t>(std::exchange(framing_, -1))].frame = block;
+    }
     return block;
   }
   void free(void* block, std::size_t size) {
@@ -278,7 +286,7 @@ class fork_world {
 
   // --- the children's bodies ---
   const child_spec& spec(int id) const { return setup_.children[static_cast<std::size_t>(id)]; }
-  void made(int id) {  // the call in start_fork_child, right after its cancel check
+  void made(int id) {  // the call in run_fork_child, after start_one's cancel check
     auto& child = children_[static_cast<std::size_t>(id)];
     if (cancel_requested_) {
       fail("child " + std::to_string(id) + " was launched after the cancel");
@@ -287,7 +295,9 @@ class fork_world {
       fail("child " + std::to_string(id) + " was made twice");
     }
   }
-  void framed(int id) { children_[static_cast<std::size_t>(id)].frame = last_allocated_; }
+  // The next frame allocated is child `id`'s (its call makes it; a call's
+  // task starts at once, so later frames are its own children's).
+  void framing(int id) { framing_ = id; }
   void started(int id) {
     if (++children_[static_cast<std::size_t>(id)].ran > 1) {
       fail("child " + std::to_string(id) + " ran twice");
@@ -528,7 +538,7 @@ class fork_world {
   std::vector<std::unique_ptr<model_stack>> stacks_;
   std::vector<bool> helping_ = std::vector<bool>(4, false);  // by model thread: inside help()
   std::vector<void*> stack_frames_;  // every frame pushed on a stack in this execution
-  void* last_allocated_ = nullptr;
+  int framing_ = -1;  // the child whose frame the next allocation is
   std::uint32_t wakes_ = 0;
   int root_continued_ = 0;
   bool opener_left_ = false;
@@ -569,10 +579,8 @@ canopy::task<int> make_child(fork_world* world, int id) {
   if (world->spec(id).make_throws) {
     throw std::runtime_error(std::to_string(id));
   }
-  canopy::task<int> child =
-      world->spec(id).left >= 0 ? nested_child(world, id) : leaf_child(world, id);
-  world->framed(id);
-  return child;
+  world->framing(id);
+  return world->spec(id).left >= 0 ? nested_child(world, id) : leaf_child(world, id);
 }
 
 // H: the task that opens the region.
@@ -764,6 +772,28 @@ TEST_CASE("fork-join: a nested join's record is stolen while the root's is too")
   model::expect_clean(result.explored);
   expect_reached(result, "a steal", result.seen.steals);
   expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "H woken after it left its run", result.seen.opener_left);
+  expect_reached(result, "H going on in its run", result.seen.in_run);
+}
+
+TEST_CASE("fork-join: joins left to the run's driver, with steals, still each go on once") {
+  // The nested case above with every join deferred (as when a thread's C++
+  // stack reached its nesting floor): each run_rest leaves its join to the
+  // driver of its run and returns as if its child waited elsewhere; a's
+  // join runs from the opener's drive() (or a thief's), and a's end comes
+  // through its link to the root join, whose record may have been stolen
+  // meanwhile.
+  fork_case setup;
+  setup.children = {{.left = 1, .right = 2}, {.value = 1}, {.value = 2}, {.value = 4}};
+  setup.root = {0, 3};
+  setup.thief_rounds = 2;
+  setup.opener_rounds = 1;
+  setup.defer_joins = true;
+  const case_result result = check_fork_case(setup, 4);
+  model::expect_clean(result.explored);
+  expect_reached(result, "a steal", result.seen.steals);
+  expect_reached(result, "a nested record stolen", result.seen.nested_stolen);
+  expect_reached(result, "a record popped back", result.seen.taken_back);
   expect_reached(result, "H woken after it left its run", result.seen.opener_left);
   expect_reached(result, "H going on in its run", result.seen.in_run);
 }

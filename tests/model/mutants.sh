@@ -41,7 +41,7 @@
 # The "fork-join:" rows mutate the real protocol (coroutine/fork_region.hpp,
 # its stack hand-over included, the empty stack a run begins on in
 # executor/fork_stack.hpp's enter_stack_run, and the cancel check of
-# coroutine/fork_join_await.hpp's start_fork_child),
+# coroutine/fork_join_await.hpp's fork_join_awaiter::start_one),
 # which tests/model/model_fork_join_test.cpp and, for the memory orders,
 # tests/relacy/fork_join_relacy.cpp run. An uncounted steal is caught by
 # the nested, throw and cancel cases only: in a flat two-child join the
@@ -123,7 +123,7 @@ mutants=(
   "ring: a poll that ended is never armed again (the watch flag kept)%tests/model/model_ring_reactor.hpp%s/eventfd_watched_ = eventfd_watched_ && entry\.more;/eventfd_watched_ = eventfd_watched_;/%caught%model ring: *"
   "ring: a canceller that takes a wake-up does not notify again%tests/model/model_ring_reactor.hpp%s/        notify\(\);  \/\/ wait_until_reaped: the wake-up it took[^\n]*\n//%caught%model ring: *"
   "ring: a canceller reaps while the poller waits (poller_waiting_ ignored)%tests/model/model_ring_reactor.hpp%s/const bool reaped = !poller_waiting_;/const bool reaped = true;/%caught%model ring: *"
-  "fork-join: a child's end skips the pop and always decrements%coroutine/fork_region.hpp%s/if \(link\.offered && !take_back_from_thieves\(record\)\) \{/if (link.offered) {/%caught%fork-join: *"
+  "fork-join: a child's end skips the pop and always decrements%coroutine/fork_region.hpp%s/if \(link\.offered && !take_back_from_thieves\(record\)\) \{/if (link.offered) {/; s/if \(run == child_run::ended_offered && !take_back_from_thieves\(\*this\)\) \{/if (run == child_run::ended_offered) {/%caught%fork-join: *"
   "fork-join: the join subtracts k_max, not k_max - steals%coroutine/fork_region.hpp%s/const std::uint32_t mine = k_max - steals_;/const std::uint32_t mine = k_max;/%caught%fork-join: *"
   "fork-join: a thief does not count its steal (++steals_ removed)%coroutine/fork_region.hpp%s/    \+\+record\.steals_;[^\n]*\n//%caught%fork-join: *"
   "fork-join: leave() loads then stores, not one exchange%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/const bool ended = state_.load(atomics::acquire) == done;\n    state_.store(opener_left, atomics::release);\n    return ended;/%caught%fork-join: *"
@@ -131,9 +131,11 @@ mutants=(
   "fork-join: leave() stores, and H never goes on in its run%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/state_.store(opener_left, atomics::release);\n    return false;/%caught%fork-join: *"
   "fork-join: finish() wakes H whatever leave() saw (both go on)%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if ((static_cast<void>(state_.exchange(done, atomics::acq_rel)), true)) {/%caught%fork-join: *"
   "fork-join: finish() reads the core and the task after its exchange%coroutine/fork_region.hpp%s/    scheduler& core = \\*core_;\n    const task_id task = task_;\n//; s/wake_region_task\\(core, task\\);/wake_region_task(*core_, task_);/%caught%fork-join: *"
-  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/  if \(record\.cancelled\(\)\) \{\n    slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n    return \{\};\n  \}\n  \/\/ The first task frame/  \/\/ The first task frame/%caught%fork-join: *"
+  "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/    if \(cancelled\(\)\) \{\n      slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n      return child_run::ended;\n    \}\n//%caught%fork-join: *"
   "fork-join: the loser keeps a stack that holds frames (release_stack removed)%coroutine/fork_region.hpp%s/release_stack\(\);  \/\/ the winner adopts it/static_cast<void>(0);/g%caught%fork-join: *"
   "fork-join: the winner does not adopt the joining frame's stack%coroutine/fork_region.hpp%s/      adopt_stack\(stack_\);/      static_cast<void>(stack_);/%caught%fork-join: *"
+  "fork-join: a deferred join is never run (drive() drops it)%coroutine/fork_region.hpp%s/if \(here\.deferred == nullptr\) \{\n      return;/if (true) {\n      return;/%caught%fork-join: joins left*"
+  "fork-join: a deferred join's children run nested all the same%coroutine/fork_region.hpp%s/here\.deferred_rest = &deferred_rest<Start>;\n        return \{\};/here.deferred_rest = &deferred_rest<Start>;/%caught%fork-join: joins left*"
   "fork-join: a nested steal runs on the non-empty stack%executor/fork_stack.hpp%s/(const stack_run_outer outer\{here\.top, here\.cache\};\n)  here\.top = nullptr;\n/\$1/%caught%fork-join: a nested steal*"
 )
 
@@ -151,8 +153,8 @@ relacy_mutants=(
   "offer_deque: pop's exchange on bottom -> relaxed store%executor/offer_deque.hpp%s/static_cast<void>\(bottom_\.exchange\(bottom, atomics::seq_cst\)\);/bottom_.store(bottom, atomics::relaxed);/%caught"
   "offer_deque: pop's load of top seq_cst -> acquire%executor/offer_deque.hpp%s/std::int64_t top = top_\.load\(atomics::seq_cst\);\n    if \(top > bottom\)/std::int64_t top = top_.load(atomics::acquire);\n    if (top > bottom)/%caught"
   "offer_deque: push publishes bottom relaxed, not release%executor/offer_deque.hpp%s/bottom_\.store\(bottom \+ 1, atomics::release\);/bottom_.store(bottom + 1, atomics::relaxed);/%caught"
-  "fork-join: child_ended's fetch_sub acq_rel -> relaxed%coroutine/fork_region.hpp%s/if \(record\.joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/if (record.joins_.fetch_sub(1, atomics::relaxed) == 1) {/%caught"
-  "fork-join: the loser reads the joining stack after its fetch_sub%coroutine/fork_region.hpp%s/const bool holds_frames = stack_in_use\(\) != nullptr;\n      if \(record\.joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/const bool last = record.joins_.fetch_sub(1, atomics::acq_rel) == 1;\n      const bool holds_frames = stack_in_use() != nullptr;\n      if (last) {/%caught%relacy: fork-join stacklet hand-over*"
+  "fork-join: a child's counted end's fetch_sub acq_rel -> relaxed%coroutine/fork_region.hpp%s/if \(joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/if (joins_.fetch_sub(1, atomics::relaxed) == 1) {/%caught"
+  "fork-join: the loser reads the joining stack after its fetch_sub%coroutine/fork_region.hpp%s/const bool holds_frames = stack_in_use\(\) != nullptr;\n    if \(joins_\.fetch_sub\(1, atomics::acq_rel\) == 1\) \{/const bool last = joins_.fetch_sub(1, atomics::acq_rel) == 1;\n    const bool holds_frames = stack_in_use() != nullptr;\n    if (last) {/%caught%relacy: fork-join stacklet hand-over*"
   "fork-join: join's fetch_sub acq_rel -> release (winner reads early)%coroutine/fork_region.hpp%s/if \(joins_\.fetch_sub\(mine, atomics::acq_rel\) == mine\) \{/if (joins_.fetch_sub(mine, atomics::release) == mine) {/%caught"
   "fork-join: leave's exchange acq_rel -> release%coroutine/fork_region.hpp%s/return state_\.exchange\(opener_left, atomics::acq_rel\) == done;/return state_.exchange(opener_left, atomics::release) == done;/%caught"
   "fork-join: finish's exchange acq_rel -> acquire%coroutine/fork_region.hpp%s/if \(state_\.exchange\(done, atomics::acq_rel\) == opener_left\) \{/if (state_.exchange(done, atomics::acquire) == opener_left) {/%caught"

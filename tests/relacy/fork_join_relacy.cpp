@@ -15,9 +15,12 @@
 //
 // The children and the joining coroutine are small coroutines of this file
 // whose end does what coroutine/task.hpp's promise does for a region
-// frame: leave the child's region_link for the driver (leave_region_frame),
-// then free the frame; the driver follows the link. Two shapes: a nested join (the join's
-// winner resumes the joining coroutine, which reads the results) and the
+// frame: leave the child's region_link (leave_region_frame), then free the
+// frame. Each child runs nested in its launch, as run_fork_child runs it,
+// and its launcher sees its end (child_ended_here); a driver follows the
+// link of a frame it resumed. Two shapes: a nested join (the joining
+// coroutine goes on in its own run when the join completes there, else
+// the join's winner resumes it; it reads the results) and the
 // region's root join (the winner finishes the region; the results are read
 // by the opener if leave() saw the end, else by the wake of the opening
 // task, on the finishing thread).
@@ -31,8 +34,9 @@
 // joining frame) gives its stack away (release_stack) and the thief adopts
 // it (adopt_stack) and runs and pops the joining frame; when the owner
 // wins it goes on with its own. The protocol's steps are the real ones:
-// fork_record's open, child_ended and join, stack_in_use, release_stack,
-// and region_scope's enter_stack_run and leave_stack_run. Two are the
+// fork_record's open, run_rest, count_end_elsewhere and join,
+// stack_in_use, release_stack, and region_scope's enter_stack_run and
+// leave_stack_run. Two are the
 // test's, with the same effect on the thread's state: adopt_stack and
 // leave_stack_run_slow live in executor/fork_stack.cpp with the shared
 // pool (its mutex, its mmap'd reservation, and the block pool behind it),
@@ -106,11 +110,16 @@ outcomes seen;
 
 class two_children : public fork_record {
  public:
-  explicit two_children(join_world& owner) : fork_record(&start, 2), owner_(owner) {}
+  explicit two_children(join_world& owner)
+      : fork_record(typed_start<&start>{}, 2), owner_(owner) {}
+
+  // The joining thread's first run of the join (a joining frame's
+  // await_suspend, or the region's opener): the coroutine to run next, or
+  // null when another thread holds the join.
+  std::coroutine_handle<> run_children() noexcept { return run_rest<&start>(); }
 
  private:
-  static std::coroutine_handle<> start(fork_record& record, std::uint32_t index,
-                                       region_link*& link) noexcept;
+  static canopy::detail::child_run start(fork_record& record, std::uint32_t index) noexcept;
   join_world& owner_;
 };
 
@@ -268,24 +277,31 @@ region_frame child(join_world& owner, std::uint32_t index) {
   co_return;
 }
 
-std::coroutine_handle<> two_children::start(fork_record& record, std::uint32_t index,
-                                            region_link*& link) noexcept {
-  join_world& owner = static_cast<two_children&>(record).owner_;
+// Launches child `index` and runs it here, nested, as run_fork_child
+// does (fork_join_await.hpp): its link first, then the child.
+canopy::detail::child_run two_children::start(fork_record& record, std::uint32_t index) noexcept {
+  auto& self = static_cast<two_children&>(record);
+  join_world& owner = self.owner_;
   owner.holder($) = static_cast<int>(index);
-  link = &owner.links[index];
+  region_link& link = owner.links[index];
+  const bool offered = self.prepare_launch<&start>(link);
   const auto frame = child(owner, index).handle;
-  frame.promise().link = link;
-  return frame;
+  frame.promise().link = &link;
+  frame.resume();
+  if (!canopy::detail::child_ended_here()) {
+    return canopy::detail::child_run::suspended;
+  }
+  return offered ? canopy::detail::child_run::ended_offered : canopy::detail::child_run::ended;
 }
 
-// The joining coroutine of a nested join: resumed by the join's winner.
+// The joining coroutine of a nested join: goes on in its await_suspend's
+// run when the join completes there, else is resumed by the join's winner.
 struct nested_join {
   join_world& owner;
   [[nodiscard]] bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> self) const noexcept {
+  [[nodiscard]] bool await_suspend(std::coroutine_handle<> self) const noexcept {
     owner.record.open(self, &owner.region);
-    const std::coroutine_handle<> first = owner.record.launch_next();
-    return first ? first : std::noop_coroutine();
+    return !owner.record.run_children();
   }
   void await_resume() const noexcept {}
 };
@@ -324,7 +340,7 @@ struct counter_suite : rl::test_suite<counter_suite<Shape>, 2> {
     }
     if constexpr (Shape == join_shape::root) {
       owner.record.open({}, &owner.region);
-      canopy::detail::drive(owner.record.launch_next());
+      canopy::detail::drive(owner.record.run_children());
       if (owner.region.leave()) {
         owner.read_results();  // H goes on in the opener's run
       }
