@@ -252,13 +252,22 @@ class region_scope {
   }
 
  private:
-  // A worker's run keeps half its thread's stack free, as help() does;
-  // any other thread's (a host's) nests at most this much below the run's
+  // A run keeps half its thread's stack free, as help() does: a worker
+  // knows its floor; any other thread (a host's) looks its stack up once.
+  // Where the stack is unknown, a run nests at most this much below its
   // start.
-  static constexpr std::uintptr_t nesting_budget = std::uintptr_t{256} << 10;
+  static constexpr std::uintptr_t nesting_budget = std::uintptr_t{64} << 10;
   static std::uintptr_t nesting_floor_for(join_worker* joins) noexcept {
     if (joins != nullptr && joins->nesting_floor() != 0) {
       return joins->nesting_floor();
+    }
+    static constinit thread_local std::uintptr_t known_floor = 0;
+    if (known_floor == 0) {
+      const std::uintptr_t middle = join_worker::stack_middle_here();
+      known_floor = middle != 0 ? middle : ~std::uintptr_t{0};
+    }
+    if (known_floor != ~std::uintptr_t{0}) {
+      return known_floor;
     }
     const std::uintptr_t here = stack_position();
     return here > nesting_budget ? here - nesting_budget : 1;

@@ -68,18 +68,28 @@ void join_worker::announce_offer() noexcept { core_->announce_offer(); }
   std::abort();
 }
 
-void join_worker::record_help_stack() noexcept {
+std::uintptr_t join_worker::stack_middle_here() noexcept {
   pthread_attr_t attributes;
   if (pthread_getattr_np(pthread_self(), &attributes) != 0) {
-    return;  // unknown: this worker does not help while it waits
+    return 0;
   }
   void* lowest = nullptr;
   std::size_t size = 0;
+  std::uintptr_t middle = 0;
   if (pthread_attr_getstack(&attributes, &lowest, &size) == 0) {
-    help_stack_low_ = reinterpret_cast<std::uintptr_t>(lowest) + size / 2;
-    help_stack_high_ = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    middle = reinterpret_cast<std::uintptr_t>(lowest) + size / 2;
   }
   pthread_attr_destroy(&attributes);
+  return middle;
+}
+
+void join_worker::record_help_stack() noexcept {
+  const std::uintptr_t middle = stack_middle_here();
+  if (middle == 0) {
+    return;  // unknown: this worker does not help while it waits
+  }
+  help_stack_low_ = middle;
+  help_stack_high_ = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
 }
 
 bool join_worker::help() noexcept {

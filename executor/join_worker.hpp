@@ -117,6 +117,9 @@ class join_worker {
   // Records where on this worker thread's stack help() may run stolen
   // offers. On the worker thread, at its start.
   void record_help_stack() noexcept;
+  // The middle of the calling thread's stack (its lowest address plus
+  // half its size), or 0 when the thread's stack is unknown.
+  static std::uintptr_t stack_middle_here() noexcept;
   // How low on this worker thread's stack fork-join children may run
   // nested (fork_region.hpp): the half help() keeps free; 0 when unknown.
   [[nodiscard]] std::uintptr_t nesting_floor() const noexcept { return help_stack_low_; }
