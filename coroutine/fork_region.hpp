@@ -209,7 +209,7 @@ class fork_region {
 // every coroutine body that nests a join.)
 [[gnu::always_inline]] inline std::uintptr_t stack_position() noexcept {
 #if defined(__x86_64__)
-  std::uintptr_t position = 0;
+  std::uintptr_t position = 0;  // NOLINT(misc-const-correctness): the asm writes it
   asm("mov %%rsp, %0" : "=r"(position));
   return position;
 #else
