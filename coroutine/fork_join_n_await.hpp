@@ -113,7 +113,10 @@ class fork_join_n_awaiter : public fork_join_base {
     return static_cast<std::uint32_t>(count);
   }
 
-  static child_run start(fork_record& record, std::uint32_t index) noexcept {
+  // Inline in the joining frame's code (and a thief's run), as join's is:
+  // a call here would cost every child its prologue and saved registers.
+  [[gnu::always_inline]] static child_run start(fork_record& record,
+                                                std::uint32_t index) noexcept {
     auto& self = static_cast<fork_join_n_awaiter&>(record);
     fork_result<T>& slot = self.slots_[index];
     if (record.cancelled()) {
