@@ -134,7 +134,7 @@ mutants=(
   "fork-join: a child is launched without the cancel check%coroutine/fork_join_await.hpp%s/    if \(cancelled\(\)\) \{\n      slot\.error = std::make_exception_ptr\(task_cancelled\(\)\);\n      return child_run::ended;\n    \}\n//%caught%fork-join: *"
   "fork-join: the loser keeps a stack that holds frames (release_stack removed)%coroutine/fork_region.hpp%s/release_stack\(\);  \/\/ the winner adopts it/static_cast<void>(0);/g%caught%fork-join: *"
   "fork-join: the winner does not adopt the joining frame's stack%coroutine/fork_region.hpp%s/      adopt_stack\(stack_\);/      static_cast<void>(stack_);/%caught%fork-join: *"
-  "fork-join: a deferred join is never run (drive() drops it)%coroutine/fork_region.hpp%s/if \(here\.deferred == nullptr\) \{\n      return;/if (true) {\n      return;/%caught%fork-join: joins left*"
+  "fork-join: a deferred join is never run (drive() drops it)%coroutine/region_run.hpp%s/if \(here\.deferred == nullptr\) \{\n      return;/if (true) {\n      return;/%caught%fork-join: joins left*"
   "fork-join: a deferred join's children run nested all the same%coroutine/fork_region.hpp%s/here\.deferred_rest = &deferred_rest<Start>;\n        return \{\};/here.deferred_rest = &deferred_rest<Start>;/%caught%fork-join: joins left*"
   "fork-join: a nested steal runs on the non-empty stack%executor/fork_stack.hpp%s/(const stack_run_outer outer\{here\.top, here\.cache\};\n)  here\.top = nullptr;\n/\$1/%caught%fork-join: a nested steal*"
 )
