@@ -119,22 +119,18 @@ scheduler::pending_run scheduler::take_back_unrun(task_id id) {
     return nullptr;
   }
   worker_state& self = *workers_[worker->index];
-  // First this worker's offer deque (canopy::spawn's child, awaited by its
-  // spawner): the newest entry, whose pop returns it or nothing if a thief
-  // took it; the generation check tells the awaited task from a later one
-  // in a reused slot (the awaited one ended elsewhere). Then its LIFO slot
-  // and the tree.
-  if (self.joins.has_offered_tasks()) {
-    const offer mine = offer::of_task(id.slot);
-    if (self.joins.newest_is(mine)) {
-      if (task_slot::generation_of(target.state.load(atomics::relaxed)) != id.generation) {
-        return nullptr;
-      }
-      return self.joins.pop_offered_task(mine) ? &self : nullptr;
+  // First the newest entry of this worker's offer deque (canopy::spawn's
+  // child, awaited by its spawner): its pop returns it or nothing if a
+  // thief took it; the generation check tells the awaited task from a
+  // later one in a reused slot (the awaited one ended elsewhere). Then its
+  // LIFO slot and the tree.
+  const bool offered = self.joins.has_offered_tasks();
+  const offer mine = offer::of_task(id.slot);
+  if (offered && self.joins.newest_is(mine)) {
+    if (task_slot::generation_of(target.state.load(atomics::relaxed)) != id.generation) {
+      return nullptr;
     }
-    if (take_offered_from_below(self, id)) {
-      return &self;
-    }
+    return self.joins.pop_offered_task(mine) ? &self : nullptr;
   }
   const auto position = [this](std::uint32_t slot) {
     return tree_position{arena_.leaf_of(slot), arena_.signal_of(slot), arena_.bit_of(slot)};
@@ -148,7 +144,18 @@ scheduler::pending_run scheduler::take_back_unrun(task_id id) {
   }
   // We own a runnable task (invariant S: a set bit or a LIFO entry means
   // SCHEDULED, not EXECUTING).
-  return claim == pending_claim::from_lifo || claim == pending_claim::from_tree ? &self : nullptr;
+  if (claim == pending_claim::from_lifo || claim == pending_claim::from_tree) {
+    return &self;
+  }
+  // Runnable, but neither in the LIFO slot nor in the tree: deeper in this
+  // worker's deque (awaited out of spawn order), or taken by a thief. The
+  // deque is looked through only now: a child spawned after the deque
+  // filled sits in the tree, and awaiting each such child (await_all's
+  // newest-first order) would otherwise scan the deque every time.
+  if (claim == pending_claim::lost && offered && take_offered_from_below(self, id)) {
+    return &self;
+  }
+  return nullptr;
 }
 
 [[gnu::always_inline]] inline void executor_core::retire_unrun(worker_state& self,
