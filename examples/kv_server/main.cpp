@@ -39,7 +39,9 @@
 // still busy after --drain-ms (default 2000) are cancelled (their
 // unacknowledged writes may or may not be logged), the log writer appends
 // what is queued, and the process prints one "stopped by ..." line (its
-// counters and the I/O backend) and exits 0.
+// counters, the I/O backend, and how long the shutdown took: drain_ms from
+// the stop to the end, clients_ms of it until the last connection ended)
+// and exits 0.
 #include <canopy/canopy.hpp>
 #include <canopy/io.hpp>
 #include <canopy/io/http.hpp>
@@ -78,7 +80,8 @@ struct settings {
 struct summary {
   int signal = 0;
   bool forced = false;  // connections were cancelled at the drain deadline
-  std::chrono::milliseconds drain_time{0};
+  std::chrono::milliseconds drain_time{0};    // from the stop to the end of run()
+  std::chrono::milliseconds clients_time{0};  // from the stop to the last connection's end
 };
 
 canopy::task<int> wait_for_signal(std::stop_source stop) {
@@ -91,6 +94,7 @@ canopy::task<int> wait_for_signal(std::stop_source stop) {
 struct drained {
   bool forced = false;
   std::chrono::steady_clock::time_point stopped_at;
+  std::chrono::steady_clock::time_point ended_at;  // every connection ended
 };
 
 // Accepts until the stop, one detached child per connection; then drains
@@ -124,6 +128,7 @@ canopy::task<drained> accept_and_drain(canopy::io::tcp_listener& listener, kv::s
     clients.cancel();
   }
   co_await clients.close();
+  outcome.ended_at = std::chrono::steady_clock::now();
   co_return outcome;
 }
 
@@ -156,6 +161,8 @@ canopy::task<summary> run(canopy::io::tcp_listener& kv_listener,
   done.forced = clients.forced;
   done.drain_time = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - clients.stopped_at);
+  done.clients_time = std::chrono::duration_cast<std::chrono::milliseconds>(clients.ended_at -
+                                                                            clients.stopped_at);
   co_return done;
 }
 
@@ -233,12 +240,13 @@ int main(int argc, char** argv) {
                                                     std::chrono::milliseconds(chosen.drain_ms)));
     std::printf(
         "stopped by %s: accepted=%zu commands=%zu errors=%zu logged=%zu forced=%d "
-        "drain_ms=%lld io_backend=%s\n",
+        "drain_ms=%lld clients_ms=%lld io_backend=%s\n",
         done.signal == SIGINT ? "SIGINT" : "SIGTERM",
         stats.accepted.load(std::memory_order_relaxed),
         stats.commands.load(std::memory_order_relaxed),
         stats.errors.load(std::memory_order_relaxed), log.written(), done.forced ? 1 : 0,
-        static_cast<long long>(done.drain_time.count()), canopy::io::to_string(reactor.backend()));
+        static_cast<long long>(done.drain_time.count()),
+        static_cast<long long>(done.clients_time.count()), canopy::io::to_string(reactor.backend()));
   } catch (const std::exception& failure) {
     std::fprintf(stderr, "kv_server: %s\n", failure.what());
     return 1;
