@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "coroutine/await_all.hpp"
 #include "coroutine/coroutine.hpp"
 #include "fork_join/join.hpp"
 #include "tests/test_support.hpp"
@@ -219,6 +220,53 @@ TEST_CASE("offered children run however they are awaited, or if they are not") {
     CHECK(pool.stats().live_tasks == 0);
     CHECK(pool.stats().dropped_tasks == 0);
   }
+}
+
+TEST_CASE("a child awaited before newer ones runs inside its awaiter; the newer ones still run") {
+  canopy::testing::watchdog guard("awaited below newer", 60);
+  // One worker, so nobody steals: the awaited child is taken from below the
+  // newer ones in the spawner's deque and runs nested, before them; had the
+  // await suspended instead, the worker would run the newest first. Then
+  // children in the tree (past the deque's capacity) with a deque still
+  // full, awaited newest first, as await_all does.
+  executor pool(config_with(1));
+  auto out_of_order = []() -> task<std::vector<int>> {
+    std::vector<int> order;
+    auto record = [](std::vector<int>& into, int value) -> task<int> {
+      into.push_back(value);
+      co_return value;
+    };
+    auto first = canopy::spawn(record(order, 1));
+    auto second = canopy::spawn(record(order, 2));
+    auto third = canopy::spawn(record(order, 3));
+    CHECK(co_await first == 1);
+    CHECK(order == std::vector<int>{1});
+    CHECK(co_await third == 3);
+    CHECK(co_await second == 2);
+    co_return order;
+  };
+  CHECK(canopy::block_on(pool, out_of_order()) == std::vector<int>{1, 3, 2});
+
+  auto past_the_deque = []() -> task<long> {
+    std::vector<canopy::join_handle<int>> children;
+    const int count = static_cast<int>(canopy::detail::offer_deque::capacity) * 3;
+    for (int index = 0; index < count; ++index) {
+      children.push_back(canopy::spawn(value_of(index)));
+    }
+    std::vector<int> values(children.size());
+    co_await canopy::await_all(children, values.begin());
+    long total = 0;
+    for (std::size_t index = 0; index < values.size(); ++index) {
+      CHECK(values[index] == static_cast<int>(index));
+      total += values[index];
+    }
+    co_return total;
+  };
+  const long count = static_cast<long>(canopy::detail::offer_deque::capacity) * 3;
+  CHECK(canopy::block_on(pool, past_the_deque()) == count * (count - 1) / 2);
+  pool.shutdown();
+  CHECK(pool.stats().live_tasks == 0);
+  CHECK(pool.stats().dropped_tasks == 0);
 }
 
 TEST_CASE("an idle worker steals an offered child while its spawner runs") {
