@@ -188,7 +188,9 @@ class promise_of : public promise_base {
   // A fork-join child's frame goes on its worker's stack instead
   // (executor/fork_stack.hpp: the first task frame a canopy::call's make()
   // allocates); delete tells the two apart by address.
-  static void* operator new(std::size_t size) { return new_task_frame(size); }
+  [[gnu::always_inline]] static void* operator new(std::size_t size) {
+    return new_task_frame(size);
+  }
   static void operator delete(void* frame, std::size_t size) noexcept {
     delete_task_frame(frame, size);
   }

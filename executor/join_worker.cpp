@@ -12,10 +12,7 @@
 
 namespace canopy::detail {
 
-bool join_worker::offer_job(scheduler& core, const worker_context& self,
-                            offered_job& job) noexcept {
-  job.joiner_task = self.running;
-  job.joiner_has_task = self.has_running;
+bool join_worker::offer_job(scheduler& core, offered_job& job) noexcept {
   if (!offers_.push(offer::of_job(job))) {
     return false;
   }

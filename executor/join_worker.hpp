@@ -127,12 +127,14 @@ class join_worker {
   // ------------------------------------------- canopy::join's side
 
   // Pushes `job` onto this thread's deque, where idle workers may steal it;
-  // false (nothing offered) when the deque is full. `self` is the calling
-  // thread's current_worker(), `core` its executor (the joiner has it at
-  // hand, so the wake hint needs no load of core_). The job must stay valid until it was taken
-  // back or it ended. A thief runs it under the joiner's task, so that
-  // current_waker() inside names the joining task either way.
-  bool offer_job(scheduler& core, const worker_context& self, offered_job& job) noexcept;
+  // false (nothing offered) when the deque is full. `core` is the calling
+  // thread's executor (the joiner has it at hand, so the wake hint needs no
+  // load of core_). The job must stay valid until it was taken back or it
+  // ended. Its joiner fields name the calling thread's running task (as
+  // worker_context::running and has_running say): a thief runs it under
+  // that task, so that current_waker() inside names the joining task
+  // either way.
+  bool offer_job(scheduler& core, offered_job& job) noexcept;
   // Takes the newest offered job back: true if it was `job` (the caller then
   // runs it), false if a thief took it (the caller waits for its end).
   bool take_back_job(const offered_job& job) noexcept;

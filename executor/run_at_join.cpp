@@ -220,6 +220,4 @@ void executor_core::count_offer_steal(std::size_t worker) noexcept {
   }
 }
 
-void executor_core::announce_offer() noexcept { sleep_.new_jobs(1); }
-
 }  // namespace canopy::detail

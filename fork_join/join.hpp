@@ -124,14 +124,13 @@ class fork_join {
 
   // On a worker (or the host thread running a task) of `core`; `self` is
   // the calling thread's current_worker().
-  result_type run_on_worker(detail::scheduler& core, const detail::worker_context* self) {
+  [[gnu::always_inline]] result_type run_on_worker(detail::scheduler& core,
+                                                   const detail::worker_context* self) {
     join_countdown countdown(static_cast<std::uint32_t>(count - 1));
-    std::array<detail::task_id, count == 1 ? 1 : count - 1> offered{};
+    offered_ids offered;
     // Offered last to first: the second callable is pushed last, so it is
     // the deque's newest entry, the first taken back.
-    std::size_t first_offered = count;
-    offer_reversed(core, countdown, self, offered, first_offered,
-                   std::make_index_sequence<count - 1>{});
+    offer_reversed(core, countdown, self, offered, std::make_index_sequence<count - 1>{});
 
     std::get<0>(outcomes_).run(std::get<0>(fns_));
     if (detail::current_worker() != self) [[unlikely]] {
@@ -141,12 +140,12 @@ class fork_join {
       fail_suspended_fiber();
     }
     // Callables that could not be offered (no slot, or shutdown) run here.
-    run_unoffered(first_offered, std::make_index_sequence<count>{});
+    run_unoffered(std::make_index_sequence<count>{});
     // Done when every callable not run here has counted down.
     const auto all_ended = [this, &countdown] {
       return countdown.remaining() == finished_here(std::make_index_sequence<count>{});
     };
-    take_back(core, *self, offered, first_offered, all_ended, std::make_index_sequence<count>{});
+    take_back(core, *self, offered, all_ended, std::make_index_sequence<count>{});
     if (!all_ended()) {
       countdown.forgive(finished_here(std::make_index_sequence<count>{}));
       // Waits follow the join tree downwards, so running a callable another
@@ -184,6 +183,9 @@ class fork_join {
   using body_t = branch_body<fn_t<I>, std::invoke_result_t<fn_t<I>&>>;
   template <std::size_t I>
   using job_t = branch_job<fn_t<I>, std::invoke_result_t<fn_t<I>&>>;
+  // The ids of callables offered as tasks (past the deque's capacity),
+  // callable count - 1 - k at k; written only for those.
+  using offered_ids = std::array<deferred<detail::task_id>, count == 1 ? 1 : count - 1>;
 
   // Offer callable I as a task; false if it could not be (spawn_status or
   // an exception from the slot allocation).
@@ -197,22 +199,17 @@ class fork_join {
 
   template <std::size_t... Is>
   void offer_reversed(detail::scheduler& core, join_countdown& countdown,
-                      const detail::worker_context* self,
-                      std::array<detail::task_id, count == 1 ? 1 : count - 1>& offered,
-                      std::size_t& first_offered, std::index_sequence<Is...> /*indices*/) {
+                      const detail::worker_context* self, offered_ids& offered,
+                      std::index_sequence<Is...> /*indices*/) {
     bool stopped = false;
     const auto offer_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
       if (stopped) {
         return;
       }
-      job_t<I>& job = std::get<I>(jobs_);
-      job.execute = &job_t<I>::run_stolen;
-      job.fn = &std::get<I>(fns_);
-      job.outcome = &std::get<I>(outcomes_);
-      job.countdown = &countdown;
-      if (self->joins->offer_job(core, *self, job)) {
-        in_deque_[I] = true;
-        first_offered = I;
+      job_t<I>& job = *::new (static_cast<void*>(&std::get<I>(jobs_).value))
+                          job_t<I>(*self, std::get<I>(fns_), std::get<I>(outcomes_), countdown);
+      if (self->joins->offer_job(core, job)) {
+        placed_[I] = placement::deque;
         return;
       }
       // The deque is full (joins nested deeper than its capacity): a task.
@@ -227,8 +224,8 @@ class fork_join {
         stopped = true;
         return;
       }
-      offered[count - 1 - I] = id;
-      first_offered = I;
+      ::new (static_cast<void*>(&offered[count - 1 - I].value)) detail::task_id(id);
+      placed_[I] = placement::task;
     };
     (offer_one(std::integral_constant<std::size_t, count - 1 - Is>{}), ...);
   }
@@ -240,17 +237,16 @@ class fork_join {
   // offered[k] holds callable count - 1 - k (offer_reversed).
   template <class AllEnded, std::size_t... Is>
   void take_back(detail::scheduler& core, const detail::worker_context& self,
-                 const std::array<detail::task_id, count == 1 ? 1 : count - 1>& offered,
-                 std::size_t first_offered, const AllEnded& all_ended,
+                 const offered_ids& offered, const AllEnded& all_ended,
                  std::index_sequence<Is...> /*indices*/) {
     const auto take_back_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
       if constexpr (I > 0) {
-        if (I < first_offered || all_ended()) {
+        if (placed_[I] == placement::here || all_ended()) {
           return;
         }
-        const bool taken_back = in_deque_[I]
-                                    ? self.joins->take_back_job(std::get<I>(jobs_))
-                                    : core.take_back_unrun(offered[count - 1 - I]) ==
+        const bool taken_back = placed_[I] == placement::deque
+                                    ? self.joins->take_back_job(std::get<I>(jobs_).value)
+                                    : core.take_back_unrun(offered[count - 1 - I].value) ==
                                           detail::scheduler::pending_run::adopted;
         if (taken_back) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
@@ -262,10 +258,10 @@ class fork_join {
   }
 
   template <std::size_t... Is>
-  void run_unoffered(std::size_t first_offered, std::index_sequence<Is...> /*indices*/) {
+  void run_unoffered(std::index_sequence<Is...> /*indices*/) {
     const auto run_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
       if constexpr (I > 0) {
-        if (I < first_offered) {
+        if (placed_[I] == placement::here) {
           std::get<I>(outcomes_).run(std::get<I>(fns_));
           std::get<I>(outcomes_).finished_here = true;
         }
@@ -337,19 +333,26 @@ class fork_join {
   template <std::size_t... Is>
   result_type collect(std::index_sequence<Is...> /*indices*/) {
     (std::get<Is>(outcomes_).rethrow_if_failed(), ...);
-    return result_type(std::move(*std::get<Is>(outcomes_).value)...);
+    return result_type(std::get<Is>(outcomes_).value()...);
   }
 
   std::tuple<Fns&...> fns_;
   std::tuple<branch_outcome<std::invoke_result_t<Fns&>>...> outcomes_;
-  // Each offered callable's deque entry (element 0 unused), and whether it
-  // went into the deque (else it became a task, whose id is in `offered`).
-  std::tuple<branch_job<Fns, std::invoke_result_t<Fns&>>...> jobs_;
-  std::array<bool, count> in_deque_{};
+  // Each offered callable's deque entry, constructed when it is offered
+  // (element 0 never is).
+  std::tuple<deferred<branch_job<Fns, std::invoke_result_t<Fns&>>>...> jobs_;
+  // Where each callable went: kept here (element 0, and those after a
+  // failed offer: the offers go from the last callable down and stop at
+  // the first failure), into the deque, or to a task (its id in `offered`).
+  enum class placement : std::uint8_t { here, deque, task };
+  std::array<placement, count> placed_{};
 };
 
+// Inlined into canopy::join and parallel_invoke, so that a recursion of
+// joins is one function whose two results come back in registers.
 template <class... Fns>
-auto fork_join_here(const char* what, Fns&... fns) -> typename fork_join<Fns...>::result_type {
+[[gnu::always_inline]] inline auto fork_join_here(const char* what, Fns&... fns) ->
+    typename fork_join<Fns...>::result_type {
   (refuse_empty_callable(fns, what), ...);
   detail::worker_context* const worker = detail::current_worker();
   if (worker == nullptr) {

@@ -134,39 +134,77 @@ class join_countdown {
 };
 
 // One callable's outcome, on the joiner's stack: written by whoever runs
-// it, read by the joiner after the countdown reached zero.
+// it, read by the joiner after the countdown reached zero. Nothing of it is
+// written when the join starts but the two flags (one store): the value or
+// the exception is constructed only by the run, so that a fork that nobody
+// stole writes as little as rayon's does.
 template <class R>
-struct branch_outcome {
-  std::optional<detail::joined_value_t<R>> value;
-  std::exception_ptr error;
-  bool dropped = false;  // destroyed unrun (shutdown): task_cancelled
-  // Run by the joiner's own thread (taken back, or
-  // never offered): no count_down() was made for it. Written and read by
-  // that thread only.
-  bool finished_here = false;
+class branch_outcome {
+ public:
+  using value_type = joined_value_t<R>;
+
+  // The union is left unwritten on purpose: run() constructs one member.
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init,hicpp-member-init)
+  branch_outcome() noexcept {}
+  branch_outcome(const branch_outcome&) = delete;
+  branch_outcome& operator=(const branch_outcome&) = delete;
+  ~branch_outcome() {
+    if (ended_ == ending::value) {
+      value_.~value_type();
+    } else if (ended_ == ending::error) {
+      error_.~exception_ptr();
+    }
+  }
 
   template <class Fn>
   void run(Fn& fn) noexcept {
     try {
       if constexpr (std::is_void_v<R>) {
         std::invoke(fn);
-        value.emplace();
+        ::new (static_cast<void*>(&value_)) value_type();
       } else {
-        value.emplace(std::invoke(fn));
+        ::new (static_cast<void*>(&value_)) value_type(std::invoke(fn));
       }
+      ended_ = ending::value;
     } catch (...) {
-      error = std::current_exception();
+      // Nothing was constructed in the union (the value's construction is
+      // the last step that may throw).
+      ::new (static_cast<void*>(&error_)) std::exception_ptr(std::current_exception());
+      ended_ = ending::error;
     }
   }
 
+  // Destroyed unrun (shutdown): the join reports task_cancelled.
+  void mark_dropped() noexcept { ended_ = ending::dropped; }
+
   void rethrow_if_failed() {
-    if (error) {
-      std::rethrow_exception(std::exchange(error, nullptr));
+    if (ended_ == ending::error) {
+      std::exception_ptr error = std::move(error_);
+      error_.~exception_ptr();
+      ended_ = ending::none;
+      std::rethrow_exception(std::move(error));
     }
-    if (dropped) {
+    if (ended_ == ending::dropped) {
       throw task_cancelled();
     }
   }
+
+  // After rethrow_if_failed() returned: the callable's result.
+  value_type&& value() noexcept { return std::move(value_); }
+
+ private:
+  enum class ending : std::uint8_t { none, value, error, dropped };
+  union {
+    value_type value_;
+    std::exception_ptr error_;
+  };
+  ending ended_ = ending::none;
+
+ public:
+  // Run by the joiner's own thread (taken back, or never offered): no
+  // count_down() was made for it. Written and read by that thread only.
+  // Beside ended_, so that both start with one store.
+  bool finished_here = false;
 };
 
 // The task body of an offered callable: 32 bytes in the slot, trivially
@@ -193,7 +231,7 @@ struct branch_body {
   static void destroy_entry(void* storage, detail::task_end end) noexcept {
     if (end == detail::task_end::dropped) {  // never ran (shutdown): the joiner must still wake
       const branch_body body = *std::launder(static_cast<branch_body*>(storage));
-      body.outcome->dropped = true;
+      body.outcome->mark_dropped();
       body.countdown->count_down();
     }
   }
@@ -204,19 +242,39 @@ struct branch_body {
 };
 
 // An offered callable in its joiner's deque (offer_deque.hpp):
-// what a thief runs. It lives in the fork_join on the joiner's stack and
-// touches nothing of the join after its count_down().
+// what a thief runs. It lives in the fork_join on the joiner's stack,
+// constructed when it is offered, and touches nothing of the join after
+// its count_down().
 template <class Fn, class R>
 struct branch_job : detail::offered_job {
-  Fn* fn = nullptr;
-  branch_outcome<R>* outcome = nullptr;
-  join_countdown* countdown = nullptr;
+  Fn* fn;
+  branch_outcome<R>* outcome;
+  join_countdown* countdown;
+
+  // Every field written once (the offer writes nothing else of the job).
+  branch_job(const detail::worker_context& joiner, Fn& callable, branch_outcome<R>& result,
+             join_countdown& count) noexcept
+      : detail::offered_job{&run_stolen, joiner.running, joiner.has_running},
+        fn(&callable),
+        outcome(&result),
+        countdown(&count) {}
 
   static void run_stolen(detail::offered_job& base) noexcept {
     auto& job = static_cast<branch_job&>(base);
     job.outcome->run(*job.fn);
     job.countdown->count_down();
   }
+};
+
+// Room for a trivially destructible T that is constructed only on the path
+// that uses it (a branch_job when its callable goes to the deque, a task id
+// when it becomes a task): a join writes nothing for the others.
+template <class T>
+union deferred {
+  static_assert(std::is_trivially_destructible_v<T>);
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init,hicpp-member-init)
+  deferred() noexcept {}
+  T value;
 };
 
 }  // namespace detail

@@ -136,6 +136,17 @@ class sleep_module {
   // sleepers only if fewer workers are awake and idle than there are jobs.
   std::uint32_t new_jobs(std::uint32_t jobs) noexcept;
 
+  // new_jobs(1) for a fork's offer, inline: when no worker is sleepy or
+  // parked, new_jobs would do nothing but this load.
+  [[gnu::always_inline]] void new_offer() noexcept {
+    // seq_cst load: new_jobs' fast case, unchanged (its comment has the
+    // pairing); new_jobs loads again before it decides anything.
+    const atomic_counters::counters seen = counters_.load();
+    if (seen.sleeping() != 0 || atomic_counters::counters::jec_is_sleepy(seen.jec())) {
+      static_cast<void>(new_jobs(1));
+    }
+  }
+
   // Before workers start: the backend the poller parks on (null: none).
   void set_poller_backend(park_backend* backend) noexcept { poller_backend_ = backend; }
   [[nodiscard]] bool has_poller() const noexcept { return poller_backend_ != nullptr; }
