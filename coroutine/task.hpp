@@ -85,15 +85,22 @@ struct inline_result<void> {
 
 // How a fork-join child's end reaches its join (coroutine/fork_region.hpp):
 // after the child's frame is gone, `ended` says which coroutine runs next.
+// Written whole when the child is launched (fork_record::prepare_launch)
+// and read only after that.
 struct region_link {
-  std::coroutine_handle<> (*ended)(region_link& link) noexcept = nullptr;
-  void* record = nullptr;  // the join's fork_record
-  bool offered = false;    // the record was offered when this child was launched
+  std::coroutine_handle<> (*ended)(region_link& link) noexcept;
+  void* record;  // the join's fork_record
+  bool offered;  // the record was offered when this child was launched
 };
 
 // A fork-join child's result slot: its value or exception, and its link.
+// The constructor is user-provided so that a join's tuple of slots is not
+// zero-filled first (value-initialisation): the result's members start
+// empty by their own constructors, the link is left for its launch.
 template <class T>
 struct fork_result : inline_result<T> {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init,hicpp-member-init)
+  fork_result() noexcept {}
   region_link link;
 };
 
