@@ -99,8 +99,8 @@ struct region_link {
 // empty by their own constructors, the link is left for its launch.
 template <class T>
 struct fork_result : inline_result<T> {
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init,hicpp-member-init)
-  fork_result() noexcept {}
+  // = default would make value-initialisation zero-fill the slot again.
+  fork_result() noexcept {}  // NOLINT(modernize-use-equals-default)
   region_link link;
 };
 

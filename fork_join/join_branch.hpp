@@ -144,8 +144,7 @@ class branch_outcome {
   using value_type = joined_value_t<R>;
 
   // The union is left unwritten on purpose: run() constructs one member.
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init,hicpp-member-init)
-  branch_outcome() noexcept {}
+  branch_outcome() noexcept {}  // NOLINT(modernize-use-equals-default)
   branch_outcome(const branch_outcome&) = delete;
   branch_outcome& operator=(const branch_outcome&) = delete;
   ~branch_outcome() {
@@ -272,8 +271,7 @@ struct branch_job : detail::offered_job {
 template <class T>
 union deferred {
   static_assert(std::is_trivially_destructible_v<T>);
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init,hicpp-member-init)
-  deferred() noexcept {}
+  deferred() noexcept {}  // NOLINT(modernize-use-equals-default): constructs no member
   T value;
 };
 
