@@ -148,23 +148,46 @@ template <class T, class C>
 [[gnu::always_inline]] inline bool run_fork_child(C& child, fork_result<T>& slot,
                                                   task_context* context) noexcept {
   // The first task frame make() allocates goes on this thread's stack
-  // (fork_stack.hpp): a call's own frame; a task<T> made before the join
-  // stays where it is.
-  fork_stack_state().mark = want_stack_frame;
+  // (fork_stack.hpp) and starts as it is made (promise_of's
+  // initial_suspend): a call's own frame. A task<T> made before the join
+  // stays where it is and is resumed below.
+  fork_stack_thread& here = fork_stack_state();
+  here.mark = want_stack_frame;
+  here.launch_result = promise_of<T>::fork_result_word(&slot);
+  here.launch_context = context;
+  here.launch_type = &launch_type_tag<T>;
   std::coroutine_handle<task_promise<T>> handle;
+  bool started = false;
   try {
     task<T> made = fork_child_traits<C>::make(child);
-    const std::uintptr_t consumed = std::exchange(fork_stack_state().mark, 0);
     handle = made.release();
-    if (consumed != reinterpret_cast<std::uintptr_t>(handle.address())) [[unlikely]] {
-      stack_frame_not_kept(consumed);
-    }
-    if (!handle) {
-      throw std::invalid_argument("canopy::join: an empty task (moved from or already awaited)");
-    }
+    started = fork_stack_state().launch_result == 0;
   } catch (...) {
-    stack_frame_not_kept(std::exchange(fork_stack_state().mark, 0));
+    fork_stack_thread& failed = fork_stack_state();
+    if (failed.launch_result == 0) [[unlikely]] {
+      started_frame_not_returned();  // f threw after the child it made ran
+    }
+    failed.launch_result = 0;
+    stack_frame_not_kept(std::exchange(failed.mark, 0));
     slot.error = std::current_exception();
+    return true;
+  }
+  if (started) [[likely]] {
+    // It ran, and ended or waits in a join another thread holds.
+    if (slot.awaiter.address() != handle.address()) [[unlikely]] {
+      started_frame_not_returned();
+    }
+    return child_ended_here();
+  }
+  fork_stack_thread& after = fork_stack_state();
+  after.launch_result = 0;
+  const std::uintptr_t consumed = std::exchange(after.mark, 0);
+  if (consumed != reinterpret_cast<std::uintptr_t>(handle.address())) [[unlikely]] {
+    stack_frame_not_kept(consumed);
+  }
+  if (!handle) {
+    slot.error = std::make_exception_ptr(
+        std::invalid_argument("canopy::join: an empty task (moved from or already awaited)"));
     return true;
   }
   handle.promise().fork_into(&slot, context);

@@ -214,9 +214,34 @@ class promise_of : public promise_base {
   // The task is a fork-join child (coroutine/fork_region.hpp): the result
   // goes to `result`, its end to `result->link`.
   void fork_into(fork_result<T>* result, task_context* context) noexcept {
-    result_ = reinterpret_cast<std::uintptr_t>(result) | region_tag | fork_tag;
+    result_ = fork_result_word(result);
     context_ = context;
   }
+  // The result word fork_into writes for `result`.
+  static std::uintptr_t fork_result_word(fork_result<T>* result) noexcept {
+    return reinterpret_cast<std::uintptr_t>(result) | region_tag | fork_tag;
+  }
+
+  // A fork-join child made by a canopy::call starts as it is made: the
+  // frame that consumed the launch's stack mark (executor/fork_stack.hpp)
+  // takes its result slot and context at its initial suspension and does
+  // not suspend, so its body runs in the same entry into the frame, not in
+  // a second one for the launch's resume. Any other task suspends as
+  // usual. The awaiter is empty (a pointer in it would grow every frame):
+  // the promise is reached through the handle await_suspend gets. The
+  // slot's awaiter handle, unused by a fork-join child, records which frame
+  // started, for run_fork_child's check.
+  struct start_if_launched {
+    // NOLINTNEXTLINE(readability-convert-member-functions-to-static): co_await calls it on the awaiter
+    [[nodiscard]] bool await_ready() const noexcept { return false; }
+    template <class Promise>
+    bool await_suspend(std::coroutine_handle<Promise> self) const noexcept {
+      return !self.promise().start_if_launched_here(self.address());
+    }
+    void await_resume() const noexcept {}
+  };
+  start_if_launched initial_suspend() noexcept { return {}; }
+
   // The task is a root spawned with a handle: the result goes to `state`.
   void deliver_to(detail::join_state<T>* state) noexcept {
     result_ = reinterpret_cast<std::uintptr_t>(state) | joined_tag;
@@ -267,6 +292,23 @@ class promise_of : public promise_base {
       context_->signal = detail::run_outcome::completed;
     }
     return {};
+  }
+
+ private:
+  // A thread_local read inside the body: a call of its own with Clang,
+  // inline with GCC (CANOPY_INLINE_THREAD_LOCAL_STEP).
+  CANOPY_INLINE_THREAD_LOCAL_STEP bool start_if_launched_here(void* frame) noexcept {
+    fork_stack_thread& here = fork_stack_state();
+    if (here.mark != reinterpret_cast<std::uintptr_t>(frame) || here.launch_result == 0 ||
+        here.launch_type != &launch_type_tag<T>) [[likely]] {
+      return false;
+    }
+    result_ = here.launch_result;
+    context_ = static_cast<task_context*>(here.launch_context);
+    awaiting()->awaiter = std::coroutine_handle<>::from_address(frame);
+    here.launch_result = 0;
+    here.mark = 0;
+    return true;
   }
 
  protected:
@@ -342,7 +384,7 @@ class [[nodiscard]] task {
   }
   task(const task&) = delete;
   task& operator=(const task&) = delete;
-  ~task() { reset(); }
+  [[gnu::always_inline]] ~task() { reset(); }
 
   [[nodiscard]] bool valid() const noexcept { return static_cast<bool>(handle_); }
 
@@ -383,10 +425,18 @@ class [[nodiscard]] task {
   awaiter operator co_await() & noexcept { return awaiter{*this}; }
 
  private:
-  void reset() noexcept {
+  // Inline where the task was released (its usual end); dropping a frame
+  // is a call of its own.
+  [[gnu::always_inline]] void reset() noexcept {
     if (handle_) {
-      detail::destroy_frame_opaque(std::exchange(handle_, {}).address());
+      drop(std::exchange(handle_, {}).address());
     }
+  }
+  [[gnu::noinline]] static void drop(void* frame) noexcept {
+    if (detail::on_fork_stack(frame)) [[unlikely]] {
+      detail::stack_frame_dropped(frame);
+    }
+    detail::destroy_frame_opaque(frame);
   }
 
   std::coroutine_handle<promise_type> handle_;

@@ -284,6 +284,19 @@ void free_stack_frame(void* frame, std::size_t size) noexcept {
   }
 }
 
+void started_frame_not_returned() noexcept {
+  fail(
+      "canopy::call: the function made a task, which started as the join's child, and then "
+      "returned another task or threw (a call's function must return the task it makes first: "
+      "docs/fork_join.md)");
+}
+
+void stack_frame_dropped(void* /*frame*/) noexcept {
+  if (fork_stack_state().launch_result == 0) {
+    started_frame_not_returned();
+  }
+}
+
 void stack_frame_not_kept(std::uintptr_t consumed) noexcept {
   if (consumed == 0 || consumed == want_stack_frame) {
     return;  // no frame went on the stack

@@ -76,7 +76,21 @@ struct fork_stack_thread {
   // one goes on the stack; else the address of the frame that consumed the
   // mark (or 0 again when it could not go on the stack).
   std::uintptr_t mark = 0;
+  // While a call's make() runs (run_fork_child): where its child delivers
+  // its result (the promise's tagged result word) and the context it runs
+  // in. The frame that consumed the mark takes both at its initial
+  // suspension and starts at once, in the same entry into its body; it
+  // leaves launch_result 0, which tells run_fork_child that it ran.
+  // launch_type names the child's task<T> (launch_type_tag<T>): a frame
+  // of another type that consumed the mark does not start.
+  std::uintptr_t launch_result = 0;
+  void* launch_context = nullptr;
+  const void* launch_type = nullptr;
 };
+
+// One address per result type, for fork_stack_thread::launch_type.
+template <class T>
+inline constexpr char launch_type_tag = 0;
 
 // Not a frame's address (frames are 16-byte aligned).
 inline constexpr std::uintptr_t want_stack_frame = 1;
@@ -196,6 +210,16 @@ inline void delete_task_frame(void* frame, std::size_t size) noexcept {
 // not the made task's frame. Terminates (canopy::call's contract) when make()
 // left a task frame of its own on the stack; one it freed again is fine.
 void stack_frame_not_kept(std::uintptr_t consumed) noexcept;
+// A call's make() started the child it made (promise_of's initial_suspend)
+// and then returned another task or threw: canopy::call's contract is
+// broken after the child ran, so nothing can be undone. Terminates with a
+// message.
+[[noreturn]] void started_frame_not_returned() noexcept;
+// A task<T> that owns a frame on a stacklet is destroyed: allowed while a
+// call's make() runs and its child has not started (a scratch task of
+// another type); a started child's frame is the join's, so dropping it
+// breaks canopy::call's contract as above (terminates).
+void stack_frame_dropped(void* frame) noexcept;
 
 // ------------------------------------------------ the protocol's steps
 // Called by the thread that runs region frames; none touches another

@@ -709,6 +709,16 @@ void stack_frame_not_kept(std::uintptr_t consumed) noexcept {
     std::abort();
   }
 }
+void started_frame_not_returned() noexcept {
+  std::fputs("model fork-join: make() did not return the child it started\n", stderr);
+  std::abort();
+}
+void stack_frame_dropped(void* frame) noexcept {
+  if (active_world != nullptr && active_world->on_stack(frame) &&
+      fork_stack_state().launch_result == 0) {
+    started_frame_not_returned();
+  }
+}
 void adopt_stack(stacklet* stack) noexcept { active_world->adopt(stack); }
 void leave_stack_run_slow(fork_stack_thread& /*here*/) noexcept { active_world->leave_run(); }
 
