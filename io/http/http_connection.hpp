@@ -79,6 +79,21 @@ class input_buffer {
   std::size_t end_ = 0;
 };
 
+// Whether a response head (its status line and fields, each line ending
+// in CRLF) has a Connection field listing "close".
+inline bool announces_close(std::string_view head) noexcept {
+  constexpr std::string_view field = "connection:";
+  for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;
+       at = head.find("\r\n", at + 2)) {
+    const std::string_view line = head.substr(at + 2, head.find("\r\n", at + 2) - (at + 2));
+    if (equals_ignoring_case(line.substr(0, field.size()), field) &&
+        lists_token(line.substr(field.size()), "close")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // What the server adds to the response the handler appended to `out` at
 // `start`, for the requests whose answer a handler easily gets wrong:
 //   * HEAD: the head only (RFC 9110 9.3.2), so a handler answers HEAD as it
@@ -89,23 +104,30 @@ class input_buffer {
 //   * a server draining (its stop was requested) ends a kept-alive
 //     connection after this answer: `Connection: close` (unless the
 //     handler named a Connection), so the client does not send another.
-// Other requests cost nothing here: the head is searched for these only.
-inline void complete_response(const request& req, std::string& out, std::size_t start,
-                              bool draining) {
+// Returns whether the answer ends the connection: a request kept alive
+// whose answer says `Connection: close` (response::close, or a field the
+// handler wrote) is closed after it, as RFC 9112 9.6 requires; a client
+// told so (ab -k, curl) sends nothing more and may wait for the close.
+// That needs the answer's head searched for every kept-alive request (its
+// few lines); the rest costs nothing for other requests.
+[[nodiscard]] inline bool complete_response(const request& req, std::string& out, std::size_t start,
+                                            bool draining) {
   const bool head_only = req.method == "HEAD";
   const bool close_now = draining && req.keep_alive;
   const bool confirm_keep_alive = req.version_minor == 0 && req.keep_alive && !close_now;
-  if (!head_only && !confirm_keep_alive && !close_now) {
-    return;
+  if (!head_only && !confirm_keep_alive && !close_now && !req.keep_alive) {
+    return false;  // closing anyway, and the server wrote Connection: close itself
   }
   const std::size_t head_end = out.find("\r\n\r\n", start);
   if (head_end == std::string::npos) {
-    return;  // not a response: left as the handler wrote it
+    return false;  // not a response: left as the handler wrote it
   }
+  const bool announced = req.keep_alive && !close_now &&
+                         announces_close(std::string_view(out).substr(start, head_end + 2 - start));
   if (head_only) {
     out.resize(head_end + 4);
   }
-  if (confirm_keep_alive || close_now) {
+  if ((confirm_keep_alive && !announced) || close_now) {
     bool named = false;
     constexpr std::string_view field = "\r\nconnection:";
     for (std::size_t at = out.find("\r\n", start); at < head_end && !named;
@@ -116,6 +138,7 @@ inline void complete_response(const request& req, std::string& out, std::size_t 
       out.insert(head_end, close_now ? "\r\nConnection: close" : "\r\nConnection: keep-alive");
     }
   }
+  return announced;
 }
 
 // Whether the incomplete request at the front of `pending` has its whole

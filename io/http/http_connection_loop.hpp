@@ -190,7 +190,9 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       input.consume(outcome.consumed);
       closing = !req.keep_alive || draining;
       if (!streamed) {
-        complete_response(req, output, start, draining);
+        // An answer that says `Connection: close` (response::close, or the
+        // handler's own field) ends the connection after it.
+        closing = complete_response(req, output, start, draining) || closing;
       } else {
         // Its head went out already (the writer added what the server adds
         // to a head); a close it announced, or a drain since, ends the

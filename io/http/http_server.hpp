@@ -7,8 +7,9 @@
 //
 // Behaviour, per connection:
 //   * keep-alive: requests are read until the client closes, asks for
-//     `Connection: close` (answered, then the connection is closed), or
-//     speaks HTTP/1.0 without keep-alive; an HTTP/1.0 request kept alive
+//     `Connection: close` (answered, then the connection is closed),
+//     speaks HTTP/1.0 without keep-alive, or the handler's answer says
+//     `Connection: close` (closed after it); an HTTP/1.0 request kept alive
 //     gets `Connection: keep-alive` added to its answer (unless the
 //     handler wrote a Connection field), so the client knows to reuse it;
 //   * HEAD: the server sends only the head of the handler's response (the

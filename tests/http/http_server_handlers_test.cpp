@@ -159,6 +159,54 @@ TEST_CASE("http handlers: the router answers 404 and 405 with Allow itself") {
   CHECK(got.ends_with("Allow: DELETE\r\n\r\nMethod Not Allowed"));
 }
 
+TEST_CASE("http handlers: an answer with Connection: close ends the connection") {
+  const watchdog guard("http handlers: close", 60 * timeout_scale());
+  http::router routes;
+  routes
+      .get("/bye",
+           [](const http::request&) {
+             http::response answer;
+             answer.body = "bye";
+             answer.close = true;
+             return answer;
+           })
+      .get("/co-bye",
+           [](const http::request&) -> task<http::response> {
+             co_await canopy::sleep_for(1ms);
+             http::response answer;
+             answer.body = "bye";
+             answer.close = true;
+             co_return answer;
+           })
+      .get("/plain-bye", [](const http::request&, std::string& out) {
+        http::append_response(out, 200, "OK", "text/plain", "bye", true);
+      });
+  // An idle connection would close quietly only after a minute: an EOF
+  // within the client's few seconds is the answer's.
+  http::server_options options;
+  options.request_timeout = 60s;
+  stoppable_server server(options, std::move(routes));
+  for (const std::string_view target : {"/bye", "/co-bye", "/plain-bye"}) {
+    CAPTURE(target);
+    raw_client client(server.port());
+    client.receive_timeout(std::chrono::milliseconds(static_cast<long>(5000 * timeout_scale())));
+    // The request pipelined behind it is not answered (RFC 9112 9.6).
+    client.send(get(target) + get(target));
+    CHECK(client.read_to_eof());
+    CHECK(client.received.find("Connection: close\r\n\r\nbye") != std::string::npos);
+    CHECK(client.received.find("HTTP/1.1", 1) == std::string::npos);
+    // HTTP/1.0 kept alive (ab -k): the same, and no `Connection: keep-alive`.
+    raw_client old(server.port());
+    old.receive_timeout(std::chrono::milliseconds(static_cast<long>(5000 * timeout_scale())));
+    old.send("GET " + std::string(target) + " HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    CHECK(old.read_to_eof());
+    CHECK(old.received.ends_with("Connection: close\r\n\r\nbye"));
+  }
+  raw_client kept(server.port());  // other answers keep the connection
+  kept.send(get("/nope") + get("/nope"));
+  CHECK(read_answers(kept, 2));
+}
+
 TEST_CASE("http handlers: curl through the router, one connection for three requests") {
   const watchdog guard("http handlers: curl", 120 * timeout_scale());
   std::atomic<int> hits{0};

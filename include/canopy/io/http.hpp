@@ -144,9 +144,12 @@
 //   append_response(out, response, close): append one complete response.
 // Per connection, the server itself:
 //   * keep-alive until the client closes, sends `Connection: close`
-//     (answered, then closed) or speaks HTTP/1.0 without keep-alive; an
-//     HTTP/1.0 request kept alive gets `Connection: keep-alive` added
-//     (unless the handler wrote a Connection field);
+//     (answered, then closed), speaks HTTP/1.0 without keep-alive, or the
+//     answer says `Connection: close` (response::close, or the field an
+//     appending handler wrote: closed after it, requests pipelined behind
+//     it unanswered); an HTTP/1.0 request kept alive gets
+//     `Connection: keep-alive` added (unless the handler wrote a
+//     Connection field);
 //   * HEAD: only the head of the handler's answer goes out (a handler
 //     answers HEAD as GET; Content-Length is the GET answer's);
 //   * request bodies by Content-Length or `Transfer-Encoding: chunked`
