@@ -34,6 +34,13 @@ void response_writer::start() {
     out.append(head_.content_type);
   }
   for (const auto& [name, value] : head_.headers) {
+    // The framing is the server's (chunked, or the close for HTTP/1.0): a
+    // Content-Length or Transfer-Encoding of the handler's beside it would
+    // make the answer mean two things (RFC 9112 6.1), so it is left out.
+    if (equals_ignoring_case(name, "content-length") ||
+        equals_ignoring_case(name, "transfer-encoding")) {
+      continue;
+    }
     out.append("\r\n");
     out.append(name);
     out.append(": ");

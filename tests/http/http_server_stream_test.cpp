@@ -123,6 +123,16 @@ http::router streaming_routes() {
                }
              }
            })
+      .get("/framed",
+           [](const http::request&, http::response_writer& body) -> task<void> {
+             // Framing fields of the handler's own: the server's replace them.
+             body.head().headers.emplace_back("Content-Length", "5");
+             body.head().headers.emplace_back("transfer-encoding", "identity");
+             body.head().headers.emplace_back("X-Kept", "yes");
+             if (co_await body.write("abc")) {
+               co_await body.write("de");
+             }
+           })
       .get("/plain", [](const http::request&) { return "plain"; })
       .get("/throw", [](const http::request&, http::response_writer& body) -> task<void> {
         CHECK(co_await body.write("first piece"));
@@ -188,6 +198,29 @@ TEST_CASE("http stream: HTTP/1.0 gets the body delimited by the close, not chunk
   child_process curl({"curl", "-sS", "-0", "--max-time", "30", url});
   CHECK(curl.wait(60) == 0);
   CHECK(curl.output() == whole_body());
+}
+
+TEST_CASE("http stream: the handler's own Content-Length and Transfer-Encoding are left out") {
+  const watchdog guard("http stream: framing fields", 60 * timeout_scale());
+  stoppable_server server({}, streaming_routes());
+  raw_client client(server.port());
+  client.send(get("/framed") + get("/plain"));
+  const decoded got = read_chunked_answer(client);
+  REQUIRE(got.end != std::string::npos);
+  CHECK(got.data == "abcde");
+  const std::string head = client.received.substr(0, client.received.find("\r\n\r\n") + 4);
+  CHECK(head.find("Transfer-Encoding: chunked\r\n") != std::string::npos);
+  CHECK(head.find("Content-Length") == std::string::npos);
+  CHECK(head.find("transfer-encoding") == std::string::npos);
+  CHECK(head.find("X-Kept: yes\r\n") != std::string::npos);
+  CHECK(client.read_until("\r\n\r\nplain"));
+  // HTTP/1.0: the body ends at the close, with no Content-Length either.
+  raw_client old(server.port());
+  old.send(get("/framed", "1.0"));
+  CHECK(old.read_to_eof());
+  CHECK(old.received.find("Content-Length") == std::string::npos);
+  CHECK(old.received.find("transfer-encoding") == std::string::npos);
+  CHECK(old.received.ends_with("\r\n\r\nabcde"));
 }
 
 TEST_CASE("http stream: HEAD gets the head only, the writes are refused, the connection stays") {
