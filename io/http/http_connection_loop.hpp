@@ -38,6 +38,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -137,6 +138,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   bool write_shut = false;  // linger() shut the sending side already
   bool continued = false;   // `100 Continue` sent for the request now arriving
   bool refused = false;     // an error answer to a request whose rest may still arrive
+  std::exception_ptr handler_failure;          // rethrown once the answers before it went out
   flush_outcome broken = flush_outcome::sent;  // a streamed answer's send that failed
   idle_watch watch{.fd = link.fd()};
   std::optional<std::stop_callback<close_if_idle>> idle_closer;
@@ -174,14 +176,39 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       // A coroutine handler's task runs here, inline; `req` views `input`,
       // which nothing touches until it is answered (also while a streamed
       // answer goes out: the requests pipelined behind it wait in `input`).
-      task<response> pending = respond(req, output, &sink);
+      std::exception_ptr failure;
+      task<response> pending;
+      try {
+        pending = respond(req, output, &sink);
+      } catch (...) {
+        failure = std::current_exception();
+      }
       bool streamed = false;
       if (pending.valid()) {
-        const response answer = co_await std::move(pending);
+        response answer;
+        try {
+          answer = co_await std::move(pending);
+        } catch (...) {
+          failure = std::current_exception();
+        }
         streamed = sink.streamed;
-        if (!streamed) {
+        if (!streamed && !failure) {
           append_response(output, answer, !req.keep_alive);
         }
+      }
+      if (failure) {
+        // The handler threw: its request gets no answer and the connection
+        // ends. The answers of the requests pipelined before it are
+        // complete, and still go out first (a cancel does not come here).
+        // Where there are none, or its streamed head went out already (the
+        // answer must not look complete), the close is at once, as it was.
+        output.resize(start);
+        if (sink.streamed || output.empty()) {
+          std::rethrow_exception(failure);
+        }
+        handler_failure = failure;
+        closing = true;
+        break;
       }
       const bool draining = stop.stop_requested();
       ++tally.served;
@@ -299,6 +326,9 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   }
   idle_closer.reset();  // waits for a close_if_idle running on another thread
   co_await link.end(reset, write_shut);
+  if (handler_failure) {
+    std::rethrow_exception(handler_failure);
+  }
 }
 
 }  // namespace canopy::io::http::detail

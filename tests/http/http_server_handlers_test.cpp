@@ -278,6 +278,35 @@ TEST_CASE("http handlers: a coroutine handler's exception ends its connection, r
   CHECK(fine.read_until("200 OK"));
 }
 
+TEST_CASE("http handlers: a handler's exception still lets the answers pipelined before go") {
+  const watchdog guard("http handlers: throw behind answers", 60 * timeout_scale());
+  reported_failures.store(0);
+  executor_config config = io_config(2);
+  config.on_detached_exception = [](std::exception_ptr) { reported_failures.fetch_add(1); };
+  http::router routes;
+  routes.get("/ok", [](const http::request&) { return std::string("fine"); })
+      .get("/throw",
+           [](const http::request&) -> std::string { throw std::runtime_error("plain boom"); })
+      .get("/co-throw", [](const http::request&) -> task<http::response> {
+        co_await canopy::sleep_for(1ms);
+        throw std::runtime_error("coroutine boom");
+      });
+  stoppable_server server({}, std::move(routes), std::move(config));
+  int reported = 0;
+  for (const std::string_view target : {"/throw", "/co-throw"}) {
+    CAPTURE(target);
+    raw_client client(server.port());
+    client.send(get("/ok") + get("/ok") + get(target) + get("/ok"));
+    CHECK(client.read_to_eof());
+    // The two answers before it, complete; nothing for it or after it.
+    const std::string one =
+        "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\nfine";
+    CHECK(client.received == one + one);
+    ++reported;
+    CHECK(eventually([reported] { return reported_failures.load() == reported; }));
+  }
+}
+
 TEST_CASE("http handlers: bad input is refused with std::invalid_argument") {
   http::router routes;
   CHECK_THROWS_AS(routes.add("GET", "", [](const http::request&) { return std::string(); }),

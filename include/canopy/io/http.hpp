@@ -100,7 +100,9 @@
 //                    so it may co_await anything a task may: a lock, a
 //                    channel, canopy::run_blocking, a sleep. An exception
 //                    from it (or from its task) ends the connection (the
-//                    socket is closed); under serve() it goes to the
+//                    socket is closed; its request is not answered, the
+//                    answers of requests pipelined before it go out
+//                    first); under serve() it goes to the
 //                    executor's on_detached_exception handler. An empty
 //                    handler (a null function pointer, an empty
 //                    std::function): serve() and serve_connection() throw
