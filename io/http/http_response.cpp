@@ -21,7 +21,14 @@ response_writer::~response_writer() {
 // and for HTTP/1.0 (which knows no chunks) a body that ends at the close.
 void response_writer::start() {
   const bool http10 = req_->version_minor == 0;
-  const bool close = !req_->keep_alive || head_.close || http10 ||
+  // A Connection field of the handler's that lists close ends the
+  // connection as head().close does (its field is sent, not a second one).
+  bool announced = false;
+  for (const auto& [name, value] : head_.headers) {
+    announced =
+        announced || (equals_ignoring_case(name, "connection") && lists_token(value, "close"));
+  }
+  const bool close = !req_->keep_alive || head_.close || http10 || announced ||
                      (sink_->stop != nullptr && sink_->stop->stop_requested());
   std::string& out = *sink_->out;
   char number[24];
@@ -49,7 +56,7 @@ void response_writer::start() {
   if (!http10) {
     out.append("\r\nTransfer-Encoding: chunked");
   }
-  if (close) {
+  if (close && !announced) {
     out.append("\r\nConnection: close");
   }
   out.append("\r\n\r\n");

@@ -133,6 +133,11 @@ http::router streaming_routes() {
                co_await body.write("de");
              }
            })
+      .get("/closing",
+           [](const http::request&, http::response_writer& body) -> task<void> {
+             body.head().headers.emplace_back("Connection", "close");
+             co_await body.write("last");
+           })
       .get("/plain", [](const http::request&) { return "plain"; })
       .get("/throw", [](const http::request&, http::response_writer& body) -> task<void> {
         CHECK(co_await body.write("first piece"));
@@ -221,6 +226,21 @@ TEST_CASE("http stream: the handler's own Content-Length and Transfer-Encoding a
   CHECK(old.received.find("Content-Length") == std::string::npos);
   CHECK(old.received.find("transfer-encoding") == std::string::npos);
   CHECK(old.received.ends_with("\r\n\r\nabcde"));
+}
+
+TEST_CASE("http stream: the handler's own Connection: close ends the connection") {
+  const watchdog guard("http stream: Connection field", 60 * timeout_scale());
+  http::server_options options;
+  options.request_timeout = 60s;  // an EOF within the client's wait is the answer's
+  stoppable_server server(options, streaming_routes());
+  raw_client client(server.port());
+  client.receive_timeout(std::chrono::milliseconds(static_cast<long>(5000 * timeout_scale())));
+  client.send(get("/closing") + get("/plain"));
+  CHECK(client.read_to_eof());
+  const std::string head = client.received.substr(0, client.received.find("\r\n\r\n") + 4);
+  CHECK(head.find("Connection: close\r\n") != std::string::npos);
+  CHECK(head.find("Connection", head.find("Connection") + 1) == std::string::npos);  // once
+  CHECK(client.received.ends_with("\r\n\r\n4\r\nlast\r\n0\r\n\r\n"));                // not /plain's
 }
 
 TEST_CASE("http stream: HEAD gets the head only, the writes are refused, the connection stays") {
