@@ -8,9 +8,9 @@
 // frame) and its options, and gives:
 //   stream_type                    the stream the connection owns;
 //   static constexpr bool lingers  whether a close with input left unread
-//                                  first drains it (linger(); plain TCP,
-//                                  where such a close resets the answer
-//                                  away) or not (TLS: close_notify ends it);
+//                                  first drains it (linger(): both links,
+//                                  since such a close resets the answer
+//                                  away, TLS's close_notify or not);
 //   int fd()                       the socket (the idle watch shuts its
 //                                  reading side; a cut-short streamed
 //                                  answer resets it);

@@ -27,11 +27,54 @@ auto& totals = detail::connection_totals;
 
 using detail::flush_outcome;
 
+// The connection loop's link over plain TCP (http_connection_loop.hpp):
+// the stream's bounded forms, handed to the loop as they are.
+class tcp_link {
+ public:
+  using stream_type = tcp_stream;
+  static constexpr bool lingers = true;
+
+  tcp_link(tcp_stream& stream, const server_options& options) noexcept
+      : stream_(&stream), stall_limit_(options.write_timeout) {}
+
+  [[nodiscard]] int fd() const noexcept { return stream_->native_handle(); }
+  [[nodiscard]] static detail::ready_value<bool> start() noexcept { return {true}; }
+  task<void> write(std::span<const std::byte> bytes, std::error_code& error) {
+    return stream_->write_all_within(bytes, stall_limit_, error);
+  }
+  [[nodiscard]] auto read(std::span<std::byte> room, std::chrono::steady_clock::time_point deadline,
+                          std::error_code& error) {
+    return stream_->read_some_until(room, deadline, error);
+  }
+  [[nodiscard]] bool has_unread_input() const noexcept {
+    return detail::has_unread_input(*stream_);
+  }
+  task<void> linger() { return detail::linger_close(*stream_); }
+  detail::ready_void end(bool reset, bool write_shut) noexcept {
+    if (reset) {
+      // Drop the unsent answer now rather than leave it queued in the
+      // kernel for a client that does not read.
+      const ::linger abort_on_close{1, 0};
+      ::setsockopt(fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+    } else if (!write_shut) {
+      stream_->shutdown(SHUT_WR);
+    }
+    stream_->close();
+    return {};
+  }
+
+ private:
+  tcp_stream* stream_;
+  std::chrono::milliseconds stall_limit_;
+};
+
+}  // namespace
+
 // After an error answer: stop sending, then read and drop what the client
 // still sends (bounded in bytes and time) before closing, so that the close
 // does not reset the connection while the answer is still unread (a close
 // with unread input sends RST, which can discard the answer at the client).
-task<void> linger_close(tcp_stream& stream) {
+task<void> detail::linger_close(tcp_stream& stream) {
   stream.shutdown(SHUT_WR);
   // Bounds as nginx's lingering close has them (time, not only bytes): a
   // client that has not yet read the answer may send a whole body's rest
@@ -52,51 +95,10 @@ task<void> linger_close(tcp_stream& stream) {
 // Whether bytes the server has not read wait in the socket (a non-blocking
 // peek). A close with unread input resets the connection; without any,
 // the answer and the FIN go out as they are and no lingering is needed.
-bool has_unread_input(const tcp_stream& stream) noexcept {
+bool detail::has_unread_input(const tcp_stream& stream) noexcept {
   char probe = 0;
   return ::recv(stream.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
-
-// The connection loop's link over plain TCP (http_connection_loop.hpp):
-// the stream's bounded forms, handed to the loop as they are.
-class tcp_link {
- public:
-  using stream_type = tcp_stream;
-  static constexpr bool lingers = true;
-
-  tcp_link(tcp_stream& stream, const server_options& options) noexcept
-      : stream_(&stream), stall_limit_(options.write_timeout) {}
-
-  [[nodiscard]] int fd() const noexcept { return stream_->native_handle(); }
-  [[nodiscard]] static detail::ready_value<bool> start() noexcept { return {true}; }
-  task<void> write(std::span<const std::byte> bytes, std::error_code& error) {
-    return stream_->write_all_within(bytes, stall_limit_, error);
-  }
-  [[nodiscard]] auto read(std::span<std::byte> room, std::chrono::steady_clock::time_point deadline,
-                          std::error_code& error) {
-    return stream_->read_some_until(room, deadline, error);
-  }
-  [[nodiscard]] bool has_unread_input() const noexcept { return http::has_unread_input(*stream_); }
-  task<void> linger() { return linger_close(*stream_); }
-  detail::ready_void end(bool reset, bool write_shut) noexcept {
-    if (reset) {
-      // Drop the unsent answer now rather than leave it queued in the
-      // kernel for a client that does not read.
-      const ::linger abort_on_close{1, 0};
-      ::setsockopt(fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
-    } else if (!write_shut) {
-      stream_->shutdown(SHUT_WR);
-    }
-    stream_->close();
-    return {};
-  }
-
- private:
-  tcp_stream* stream_;
-  std::chrono::milliseconds stall_limit_;
-};
-
-}  // namespace
 
 // Bad options are refused before anything is served: a timeout of zero or
 // less would close every connection at once, quietly, and an empty handler

@@ -129,6 +129,12 @@ void check_serving(const server_options& options, const handler& respond);
 using connection_maker = std::function<task<void>(tcp_stream, std::stop_token)>;
 task<std::error_code> serve_with(tcp_listener& listener, server_options options,
                                  connection_maker connection, std::stop_token stop);
+// The lingering close after an error answer (http_server.cpp), for the
+// plain link and the TLS one: shuts the sending side, then reads and drops
+// what the client still sends (bounded in bytes and time).
+task<void> linger_close(tcp_stream& stream);
+// Whether bytes not yet read wait in the socket (a non-blocking peek).
+[[nodiscard]] bool has_unread_input(const tcp_stream& stream) noexcept;
 }  // namespace detail
 
 // Counters over every connection served in this process (relaxed).

@@ -23,8 +23,8 @@ task<std::error_code> serve(tcp_listener& listener, tls_context context, server_
 // answers included), except: a write is bounded as a whole by
 // write_timeout (not per stall); every end the stream survives (an answer
 // with close, an error answer, an idle close, the client's close_notify)
-// sends close_notify before the close, without the plain server's
-// lingering.
+// sends close_notify before the close, followed by the plain server's
+// lingering close where input is left unread.
 task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
                             std::stop_token stop = {});
 

@@ -44,12 +44,15 @@ task<bool> within(std::chrono::milliseconds limit, task<T> work) {
 // answer with close, an idle close, a stop, the client's close_notify)
 // sends close_notify, so the client sees a clean end rather than a
 // truncation; after an error or a write cut short the stream is unusable
-// and the close is all there is. No lingering: close_notify ends the
-// connection for the client.
+// and the close is all there is. It lingers as the plain link does:
+// close_notify does not keep the kernel from resetting a connection closed
+// with input unread, and the reset discards the answer at a client still
+// sending (curl sending a body over the limit lost its 413 about every
+// other time, failing with "Failed sending data to the peer").
 class tls_link {
  public:
   using stream_type = tls_stream<tcp_stream>;
-  static constexpr bool lingers = false;
+  static constexpr bool lingers = true;
 
   tls_link(stream_type& stream, const server_options& options) noexcept
       : stream_(&stream), options_(&options) {}
@@ -78,16 +81,33 @@ class tls_link {
     return stream_->read_some_until(room, deadline, error);
   }
 
-  task<void> end(bool /*reset*/, bool /*write_shut*/) {
-    if (stream_->usable()) {
-      std::error_code error;
-      co_await within(options_->write_timeout, stream_->shutdown(error));
+  [[nodiscard]] bool has_unread_input() const noexcept {
+    return detail::has_unread_input(stream_->next_layer());
+  }
+  // close_notify after the answers, then the plain link's lingering close
+  // of the socket under it (what the client still sends is dropped
+  // undecrypted).
+  task<void> linger() {
+    co_await notify_close();
+    co_await detail::linger_close(stream_->next_layer());
+  }
+
+  task<void> end(bool /*reset*/, bool write_shut) {
+    if (!write_shut) {
+      co_await notify_close();
+      stream_->next_layer().shutdown(SHUT_WR);
     }
-    stream_->next_layer().shutdown(SHUT_WR);
     stream_->close();
   }
 
  private:
+  task<void> notify_close() {
+    if (stream_->usable()) {
+      std::error_code error;
+      co_await within(options_->write_timeout, stream_->shutdown(error));
+    }
+  }
+
   stream_type* stream_;
   const server_options* options_;
 };

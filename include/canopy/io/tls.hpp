@@ -98,7 +98,9 @@
 // by request_timeout; a write (a streamed piece's too) ends the
 // connection once the socket took nothing for write_timeout, as the plain
 // server's; every end the stream survives sends close_notify before the
-// close (no lingering). Both run the one connection loop, each over its
+// close (with input left unread, e.g. a 413 to a client still sending,
+// the plain server's lingering close follows, so no reset discards the
+// answer). Both run the one connection loop, each over its
 // own stream; the plain server's per-request code is as before.
 //
 // Session resumption: a server resumes by default
