@@ -6,6 +6,8 @@
 #include <charconv>
 #include <string>
 
+#include "../../coroutine/yield.hpp"
+
 namespace canopy::io::http {
 
 response_writer::~response_writer() {
@@ -106,6 +108,15 @@ task<bool> response_writer::write(std::string_view piece) {
     sink_->outcome = sent;
     mode_ = mode::ended;  // the connection ends without sending more
     co_return false;
+  }
+  // A send the socket takes at once does not suspend, so a handler making
+  // its pieces without waiting, to a client that reads as fast, would
+  // never give its worker back: other connections on it starve, and a
+  // cancel (serve()'s drain past drain_timeout) never lands, since a task
+  // sees it only when it suspends. Every few writes it yields.
+  if (++writes_since_yield_ == yield_every) {
+    writes_since_yield_ = 0;
+    co_await canopy::yield_now();
   }
   co_return true;
 }

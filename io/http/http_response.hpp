@@ -100,10 +100,14 @@ class response_writer {
   void start();
   void append_piece(std::string_view piece);
 
+  // write() yields its worker once every yield_every sends (http_response.cpp).
+  static constexpr std::uint8_t yield_every = 16;
+
   const request* req_;
   detail::body_sink* sink_;
   response head_;
   mode mode_ = mode::unstarted;
+  std::uint8_t writes_since_yield_ = 0;
 };
 
 }  // namespace canopy::io::http

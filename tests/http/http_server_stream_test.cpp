@@ -326,6 +326,55 @@ TEST_CASE("http stream: writes wait for a slow client instead of buffering the b
   CHECK(got.data.find_first_not_of('x') == std::string::npos);
 }
 
+TEST_CASE("http stream: an endless stream to a fast reader yields its worker and drains") {
+  const watchdog guard("http stream: fairness", 60 * timeout_scale());
+  http::router routes;
+  routes
+      .get("/endless",
+           [](const http::request&, http::response_writer& body) -> task<void> {
+             // Pieces made without waiting: only the writes may suspend.
+             for (int i = 0;; ++i) {
+               if (!co_await body.write(std::to_string(i) + "\n")) {
+                 co_return;
+               }
+             }
+           })
+      .get("/plain", [](const http::request&) { return "plain"; });
+  http::server_options options;
+  options.drain_timeout = 200ms;
+  // One worker: a stream that never gave it back would leave nothing else run.
+  stoppable_server server(options, std::move(routes), io_config(1));
+  std::atomic<bool> ended{false};
+  std::thread reader([&ended, port = server.port()] {
+    raw_client fast(port);
+    fast.send(get("/endless"));
+    // Reads as fast as it can, until the server closes (or, failing, for
+    // a bounded time, after which the close ends the stream).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    char buffer[1 << 16];
+    while (std::chrono::steady_clock::now() < until) {
+      if (::recv(fast.fd(), buffer, sizeof buffer, 0) <= 0) {
+        ended.store(true);
+        break;
+      }
+    }
+  });
+  std::this_thread::sleep_for(200ms);  // the stream is under way
+  {
+    raw_client other(server.port());
+    other.receive_timeout(std::chrono::milliseconds(static_cast<long>(3000 * timeout_scale())));
+    other.send(get("/plain"));
+    CHECK(other.read_until("\r\n\r\nplain"));
+  }
+  // The drain: the stream's head went out, so it runs on until
+  // drain_timeout, then is cancelled (closed without its last chunk).
+  server.stop();
+  CHECK(
+      server.returned_within(std::chrono::milliseconds(static_cast<long>(5000 * timeout_scale()))));
+  reader.join();
+  CHECK(ended.load());
+}
+
 TEST_CASE("http stream: without a streaming connection the body is collected and sent whole") {
   // What a connection passes no body_sink for (as the HTTPS one does now).
   http::handler respond = [](const http::request&, http::response_writer& body) -> task<void> {

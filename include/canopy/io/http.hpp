@@ -56,7 +56,10 @@
 //                    write sends its piece as one chunk and completes once
 //                    the socket took it (a client that reads slowly holds
 //                    the handler back; one that reads nothing for
-//                    write_timeout ends the connection), an empty piece
+//                    write_timeout ends the connection; every 16th write
+//                    yields the worker, so a handler that makes its pieces
+//                    without waiting neither starves other connections nor
+//                    escapes the drain's cancel), an empty piece
 //                    sends only the head; false: no more of the body goes
 //                    out (the client is gone, or the request is HEAD) —
 //                    return, later writes return false at once. When the
