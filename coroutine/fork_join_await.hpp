@@ -173,8 +173,13 @@ template <class T, class C>
     return true;
   }
   if (started) [[likely]] {
-    // It ran, and ended or waits in a join another thread holds.
-    if (slot.awaiter.address() != handle.address()) [[unlikely]] {
+    // It ran, and ended or waits in a join another thread holds (which may
+    // end the join and free the slot before make() returns here: nothing of
+    // the join is read from here on). The frame that started was the first
+    // on this stack, and any frame made after it came from the pool: the
+    // returned task is the one that started if and only if its frame is a
+    // stack's.
+    if (!on_fork_stack(handle.address())) [[unlikely]] {
       started_frame_not_returned();
     }
     return child_ended_here();

@@ -228,9 +228,7 @@ class promise_of : public promise_base {
   // not suspend, so its body runs in the same entry into the frame, not in
   // a second one for the launch's resume. Any other task suspends as
   // usual. The awaiter is empty (a pointer in it would grow every frame):
-  // the promise is reached through the handle await_suspend gets. The
-  // slot's awaiter handle, unused by a fork-join child, records which frame
-  // started, for run_fork_child's check.
+  // the promise is reached through the handle await_suspend gets.
   struct start_if_launched {
     // NOLINTNEXTLINE(readability-convert-member-functions-to-static): co_await calls it on the awaiter
     [[nodiscard]] bool await_ready() const noexcept { return false; }
@@ -305,7 +303,6 @@ class promise_of : public promise_base {
     }
     result_ = here.launch_result;
     context_ = static_cast<task_context*>(here.launch_context);
-    awaiting()->awaiter = std::coroutine_handle<>::from_address(frame);
     here.launch_result = 0;
     here.mark = 0;
     return true;
