@@ -151,20 +151,25 @@ template <class T, class C>
   // (fork_stack.hpp) and starts as it is made (promise_of's
   // initial_suspend): a call's own frame. A task<T> made before the join
   // stays where it is and is resumed below.
+  // (Where children do not start as they are made, only the mark and
+  // the type are written: the type tells the call's own task from a
+  // scratch task of another type if one is dropped.)
   fork_stack_thread& here = fork_stack_state();
   here.mark = want_stack_frame;
-  here.launch_result = promise_of<T>::fork_result_word(&slot);
-  here.launch_context = context;
   here.launch_type = &launch_type_tag<T>;
+  if constexpr (children_start_when_made) {
+    here.launch_result = promise_of<T>::fork_result_word(&slot);
+    here.launch_context = context;
+  }
   std::coroutine_handle<task_promise<T>> handle;
   bool started = false;
   try {
     task<T> made = fork_child_traits<C>::make(child);
     handle = made.release();
-    started = fork_stack_state().launch_result == 0;
+    started = children_start_when_made && fork_stack_state().launch_result == 0;
   } catch (...) {
     fork_stack_thread& failed = fork_stack_state();
-    if (failed.launch_result == 0) [[unlikely]] {
+    if (children_start_when_made && failed.launch_result == 0) [[unlikely]] {
       started_frame_not_returned();  // f threw after the child it made ran
     }
     failed.launch_result = 0;
@@ -185,7 +190,9 @@ template <class T, class C>
     return child_ended_here();
   }
   fork_stack_thread& after = fork_stack_state();
-  after.launch_result = 0;
+  if constexpr (children_start_when_made) {
+    after.launch_result = 0;
+  }
   const std::uintptr_t consumed = std::exchange(after.mark, 0);
   if (consumed != reinterpret_cast<std::uintptr_t>(handle.address())) [[unlikely]] {
     stack_frame_not_kept(consumed);

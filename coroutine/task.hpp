@@ -238,7 +238,13 @@ class promise_of : public promise_base {
     }
     void await_resume() const noexcept {}
   };
-  start_if_launched initial_suspend() noexcept { return {}; }
+  auto initial_suspend() noexcept {
+    if constexpr (children_start_when_made) {
+      return start_if_launched{};
+    } else {
+      return std::suspend_always{};
+    }
+  }
 
   // The task is a root spawned with a handle: the result goes to `state`.
   void deliver_to(detail::join_state<T>* state) noexcept {
@@ -431,7 +437,7 @@ class [[nodiscard]] task {
   }
   [[gnu::noinline]] static void drop(void* frame) noexcept {
     if (detail::on_fork_stack(frame)) [[unlikely]] {
-      detail::stack_frame_dropped(frame);
+      detail::stack_frame_dropped(frame, &detail::launch_type_tag<T>);
     }
     detail::destroy_frame_opaque(frame);
   }

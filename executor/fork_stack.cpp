@@ -286,13 +286,15 @@ void free_stack_frame(void* frame, std::size_t size) noexcept {
 
 void started_frame_not_returned() noexcept {
   fail(
-      "canopy::call: the function made a task, which started as the join's child, and then "
+      "canopy::call: the function made a task, which is the join's child, and then dropped it, "
       "returned another task or threw (a call's function must return the task it makes first: "
       "docs/fork_join.md)");
 }
 
-void stack_frame_dropped(void* /*frame*/) noexcept {
-  if (fork_stack_state().launch_result == 0) {
+void stack_frame_dropped(void* frame, const void* type) noexcept {
+  const fork_stack_thread& here = fork_stack_state();
+  if ((children_start_when_made && here.launch_result == 0) ||
+      (here.mark == reinterpret_cast<std::uintptr_t>(frame) && here.launch_type == type)) {
     started_frame_not_returned();
   }
 }

@@ -88,6 +88,17 @@ struct fork_stack_thread {
   const void* launch_type = nullptr;
 };
 
+// Whether a call's child starts as it is made (promise_of's
+// initial_suspend). Not with Clang: its ramp does not enter the body for
+// the initial suspension, so there is no entry to save, and a suspension
+// decided at run time made its forks dearer; a call's child is made
+// suspended and resumed by its launch there.
+#if defined(__clang__)
+inline constexpr bool children_start_when_made = false;
+#else
+inline constexpr bool children_start_when_made = true;
+#endif
+
 // One address per result type, for fork_stack_thread::launch_type.
 template <class T>
 inline constexpr char launch_type_tag = 0;
@@ -215,11 +226,12 @@ void stack_frame_not_kept(std::uintptr_t consumed) noexcept;
 // broken after the child ran, so nothing can be undone. Terminates with a
 // message.
 [[noreturn]] void started_frame_not_returned() noexcept;
-// A task<T> that owns a frame on a stacklet is destroyed: allowed while a
-// call's make() runs and its child has not started (a scratch task of
-// another type); a started child's frame is the join's, so dropping it
-// breaks canopy::call's contract as above (terminates).
-void stack_frame_dropped(void* frame) noexcept;
+// A task<T> (`type`: launch_type_tag<T>) that owns `frame`, on a
+// stacklet, is destroyed: allowed while a call's make() runs for a scratch
+// task of another type; the call's own first task (started as the join's
+// child, or about to be launched) may not be dropped: canopy::call's
+// contract as above (terminates).
+void stack_frame_dropped(void* frame, const void* type) noexcept;
 
 // ------------------------------------------------ the protocol's steps
 // Called by the thread that runs region frames; none touches another

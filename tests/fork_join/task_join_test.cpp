@@ -747,8 +747,9 @@ TEST_CASE("make() that keeps a task it made before its own is reported, not corr
   CHECK(output.find("canopy::call") != std::string::npos);
 }
 
-TEST_CASE("make() that drops the task it made first is reported: that task already ran") {
-  // The first task a call's function makes starts as the join's child.
+TEST_CASE("make() that drops the task it made first is reported") {
+  // The first task a call's function makes is the join's child (with GCC
+  // it has already run: it starts as it is made).
   const std::string output = output_of_aborted_join([]() -> task<long> {
     frame_check check;
     void* where = nullptr;
@@ -757,10 +758,9 @@ TEST_CASE("make() that drops the task it made first is reported: that task alrea
     co_return a + b;
   });
   CHECK(output.find("canopy::call") != std::string::npos);
-  CHECK(output.find("started") != std::string::npos);
 }
 
-TEST_CASE("make() that throws after making its task is reported: that task already ran") {
+TEST_CASE("make() that throws after making its task is reported") {
   auto throws_after = [](int n) -> task<long> {
     task<long> made = fib(n);
     static_cast<void>(made.release());  // ownership went to the join when it started
@@ -770,7 +770,7 @@ TEST_CASE("make() that throws after making its task is reported: that task alrea
     auto [a, b] = co_await canopy::join(canopy::call(throws_after, 6), canopy::call(fib, 3));
     co_return a + b;
   });
-  CHECK(output.find("started") != std::string::npos);
+  CHECK(output.find("canopy::call") != std::string::npos);
 }
 
 TEST_CASE("a stolen join hands the joining frame's stack to the worker that ends it") {
