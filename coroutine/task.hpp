@@ -222,8 +222,9 @@ class promise_of : public promise_base {
     return reinterpret_cast<std::uintptr_t>(result) | region_tag | fork_tag;
   }
 
-  // A fork-join child made by a canopy::call starts as it is made: the
-  // frame that consumed the launch's stack mark (executor/fork_stack.hpp)
+  // A fork-join child made by a canopy::call starts as it is made (with
+  // GCC: children_start_when_made, executor/fork_stack.hpp): the frame
+  // that consumed the launch's stack mark (executor/fork_stack.hpp)
   // takes its result slot and context at its initial suspension and does
   // not suspend, so its body runs in the same entry into the frame, not in
   // a second one for the launch's resume. Any other task suspends as
@@ -299,8 +300,8 @@ class promise_of : public promise_base {
   }
 
  private:
-  // A thread_local read inside the body: a call of its own with Clang,
-  // inline with GCC (CANOPY_INLINE_THREAD_LOCAL_STEP).
+  // A thread_local read inside the body (used with GCC, inline there;
+  // CANOPY_INLINE_THREAD_LOCAL_STEP would make it a call with Clang).
   CANOPY_INLINE_THREAD_LOCAL_STEP bool start_if_launched_here(void* frame) noexcept {
     fork_stack_thread& here = fork_stack_state();
     if (here.mark != reinterpret_cast<std::uintptr_t>(frame) || here.launch_result == 0 ||
