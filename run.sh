@@ -401,6 +401,7 @@ run_tests() {
   # Plain gcc suite only: the sanitizer and clang suites would not test
   # anything new in it.
   if [ -z "$sanitize" ] && [ "$compiler" = gcc ]; then
+    ensure_packages clang-19  # the consumer builds one program with clang++ too
     local consumer_summary consumer_log
     consumer_log=$(mktemp)
     step_start=$SECONDS

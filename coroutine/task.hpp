@@ -438,7 +438,8 @@ class [[nodiscard]] task {
   }
   [[gnu::noinline]] static void drop(void* frame) noexcept {
     if (detail::on_fork_stack(frame)) [[unlikely]] {
-      detail::stack_frame_dropped(frame, &detail::launch_type_tag<T>);
+      detail::stack_frame_dropped(frame, &detail::launch_type_tag<T>,
+                                  detail::children_start_when_made);
     }
     detail::destroy_frame_opaque(frame);
   }

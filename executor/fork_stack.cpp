@@ -291,9 +291,9 @@ void started_frame_not_returned() noexcept {
       "docs/fork_join.md)");
 }
 
-void stack_frame_dropped(void* frame, const void* type) noexcept {
+void stack_frame_dropped(void* frame, const void* type, bool children_start) noexcept {
   const fork_stack_thread& here = fork_stack_state();
-  if ((children_start_when_made && here.launch_result == 0) ||
+  if ((children_start && here.launch_result == 0) ||
       (here.mark == reinterpret_cast<std::uintptr_t>(frame) && here.launch_type == type)) {
     started_frame_not_returned();
   }

@@ -230,8 +230,10 @@ void stack_frame_not_kept(std::uintptr_t consumed) noexcept;
 // stacklet, is destroyed: allowed while a call's make() runs for a scratch
 // task of another type; the call's own first task (started as the join's
 // child, or about to be launched) may not be dropped: canopy::call's
-// contract as above (terminates).
-void stack_frame_dropped(void* frame, const void* type) noexcept;
+// contract as above (terminates). `children_start` is the caller's
+// children_start_when_made: the compiler of the code that launches decides
+// it, which need not be the one that built the library.
+void stack_frame_dropped(void* frame, const void* type, bool children_start) noexcept;
 
 // ------------------------------------------------ the protocol's steps
 // Called by the thread that runs region frames; none touches another

@@ -2,14 +2,15 @@
 # Install Canopy into a temporary prefix, then build and run tests/consumer's
 # two programs (app.cpp: "canopy", no Boost; fiber_app.cpp: "canopy-fiber")
 # three ways, as a user would: pkg-config + g++, CMake find_package(canopy),
-# and a meson project with Canopy as its subproject. Each run must print the
+# and a meson project with Canopy as its subproject, and app.cpp once more
+# with clang++-19 against the library g++ built. Each run must print the
 # expected line. Then every program of examples/ must build against the
 # installed tree alone (so a public header that includes one not installed
 # fails here), every program of misuse/ must fail to compile with the
 # explanation its "// expect:" line names as the first error, and every C++
 # block of the documentation must compile (doc_blocks.py). Last, a build
 # without fibers, io_uring and TLS: app.cpp and epoll_app.cpp against it. Run by
-# `./run.sh test` (plain suite); needs meson, ninja, g++,
+# `./run.sh test` (plain suite); needs meson, ninja, g++, clang++-19,
 # pkg-config, cmake, python3, Boost.Context and Boost.Asio's headers.
 # Last line: "consumer: N passed, M failed".
 #
@@ -26,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/canopy_consumer.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-expected_app="canopy consumer: fib(20) = 6765, callable 7 = 7, join 3 = 3"
+expected_app="canopy consumer: fib(20) = 6765, callable 7 = 7, join 3 = 3, fork-join 7 = 7"
 expected_fiber="canopy consumer: fiber 42 = 42"
 expected_epoll="canopy consumer without io_uring: automatic runs epoll, echo ping = ping, io_uring refused"
 passed=0
@@ -107,7 +108,7 @@ else
     quietly "$work/install.log" meson install -C "$work/build" || install_ok=false
 fi
 if ! "$install_ok"; then
-  echo "consumer: 0 passed, 6 failed (the install failed)"
+  echo "consumer: 0 passed, 7 failed (the install failed)"
   exit 1
 fi
 phase_done "the install"
@@ -147,7 +148,7 @@ done
 pc=$(find "$prefix" -name canopy.pc -print -quit)
 if [ -z "$pc" ]; then
   echo "-- consumer (pkg-config) FAILED: no canopy.pc under $prefix" >&2
-  failed=$((failed + 2))
+  failed=$((failed + 3))
 else
   PKG_CONFIG_PATH=$(dirname "$pc")
   export PKG_CONFIG_PATH
@@ -159,6 +160,15 @@ else
   fi
   if quietly "$work/pkgconfig.log" g++ -std=c++20 "$here/app.cpp" "${flag_words[@]}" -o "$work/app_pkgconfig"; then
     check pkg-config "$work/app_pkgconfig" "$expected_app"
+  else
+    failed=$((failed + 1))
+  fi
+  # The same program built by clang++ against the library g++ built: the
+  # headers' compiler decides how a fork-join child starts, and the
+  # library must not assume its own compiler's choice.
+  if quietly "$work/pkgconfig.log" clang++-19 -std=c++20 "$here/app.cpp" "${flag_words[@]}" \
+    -o "$work/app_clang"; then
+    check "pkg-config, clang++ against the g++ library" "$work/app_clang" "$expected_app"
   else
     failed=$((failed + 1))
   fi

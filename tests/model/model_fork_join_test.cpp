@@ -713,10 +713,10 @@ void started_frame_not_returned() noexcept {
   std::fputs("model fork-join: make() did not return the child it started\n", stderr);
   std::abort();
 }
-void stack_frame_dropped(void* frame, const void* type) noexcept {
+void stack_frame_dropped(void* frame, const void* type, bool children_start) noexcept {
   const fork_stack_thread& here = fork_stack_state();
   if (active_world != nullptr && active_world->on_stack(frame) &&
-      ((children_start_when_made && here.launch_result == 0) ||
+      ((children_start && here.launch_result == 0) ||
        (here.mark == reinterpret_cast<std::uintptr_t>(frame) && here.launch_type == type))) {
     started_frame_not_returned();
   }
