@@ -4,9 +4,10 @@
 #                                      the main job: the HTTP example under load
 #                                      (--cpu: the CPU demo instead; --tls: HTTPS under
 #                                      wrk, then the handshake rate)
-#   ./run.sh test [--sanitize=thread|address | --compiler=clang]
+#   ./run.sh test [--sanitize=thread|address] [--compiler=clang]
 #                                      build and run every test; last line:
-#                                      "tests: N passed, M failed"
+#                                      "tests: N passed, M failed" (CI: the
+#                                      plain suite, TSan with clang, ASan+UBSan)
 #   ./run.sh test --fuzz=SECONDS       run every libFuzzer target (tests/fuzz) for
 #                                      SECONDS each (clang, ASan+UBSan)
 #   ./run.sh test --mutants            the model check and Relacy against each mutant
@@ -87,15 +88,11 @@ run_tests() {
       --compiler=gcc | --compiler=clang) compiler=${argument#--compiler=} ;;
       *)
         echo "run.sh test: unknown option '$argument'" \
-          "(use --sanitize=thread|address, --compiler=gcc|clang, --fuzz=SECONDS, --mutants[=model])" >&2
+          "(use --sanitize=thread|address, --compiler=gcc|clang (either or both), --fuzz=SECONDS, --mutants[=model])" >&2
         exit 2
         ;;
     esac
   done
-  if [ "$compiler" = clang ] && [ -n "$sanitize" ]; then
-    echo "run.sh test: --compiler=clang runs the plain suite only" >&2
-    exit 2
-  fi
   ensure_packages "${core_packages[@]}"
   if [ -n "$mutants" ]; then
     # The model check's mutation table (tests/model/mutants.sh): each safety
@@ -147,10 +144,13 @@ run_tests() {
     export CXX=clang++-19
     options=("${sanitizer_codegen[@]}")
   fi
+  # A sanitizer suite's folder names the compiler when it is clang.
+  local dir_suffix=""
+  [ "$compiler" = clang ] && dir_suffix=-clang19
   export CANOPY_STRESS_DIVISOR=1 CANOPY_TIMEOUT_SCALE=1
   case "$sanitize" in
     thread)
-      dir=build-tsan
+      dir=build-tsan$dir_suffix
       options=(-Db_sanitize=thread -Db_lundef=false "${sanitizer_codegen[@]}")
       export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
       export CANOPY_STRESS_DIVISOR=20 CANOPY_TIMEOUT_SCALE=10
@@ -161,7 +161,7 @@ run_tests() {
       fi
       ;;
     address)
-      dir=build-asan
+      dir=build-asan$dir_suffix
       # shellcheck disable=SC2054 # the comma is inside one meson option
       options=(-Db_sanitize=address,undefined -Db_lundef=false "${sanitizer_codegen[@]}")
       export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
@@ -212,10 +212,11 @@ run_tests() {
   # The I/O tests whose subject sits above the backend (HTTP, TLS, the
   # buffered reader, the example servers) reach the backends through the
   # same stream operations that the socket-level tests exercise, and the
-  # gcc suites run them on both backends: the clang suite runs them once,
-  # on io_uring where it runs (the backend with more of its own code under
-  # those operations), else on epoll. The socket-level, timer and io_uring
-  # tests still run on both there too.
+  # gcc suites run them on both backends: the plain clang suite runs them
+  # once, on io_uring where it runs (the backend with more of its own code
+  # under those operations), else on epoll. The socket-level, timer and
+  # io_uring tests still run on both there too. A clang sanitizer suite
+  # runs every I/O test on both backends, as the gcc ones do.
   local above_backend_tests='^(http_server(_[a-z]+)?|chat_server|kv_server|buffered_reader|io_tls(_[a-z]+)?)_test$'
   local uring_built=1 uring_usable=1 uring_note="" probe_line runs=() binary
   if ! ninja -C "$dir" -t query tests/io_uring_test >/dev/null 2>&1; then
@@ -254,7 +255,8 @@ run_tests() {
     if [ "$sanitize" = thread ] && [[ $(basename "$binary") =~ $one_thread_checkers ]]; then
       continue
     fi
-    if [ "$compiler" = clang ] && [[ $(basename "$binary") =~ $above_backend_tests ]]; then
+    if [ "$compiler" = clang ] && [ -z "$sanitize" ] &&
+      [[ $(basename "$binary") =~ $above_backend_tests ]]; then
       if [ "$uring_usable" -eq 1 ]; then
         runs+=("$binary io_uring")
       else
@@ -266,7 +268,7 @@ run_tests() {
       runs+=("$binary -")
     fi
   done
-  if [ "$compiler" = clang ]; then
+  if [ "$compiler" = clang ] && [ -z "$sanitize" ]; then
     echo "== the I/O tests above the backend (HTTP, TLS, buffered reader, example servers):" \
       "once, on $([ "$uring_usable" -eq 1 ] && echo io_uring || echo epoll), in this suite" >&2
   fi

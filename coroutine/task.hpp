@@ -39,6 +39,7 @@
 #include "../executor/block_pool.hpp"
 #include "../executor/fork_stack.hpp"
 #include "../executor/join_state.hpp"
+#include "../executor/sanitizers.hpp"
 #include "../executor/task_slot.hpp"
 #include "foreign_await.hpp"
 #include "promise_base.hpp"
@@ -164,7 +165,7 @@ CANOPY_THREAD_LOCAL_STEP inline void leave_region_frame(region_link* link,
 // once lost its store of the result (a value co_returned after a custom
 // wait never reached the joiner). The promise helpers
 // stay out of line in both cases.
-#if defined(__SANITIZE_ADDRESS__) || defined(__clang__)
+#if defined(CANOPY_ADDRESS_SANITIZER) || defined(__clang__)
 #define CANOPY_PROMISE_HELPER [[gnu::noinline]]
 #else
 #define CANOPY_PROMISE_HELPER

@@ -24,6 +24,8 @@
 
 #include <cstddef>
 
+#include "sanitizers.hpp"
+
 namespace canopy::detail {
 
 // A block of at least `size` bytes (aligned like operator new's). Throws
@@ -84,7 +86,7 @@ struct thread_blocks {
 inline constinit thread_local thread_blocks block_pool_here{};
 
 // Under ASan blocks are not recycled, so use-after-free of a block is caught.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
 inline constexpr bool pooling = false;
 #else
 inline constexpr bool pooling = true;

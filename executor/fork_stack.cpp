@@ -7,8 +7,9 @@
 #include <mutex>
 
 #include "block_pool.hpp"
+#include "sanitizers.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -32,7 +33,7 @@ constexpr std::size_t round_up(std::size_t size) noexcept {
 // Under ASan the free part of every stacklet is poisoned, so a frame used
 // after its pop (a LIFO mistake) is reported as a heap frame's would be.
 void poison(void* begin, std::size_t bytes) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
   ASAN_POISON_MEMORY_REGION(begin, bytes);
 #else
   static_cast<void>(begin);
@@ -40,7 +41,7 @@ void poison(void* begin, std::size_t bytes) noexcept {
 #endif
 }
 void unpoison(void* begin, std::size_t bytes) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
   ASAN_UNPOISON_MEMORY_REGION(begin, bytes);
 #else
   static_cast<void>(begin);

@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "block_pool.hpp"
+#include "sanitizers.hpp"
 
 namespace canopy::detail {
 
@@ -169,7 +170,7 @@ void step_back(fork_stack_thread& here, stacklet* top) noexcept;
 // each resumption of a coroutine); with Clang, whose coroutine bodies may
 // keep such an address across a suspension, and in the checking builds,
 // they are the calls above. Under ASan the calls poison and unpoison.
-#if !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(CANOPY_MODEL_CHECK) && \
+#if !defined(__clang__) && !defined(CANOPY_ADDRESS_SANITIZER) && !defined(CANOPY_MODEL_CHECK) && \
     !defined(CANOPY_RELACY)
 [[gnu::always_inline]] inline void* new_task_frame(std::size_t size) {
   fork_stack_thread& here = fork_stack_state();

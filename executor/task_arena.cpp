@@ -8,8 +8,9 @@
 #include <new>
 
 #include "../summary_tree/partition.hpp"
+#include "sanitizers.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -27,7 +28,7 @@ task_slot* map_slots(std::size_t count) {
   if (pages == MAP_FAILED) {
     throw std::bad_alloc();
   }
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
   // The leak checker scans heap blocks, not mappings: a pending task's
   // frame or boxed callable is reachable only from its slot.
   __lsan_register_root_region(pages, count * sizeof(task_slot));
@@ -41,7 +42,7 @@ task_slot* map_slots(std::size_t count) {
 
 void task_arena::slot_pages::operator()(task_slot* slots) const noexcept {
   std::destroy_n(slots, count);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
   __lsan_unregister_root_region(slots, count * sizeof(task_slot));
 #endif
   ::munmap(slots, count * sizeof(task_slot));

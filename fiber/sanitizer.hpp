@@ -2,8 +2,8 @@
 //
 // TSan and ASan track one stack per thread; a Boost.Context switch moves a
 // thread onto another stack behind their back. Compiled in only under
-// -fsanitize=thread / -fsanitize=address (g++ defines __SANITIZE_THREAD__ /
-// __SANITIZE_ADDRESS__); otherwise every hook is empty.
+// -fsanitize=thread / -fsanitize=address, by either compiler
+// (executor/sanitizers.hpp); otherwise every hook is empty.
 //   TSan: each fiber has a TSan fiber object (__tsan_create_fiber at
 //         spawn, __tsan_destroy_fiber after it ended); before every jump the
 //         jumping side calls __tsan_switch_to_fiber(destination).
@@ -15,7 +15,9 @@
 
 #include <cstddef>
 
-#if defined(__SANITIZE_THREAD__)
+#include "../executor/sanitizers.hpp"
+
+#if defined(CANOPY_THREAD_SANITIZER)
 #define CANOPY_TSAN_FIBERS 1
 extern "C" {
 void* __tsan_get_current_fiber(void);
@@ -25,7 +27,7 @@ void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 }
 #endif
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
 #define CANOPY_ASAN_FIBERS 1
 #include <sanitizer/common_interface_defs.h>
 #endif

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "../executor/sanitizers.hpp"
+
+#if defined(CANOPY_ADDRESS_SANITIZER)
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -187,7 +189,7 @@ fiber_stack acquire(std::size_t size) {
 }
 
 void release(const fiber_stack& stack) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
   // A dead fiber's frames may leave their redzones poisoned.
   __asan_unpoison_memory_region(stack.base, stack.size);
 #endif

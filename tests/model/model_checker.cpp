@@ -9,8 +9,9 @@
 #include <utility>
 
 #include "atomics/model_atomic.hpp"
+#include "executor/sanitizers.hpp"
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(CANOPY_THREAD_SANITIZER)
 extern "C" {
 void* __tsan_get_current_fiber();
 void* __tsan_create_fiber(unsigned flags);
@@ -26,7 +27,7 @@ namespace {
 // ThreadSanitizer must be told about every stack switch, or it mistakes the
 // fibers' stacks for one thread's and its shadow state grows without bound.
 struct sanitizer_fiber {
-#if defined(__SANITIZE_THREAD__)
+#if defined(CANOPY_THREAD_SANITIZER)
   void* handle = nullptr;
   void create() { handle = __tsan_create_fiber(0); }
   void destroy() {
