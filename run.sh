@@ -169,6 +169,16 @@ run_tests() {
       export CANOPY_STRESS_DIVISOR=10 CANOPY_TIMEOUT_SCALE=5
       ;;
   esac
+  if [ "$compiler" = clang ] && [ -n "$sanitize" ]; then
+    # clang links its sanitizer runtimes statically by default, and TSan's
+    # then defines operator new itself: a test that replaces it to count
+    # allocations (tests/allocation_counter.cpp) would not link. The shared
+    # runtime, as g++ uses, lets the program's own operator new win; the
+    # run path names its folder.
+    local runtime
+    runtime=$(dirname "$(clang++-19 -print-file-name=libclang_rt.tsan-x86_64.so)")
+    options+=("-Dcpp_link_args=['-shared-libsan', '-Wl,-rpath,$runtime']")
+  fi
   # The examples this suite runs itself (below), and those the tests run
   # (http_hello: the HTTP tests; kv_server: kv_server_test).
   local run_examples=(quick_start embed_in_epoll_loop embed_in_asio)
