@@ -175,6 +175,7 @@ run_tests() {
     # allocations (tests/allocation_counter.cpp) would not link. The shared
     # runtime, as g++ uses, lets the program's own operator new win; the
     # run path names its folder.
+    ensure_packages libclang-rt-19-dev  # clang 19's sanitizer runtimes
     local runtime
     runtime=$(dirname "$(clang++-19 -print-file-name=libclang_rt.tsan-x86_64.so)")
     options+=("-Dcpp_link_args=['-shared-libsan', '-Wl,-rpath,$runtime']")
