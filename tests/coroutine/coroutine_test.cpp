@@ -1,6 +1,7 @@
 // C++20 coroutine tasks: task<T>, spawning, awaiting handles, yield,
 // when_all, block_on, wakers, async_event, cancellation, shutdown, scale.
 #include "coroutine/coroutine.hpp"
+#include "executor/sanitizers.hpp"
 
 #include <doctest/doctest.h>
 #include <malloc.h>
@@ -104,7 +105,7 @@ TEST_CASE("co_await task runs it inline; deep inline recursion does not grow the
   CHECK(canopy::block_on(pool, outer()) == 42);
   // Symmetric transfer: 100,000 nested frames on an 8 MiB thread stack
   // would overflow if each await were a nested call.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CANOPY_ADDRESS_SANITIZER)
   // AddressSanitizer's instrumentation keeps a stack frame per symmetric
   // transfer (no tail call), so there the depth is only a correctness check;
   // the "no stack growth" property is checked by the plain and TSan builds.

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor/sanitizers.hpp"
 #include "tests/child_process.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -302,7 +303,7 @@ TEST_CASE("kv_server: 10^5 short connections leave descriptors and RSS flat") {
   const long rss = rss_kib_of(server.pid());
   MESSAGE(total, " connections in ", took, " s; descriptors ", settled_fds, " -> ",
           descriptors_of(server.pid()), "; RSS ", warm_rss, " -> ", rss, " KiB");
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(CANOPY_ADDRESS_SANITIZER) || defined(CANOPY_THREAD_SANITIZER)
   // The sanitizers' allocators hold freed memory back (ASan's quarantine
   // alone is 256 MB), so RSS says nothing here; under ASan the server's
   // exit status below carries LeakSanitizer's verdict instead.
