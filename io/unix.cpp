@@ -135,7 +135,9 @@ bool is_stale_socket_file(const unix_endpoint& local) noexcept {
   if (::lstat(local.to_string().c_str(), &status) != 0 || !S_ISSOCK(status.st_mode)) {
     return false;
   }
-  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a live server whose backlog is full answers EAGAIN at
+  // once, where a blocking connect would wait for it to accept.
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (probe < 0) {
     return false;
   }
@@ -147,23 +149,37 @@ bool is_stale_socket_file(const unix_endpoint& local) noexcept {
 }  // namespace
 
 unix_listener::unix_listener(unix_listener&& other) noexcept
-    : socket_(std::move(other.socket_)), local_(std::exchange(other.local_, unix_endpoint{})) {}
+    : socket_(std::move(other.socket_)),
+      local_(std::exchange(other.local_, unix_endpoint{})),
+      file_device_(std::exchange(other.file_device_, 0)),
+      file_inode_(std::exchange(other.file_inode_, 0)) {}
 
 unix_listener& unix_listener::operator=(unix_listener&& other) noexcept {
   if (this != &other) {
     close();
     socket_ = std::move(other.socket_);
     local_ = std::exchange(other.local_, unix_endpoint{});
+    file_device_ = std::exchange(other.file_device_, 0);
+    file_inode_ = std::exchange(other.file_inode_, 0);
   }
   return *this;
 }
 
 void unix_listener::close() noexcept {
   if (socket_.is_open() && !local_.empty() && !local_.is_abstract()) {
-    ::unlink(local_.to_string().c_str());
+    // Only the file this listener's bind made: one removed meanwhile and
+    // made again by another server is that server's.
+    struct stat status {};
+    const std::string file = local_.to_string();
+    if (::lstat(file.c_str(), &status) == 0 && status.st_dev == file_device_ &&
+        status.st_ino == file_inode_) {
+      ::unlink(file.c_str());
+    }
   }
   socket_.close();
   local_ = unix_endpoint{};
+  file_device_ = 0;
+  file_inode_ = 0;
 }
 
 unix_listener unix_listener::bind(reactor& owner, const unix_endpoint& local,
@@ -178,12 +194,21 @@ unix_listener unix_listener::bind(reactor& owner, const unix_endpoint& local,
     return {};
   }
   int status = ::bind(fd, local.data(), local.size());
-  if (status != 0 && errno == EADDRINUSE && !local.is_abstract() && is_stale_socket_file(local)) {
-    ::unlink(local.to_string().c_str());
-    status = ::bind(fd, local.data(), local.size());
+  int failure = status != 0 ? errno : 0;
+  if (failure == EADDRINUSE && !local.is_abstract()) {
+    // The probe's own errno (EAGAIN from a live server's full backlog) is
+    // not bind's answer: EADDRINUSE stands unless the file was stale.
+    if (is_stale_socket_file(local)) {
+      ::unlink(local.to_string().c_str());
+      status = ::bind(fd, local.data(), local.size());
+      failure = status != 0 ? errno : 0;
+    }
   }
-  if (status != 0 || ::listen(fd, backlog) != 0) {
-    error = errno_code(errno);
+  if (failure == 0 && ::listen(fd, backlog) != 0) {
+    failure = errno;
+  }
+  if (failure != 0) {
+    error = errno_code(failure);
     ::close(fd);
     return {};
   }
@@ -196,6 +221,15 @@ unix_listener unix_listener::bind(reactor& owner, const unix_endpoint& local,
     return {};
   }
   listener.local_ = local;
+  if (!local.is_abstract()) {
+    // Its file, told apart from one another server may make at the same
+    // path after this one's is removed (close() removes only this).
+    struct stat status {};
+    if (::lstat(local.to_string().c_str(), &status) == 0) {
+      listener.file_device_ = status.st_dev;
+      listener.file_inode_ = status.st_ino;
+    }
+  }
   return listener;
 }
 

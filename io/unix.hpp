@@ -17,7 +17,8 @@
 // if nobody accepts on it (a connect is refused: the file a crashed server
 // left), bind removes it and binds; if a server is live, or the path is
 // not a socket, bind fails with errc::address_in_use and touches nothing.
-// The listener removes its own file when it is closed or destroyed.
+// The listener removes its own file when it is closed or destroyed (not
+// another server's, made at the path after its own was removed).
 //
 // Error convention and threads: TCP's (io/tcp.hpp, docs/io.md); EOF is a
 // read of 0 bytes; SIGPIPE is never raised. As there, shutdown(SHUT_RD)
@@ -28,6 +29,7 @@
 // io/fiber/fiber_io.hpp.
 #pragma once
 
+#include <sys/types.h>
 #include <sys/un.h>
 
 #include <chrono>
@@ -139,6 +141,10 @@ class unix_listener {
  private:
   detail::owned_socket socket_;
   unix_endpoint local_;
+  // The file bind() made (a path address): close() removes it only while
+  // the path still names it.
+  dev_t file_device_ = 0;
+  ino_t file_inode_ = 0;
 };
 
 namespace detail {

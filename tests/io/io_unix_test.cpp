@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "coroutine/coroutine.hpp"
 #include "io/fiber/fiber_io.hpp"
@@ -189,6 +190,59 @@ TEST_CASE("unix listener: the stale socket file rule") {
     ::unlink(path.c_str());
   }
   CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("unix listener: a live server with a full backlog is address_in_use at once") {
+  // bind() asks the existing file whether a server accepts on it; that
+  // server's backlog being full must not make the question wait for it.
+  const canopy::testing::watchdog guard("unix full backlog", 30);
+  const std::size_t fds_before = open_fd_count();
+  const std::string path = temp_path("full");
+  ::unlink(path.c_str());
+  {
+    executor pool(io_config(1));
+    reactor& owner = reactor::of(pool);
+    const unix_endpoint where = unix_endpoint::path(path);
+    unix_listener live = unix_listener::bind(owner, where, 1);  // never accepts
+    std::vector<int> queued;
+    for (int index = 0; index < 64; ++index) {  // fill its queue: connects then fail with EAGAIN
+      const int client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      REQUIRE(client >= 0);
+      const bool went = ::connect(client, where.data(), where.size()) == 0;
+      queued.push_back(client);
+      if (!went) {
+        break;
+      }
+    }
+    std::error_code error;
+    unix_listener second = unix_listener::bind(owner, where, error);
+    CHECK(error == std::errc::address_in_use);
+    CHECK_FALSE(second.is_open());
+    for (const int client : queued) {
+      ::close(client);
+    }
+  }
+  CHECK_FALSE(exists(path));
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("unix listener: close() removes its own file, not another server's at the same path") {
+  const canopy::testing::watchdog guard("unix own file", 30);
+  const std::string path = temp_path("own");
+  ::unlink(path.c_str());
+  executor pool(io_config(1));
+  reactor& owner = reactor::of(pool);
+  const unix_endpoint where = unix_endpoint::path(path);
+  unix_listener first = unix_listener::bind(owner, where);
+  REQUIRE(::unlink(path.c_str()) == 0);  // removed from outside while it runs
+  unix_listener second = unix_listener::bind(owner, where);
+  first.close();
+  CHECK(exists(path));  // the second server's file stays
+  auto answered = pool.spawn(echo_one(&second));
+  CHECK(canopy::block_on(pool, ask(&owner, where, "still here")) == "still here");
+  CHECK(answered.get() == 10);
+  second.close();
+  CHECK_FALSE(exists(path));
 }
 
 TEST_CASE("unix bad input: names too long or empty, a missing peer, a closed stream") {
