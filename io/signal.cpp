@@ -150,6 +150,10 @@ void signal_set::close() noexcept {
 }
 
 task<int> signal_set::wait(std::error_code& error) {
+  if (!is_open()) {  // closed before this wait: the same end as a close during it
+    error = std::make_error_code(std::errc::operation_canceled);
+    co_return 0;
+  }
   if (unbound_fd_ >= 0) {
     // Registered for this wait only (see Binding in signal.hpp); removed
     // when the frame ends, before any close() of the descriptor.
@@ -177,6 +181,10 @@ task<int> signal_set::wait() {
 }
 
 int signal_set::try_wait(std::error_code& error) noexcept {
+  if (!is_open()) {
+    error = std::make_error_code(std::errc::operation_canceled);
+    return 0;
+  }
   if (unbound_fd_ >= 0) {  // nothing to wait for: the descriptor alone answers
     error.clear();
     const ssize_t number = detail::read_signal(unbound_fd_);

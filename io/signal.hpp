@@ -89,7 +89,8 @@ class signal_set {
   // The next signal of the set (its number); 0 with the error_code form on error.
   task<int> wait(std::error_code& error);
   task<int> wait();
-  // Without waiting: a pending signal, or errc::resource_unavailable_try_again.
+  // Without waiting: a pending signal, or errc::resource_unavailable_try_again
+  // (errc::operation_canceled on a closed set, as a wait).
   int try_wait(std::error_code& error) noexcept;
   // The callback form: runs `on_signal(number, error)` once, as a task on
   // `pool`, when a signal of the set arrives (or with operation_canceled
@@ -97,7 +98,8 @@ class signal_set {
   // std::invalid_argument for an empty callback.
   void async_wait(executor& pool, std::function<void(int, std::error_code)> on_signal);
 
-  // Stop watching (idempotent): a waiting wait() ends with operation_canceled.
+  // Stop watching (idempotent): a waiting wait() ends with operation_canceled,
+  // and so does every wait (and try_wait) on the closed set.
   void close() noexcept;
   [[nodiscard]] bool is_open() const noexcept { return fd_.is_open() || unbound_fd_ >= 0; }
   [[nodiscard]] int native_handle() const noexcept {

@@ -272,6 +272,10 @@ void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> 
 // ---- signals
 
 int wait(signal_set& set, std::error_code& error) {
+  if (!set.is_open()) {  // closed before this wait: the same end as a close during it
+    error = std::make_error_code(std::errc::operation_canceled);
+    return 0;
+  }
   const int fd = set.native_handle();
   const auto attempt = [fd]() noexcept { return io::detail::read_signal(fd); };
   if (!set.reg().valid() && set.is_open()) {

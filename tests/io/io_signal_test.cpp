@@ -152,6 +152,48 @@ TEST_CASE("signal_set: the callback form") {
   CHECK(open_fd_count() == fds_before);
 }
 
+TEST_CASE("signal_set: every wait on a set already closed ends with operation_canceled") {
+  block_test_signals();  // before any thread: the watchdog's too
+  const canopy::testing::watchdog guard("signal closed", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    executor pool(io_config(2));
+    signal_set bound(reactor::of(pool), {SIGUSR1});
+    signal_set unbound{SIGUSR2};
+    bound.close();
+    unbound.close();
+    for (signal_set* set : {&bound, &unbound}) {
+      CAPTURE(set == &bound ? "with a reactor" : "without one");
+      std::error_code error;
+      CHECK(set->try_wait(error) == 0);
+      CHECK(error == std::errc::operation_canceled);
+      auto awaited = pool.spawn([](signal_set* closed) -> task<std::error_code> {
+        std::error_code failed;
+        const int number = co_await closed->wait(failed);
+        CHECK(number == 0);
+        co_return failed;
+      }(set));
+      CHECK(awaited.get() == std::errc::operation_canceled);
+      auto fibered = pool.spawn(canopy::fiber([set] {
+        std::error_code failed;
+        CHECK(canopy::this_fiber::wait(*set, failed) == 0);
+        return failed;
+      }));
+      CHECK(fibered.get() == std::errc::operation_canceled);
+      std::atomic<bool> called{false};
+      std::error_code reported;
+      set->async_wait(pool, [&](int number, std::error_code failed) {
+        CHECK(number == 0);
+        reported = failed;
+        called.store(true);
+      });
+      REQUIRE(wait_for(called));
+      CHECK(reported == std::errc::operation_canceled);
+    }
+  }
+  CHECK(open_fd_count() == fds_before);
+}
+
 TEST_CASE("signal_set bad input: out of range, SIGKILL, SIGSTOP, empty") {
   const canopy::testing::watchdog guard("signal bad input", 30);
   const std::size_t fds_before = open_fd_count();
