@@ -120,9 +120,9 @@ tcp_listener tcp_listener::bind(reactor& owner, const endpoint& local, std::erro
   if (reuse_port) {
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   }
-  if (local.family() == AF_INET6) {
-    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  }
+  // An IPv6 socket keeps the system's IPV6_V6ONLY default
+  // (net.ipv6.bindv6only; 0 on Linux unless set): one on :: then takes
+  // IPv4 too, as the public contract says and as Asio and Rust's std do.
   if (::bind(fd, local.data(), local.size()) != 0 || ::listen(fd, backlog) != 0) {
     error = errno_code(errno);
     ::close(fd);

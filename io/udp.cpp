@@ -92,9 +92,9 @@ udp_socket udp_socket::bind(reactor& owner, const endpoint& local, std::error_co
   if (reuse_address) {
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   }
-  if (local.family() == AF_INET6) {
-    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  }
+  // An IPv6 socket keeps the system's IPV6_V6ONLY default
+  // (net.ipv6.bindv6only; 0 on Linux unless set): one on :: then takes
+  // IPv4 too, as the public contract says and as Asio and Rust's std do.
   if (::bind(fd, local.data(), local.size()) != 0) {
     error = std::error_code(errno, std::system_category());
     ::close(fd);

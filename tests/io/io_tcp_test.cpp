@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -121,6 +122,39 @@ TEST_CASE("tcp echo round trips over IPv4 and IPv6") {
     }
   }
   CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("an IPv6 listener keeps the system's IPV6_V6ONLY default: on a v4-mapped address it takes IPv4") {
+  // A listener on :: takes IPv4 exactly when the socket is not v6-only,
+  // which the public contract says it is not unless net.ipv6.bindv6only
+  // says so. Tests listen on loopback only: the v4-mapped loopback
+  // (::ffff:127.0.0.1) binds only on a socket that is not v6-only, and then
+  // takes IPv4 connections to 127.0.0.1, as :: would.
+  const canopy::testing::watchdog guard("tcp v6only", 30);
+  std::ifstream setting("/proc/sys/net/ipv6/bindv6only");
+  int system_default = -1;
+  setting >> system_default;
+  if (system_default < 0) {
+    MESSAGE("no /proc/sys/net/ipv6/bindv6only here: IPv6 is off, nothing to check");
+    return;
+  }
+  executor pool(io_config(2));
+  reactor& owner = reactor::of(pool);
+  std::error_code error;
+  const endpoint mapped = endpoint::parse("::ffff:127.0.0.1", 0, error);
+  REQUIRE_FALSE(error);
+  tcp_listener listener = tcp_listener::bind(owner, mapped, error);
+  if (system_default != 0) {
+    CHECK(error == std::errc::invalid_argument);  // v6-only: no IPv4 address to bind
+    return;
+  }
+  REQUIRE_FALSE(error);
+  std::atomic<int> finished{0};
+  pool.spawn_detached(accept_loop(&listener, &finished));
+  const endpoint over_v4 = endpoint::loopback_v4(listener.local_endpoint().port());
+  CHECK(pool.spawn(round_trip(&owner, over_v4, "mapped")).get() == "mapped");
+  CHECK(eventually([&] { return finished.load() == 1; }));
+  listener.close();
 }
 
 TEST_CASE("reading after the peer closed gives EOF; connecting to a closed port ECONNREFUSED") {
