@@ -55,8 +55,10 @@
 //   tcp_stream::connect([reactor,] endpoint[, error]) -> task<tcp_stream>
 //       (without a reactor: the running task's);
 //       co_await read_some(buffer[, error]) -> std::size_t: at least one
-//       byte, 0 at EOF; cancel-safe (a read that loses a race or is
-//       cancelled loses no bytes: the next read returns them);
+//       byte, 0 at EOF; cancel-safe (a read that loses a race, or is
+//       cancelled while it waits, loses no bytes: the next read returns
+//       them; docs/io.md, "Reads that lose a race", for a cancel that
+//       lands after the read completed);
 //       co_await write_all(bytes[, error]): every byte, or an error (a
 //       prefix may have gone); write_all(span of buffers[, error]): the
 //       same, gathered (sendmsg; empty buffers skipped; the buffers and the

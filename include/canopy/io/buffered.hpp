@@ -38,7 +38,10 @@
 //
 // Cancel-safety: the buffer lives in the reader, so a read that loses a
 // race (with_timeout(d, reader.read_line(n)), a cancel through its task's
-// handle) loses no bytes: the next read starts where it would have. Only
+// handle while it waits) loses no bytes: the next read starts where it
+// would have. A read that completed before a cancel landed consumed its
+// record: what the task then returns its handle discards (join_handle's
+// contract), so race the read instead to keep it. Only
 // skip_until, which discards as it goes, may have dropped a prefix.
 // read_exact(n) and read_frame keep the whole record in the buffer until it
 // is complete (the buffer grows to it, and shrinks back once it is empty).
