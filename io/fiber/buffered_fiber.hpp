@@ -115,6 +115,23 @@ template <class Stream>
 void read_exact(io::buffered_reader<Stream>& reader, std::span<char> into) {
   this_fiber::read_exact(reader, std::as_writable_bytes(into));
 }
+// read_exact(n): the next `count` bytes as a string, as the task form's.
+template <class Stream>
+std::string read_exact(io::buffered_reader<Stream>& reader, std::size_t count,
+                       std::error_code& error) {
+  std::string text(count, '\0');
+  this_fiber::read_exact(reader, std::span<char>(text), error);
+  if (error) {
+    text.clear();
+  }
+  return text;
+}
+template <class Stream>
+std::string read_exact(io::buffered_reader<Stream>& reader, std::size_t count) {
+  std::string text(count, '\0');
+  this_fiber::read_exact(reader, std::span<char>(text));
+  return text;
+}
 
 template <class Stream>
 std::optional<std::string> read_until(io::buffered_reader<Stream>& reader, char delimiter,

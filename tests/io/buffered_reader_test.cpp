@@ -387,7 +387,7 @@ TEST_CASE("fiber forms: lines, a line past its maximum, exact reads, frames, tex
     const std::string big(300, 'b');
     std::thread writer([&] {
       send_text(peer,
-                "one\r\ntwo\n" + std::string(40, 'x') + "\nthree\nexact" + frame("payload") +
+                "one\r\ntwo\n" + std::string(40, 'x') + "\nthree\nexactabc" + frame("payload") +
                     frame(big) + frame(big) + "tail",
                 3);
       ::shutdown(peer, SHUT_WR);
@@ -405,6 +405,7 @@ TEST_CASE("fiber forms: lines, a line past its maximum, exact reads, frames, tex
       std::string exact(5, '\0');
       fiber_io::read_exact(reader, std::span<char>(exact));
       CHECK(exact == "exact");
+      CHECK(fiber_io::read_exact(reader, 3) == "abc");  // the string form
       const auto payload = fiber_io::read_frame(reader, 1000);
       REQUIRE(payload);
       CHECK(std::string(reinterpret_cast<const char*>(payload->data()), payload->size()) ==
