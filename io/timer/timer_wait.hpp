@@ -20,7 +20,9 @@
 //     armed with the task's waker; whichever is ready first wins, the other
 //     is disarmed. No allocation.
 //   * x anything else a canopy::task can co_await (a task<T>, a join
-//     handle): x is awaited by a spawned child task, raced against the
+//     handle, an async_event, a channel's recv()): x is awaited by a
+//     spawned child task (an lvalue where it is, an rvalue moved into the
+//     child), raced against the
 //     deadline (canopy::race); on timeout the child is
 //     cancelled (a suspended child is destroyed, a running one at its next
 //     suspension) and with_timeout returns once the child's frame is gone.
@@ -279,6 +281,51 @@ task<io::timeout_result<T>> with_timeout(std::chrono::duration<Rep, Period> dura
   } else {
     co_return io::timeout_result<T>(std::move(ended.template get<0>()));
   }
+}
+
+namespace io::detail {
+
+// What co_await of an A gives in a task, as a value (a reference result is
+// copied out: the awaiter it refers into is gone when the child ends).
+template <class A>
+using awaited_value_t = std::remove_cvref_t<
+    decltype(std::declval<std::remove_reference_t<canopy::detail::awaiter_of_t<A>>&>()
+                 .await_resume())>;
+
+// Any other awaitable a task may co_await (a join handle, an async_event, a
+// channel's recv(), a mutex's lock()): not a task, not a wait source.
+template <class A>
+concept timed_awaitable =
+    !canopy::detail::is_task<std::remove_cvref_t<A>>::value &&
+    !canopy::wait_source<std::remove_cvref_t<A>> &&
+    requires { typename awaited_value_t<A>; };
+
+// The child task that awaits `awaitable`: an lvalue is awaited where it is
+// (it outlives the await: the caller's object, e.g. a handle it keeps), an
+// rvalue is moved into the child's frame.
+template <class A>
+task<awaited_value_t<A>> await_as_child(A awaitable) {
+  if constexpr (std::is_lvalue_reference_v<A>) {
+    co_return co_await awaitable;
+  } else {
+    co_return co_await std::move(awaitable);
+  }
+}
+
+}  // namespace io::detail
+
+// with_timeout on any other awaitable (a join handle, an async_event, a
+// channel's recv(), ...): `co_await awaitable` runs as a child task raced
+// against the deadline, as for a task above. At the deadline that child is
+// cancelled: its wait is released. A join handle is consumed, as co_await
+// consumes it (an lvalue one too), and its task is cancelled with the
+// child, which ends only after that task ended (as a task's would).
+template <class Rep, class Period, class A>
+  requires io::detail::timed_awaitable<A>
+task<io::timeout_result<io::detail::awaited_value_t<A>>> with_timeout(
+    std::chrono::duration<Rep, Period> duration, A&& awaitable) {
+  co_return co_await with_timeout(duration,
+                                  io::detail::await_as_child<A>(std::forward<A>(awaitable)));
 }
 
 namespace io::detail {

@@ -5,6 +5,7 @@
 // drives one executor at a time.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -121,4 +122,49 @@ TEST_CASE("tasks still sleeping at shutdown are destroyed before the reactor's t
     REQUIRE(canopy::testing::eventually([&] { return own->pending() == sleepers; }));
   }  // ~executor: the sleepers disarm their timers while the queue lives
   CHECK(destroyed.load() == sleepers);
+}
+
+TEST_CASE("with_timeout on a join handle (moved in or an lvalue) and on an async_event") {
+  const canopy::testing::watchdog guard("with_timeout awaitables", 60);
+  executor pool(canopy::io::with_reactor(two_workers()));
+  // A handle moved in whose task ends within the time: its value.
+  const int quick = canopy::block_on(pool, []() -> task<int> {
+    auto handle = canopy::spawn([]() -> task<int> { co_return 5; }());
+    auto result = co_await canopy::with_timeout(10s, std::move(handle));
+    co_return result.has_value() ? *result : -1;
+  }());
+  CHECK(quick == 5);
+  // An lvalue handle is consumed, as by co_await; at the deadline its task
+  // is cancelled, and with_timeout returns after that task's frame is gone.
+  struct on_destroy {
+    std::atomic<bool>* flag;
+    ~on_destroy() { flag->store(true); }
+  };
+  std::atomic<bool> destroyed{false};
+  canopy::async_event never;
+  const bool timed_out = canopy::block_on(
+      pool, [](std::atomic<bool>* gone, canopy::async_event* gate) -> task<bool> {
+        auto handle = canopy::spawn([](std::atomic<bool>* flag, canopy::async_event* wait) -> task<int> {
+          const on_destroy guard{flag};
+          co_await *wait;
+          co_return 7;
+        }(gone, gate));
+        auto result = co_await canopy::with_timeout(5ms, handle);
+        co_return !result.has_value() && result.error() == canopy::io::errc::timed_out &&
+            !handle.valid() && gone->load();
+      }(&destroyed, &never));
+  CHECK(timed_out);
+  // An async_event: timed out while unset, at once once set.
+  canopy::async_event event;
+  const bool unset_timed_out = canopy::block_on(pool, [](canopy::async_event* waited) -> task<bool> {
+    auto result = co_await canopy::with_timeout(5ms, *waited);
+    co_return !result.has_value();
+  }(&event));
+  CHECK(unset_timed_out);
+  event.set();
+  const bool set_ready = canopy::block_on(pool, [](canopy::async_event* waited) -> task<bool> {
+    auto result = co_await canopy::with_timeout(10s, *waited);
+    co_return result.has_value();
+  }(&event));
+  CHECK(set_ready);
 }
