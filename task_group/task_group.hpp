@@ -103,6 +103,12 @@ using produced_t = decltype(produced_by(static_cast<const Awaited*>(nullptr)));
 // group's stop was requested is reported, not lost to the cancel.
 template <class T, class Child>
 task<void> group_child(Child child, child_end<T> end, std::stop_token token) {
+  // A group cancelled between this wrapper's spawn and launch() storing its
+  // handle (cancel() from another thread cancels only the stored ones):
+  // the child never starts, and `end` reports it cancelled.
+  if (token.stop_requested()) {
+    co_return;
+  }
   try {
     auto made = [&] {
       if constexpr (std::is_invocable_v<Child&, std::stop_token>) {

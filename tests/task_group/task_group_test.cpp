@@ -348,6 +348,48 @@ auto late_fiber(std::stop_token token, std::atomic<int>& thrown) {
 
 }  // namespace
 
+TEST_CASE("cancel() from another thread: no child spawned after it returned starts") {
+  // cancel() cancels the children whose handles the group holds; one
+  // spawned after it must not start either, even when a worker takes it
+  // before launch() has stored its handle.
+  watchdog dog("task_group spawn after cancel", 120);
+  const int spawns = std::max(200, 4000 / static_cast<int>(canopy::testing::stress_divisor()));
+  executor pool(config_with(2));
+  std::atomic<int> started_after{0};
+  std::atomic<bool> cancel_returned{false};
+  std::atomic<task_group<int>*> shared{nullptr};
+  auto owner = pool.spawn([](int count, std::atomic<int>& started, std::atomic<bool>& returned,
+                             std::atomic<task_group<int>*>& out) -> task<std::size_t> {
+    task_group<int> group;
+    out.store(&group);
+    while (!returned.load()) {
+      co_await canopy::yield_now();
+    }
+    for (int index = 0; index < count; ++index) {
+      if (index % 2 == 0) {
+        group.spawn([](std::atomic<int>& body) -> task<int> {
+          body.fetch_add(1);
+          co_return 1;
+        }(started));
+      } else {
+        group.spawn(canopy::fiber([&started] {
+          started.fetch_add(1);
+          return 1;
+        }));
+      }
+    }
+    co_await group.close();
+    co_return group.cancelled();
+  }(spawns, started_after, cancel_returned, shared));
+  while (shared.load() == nullptr) {
+    std::this_thread::yield();
+  }
+  shared.load()->cancel();
+  cancel_returned.store(true);
+  CHECK(owner.get() == static_cast<std::size_t>(spawns));
+  CHECK(started_after.load() == 0);
+}
+
 TEST_CASE("storm: a child that throws after the stop was requested is reported, every kind") {
   watchdog dog("task_group late failures", 120);
   const long rounds = std::max(1L, 200 / canopy::testing::stress_divisor());
