@@ -60,6 +60,9 @@ namespace detail {
 
 template <class T>
 T handle_result_of(const join_handle<T>*);
+// A range of join states (when_all's, of tasks with different results):
+// awaited without output.
+void handle_result_of(join_state_base* const*);
 
 // T for a range of join_handle<T> (or of a type derived from it).
 template <class Range>
@@ -70,6 +73,13 @@ template <class Range>
 concept join_handle_range = std::ranges::forward_range<Range> && requires {
   typename joined_result_t<Range>;
 } && std::is_lvalue_reference_v<std::ranges::range_reference_t<Range>>;
+
+// The join state an element of the awaited range stands for.
+template <class T>
+join_state_base* awaited_state(const join_handle<T>& handle) noexcept {
+  return handle.state();
+}
+inline join_state_base* awaited_state(join_state_base* state) noexcept { return state; }
 
 template <class Range, class Out = void>
 class await_all_awaiter {
@@ -97,7 +107,7 @@ class await_all_awaiter {
     detail::scheduler* const core = detail::current_worker()->core;
     // Children nobody started yet run here, newest first; count the rest.
     std::uint32_t running = 0;
-    for_each_newest_first([&](detail::join_state<value_type>* state) {
+    for_each_newest_first([&](detail::join_state_base* state) {
       if (!state->ready() && state->has_task_on(core)) {
         static_cast<void>(core->run_pending_inline(state->task()));
       }
@@ -118,7 +128,7 @@ class await_all_awaiter {
     std::uint32_t settled = 1;  // our own share
     std::uint32_t registered = 0;
     for (auto& handle : *handles_) {
-      detail::join_state<value_type>* const state = handle.state();
+      detail::join_state_base* const state = awaited_state(handle);
       if (registered == running) {
         break;  // only the first `running` not-ready children were counted
       }
@@ -168,7 +178,7 @@ class await_all_awaiter {
  private:
   void check_valid() const {
     for (auto& handle : *handles_) {
-      if (!handle.valid()) {
+      if (awaited_state(handle) == nullptr) {
         throw std::logic_error("canopy::await_all: the range holds an empty join handle");
       }
     }
@@ -181,11 +191,11 @@ class await_all_awaiter {
       auto last = std::ranges::next(first, std::ranges::end(*handles_));
       while (last != first) {
         --last;
-        visit((*last).state());
+        visit(awaited_state(*last));
       }
     } else {
       for (auto& handle : *handles_) {
-        visit(handle.state());
+        visit(awaited_state(handle));
       }
     }
   }
@@ -206,7 +216,7 @@ class await_all_awaiter {
   static bool cancel_children(wait_link& link) noexcept {
     auto* const self = static_cast<await_all_awaiter*>(link.source);
     for (auto& handle : *self->handles_) {
-      detail::join_state<value_type>* const state = handle.state();
+      detail::join_state_base* const state = awaited_state(handle);
       if (state->has_task_on(link.core)) {
         state->cancel_and_wake();
       } else {

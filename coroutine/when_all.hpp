@@ -4,9 +4,10 @@
 //   std::vector<int> all = co_await canopy::when_all(std::move(tasks));
 //
 // Each task is spawned on the current executor (so they run in parallel),
-// then every join handle is awaited, even after one failed: when_all never
-// returns while one of its tasks still runs. A task awaiting when_all that
-// is cancelled (or dropped at shutdown) cancels every task not joined yet. If a spawn fails (at
+// then all are awaited at once (await_all), even after one failed: when_all
+// never returns while one of its tasks still runs. A task awaiting when_all
+// that is cancelled cancels every task, and its frame goes only after the
+// last of them ended, so the tasks may borrow the awaiting task's locals. If a spawn fails (at
 // capacity: spawn_error(errc::at_capacity); after shutdown began: errc::shut_down), the tasks not
 // yet spawned are destroyed unstarted, those already spawned are awaited, and then the spawn error
 // is rethrown. Otherwise, if any task threw, the first exception (in argument order) is rethrown
@@ -14,15 +15,18 @@
 // task (it spawns with canopy::spawn).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <exception>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "await_all.hpp"
 #include "join_await.hpp"
 #include "spawn.hpp"
 #include "task.hpp"
@@ -81,6 +85,15 @@ task<std::tuple<non_void_t<Ts>...>> when_all_impl(std::index_sequence<Is...> /*i
   } catch (...) {
     spawn_failure = std::current_exception();  // rethrown once the spawned ones ended
   }
+  // One wait for every task spawned: a cancel of this task cancels them
+  // all and frees this frame only after the last one ended (await_all).
+  std::array<join_state_base*, sizeof...(Ts)> states{};
+  std::size_t spawned = 0;
+  ((std::get<Is>(handles).valid() ? static_cast<void>(states[spawned++] = std::get<Is>(handles).state())
+                                  : static_cast<void>(0)),
+   ...);
+  std::span<join_state_base*> started(states.data(), spawned);
+  co_await canopy::await_all(started);
   std::tuple<std::optional<non_void_t<Ts>>...> results;
   std::exception_ptr first_error;
   (co_await settle(std::get<Is>(handles), std::get<Is>(results), first_error), ...);
@@ -113,6 +126,9 @@ task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> tasks) {
   } catch (...) {
     spawn_failure = std::current_exception();  // rethrown once the spawned ones ended
   }
+  // One wait for them all, as above: a cancel frees this frame only after
+  // the last task ended.
+  co_await canopy::await_all(handles);
   std::vector<std::optional<detail::non_void_t<T>>> results(handles.size());
   std::exception_ptr first_error;
   for (std::size_t index = 0; index < handles.size(); ++index) {

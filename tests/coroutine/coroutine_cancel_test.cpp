@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "coroutine/coroutine.hpp"
 #include "tests/test_support.hpp"
@@ -69,4 +70,61 @@ TEST_CASE("cancelling a parent cancels the child it awaits, even one waiting on 
   // Before issue 19: the child stayed suspended, holding its slot, until shutdown.
   CHECK(eventually([&] { return destroyed.load() == 2; }));
   CHECK(eventually([&] { return pool.stats().live_tasks == 0; }));
+}
+
+TEST_CASE("a task cancelled in when_all ends only after every child ended (they borrow its locals)") {
+  // The children hold a pointer to a local of the awaiting task and look at
+  // it in their destructors: a child still running once the cancelled
+  // task's get() returned, or one destroyed after the local, is the bug.
+  watchdog guard("when_all cancel", 60);
+  executor pool(config_with(2));
+  struct borrowed {
+    std::atomic<int> alive{1};
+    ~borrowed() { alive.store(0); }
+  };
+  struct child_guard {
+    const borrowed* local;
+    std::atomic<int>* running;
+    std::atomic<int>* late;
+    ~child_guard() {
+      if (local->alive.load() != 1) {
+        late->fetch_add(1);
+      }
+      running->fetch_sub(1);
+    }
+  };
+  async_event never;
+  std::atomic<int> running{0};
+  std::atomic<int> late{0};
+  auto child = [&](const borrowed* local) -> task<int> {
+    running.fetch_add(1);
+    const child_guard guard{local, &running, &late};
+    co_await never;
+    co_return 1;
+  };
+  const int rounds = 30;
+  int outlived = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto parent = [&](bool as_vector) -> task<void> {
+      borrowed local;
+      if (as_vector) {
+        std::vector<task<int>> children;
+        children.push_back(child(&local));
+        children.push_back(child(&local));
+        children.push_back(child(&local));
+        static_cast<void>(co_await canopy::when_all(std::move(children)));
+      } else {
+        static_cast<void>(co_await canopy::when_all(child(&local), child(&local), child(&local)));
+      }
+    };
+    auto handle = pool.spawn(parent(round % 2 == 0));
+    REQUIRE(eventually([&] { return running.load() == 3; }));
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * (round % 5)));
+    handle.cancel();
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    outlived += running.load() != 0 ? 1 : 0;
+    REQUIRE(eventually([&] { return running.load() == 0; }));
+  }
+  CHECK(outlived == 0);
+  CHECK(late.load() == 0);
 }
