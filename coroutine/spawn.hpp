@@ -92,7 +92,7 @@ struct coroutine_body {
       // still finds the wait recorded and releases it (a timer whose
       // deadline passed is still in the wheel until its expiry runs).
       if (cancel_requested()) {
-        return cancel_now();
+        return run_cancelled();
       }
       if (!wait_over()) {
         return detail::run_outcome::suspended;  // woken, but not by what it waits for
@@ -130,6 +130,34 @@ struct coroutine_body {
       state->complete_with_error(*detail::current_worker()->core);
     } else {
       state->complete(detail::join_state_base::outcome::value);
+    }
+  }
+
+  // A run of a task whose cancel was requested while it waited. A wait on
+  // a source that completed meanwhile (a channel took the sender's value or
+  // handed the receiver one, a read took its bytes) keeps what it did: the
+  // task resumes with it, as a running task would, and the cancel lands at
+  // its next suspension, here, without another wake. Any other wait is
+  // released and the frame destroyed. Out of run(): see release_frame.
+  [[gnu::noinline]] detail::run_outcome run_cancelled() {
+    if (context.kind != wait_kind::custom || !wait_over()) {
+      return cancel_now();
+    }
+    context.clear_wait();
+    context.started = true;
+    context.resume_point.resume();
+    while (context.resume_awaiter) {
+      context.resume_awaiter = false;
+      context.resume_point.resume();
+    }
+    switch (context.signal) {
+      case detail::run_outcome::completed:
+        deliver();
+        return detail::run_outcome::completed;
+      case detail::run_outcome::suspended:
+        return cancel_now();
+      default:
+        return context.signal;  // a yield: the next run finds the cancel
     }
   }
 

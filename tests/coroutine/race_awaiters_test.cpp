@@ -94,6 +94,56 @@ TEST_CASE("race over a channel's recv() and stopped(token): every value received
   MESSAGE("rounds " << rounds << ", stopped before the last value: " << stops_won);
 }
 
+TEST_CASE("race over a channel's send() and a short sleep, retried: every value sent exactly once") {
+  // A receiver takes a waiting sender's value itself, so a send can end
+  // (its value in the channel) before the sending task runs again. A
+  // cancel that lands then must not hide that: race reports the send as
+  // done, and a sender that retries only what did not go never sends a
+  // value twice.
+  const canopy::testing::watchdog guard("race send", 120);
+  executor pool = make_pool();
+  const int count = static_cast<int>(scaled(20000));
+  canopy::channel<int> values(1);
+  std::vector<int> seen(static_cast<std::size_t>(count), 0);
+  auto producer = [](canopy::channel<int>& out, int total) -> task<long> {
+    long retries = 0;
+    for (int value = 0; value < total; ++value) {
+      for (;;) {
+        auto sent = co_await canopy::race(out.send(value),
+                                          canopy::sleep_for(std::chrono::microseconds(value % 30)));
+        if (sent.has_value<0>()) {
+          CHECK(bool(sent.get<0>()));
+          break;
+        }
+        ++retries;
+      }
+    }
+    out.close();
+    co_return retries;
+  };
+  auto consumer = [](canopy::channel<int>& in, std::vector<int>& counts) -> task<void> {
+    int taken = 0;
+    while (std::optional<int> value = co_await in.recv()) {
+      ++counts[static_cast<std::size_t>(*value)];
+      if (++taken % 7 == 0) {
+        co_await canopy::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+  };
+  auto consuming = pool.spawn(consumer(values, seen));
+  const long retries = pool.spawn(producer(values, count)).get();
+  consuming.get();
+  int lost = 0;
+  int repeated = 0;
+  for (const int times : seen) {
+    lost += times == 0 ? 1 : 0;
+    repeated += times > 1 ? 1 : 0;
+  }
+  CHECK(lost == 0);
+  CHECK(repeated == 0);
+  MESSAGE("values " << count << ", sends retried after a lost race: " << retries);
+}
+
 TEST_CASE("race over a mutex's lock() and stopped(token): a granted lock is never leaked") {
   const canopy::testing::watchdog guard("race lock", 120);
   executor pool = make_pool();
