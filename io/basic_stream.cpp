@@ -120,7 +120,9 @@ bounded_read basic_stream<Protocol>::read_some_until(std::span<std::byte> buffer
 }
 
 // The write's rounds are made inside the helper's frame (an armed
-// operation must not move), when the task starts, as write_all's are.
+// operation must not move), when the task starts, as write_all's are. At
+// the stall limit the helper asks the socket directly (try_write_some's
+// send), on either backend: no request of the write is in flight then.
 template <class Protocol>
 task<void> basic_stream<Protocol>::write_all_within(std::span<const std::byte> data,
                                                     std::chrono::milliseconds stall_limit,
@@ -128,6 +130,9 @@ task<void> basic_stream<Protocol>::write_all_within(std::span<const std::byte> d
   return send_all_within(
       [this](std::span<const std::byte> rest) noexcept {
         return protocol_ops<Protocol>::send_some(socket_.reg(), socket_.fd(), rest);
+      },
+      [this](std::span<const std::byte> rest) noexcept {
+        return try_io(socket_.reg(), direction::write, send_some_attempt(socket_.fd(), rest));
       },
       data, stall_limit, error);
 }

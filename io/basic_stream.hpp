@@ -92,7 +92,8 @@ class basic_stream {
   // until it ends. Cancelling the task while it waits loses no byte.
   // write_all_within: as write_all, but std::errc::timed_out once the
   // socket took nothing for `stall_limit` (every send that makes progress
-  // starts it again: a slow reader is served, one that stopped is not);
+  // starts it again: a slow reader is served, one that stopped is not; at
+  // the limit one more send is tried without waiting, io/stream_bounded.hpp);
   // some prefix of `data` may have gone, so the stream is then unusable
   // for this byte stream: close it. time_point::max() and
   // milliseconds::max(): no limit (no timer); a deadline passed (or a

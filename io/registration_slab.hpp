@@ -82,6 +82,11 @@ struct registration_entry {
     bool abandoned = false;          // its waiter left: drop the result
     bool done = false;               // completed, result not yet taken
     bool yields_descriptor = false;  // an accept: a result >= 0 is a descriptor
+    // A send: bytes it sent are reported to the waiter that abandons it
+    // (the write goes on from there), in abandoned_sent if it completed
+    // only once abandoned (the cancel raced its completion).
+    bool reports_sent = false;
+    std::int32_t abandoned_sent = 0;
     std::int32_t result = 0;
     // A receive's buffer: where the kernel put the bytes of a result > 0,
     // kept (below) if the waiter leaves without them. Null for the others.

@@ -8,6 +8,7 @@
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/yield.hpp"
 #include "../readiness.hpp"
+#include "../stream_bounded.hpp"
 #include "../stream_op.hpp"
 #include "../tcp.hpp"
 #include "../timer/timer_wait.hpp"
@@ -72,29 +73,24 @@ tls_stream<Stream>::~tls_stream() = default;
 
 // Sends what the engine produced; the caller holds the output claim,
 // which this releases once nothing is left (or on an error). Each send
-// waits for the socket at most `stall_limit`.
+// waits for the socket at most `stall_limit`, and the write stalls only
+// once the socket took nothing for that long: the streams' own bounded
+// write (detail::send_all_within, io/stream_bounded.hpp) sends the records.
 template <class Stream>
 task<void> tls_stream<Stream>::flush(std::chrono::milliseconds stall_limit,
                                      std::error_code& error) {
   output_claim claim(*engine_);
   while (engine_->take_output(sending_)) {
-    std::span<const std::byte> left(sending_);
-    while (!left.empty()) {
-      auto round = send_some_to(next_, left);
-      if (!round.ready()) {
-        if (stall_limit == no_stall_limit) {
-          co_await canopy::wait_on(round);
-        } else if (!co_await canopy::with_timeout(stall_limit, round)) {
-          error = std::make_error_code(std::errc::timed_out);
-          co_return;
-        }
-      }
-      const detail::io_result sent = round.result();
-      if (sent.error) {
-        error = sent.error;
-        co_return;
-      }
-      left = left.subspan(sent.count);
+    co_await detail::send_all_within(
+        [this](std::span<const std::byte> rest) noexcept { return send_some_to(next_, rest); },
+        [this](std::span<const std::byte> rest) noexcept {
+          detail::io_result sent;
+          sent.count = next_.try_write_some(rest, sent.error);
+          return sent;
+        },
+        std::span<const std::byte>(sending_), stall_limit, error);
+    if (error) {
+      co_return;
     }
   }
   claim.held = false;  // take_output released it

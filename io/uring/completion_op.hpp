@@ -72,10 +72,18 @@ class completion_op {
     return !poll(&waiter_);
   }
 
+  // A send that went out, whole or in part, before its abandoned request
+  // ended is progress: the bytes are on the wire, so they are counted
+  // (a send_some ends with them) rather than sent again by whatever the
+  // caller does next (with_timeout's result() asks ready(), which sends
+  // the rest directly; the streams' bounded write goes on after them).
   void disarm() noexcept {
     if (in_flight_) {
       in_flight_ = false;
-      owner_->uring()->abandon(id_, which_, sequence_);
+      const std::size_t sent = owner_->uring()->abandon(id_, which_, sequence_);
+      if (sent > 0) {
+        count_abandoned_send(sent);
+      }
     }
   }
 
@@ -220,6 +228,20 @@ class completion_op {
       return finish_count(progress_);
     }
     return finish_count(count);
+  }
+
+  void count_abandoned_send(std::size_t count) noexcept {
+    if (request_.kind == completion_kind::send_gathered) {
+      cursor().advance(count);
+      if (cursor().done()) {
+        finish_count(0);
+      }
+      return;
+    }
+    progress_ += count;
+    if (progress_ == request_.size || request_.kind == completion_kind::send_some) {
+      finish_count(progress_);
+    }
   }
 
   gather_cursor& cursor() noexcept { return *static_cast<gather_cursor*>(request_.data); }

@@ -206,6 +206,10 @@ completion_status uring_backend::start(registration_id id, direction which, cons
     op.in_flight = true;
     op.abandoned = false;
     op.yields_descriptor = request.kind == completion_kind::accept;
+    op.reports_sent = request.kind == completion_kind::send_some ||
+                      request.kind == completion_kind::send_all ||
+                      request.kind == completion_kind::send_gathered;
+    op.abandoned_sent = 0;
     op.receive_buffer = request.kind == completion_kind::receive
                             ? static_cast<const std::byte*>(request.data)
                             : nullptr;
@@ -253,27 +257,32 @@ completion_status uring_backend::poll(registration_id id, direction which, std::
   });
 }
 
-void uring_backend::abandon(registration_id id, direction which, std::uint16_t sequence) noexcept {
+std::size_t uring_backend::abandon(registration_id id, direction which,
+                                   std::uint16_t sequence) noexcept {
   registration_entry* target = slab_.find(id.slot);
   if (target == nullptr) {
-    return;
+    return 0;
   }
   const auto index = static_cast<std::size_t>(which);
+  std::size_t sent = 0;
   unsigned position = 0;
   {
     const std::lock_guard guard(target->lock);
     registration_entry::completion& op = target->completions[index];
     if (op.generation != id.generation || op.sequence != sequence) {
-      return;  // not this request (a remove() already waited for it)
+      return 0;  // not this request (a remove() already waited for it)
     }
     if (op.done) {
       // Completed, but its waiter leaves without the result: a receive's
-      // bytes are kept for the next read.
+      // bytes are kept for the next read, a send's count goes back to it.
       keep_received(*target, op, op.result);
+      if (op.reports_sent && op.result > 0) {
+        sent = static_cast<std::size_t>(op.result);
+      }
     }
     op.forget_result();
     if (!op.in_flight) {
-      return;
+      return sent;
     }
     op.abandoned = true;
     position = op.position;
@@ -282,6 +291,14 @@ void uring_backend::abandon(registration_id id, direction which, std::uint16_t s
     }
   }
   cancel_request(id, index, sequence, position);
+  // The completion is reaped (complete() put a send's count aside): this
+  // request's unless another was started on the direction since.
+  const std::lock_guard guard(target->lock);
+  registration_entry::completion& op = target->completions[index];
+  if (op.generation == id.generation && op.sequence == sequence && !op.in_flight) {
+    sent = static_cast<std::size_t>(std::exchange(op.abandoned_sent, 0));
+  }
+  return sent;
 }
 
 void uring_backend::cancel_request(registration_id id, std::size_t which, std::uint16_t sequence,
@@ -374,9 +391,13 @@ void uring_backend::complete(std::uint64_t user_data, std::int32_t result, std::
     if (op.abandoned) {
       // Its waiter left: an accepted connection is closed, a receive's
       // bytes are kept (its waiter is still in abandon(), waiting
-      // for this completion, so the buffer is still there).
+      // for this completion, so the buffer is still there), a send's
+      // count is put aside for abandon() to return.
       op.abandoned = false;
       keep_received(*target, op, result);
+      if (op.reports_sent && result > 0) {
+        op.abandoned_sent = result;
+      }
       op.drop(result);
       return;
     }

@@ -64,7 +64,11 @@ class uring_backend {
                           std::int32_t& result, std::error_code& error) noexcept;
   completion_status poll(registration_id id, direction which, std::uint16_t sequence,
                          const waker* waiter, std::int32_t& result) noexcept;
-  void abandon(registration_id id, direction which, std::uint16_t sequence) noexcept;
+  // The waiter leaves its request: cancelled, and its completion reaped,
+  // before this returns. What a send request sent before it ended (it
+  // completed unseen, or the cancel raced its completion): the count, else
+  // 0, so its waiter can account for bytes that went.
+  std::size_t abandon(registration_id id, direction which, std::uint16_t sequence) noexcept;
   [[nodiscard]] bool has_queued_requests() const noexcept;
   // remove()'s part: a request found in flight (marked abandoned under the
   // entry's lock) is cancelled, and its completion reaped, before the slot

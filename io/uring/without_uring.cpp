@@ -53,8 +53,10 @@ completion_status uring_backend::poll(registration_id /*id*/, direction /*which*
   return completion_status::closed;
 }
 
-void uring_backend::abandon(registration_id /*id*/, direction /*which*/,
-                            std::uint16_t /*sequence*/) noexcept {}
+std::size_t uring_backend::abandon(registration_id /*id*/, direction /*which*/,
+                                   std::uint16_t /*sequence*/) noexcept {
+  return 0;
+}
 
 bool uring_backend::has_queued_requests() const noexcept { return false; }
 const std::uint32_t* uring_backend::completion_head() const noexcept { return nullptr; }

@@ -3,7 +3,8 @@
 // names: a read that times out takes nothing and leaves the stream usable;
 // reads raced against deadlines of a few microseconds lose no byte and
 // reorder none; a write to a peer that never reads ends with timed_out once
-// the socket stalls. No case leaves a descriptor open.
+// the socket stalls, and one to a slow but steady reader is served. No case
+// leaves a descriptor open.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -140,6 +141,54 @@ task<stalled_write> write_to_stalled(Stream stream) {
   co_return result;
 }
 
+// Byte `i` of the slow reader's payload: the numbers 0, 1, 2... of four
+// bytes each, so that a byte lost, repeated or moved shows.
+std::byte payload_byte(std::size_t i) { return static_cast<std::byte>((i / 4) >> (8 * (i % 4))); }
+
+// A reader that takes 16 KiB every 5 ms for `slow_for` (about 3 MB/s,
+// never enough at once for the writer's writability edge, which comes only
+// once a good part of the send buffer drained), then the rest at once;
+// how many bytes it took up to the writer's close, 0 if one was wrong.
+template <class Stream>
+task<std::size_t> read_slowly_then_drain(Stream stream, steady::duration slow_for) {
+  std::vector<std::byte> chunk(16 << 10);
+  const auto slow_until = steady::now() + slow_for;
+  std::size_t total = 0;
+  for (;;) {
+    if (steady::now() < slow_until) {
+      co_await sleep_for(5ms);
+    }
+    std::error_code error;
+    const std::size_t got = co_await stream.read_some(chunk, error);
+    if (got == 0 || error) {
+      co_return total;
+    }
+    for (std::size_t i = 0; i < got; ++i) {
+      if (chunk[i] != payload_byte(total + i)) {
+        co_return 0;
+      }
+    }
+    total += got;
+  }
+}
+
+// More than the sockets hold (a few MB each way on loopback) plus what the
+// slow reader takes in its second, so the writer waits all that time.
+constexpr std::size_t slow_reader_payload = 32 << 20;
+
+template <class Stream>
+task<stalled_write> write_to_slow_reader(Stream stream) {
+  stalled_write result;
+  std::vector<std::byte> payload(slow_reader_payload);
+  for (std::size_t i = 0; i < payload.size(); ++i) {
+    payload[i] = payload_byte(i);
+  }
+  const auto start = steady::now();
+  co_await stream.write_all_within(payload, 200ms, result.error);
+  result.took = steady::now() - start;
+  co_return result;  // closes: a reader still waiting sees the end
+}
+
 TEST_CASE("tcp bounded: a read that times out takes nothing; the stream stays usable") {
   const watchdog guard("tcp read_some_until", 60 * timeout_scale());
   const descriptor_check descriptors;
@@ -246,6 +295,25 @@ TEST_CASE("tcp bounded: a write to a peer that never reads ends with timed_out")
   CHECK(accepted.wait_for(10s));
 }
 
+TEST_CASE("tcp bounded: a slow but steady reader is served, not timed out") {
+  const watchdog guard("tcp write_all_within slow reader", 60 * timeout_scale());
+  const descriptor_check descriptors;
+  loopback net;
+  auto reader = net.pool.spawn([](tcp_listener& listener) -> task<std::size_t> {
+    co_return co_await read_slowly_then_drain(co_await listener.accept(), 1s);
+  }(net.listener));
+  const stalled_write seen = run(
+      net.pool,
+      [](io::endpoint address) -> task<stalled_write> {
+        co_return co_await write_to_slow_reader(co_await tcp_stream::connect(address));
+      }(net.address),
+      "the writer");
+  INFO("error: ", seen.error.message(), " after ", seen.took.count() / 1'000'000, " ms");
+  CHECK_FALSE(seen.error);
+  REQUIRE(reader.wait_for(10s));
+  CHECK(reader.get() == slow_reader_payload);
+}
+
 // A pool with a reactor and a Unix-domain listener on an abstract address.
 struct unix_loopback {
   executor pool{io_config(2)};
@@ -293,6 +361,27 @@ TEST_CASE("unix bounded: a timed-out read takes nothing; a stalled write ends wi
     CHECK(seen.error == std::errc::timed_out);
     CHECK(seen.took >= 200ms);
     CHECK(accepted.wait_for(10s));
+  }
+}
+
+TEST_CASE("unix bounded: a slow but steady reader is served, not timed out") {
+  const watchdog guard("unix write_all_within slow reader", 60 * timeout_scale());
+  const descriptor_check descriptors;
+  {
+    unix_loopback net;
+    auto reader = net.pool.spawn([](unix_listener& listener) -> task<std::size_t> {
+      co_return co_await read_slowly_then_drain(co_await listener.accept(), 1s);
+    }(net.listener));
+    const stalled_write seen = run(
+        net.pool,
+        [](unix_endpoint address) -> task<stalled_write> {
+          co_return co_await write_to_slow_reader(co_await unix_stream::connect(address));
+        }(net.address),
+        "the unix writer");
+    INFO("error: ", seen.error.message(), " after ", seen.took.count() / 1'000'000, " ms");
+    CHECK_FALSE(seen.error);
+    REQUIRE(reader.wait_for(10s));
+    CHECK(reader.get() == slow_reader_payload);
   }
 }
 

@@ -3,7 +3,7 @@
 // nothing and leaves the stream usable; reads raced against deadlines of a
 // few microseconds lose no byte and reorder none; a write to a peer that
 // never reads ends with timed_out once the socket stalls, and the stream
-// is then unusable.
+// is then unusable; one to a slow but steady reader is served.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -228,6 +228,68 @@ TEST_CASE("tls bounded: a write to a peer that never reads ends with timed_out; 
   CHECK_FALSE(seen.usable_after);
   CHECK(seen.next_error == io::tls_errc::unusable);
   CHECK(accepted.wait_for(10s));
+}
+
+TEST_CASE("tls bounded: a slow but steady reader is served, not timed out") {
+  const watchdog guard("tls write_all_within slow reader", 60 * timeout_scale());
+  const test_certificates certs;
+  const descriptor_check descriptors;
+  loopback net;
+  // More than the sockets hold plus what the reader takes in its slow
+  // second (16 KiB every 5 ms, never enough at once for the writer's
+  // writability edge), then it drains the rest at once.
+  constexpr std::size_t payload_size = 32 << 20;
+  auto reader =
+      net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<std::size_t> {
+        tls stream(co_await listener.accept(), context);
+        co_await stream.handshake();
+        std::vector<std::byte> chunk(16 << 10);
+        const auto slow_until = steady::now() + 1s;
+        std::size_t total = 0;
+        for (;;) {
+          if (steady::now() < slow_until) {
+            co_await sleep_for(5ms);
+          }
+          std::error_code error;
+          const std::size_t got = co_await stream.read_some(chunk, error);
+          if (got == 0 || error) {
+            co_return total;
+          }
+          total += got;
+        }
+      }(net.listener, server_context(certs)));
+
+  struct outcome {
+    std::error_code error;
+    std::chrono::nanoseconds took{};
+  };
+  const outcome seen = run(
+      net.pool,
+      [](io::endpoint address, tls_context context) -> task<outcome> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        outcome result;
+        const std::vector<std::byte> payload(payload_size, std::byte{'x'});
+        const auto start = steady::now();
+        co_await stream.write_all_within(payload, 200ms, result.error);
+        result.took = steady::now() - start;
+        if (!result.error) {
+          co_await stream.shutdown(result.error);
+        }
+        // Then wait for the reader's close: closing now, with the session
+        // tickets it sent unread, would reset the connection and could cut
+        // off the reader's last bytes.
+        std::vector<std::byte> sink(256);
+        std::error_code ignored;
+        while (co_await stream.read_some(sink, ignored) > 0) {
+        }
+        co_return result;
+      }(net.address, client_context(certs)),
+      "the writer");
+  INFO("error: ", seen.error.message(), " after ", seen.took.count() / 1'000'000, " ms");
+  CHECK_FALSE(seen.error);
+  REQUIRE(reader.wait_for(10s));
+  CHECK(reader.get() == payload_size);
 }
 
 }  // namespace
