@@ -85,7 +85,8 @@ class basic_stream {
   // read_some_until: as read_some, but at `deadline` with nothing read it
   // returns 0 with std::errc::timed_out, having taken no byte: the stream
   // stays usable, and the bytes that arrive later are the next read's (a
-  // read that ended by the time the deadline is seen wins). It returns an
+  // read that ended by the time the deadline is seen wins, and so do bytes
+  // the socket holds then: it is asked once more). It returns an
   // awaitable, not a task: co_await it at once, inside the canopy::task
   // that called it (it holds the receive and the timer in that task's
   // frame, so a read costs no allocation); `buffer` and `error` stay valid

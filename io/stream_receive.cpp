@@ -51,6 +51,9 @@ void stream_receive::destroy() noexcept {
 }
 
 bool stream_receive::ready() noexcept {
+  if (direct_) {
+    return true;
+  }
   if (!built_) {
     build();
   }
@@ -70,7 +73,34 @@ void stream_receive::disarm() noexcept {
   }
 }
 
+bool stream_receive::try_now() noexcept {
+  if (buffer_.empty()) {
+    return false;  // a receive of nothing would end at once, as if at EOF
+  }
+  io_result got;
+  std::size_t kept = 0;
+  if (kind_ == kind::tcp && reg_->completions()) {
+    kept = reg_->owner()->take_kept(reg_->id(), buffer_);
+  }
+  if (kept > 0) {
+    got.count = kept;
+  } else {
+    got = try_io(*reg_, direction::read, recv_attempt(fd_, buffer_), buffer_.size());
+    if (got.error == std::errc::resource_unavailable_try_again) {
+      return false;
+    }
+  }
+  direct_ = true;
+  direct_count_ = got.count;
+  direct_error_ = got.error;
+  return true;
+}
+
 std::size_t stream_receive::result(std::error_code& error) noexcept {
+  if (direct_) {
+    error = direct_error_;
+    return direct_count_;
+  }
   const io_result got = with_op(kind_, storage_, [](auto& op) noexcept { return op.result(); });
   error = got.error;
   return got.count;

@@ -46,8 +46,17 @@ class stream_receive {
   bool ready() noexcept;
   bool arm(const waker& waiter) noexcept;
   void disarm() noexcept;
-  // The count (0: EOF) and the error, once ready() or arm() said it ended.
+  // The count (0: EOF) and the error, once ready(), arm() or try_now()
+  // said it ended.
   std::size_t result(std::error_code& error) noexcept;
+  // A receive that never waits, for a read whose deadline passed before it
+  // ended, after the disarm (no request of it in flight): true when it
+  // ended (the bytes a lost race kept first, as every receive takes them),
+  // false when the socket had nothing. It asks the socket itself, whatever
+  // the reactor knows: an io_uring receive's ready() never asks it (a
+  // request waits for the bytes), and on epoll bytes may be there before
+  // the poller has seen their edge.
+  bool try_now() noexcept;
 
   // Room for the library's operation (checked there).
   static constexpr std::size_t storage_size = 256;
@@ -61,6 +70,9 @@ class stream_receive {
   std::span<std::byte> buffer_;
   kind kind_;
   bool built_ = false;
+  bool direct_ = false;  // try_now() ended it: direct_count_, direct_error_
+  std::size_t direct_count_ = 0;
+  std::error_code direct_error_;
   alignas(std::max_align_t) std::byte storage_[storage_size];
 };
 
@@ -107,8 +119,11 @@ class bounded_receive {
       timer_armed_ = false;
     }
   }
+  // Reached with the receive not ended only once the deadline passed, and
+  // after the disarm: then bytes the socket already holds still win (a
+  // ready socket is not a timeout, on io_uring as on epoll).
   std::size_t result() noexcept {
-    if (receive_.ready()) {
+    if (receive_.ready() || receive_.try_now()) {
       return receive_.result(*error_);
     }
     *error_ = std::make_error_code(std::errc::timed_out);

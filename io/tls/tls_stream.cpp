@@ -190,15 +190,24 @@ task<std::size_t> tls_stream<Stream>::read_some_until(std::span<std::byte> buffe
     // here loses nothing (the next layer's operation keeps the bytes of a
     // receive that lost a race; the engine holds what it was fed).
     auto receive = receive_from(next_, engine_->input_room());
-    if (!receive.ready()) {
-      if (deadline == clock::time_point::max()) {
-        co_await canopy::wait_on(receive);
-      } else if (!co_await canopy::with_deadline(deadline, receive)) {
+    detail::io_result arrived;
+    if (receive.ready()) {
+      arrived = receive.result();
+    } else if (deadline == clock::time_point::max()) {
+      co_await canopy::wait_on(receive);
+      arrived = receive.result();
+    } else if (co_await canopy::with_deadline(deadline, receive)) {
+      arrived = receive.result();
+    } else {
+      // Bytes the socket holds at the deadline win over it, as in the
+      // streams' read_some_until: a TCP receive on io_uring never asks the
+      // socket before its request waits, so ask it now (kept bytes first).
+      arrived.count = next_.try_read_some(engine_->input_room(), arrived.error);
+      if (arrived.error == std::errc::resource_unavailable_try_again) {
         error = std::make_error_code(std::errc::timed_out);
         co_return 0;
       }
     }
-    const detail::io_result arrived = receive.result();
     if (arrived.error) {
       error = arrived.error;
       claim.risky = true;

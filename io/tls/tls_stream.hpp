@@ -60,7 +60,8 @@ class tls_stream {
   // raced against the time. read_some_until: as read_some, but at
   // `deadline` with nothing decrypted it returns 0 with
   // std::errc::timed_out, and the stream stays usable (the bytes that
-  // arrive later are the next read's). write_all_within: as write_all, but
+  // arrive later are the next read's; those the socket holds at the
+  // deadline are still read). write_all_within: as write_all, but
   // std::errc::timed_out once the socket took nothing for `stall_limit`
   // (every send that makes progress starts it again); the stream is then
   // unusable (a record may be cut). time_point::max() and

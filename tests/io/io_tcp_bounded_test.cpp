@@ -3,9 +3,11 @@
 // names: a read that times out takes nothing and leaves the stream usable;
 // reads raced against deadlines of a few microseconds lose no byte and
 // reorder none; a write to a peer that never reads ends with timed_out once
-// the socket stalls, and one to a slow but steady reader is served. No case
+// the socket stalls, and one to a slow but steady reader is served; a read
+// whose deadline has passed returns the bytes the socket holds. No case
 // leaves a descriptor open.
 #include <doctest/doctest.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,6 +191,29 @@ task<stalled_write> write_to_slow_reader(Stream stream) {
   co_return result;  // closes: a reader still waiting sees the end
 }
 
+// Bounded reads whose deadline has passed, with bytes waiting in the
+// socket: they return them, on either backend. First two bytes a read_some
+// of one byte left (on epoll the socket stays marked ready: the read filled
+// its buffer), then two that arrived after the socket was drained (the
+// poller may not have seen their edge yet).
+template <class Stream>
+task<void> read_ready_bytes_past_deadline(Stream& reader, Stream& writer, steady::duration past) {
+  co_await writer.write_all(bytes_of("abc"));
+  std::vector<std::byte> buffer(8);
+  const std::size_t first = co_await reader.read_some(std::span(buffer).first(1));
+  REQUIRE(first == 1);
+  std::error_code error;
+  std::size_t got = co_await reader.read_some_until(buffer, steady::now() - past, error);
+  CHECK_MESSAGE(got == 2, error.message());
+  co_await writer.write_all(bytes_of("de"));
+  int waiting = 0;
+  while (::ioctl(reader.native_handle(), FIONREAD, &waiting) == 0 && waiting < 2) {
+    co_await sleep_for(1ms);
+  }
+  got = co_await reader.read_some_until(buffer, steady::now() - past, error);
+  CHECK_MESSAGE(got == 2, error.message());
+}
+
 TEST_CASE("tcp bounded: a read that times out takes nothing; the stream stays usable") {
   const watchdog guard("tcp read_some_until", 60 * timeout_scale());
   const descriptor_check descriptors;
@@ -314,6 +339,23 @@ TEST_CASE("tcp bounded: a slow but steady reader is served, not timed out") {
   CHECK(reader.get() == slow_reader_payload);
 }
 
+TEST_CASE("tcp bounded: a read whose deadline has passed returns the bytes waiting") {
+  const watchdog guard("tcp read_some_until past deadline", 60 * timeout_scale());
+  const descriptor_check descriptors;
+  loopback net;
+  run(
+      net.pool,
+      [](tcp_listener& listener) -> task<void> {
+        auto connecting = spawn(tcp_stream::connect(listener.local_endpoint()));
+        tcp_stream reader = co_await listener.accept();
+        tcp_stream writer = co_await connecting;
+        for (const auto past : {1ms, 0ms, 1ms, 0ms}) {
+          co_await read_ready_bytes_past_deadline(reader, writer, past);
+        }
+      }(net.listener),
+      "the reads");
+}
+
 // A pool with a reactor and a Unix-domain listener on an abstract address.
 struct unix_loopback {
   executor pool{io_config(2)};
@@ -364,8 +406,8 @@ TEST_CASE("unix bounded: a timed-out read takes nothing; a stalled write ends wi
   }
 }
 
-TEST_CASE("unix bounded: a slow but steady reader is served, not timed out") {
-  const watchdog guard("unix write_all_within slow reader", 60 * timeout_scale());
+TEST_CASE("unix bounded: a slow reader is served; a read past its deadline takes waiting bytes") {
+  const watchdog guard("unix bounded forms, ready peers", 60 * timeout_scale());
   const descriptor_check descriptors;
   {
     unix_loopback net;
@@ -382,6 +424,20 @@ TEST_CASE("unix bounded: a slow but steady reader is served, not timed out") {
     CHECK_FALSE(seen.error);
     REQUIRE(reader.wait_for(10s));
     CHECK(reader.get() == slow_reader_payload);
+  }
+  {
+    unix_loopback net;
+    run(
+        net.pool,
+        [](unix_listener& listener) -> task<void> {
+          auto connecting = spawn(unix_stream::connect(listener.local_endpoint()));
+          unix_stream reader = co_await listener.accept();
+          unix_stream writer = co_await connecting;
+          for (const auto past : {1ms, 0ms}) {
+            co_await read_ready_bytes_past_deadline(reader, writer, past);
+          }
+        }(net.listener),
+        "the unix reads");
   }
 }
 
