@@ -172,6 +172,14 @@ inline bool expects_continue(std::string_view pending) noexcept {
   return false;
 }
 
+// Makes the socket's close a reset (SO_LINGER 0): what is still unsent is
+// dropped instead of staying queued in the kernel for a client that does
+// not read (the write timeout's end, over TCP and TLS alike).
+inline void reset_on_close(int fd) noexcept {
+  const ::linger abort_on_close{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+}
+
 // What a stop of serve_connection's token does to a connection waiting idle
 // for its next request (no byte of it yet): shuts its reading side, so the
 // wait ends with EOF and the connection closes (tcp.hpp allows this from

@@ -24,6 +24,10 @@
 //                                  read_some_until (std::errc::timed_out
 //                                  at the deadline, nothing taken);
 //   has_unread_input(), co_await linger()   (only where lingers);
+//   after_idle_shut()              the read waiting between requests ended
+//                                  after the drain's stop (close_if_idle
+//                                  shut the reading side): TLS makes its
+//                                  stream usable again for close_notify;
 //   co_await end(reset, write_shut): the connection's end, after the idle
 //                                  watch is gone: reset drops what was not
 //                                  sent; write_shut: linger() shut the
@@ -320,6 +324,13 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       break;
     }
     if (read_error || got == 0) {
+      if (idle && idle_closer && stop.stop_requested()) {
+        // Most likely the drain's close_if_idle shut the reading side under
+        // this wait: not the client's end, so the link may still end
+        // cleanly (TLS: close_notify). A client's own close at the same
+        // moment is told apart from it by nothing, and harmlessly so.
+        link.after_idle_shut();
+      }
       break;  // reset, closed meanwhile, EOF (TLS: truncation, an error, close_notify)
     }
     input.filled(got);

@@ -50,12 +50,12 @@ class tcp_link {
     return detail::has_unread_input(*stream_);
   }
   task<void> linger() { return detail::linger_close(*stream_); }
+  static void after_idle_shut() noexcept {}  // the EOF is all a plain stream has
   detail::ready_void end(bool reset, bool write_shut) noexcept {
     if (reset) {
       // Drop the unsent answer now rather than leave it queued in the
       // kernel for a client that does not read.
-      const ::linger abort_on_close{1, 0};
-      ::setsockopt(fd(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+      detail::reset_on_close(fd());
     } else if (!write_shut) {
       stream_->shutdown(SHUT_WR);
     }

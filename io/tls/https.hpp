@@ -20,10 +20,14 @@ task<std::error_code> serve(tcp_listener& listener, tls_context context, server_
 // One TLS connection, from its handshake (bounded by
 // options.request_timeout; a failed or late one closes the connection
 // quietly) until it ends, as the plain serve_connection says (streamed
-// answers included), except: a write is bounded as a whole by
-// write_timeout (not per stall); every end the stream survives (an answer
-// with close, an error answer, an idle close, the client's close_notify)
-// sends close_notify before the close, followed by the plain server's
+// answers included): a write ends the connection once the socket took
+// nothing for write_timeout (each send that makes progress starts the
+// limit again) with a reset, as the plain server's does (the unsent
+// answer dropped, no close_notify); every end the stream survives (an
+// answer with close, an error answer, an idle close, the drain's close of
+// an idle connection, the client's close_notify) sends close_notify
+// before the close (bounded by write_timeout, and cancelled with the
+// connection at the drain's deadline), followed by the plain server's
 // lingering close where input is left unread.
 task<void> serve_connection(tls_stream<tcp_stream> stream, server_options options, handler respond,
                             std::stop_token stop = {});

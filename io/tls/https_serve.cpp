@@ -15,6 +15,7 @@
 #include "../http/http_connection_loop.hpp"
 #include "../timer/timer_wait.hpp"
 #include "https.hpp"
+#include "tls_engine.hpp"
 
 namespace canopy::io::http {
 
@@ -92,8 +93,24 @@ class tls_link {
     co_await detail::linger_close(stream_->next_layer());
   }
 
-  task<void> end(bool /*reset*/, bool write_shut) {
-    if (!write_shut) {
+  // The drain's idle watch shut the socket's reading side under a waiting
+  // read, which then met the input's end as a truncation and left the
+  // stream unusable; but no record was cut (the read waited between
+  // requests), so close_notify can still go: the client sees the drain's
+  // close as a clean end, as it sees an idle close (docs/tls.md).
+  void after_idle_shut() noexcept {
+    (void)stream_->engine_for_fiber_forms().reopen_after_input_end();
+  }
+
+  task<void> end(bool reset, bool write_shut) {
+    if (reset) {
+      // A write that made no progress for write_timeout: reset, as the
+      // plain link does, so that the unsent answer is dropped rather than
+      // left queued in the kernel (FIN-WAIT-1 with megabytes in Send-Q)
+      // for a client that reads nothing. No close_notify: the stream is cut
+      // mid-record, and it could not go out past the stalled bytes anyway.
+      detail::reset_on_close(fd());
+    } else if (!write_shut) {
       co_await notify_close();
       stream_->next_layer().shutdown(SHUT_WR);
     }
@@ -101,6 +118,9 @@ class tls_link {
   }
 
  private:
+  // Bounded by write_timeout; serve()'s drain cancels a connection still
+  // here at drain_timeout, which ends this wait too, so it never holds the
+  // drain past its deadline.
   task<void> notify_close() {
     if (stream_->usable()) {
       std::error_code error;

@@ -99,7 +99,25 @@ void tls_engine::end(tls_operation operation, bool broken) noexcept {
   if (operation != tls_operation::read) {
     writing_ = false;
   }
+  if (broken && operation != tls_operation::read) {
+    broken_by_input_end_ = false;  // a write or handshake failed too: no reopening
+  }
   broken_ = broken_ || broken;
+}
+
+void tls_engine::note_input_end() noexcept {
+  const std::lock_guard lock(mutex_);
+  broken_by_input_end_ = !broken_;
+}
+
+bool tls_engine::reopen_after_input_end() noexcept {
+  const std::lock_guard lock(mutex_);
+  if (!broken_ || !broken_by_input_end_ || reading_ || writing_) {
+    return false;
+  }
+  broken_ = false;
+  broken_by_input_end_ = false;
+  return true;
 }
 
 std::error_code tls_engine::failure(int result, tls_errc fallback) noexcept {
@@ -116,6 +134,7 @@ std::error_code tls_engine::failure(int result, tls_errc fallback) noexcept {
     error = take_openssl_error(fallback);
   }
   broken_ = true;
+  broken_by_input_end_ = false;
   return error;
 }
 

@@ -39,6 +39,16 @@ class tls_engine {
   // Releases it; `broken` marks the stream unusable (an operation that
   // failed, or was cancelled while a record or handshake was half done).
   void end(tls_operation operation, bool broken) noexcept;
+  // A read met the end of the socket's input (tls_errc::truncated): the
+  // stream becomes unusable as after any failure (end() marks it), but the
+  // TLS state is whole: the end came between records the engine asked for.
+  void note_input_end() noexcept;
+  // After note_input_end(), with no operation running and nothing failed
+  // since: the stream is usable again (true), so that close_notify can go
+  // out. For the HTTPS server only, whose drain shut a waiting connection's
+  // reading side itself (io/tls/https_serve.cpp): that end is no
+  // truncation by the peer. Otherwise false, nothing changed.
+  bool reopen_after_input_end() noexcept;
 
   tls_step handshake(std::error_code& error) noexcept;
   tls_step read(std::span<std::byte> into, std::size_t& got, std::error_code& error) noexcept;
@@ -91,6 +101,8 @@ class tls_engine {
   std::unique_ptr<std::byte[]> input_;
   bool handshaken_ = false;
   bool broken_ = false;
+  // broken_ came only from a read's note_input_end() (reopen_after_input_end).
+  bool broken_by_input_end_ = false;
   bool reading_ = false;
   bool writing_ = false;
   bool output_claimed_ = false;

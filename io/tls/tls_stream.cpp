@@ -215,6 +215,7 @@ task<std::size_t> tls_stream<Stream>::read_some_until(std::span<std::byte> buffe
     }
     if (arrived.count == 0) {
       error = make_error_code(tls_errc::truncated);
+      engine_->note_input_end();
       claim.risky = true;
       co_return 0;
     }

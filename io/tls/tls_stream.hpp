@@ -95,7 +95,9 @@ class tls_stream {
   [[nodiscard]] bool usable() const noexcept;
   // The SSL*, for what this class does not offer.
   [[nodiscard]] void* native_handle() const noexcept;
-  // The fiber forms' access (io/fiber/tls_fiber.hpp); not for other use.
+  // The fiber forms' access (io/fiber/tls_fiber.hpp), and the HTTPS
+  // server's (io/tls/https_serve.cpp: reopen_after_input_end); not for
+  // other use.
   detail::tls_engine& engine_for_fiber_forms() noexcept { return *engine_; }
 
   // Resumption (a client's; the server side is tls_server_options::

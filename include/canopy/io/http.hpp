@@ -76,9 +76,10 @@
 //                    `Connection: close`, one after it closes the
 //                    connection after the last chunk. Requests pipelined
 //                    behind a streamed answer wait until it ends. Over
-//                    HTTPS (<canopy/io/tls.hpp>) the same, except that each
-//                    write's send is bounded as a whole by write_timeout
-//                    (as every HTTPS write is). The writer
+//                    HTTPS (<canopy/io/tls.hpp>) the same: a write's send
+//                    ends once the socket took nothing for write_timeout
+//                    (each send that makes progress starts it again), and
+//                    the connection is then reset. The writer
 //                    lives for the handler's call: use it from that
 //                    handler's task, one write at a time (not from a task
 //                    it spawns);

@@ -96,9 +96,13 @@
 // in <canopy/io/http.hpp> (options, keep-alive, pipelining, streamed
 // answers through response_writer, the drain), with the handshake bounded
 // by request_timeout; a write (a streamed piece's too) ends the
-// connection once the socket took nothing for write_timeout, as the plain
-// server's; every end the stream survives sends close_notify before the
-// close (with input left unread, e.g. a 413 to a client still sending,
+// connection once the socket took nothing for write_timeout (each send
+// that makes progress starts the limit again), resetting it as the plain
+// server does (SO_LINGER 0: the unsent answer is dropped, no
+// close_notify); every end the stream survives (also the drain's close of
+// a connection idle between requests) sends close_notify before the
+// close, bounded by write_timeout and by the drain's deadline (with input
+// left unread, e.g. a 413 to a client still sending,
 // the plain server's lingering close follows, so no reset discards the
 // answer). Both run the one connection loop, each over its
 // own stream; the plain server's per-request code is as before.
