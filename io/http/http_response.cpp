@@ -33,11 +33,16 @@ void response_writer::start() {
   const bool close = !req_->keep_alive || head_.close || http10 || announced ||
                      (sink_->stop != nullptr && sink_->stop->stop_requested());
   std::string& out = *sink_->out;
+  // As a complete answer's (append_response): a status outside 200-599 is
+  // sent as 500; 204 and 304 have no body, so no chunked framing either.
+  const int status = detail::sendable_status(head_.status);
+  const bool content = detail::carries_content(status);
   char number[24];
   out.append("HTTP/1.1 ");
-  out.append(number, std::to_chars(number, number + sizeof number, head_.status).ptr);
+  out.append(number, std::to_chars(number, number + sizeof number, status).ptr);
   out.push_back(' ');
-  out.append(head_.reason.empty() ? reason_of(head_.status) : std::string_view(head_.reason));
+  out.append(status == head_.status && !head_.reason.empty() ? std::string_view(head_.reason)
+                                                             : reason_of(status));
   if (!head_.content_type.empty()) {
     out.append("\r\nContent-Type: ");
     out.append(head_.content_type);
@@ -46,8 +51,7 @@ void response_writer::start() {
     // The framing is the server's (chunked, or the close for HTTP/1.0): a
     // Content-Length or Transfer-Encoding of the handler's beside it would
     // make the answer mean two things (RFC 9112 6.1), so it is left out.
-    if (equals_ignoring_case(name, "content-length") ||
-        equals_ignoring_case(name, "transfer-encoding")) {
+    if (detail::is_framing_field(name)) {
       continue;
     }
     out.append("\r\n");
@@ -55,7 +59,7 @@ void response_writer::start() {
     out.append(": ");
     out.append(value);
   }
-  if (!http10) {
+  if (!http10 && content) {
     out.append("\r\nTransfer-Encoding: chunked");
   }
   if (close && !announced) {
@@ -64,8 +68,8 @@ void response_writer::start() {
   out.append("\r\n\r\n");
   sink_->streamed = true;
   sink_->close = close;
-  if (req_->method == "HEAD") {
-    mode_ = mode::head_only;
+  if (req_->method == "HEAD" || !content) {
+    mode_ = mode::head_only;  // the head only: the body (head().body, writes) is dropped
     return;
   }
   mode_ = http10 ? mode::close_delimited : mode::chunked;

@@ -36,14 +36,39 @@ struct response {
   bool close = false;  // answer with Connection: close and end the connection
 };
 
-// The standard reason phrase of a status ("Error" for one not known here).
+// The standard reason phrase of a status registered with IANA (RFC 9110
+// and the others of the registry); empty for an unregistered one.
 [[nodiscard]] std::string_view reason_of(int status) noexcept;
 
 // Appends `r` as one complete response: status line, Content-Length,
 // Content-Type, the extra headers, Connection: close if `close` or r.close.
+// A status outside 200-599 is sent as 500 (with its standard reason); 204
+// and 304 go without Content-Length, body, or a Content-Length or
+// Transfer-Encoding field of r.headers.
 void append_response(std::string& out, const response& r, bool close);
 
 namespace detail {
+
+// The status an answer goes out with: a final status, 200-599, as given;
+// anything else is a handler's mistake the server must not send: an
+// interim 1xx (it would announce a final answer still to come, and then
+// the handler's body would be read as the next response) or no status at
+// all (negative, 600 and above): 500 instead.
+[[nodiscard]] constexpr int sendable_status(int status) noexcept {
+  return status >= 200 && status <= 599 ? status : 500;
+}
+// Whether an answer with this (sendable) status has content: 204 and 304
+// have none, and carry no Content-Length or chunked framing (RFC 9110 8.6,
+// 15.3.5, 15.4.5); a client reads their head as the whole answer, so a
+// body sent after it would be read as the next response.
+[[nodiscard]] constexpr bool carries_content(int status) noexcept {
+  return status != 204 && status != 304;
+}
+// A field that frames the content (Content-Length, Transfer-Encoding).
+[[nodiscard]] inline bool is_framing_field(std::string_view name) noexcept {
+  return equals_ignoring_case(name, "content-length") ||
+         equals_ignoring_case(name, "transfer-encoding");
+}
 
 enum class flush_outcome : std::uint8_t { sent, failed, stalled };
 

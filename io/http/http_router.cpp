@@ -7,68 +7,151 @@
 
 namespace canopy::io::http {
 
+// The phrases of the IANA HTTP Status Code Registry: RFC 9110 15 (413 and
+// 422 by its names, not the older "Payload Too Large", "Unprocessable
+// Entity"), RFC 6585 (428, 429, 431, 511), RFC 7725 (451), RFC 8470 (425),
+// WebDAV's (423, 424, 507, 508), RFC 2295 (506). 306 and 418 are
+// registered as unused.
 std::string_view reason_of(int status) noexcept {
   switch (status) {
     case 100:
       return "Continue";
+    case 101:
+      return "Switching Protocols";
     case 200:
       return "OK";
     case 201:
       return "Created";
+    case 202:
+      return "Accepted";
+    case 203:
+      return "Non-Authoritative Information";
     case 204:
       return "No Content";
+    case 205:
+      return "Reset Content";
+    case 206:
+      return "Partial Content";
+    case 300:
+      return "Multiple Choices";
     case 301:
       return "Moved Permanently";
     case 302:
       return "Found";
+    case 303:
+      return "See Other";
     case 304:
       return "Not Modified";
+    case 305:
+      return "Use Proxy";
+    case 307:
+      return "Temporary Redirect";
+    case 308:
+      return "Permanent Redirect";
     case 400:
       return "Bad Request";
     case 401:
       return "Unauthorized";
+    case 402:
+      return "Payment Required";
     case 403:
       return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
+    case 407:
+      return "Proxy Authentication Required";
     case 408:
       return "Request Timeout";
     case 409:
       return "Conflict";
+    case 410:
+      return "Gone";
+    case 411:
+      return "Length Required";
+    case 412:
+      return "Precondition Failed";
     case 413:
-      return "Content Too Large";  // RFC 9110 15.5.14 (was "Payload Too Large")
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 416:
+      return "Range Not Satisfiable";
+    case 417:
+      return "Expectation Failed";
+    case 421:
+      return "Misdirected Request";
+    case 422:
+      return "Unprocessable Content";
+    case 423:
+      return "Locked";
+    case 424:
+      return "Failed Dependency";
+    case 425:
+      return "Too Early";
+    case 426:
+      return "Upgrade Required";
+    case 428:
+      return "Precondition Required";
     case 429:
       return "Too Many Requests";
     case 431:
-      return "Request Header Fields Too Large";  // RFC 6585 5
+      return "Request Header Fields Too Large";
+    case 451:
+      return "Unavailable For Legal Reasons";
     case 500:
       return "Internal Server Error";
     case 501:
       return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
     case 503:
       return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    case 506:
+      return "Variant Also Negotiates";
+    case 507:
+      return "Insufficient Storage";
+    case 508:
+      return "Loop Detected";
+    case 511:
+      return "Network Authentication Required";
     default:
-      return "Error";
+      return {};  // unregistered: an empty reason-phrase (RFC 9112 4 allows it)
   }
 }
 
 void append_response(std::string& out, const response& r, bool close) {
+  // A status the server cannot send as given becomes 500; the handler's
+  // reason goes only with its own status.
+  const int status = detail::sendable_status(r.status);
+  const bool own_status = status == r.status;
+  const bool content = detail::carries_content(status);
   char number[24];
   out.append("HTTP/1.1 ");
-  const auto status_end = std::to_chars(number, number + sizeof number, r.status).ptr;
-  out.append(number, status_end);
+  out.append(number, std::to_chars(number, number + sizeof number, status).ptr);
   out.push_back(' ');
-  out.append(r.reason.empty() ? reason_of(r.status) : std::string_view(r.reason));
-  out.append("\r\nContent-Length: ");
-  const auto length_end = std::to_chars(number, number + sizeof number, r.body.size()).ptr;
-  out.append(number, length_end);
+  out.append(own_status && !r.reason.empty() ? std::string_view(r.reason) : reason_of(status));
+  if (content) {
+    out.append("\r\nContent-Length: ");
+    out.append(number, std::to_chars(number, number + sizeof number, r.body.size()).ptr);
+  }
   if (!r.content_type.empty()) {
     out.append("\r\nContent-Type: ");
     out.append(r.content_type);
   }
   for (const auto& [name, value] : r.headers) {
+    if (!content && detail::is_framing_field(name)) {
+      continue;  // 204 and 304 have no content to frame (RFC 9110 8.6)
+    }
     out.append("\r\n");
     out.append(name);
     out.append(": ");
@@ -78,7 +161,9 @@ void append_response(std::string& out, const response& r, bool close) {
     out.append("\r\nConnection: close");
   }
   out.append("\r\n\r\n");
-  out.append(r.body);
+  if (content) {
+    out.append(r.body);
+  }
 }
 
 router& router::add(std::string_view method, std::string_view path, handler respond) {

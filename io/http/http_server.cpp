@@ -114,6 +114,15 @@ void detail::check_serving(const server_options& options, const handler& respond
   check_positive(options.request_timeout, "request_timeout");
   check_positive(options.write_timeout, "write_timeout");
   check_positive(options.drain_timeout, "drain_timeout");
+  // The parsed request holds its fields in a fixed array (request::headers,
+  // no allocation per request): a larger limit could not be honoured, and
+  // quietly capping it would answer 431 below the limit the caller set.
+  if (options.limits.max_headers > request::header_capacity) {
+    throw std::invalid_argument(
+        "canopy::io::http::server_options::limits.max_headers must be at most " +
+        std::to_string(request::header_capacity) + " (request::header_capacity), got " +
+        std::to_string(options.limits.max_headers));
+  }
   if (!respond) {
     throw std::invalid_argument(
         "canopy::io::http: the handler is empty (a null function "
@@ -123,17 +132,20 @@ void detail::check_serving(const server_options& options, const handler& respond
 
 void append_response(std::string& out, int status, std::string_view reason,
                      std::string_view content_type, std::string_view body, bool close) {
+  // As append_response(out, response, close) does (http_response.hpp): a
+  // status outside 200-599 goes out as 500, 204 and 304 without
+  // Content-Length or body.
+  const int sent_status = detail::sendable_status(status);
+  const bool content = detail::carries_content(sent_status);
   char number[24];
   out.append("HTTP/1.1 ");
-  auto [status_end, status_error] = std::to_chars(number, number + sizeof number, status);
-  (void)status_error;
-  out.append(number, status_end);
+  out.append(number, std::to_chars(number, number + sizeof number, sent_status).ptr);
   out.push_back(' ');
-  out.append(reason);
-  out.append("\r\nContent-Length: ");
-  auto [length_end, length_error] = std::to_chars(number, number + sizeof number, body.size());
-  (void)length_error;
-  out.append(number, length_end);
+  out.append(sent_status == status ? reason : reason_of(sent_status));
+  if (content) {
+    out.append("\r\nContent-Length: ");
+    out.append(number, std::to_chars(number, number + sizeof number, body.size()).ptr);
+  }
   if (!content_type.empty()) {
     out.append("\r\nContent-Type: ");
     out.append(content_type);
@@ -142,7 +154,9 @@ void append_response(std::string& out, int status, std::string_view reason,
     out.append("\r\nConnection: close");
   }
   out.append("\r\n\r\n");
-  out.append(body);
+  if (content) {
+    out.append(body);
+  }
 }
 
 task<void> serve_connection(tcp_stream stream, server_options options, handler respond,

@@ -36,7 +36,8 @@
 //     limits.max_body_bytes the 413 (the body is never asked for);
 //   * a malformed request (also a bare LF line ending, or a byte of 0x80
 //     and above in the target: http_parser.hpp; a malformed chunk;
-//     Transfer-Encoding with Content-Length or in HTTP/1.0): `400 Bad
+//     Transfer-Encoding with Content-Length or in HTTP/1.0; an HTTP/1.1
+//     request without Host, any with two or an invalid one): `400 Bad
 //     Request` with `Connection: close`, then the connection is closed; a
 //     body over limits.max_body_bytes (a Content-Length over it, decided
 //     from the head; a chunked body once its decoded size would pass it):
@@ -62,7 +63,9 @@
 //
 // The timeouts need a timer queue on the executor (io/timer/timer_binding.hpp).
 // Bad options: a request_timeout, write_timeout or drain_timeout of zero or
-// less, or an empty handler, make serve() and serve_connection() throw
+// less, a limits.max_headers over request::header_capacity (64: the parsed
+// fields live in a fixed array), or an empty handler, make serve() and
+// serve_connection() throw
 // std::invalid_argument naming the field (at their first co_await, or
 // from the spawned handle's get()); milliseconds::max() means no limit.
 #pragma once
@@ -95,7 +98,9 @@ struct server_options {
 };
 
 // "HTTP/1.1 <status> <reason>" with Content-Length, Content-Type and, if
-// `close`, Connection: close.
+// `close`, Connection: close. As for a response (http_response.hpp): a
+// status outside 200-599 goes out as 500 (with its standard reason, not
+// `reason`), and 204 and 304 without Content-Length or body.
 void append_response(std::string& out, int status, std::string_view reason,
                      std::string_view content_type, std::string_view body, bool close);
 
@@ -121,7 +126,8 @@ task<std::error_code> serve(tcp_listener& listener, server_options options, hand
                             std::stop_token stop = {});
 
 namespace detail {
-// std::invalid_argument for a timeout of zero or less or an empty handler.
+// std::invalid_argument for a timeout of zero or less, a max_headers over
+// request::header_capacity, or an empty handler.
 void check_serving(const server_options& options, const handler& respond);
 // serve()'s accept loop and drain, as serve() says, with each accepted
 // connection served by the task `connection` makes (HTTPS adds its

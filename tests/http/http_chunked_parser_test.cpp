@@ -73,7 +73,8 @@ parse_error error_of(std::string_view input, const http::request_limits& limits 
   return result.error;
 }
 
-const std::string chunked_head = "POST /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+const std::string chunked_head =
+    "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
 
 }  // namespace
 
@@ -98,10 +99,12 @@ TEST_CASE("http chunked: a body in chunks is decoded into req.body, as a Content
                  "\r\n0\r\n\r\n")
             .bodies == std::vector<std::string>{"0123456789" + std::string(31, 'x')});
   CHECK(read_all(chunked_head + "0\r\n\r\n").bodies == std::vector<std::string>{""});
-  CHECK(read_all("POST / HTTP/1.1\r\nTransfer-Encoding: CHUNKED\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+  CHECK(read_all(
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: CHUNKED\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
             .bodies == std::vector<std::string>{"abc"});
   // An empty list element is allowed (RFC 9110 5.6.1).
-  CHECK(read_all("POST / HTTP/1.1\r\nTransfer-Encoding: chunked ,\r\n\r\n1\r\nz\r\n0\r\n\r\n")
+  CHECK(read_all(
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked ,\r\n\r\n1\r\nz\r\n0\r\n\r\n")
             .bodies == std::vector<std::string>{"z"});
 }
 
@@ -130,7 +133,8 @@ TEST_CASE(
   const std::string input = chunked_head +
                             "4;ext=1\r\nwiki\r\n5\r\npedia\r\nF\r\n in\r\n\r\n chunks.\r\n"
                             "0\r\nTrailer: t\r\n\r\n" +
-                            "GET /next HTTP/1.1\r\n\r\n" + chunked_head + "2\r\nok\r\n0\r\n\r\n";
+                            "GET /next HTTP/1.1\r\nHost: x\r\n\r\n" + chunked_head +
+                            "2\r\nok\r\n0\r\n\r\n";
   const std::vector<std::string> targets{"/up", "/next", "/up"};
   const std::vector<std::string> bodies{"wikipedia in\r\n\r\n chunks.", "", "ok"};
   for (std::size_t piece = 0; piece <= 7; ++piece) {
@@ -248,22 +252,26 @@ TEST_CASE("http chunked: other transfer codings are 501; with Content-Length or 
        {"gzip", "identity", "x-unknown", "gzip, chunked", "chunked, gzip", "chunked;q=1"}) {
     CAPTURE(codings);
     const std::string head =
-        "POST / HTTP/1.1\r\nTransfer-Encoding: " + std::string(codings) + "\r\n\r\n0\r\n\r\n";
+        "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + std::string(codings) +
+        "\r\n\r\n0\r\n\r\n";
     const parse_error error = error_of(head);
     CHECK(error == parse_error::unsupported_transfer_encoding);
     CHECK(http::detail::status_of(error) == 501);
   }
   // Split over two fields, the list is the same.
-  CHECK(error_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
-                 "\r\n") == parse_error::unsupported_transfer_encoding);
+  CHECK(
+      error_of(
+          "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
+          "\r\n") == parse_error::unsupported_transfer_encoding);
   for (const std::string_view head : {
-           "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-           "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-           "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: gzip\r\n\r\n",
+           "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+           "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+           "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: gzip\r\n\r\n",
            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
-           "POST / HTTP/1.1\r\nTransfer-Encoding: \r\n\r\n",
-           "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
-           "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+           "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \r\n\r\n",
+           "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+           "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n",
        }) {
     CAPTURE(head);
     const parse_error error = error_of(std::string(head) + "3\r\nabc\r\n0\r\n\r\n");

@@ -43,11 +43,11 @@ TEST_CASE("http parser: a simple GET") {
 
 TEST_CASE("http parser: keep-alive from the version and the Connection header") {
   request req;
-  REQUIRE(parse_request("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", req).status ==
+  REQUIRE(parse_request("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", req).status ==
           parse_status::complete);
   CHECK_FALSE(req.keep_alive);
-  REQUIRE(parse_request("GET / HTTP/1.1\r\nConnection: Upgrade, CLOSE\r\n\r\n", req).status ==
-          parse_status::complete);
+  REQUIRE(parse_request("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, CLOSE\r\n\r\n", req)
+              .status == parse_status::complete);
   CHECK_FALSE(req.keep_alive);
   REQUIRE(parse_request("GET / HTTP/1.0\r\n\r\n", req).status == parse_status::complete);
   CHECK(req.version_minor == 0);
@@ -60,7 +60,8 @@ TEST_CASE("http parser: keep-alive from the version and the Connection header") 
 TEST_CASE("http parser: a body of Content-Length bytes, and pipelined requests one at a time") {
   request req;
   const std::string two =
-      "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\n\r\n";
+      "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: "
+      "x\r\n\r\n";
   auto outcome = parse_request(two, req);
   REQUIRE(outcome.status == parse_status::complete);
   CHECK(req.body == "hello");
@@ -89,29 +90,31 @@ TEST_CASE("http parser: every prefix of a valid request is incomplete, never inv
 TEST_CASE("http parser: malformed requests name what is wrong") {
   CHECK(error_of("GET\r\n\r\n") == parse_error::bad_request_line);
   CHECK(error_of("GET /\r\n\r\n") == parse_error::bad_request_line);
-  CHECK(error_of("G(T / HTTP/1.1\r\n\r\n") == parse_error::bad_method);
-  CHECK(error_of(" / HTTP/1.1\r\n\r\n") == parse_error::bad_method);
-  CHECK(error_of("GET  HTTP/1.1\r\n\r\n") == parse_error::bad_target);
+  CHECK(error_of("G(T / HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_method);
+  CHECK(error_of(" / HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_method);
+  CHECK(error_of("GET  HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_target);
   CHECK(error_of("GET / HTTP/2.0\r\n\r\n") == parse_error::bad_version);
   CHECK(error_of("GET / HTTP/1.1 \r\n\r\n") == parse_error::bad_version);
   CHECK(error_of("GET / http/1.1\r\n\r\n") == parse_error::bad_version);
-  CHECK(error_of("GET / HTTP/1.1\r\nNoColon\r\n\r\n") == parse_error::bad_header);
-  CHECK(error_of("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n") == parse_error::bad_header);
-  CHECK(error_of("GET / HTTP/1.1\r\n: empty\r\n\r\n") == parse_error::bad_header);
-  CHECK(error_of("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n") == parse_error::bad_header);
-  CHECK(error_of(std::string("GET / HTTP/1.1\r\nA: b\x01\r\n\r\n")) == parse_error::bad_header);
-  CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n") ==
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nBad Name: x\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\n: empty\r\n\r\n") == parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nA: b\r\n folded\r\n\r\n") ==
+        parse_error::bad_header);
+  CHECK(error_of(std::string("GET / HTTP/1.1\r\nHost: x\r\nA: b\x01\r\n\r\n")) ==
+        parse_error::bad_header);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n") ==
         parse_error::bad_content_length);
-  CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n") ==
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n") ==
         parse_error::bad_content_length);
-  CHECK(error_of("GET / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n") ==
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n") ==
         parse_error::bad_content_length);
   // Transfer-Encoding: chunked alone is read (http_chunked_parser_test.cpp); any
   // other coding is not implemented, and with a Content-Length it is refused.
-  CHECK(error_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n") ==
+  CHECK(error_of("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n") ==
         parse_error::unsupported_transfer_encoding);
-  CHECK(error_of("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n") ==
-        parse_error::bad_transfer_encoding);
+  CHECK(error_of("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: "
+                 "5\r\n\r\n") == parse_error::bad_transfer_encoding);
   // A byte no request head may hold is reported before the head is complete.
   CHECK(error_of(std::string("GET /\0", 6)) == parse_error::bad_request_line);
 }
@@ -123,18 +126,18 @@ TEST_CASE("http parser: limits on the head, the header count and the body") {
   limits.max_body_bytes = 4;
   // An unfinished head longer than the limit is rejected without waiting.
   CHECK(error_of("GET /" + std::string(100, 'a'), limits) == parse_error::head_too_large);
-  CHECK(error_of("GET / HTTP/1.1\r\nA: " + std::string(60, 'b') + "\r\n\r\n", limits) ==
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nA: " + std::string(60, 'b') + "\r\n\r\n", limits) ==
         parse_error::head_too_large);
-  CHECK(error_of("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits) ==
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits) ==
         parse_error::head_too_large);
   // The body limit is decided from the Content-Length, before any body byte.
-  CHECK(error_of("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", limits) ==
+  CHECK(error_of("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", limits) ==
         parse_error::body_too_large);
-  CHECK(error_of("POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", limits) ==
+  CHECK(error_of("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n", limits) ==
         parse_error::body_too_large);
   request req;
-  CHECK(parse_request("POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd", req, limits).status ==
-        parse_status::complete);
+  CHECK(parse_request("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd", req, limits)
+            .status == parse_status::complete);
   CHECK(canopy::io::http::detail::describe(parse_error::head_too_large).find("limit") !=
         std::string::npos);
   CHECK(canopy::io::http::detail::describe(parse_error::body_too_large).find("body") !=
@@ -163,18 +166,21 @@ TEST_CASE("http parser: a bare LF or CR line ending is invalid as soon as it is 
   CHECK(error_of("GET / HTTP/1.1\n") == parse_error::bad_line_ending);
   CHECK(error_of("GET / HTTP/1.1\r\nHost: x\n\r\n") == parse_error::bad_line_ending);
   CHECK(error_of("GET / HTTP/1.1\rHost: x") == parse_error::bad_line_ending);
-  CHECK(error_of("\r\n\nGET / HTTP/1.1\r\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("\r\n\nGET / HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_line_ending);
   // The head complete, a line in it with a bare LF or CR.
-  CHECK(error_of("GET / HTTP/1.1\r\nA: b\nC: d\r\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nA: b\nC: d\r\n\r\n") ==
+        parse_error::bad_line_ending);
   CHECK(error_of("GET / HTTP/1.1\nA: b\r\n\r\n") == parse_error::bad_line_ending);
   CHECK(error_of("GET / HTTP/1.1\rA: b\r\n\r\n") == parse_error::bad_line_ending);
-  CHECK(error_of("GET / HTTP/1.1\r\nA: b\rc\r\n\r\n") == parse_error::bad_line_ending);
+  CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nA: b\rc\r\n\r\n") == parse_error::bad_line_ending);
   // A CR at the end may still get its LF.
   request req;
   CHECK(parse_request("GET / HTTP/1.1\r", req).status == parse_status::incomplete);
-  CHECK(parse_request("GET / HTTP/1.1\r\nA: b\r\n\r", req).status == parse_status::incomplete);
+  CHECK(parse_request("GET / HTTP/1.1\r\nHost: x\r\nA: b\r\n\r", req).status ==
+        parse_status::incomplete);
   // A body is not a head: LFs in it are data.
-  const auto outcome = parse_request("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\na\nb", req);
+  const auto outcome =
+      parse_request("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\na\nb", req);
   REQUIRE(outcome.status == parse_status::complete);
   CHECK(req.body == "a\nb");
   CHECK(canopy::io::http::detail::describe(parse_error::bad_line_ending).find("LF") !=
@@ -182,18 +188,56 @@ TEST_CASE("http parser: a bare LF or CR line ending is invalid as soon as it is 
 }
 
 TEST_CASE("http parser: a byte of 0x80 or above in the target is invalid; in a field value, not") {
-  CHECK(error_of("GET /caf\xC3\xA9 HTTP/1.1\r\n\r\n") == parse_error::bad_target);
+  CHECK(error_of("GET /caf\xC3\xA9 HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_target);
   for (const int byte : {0x7F, 0x80, 0xA0, 0xC3, 0xFF}) {
     CAPTURE(byte);
     std::string input = "GET /a";
     input.push_back(static_cast<char>(byte));
-    input += " HTTP/1.1\r\n\r\n";
+    input += " HTTP/1.1\r\nHost: x\r\n\r\n";
     CHECK(error_of(input) == parse_error::bad_target);
   }
   request req;
   REQUIRE(
-      parse_request("GET /%C3%A9~!$&'()*+,;=:@?x=/ HTTP/1.1\r\nX-Name: caf\xC3\xA9\r\n\r\n", req)
+      parse_request(
+          "GET /%C3%A9~!$&'()*+,;=:@?x=/ HTTP/1.1\r\nHost: x\r\nX-Name: caf\xC3\xA9\r\n\r\n", req)
           .status == parse_status::complete);
   CHECK(req.target == "/%C3%A9~!$&'()*+,;=:@?x=/");
   CHECK(req.find("x-name") == "caf\xC3\xA9");  // obs-text is allowed in a value
+}
+
+TEST_CASE("http parser: HTTP/1.1 needs exactly one Host, and any Host must be host[:port]") {
+  // RFC 9112 3.2: 400 for HTTP/1.1 without Host, and for any request with
+  // more than one or with an invalid one.
+  for (const std::string head : {
+           "GET / HTTP/1.1\r\n",
+           "GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n",
+           "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n",
+           "GET / HTTP/1.1\r\nHost: a b\r\n",
+           "GET / HTTP/1.1\r\nHost: a/b\r\n",
+           "GET / HTTP/1.1\r\nHost: u@a\r\n",
+           "GET / HTTP/1.1\r\nHost: a:8x\r\n",
+           "GET / HTTP/1.1\r\nHost: a:80:80\r\n",
+           "GET / HTTP/1.1\r\nHost: [::1\r\n",
+           "GET / HTTP/1.1\r\nHost: []\r\n",
+           "GET / HTTP/1.1\r\nHost: [::1]x\r\n",
+           "GET / HTTP/1.1\r\nHost: a%zz\r\n",
+           "GET / HTTP/1.0\r\nHost: a\xC3\xA9\r\n",
+       }) {
+    CAPTURE(head);
+    CHECK(error_of(head + "\r\n") == parse_error::bad_host);
+  }
+  CHECK(status_of(parse_error::bad_host) == 400);
+  request req;
+  for (const std::string head : {
+           "GET / HTTP/1.0\r\n",
+           "GET / HTTP/1.1\r\nHost: example.com\r\n",
+           "GET / HTTP/1.1\r\nHOST: Example.COM:8080\r\n",
+           "GET / HTTP/1.1\r\nHost: 127.0.0.1:\r\n",
+           "GET / HTTP/1.1\r\nHost: [2001:db8::1]:443\r\n",
+           "GET / HTTP/1.1\r\nHost: a%20b.c-d_e~f\r\n",
+           "GET / HTTP/1.1\r\nHost: \r\n",
+       }) {
+    CAPTURE(head);
+    CHECK(parse_request(head + "\r\n", req).status == parse_status::complete);
+  }
 }

@@ -157,7 +157,8 @@ TEST_CASE("http server chunked: a body sent a few bytes at a time, then a pipeli
   // A chunked request with extensions and trailers, and a plain one after
   // it in the same write: both answered, in order, on the same connection.
   client.received.clear();
-  client.send(chunked_head + "3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\nGET /next HTTP/1.1\r\n\r\n");
+  client.send(chunked_head +
+              "3;x=y\r\nabc\r\n0\r\nT: v\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n");
   REQUIRE(client.read_until("\r\n\r\n" + echoed("")));
   const std::size_t first = client.received.find(echoed("abc"));
   CHECK(first != std::string::npos);
@@ -168,7 +169,8 @@ TEST_CASE("http server chunked: Expect: 100-continue gets 100 Continue before th
   watchdog guard("http chunked 100-continue", 60);
   echo_server server;
   raw_client client(server.port());
-  client.send("PUT /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
+  client.send(
+      "PUT /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
   REQUIRE(client.read_until("\r\n\r\n"));
   CHECK(client.received == "HTTP/1.1 100 Continue\r\n\r\n");
   client.send(chunked("after the interim answer", 5));
@@ -225,7 +227,7 @@ TEST_CASE("http server chunked: over the limit, other codings, TE with CL or in 
     for (const std::string_view codings : {"gzip", "identity", "gzip, chunked", "x-new"}) {
       CAPTURE(codings);
       raw_client client(server.port());
-      client.send("POST / HTTP/1.1\r\nTransfer-Encoding: " + std::string(codings) +
+      client.send("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + std::string(codings) +
                   "\r\n\r\n0\r\n\r\n");
       CHECK(client.read_to_eof());
       CHECK(client.received.rfind("HTTP/1.1 501 Not Implemented", 0) == 0);
@@ -234,8 +236,8 @@ TEST_CASE("http server chunked: over the limit, other codings, TE with CL or in 
   }
   SUBCASE("Transfer-Encoding with Content-Length, or in HTTP/1.0: 400 and a close") {
     for (const std::string_view head :
-         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
-          "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+         {"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+          "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
           "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
       CAPTURE(head);
       raw_client client(server.port());

@@ -288,7 +288,8 @@ TEST_CASE("http server: keep-alive, pipelined requests in order, Connection: clo
     }
     // Three pipelined requests in one write, the last asking to close.
     peer.send(
-        "GET /first HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\nGET /third HTTP/1.1\r\n"
+        "GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\nGET /third "
+        "HTTP/1.1\r\nHost: x\r\n"
         "Connection: close\r\n\r\n");
     const std::string all = peer.read_to_eof();  // EOF: the server honoured the close
     const std::size_t first = all.find("/first");
@@ -327,7 +328,7 @@ TEST_CASE("http server: a malformed request gets 400 and the connection closed")
   }
   SUBCASE("a good request, then a bad one: the first is answered, the second gets 400") {
     client peer(server.port());
-    peer.send("GET / HTTP/1.1\r\n\r\nGET / HTTP/9.9\r\n\r\n");
+    peer.send("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/9.9\r\n\r\n");
     const std::string all = peer.read_to_eof();
     CHECK(all.rfind(hello_response, 0) == 0);
     CHECK(all.find("HTTP/1.1 400 Bad Request") != std::string::npos);
@@ -345,7 +346,7 @@ TEST_CASE("http server: a head over the limits gets 431, a body over them 413, t
   };
   SUBCASE("a header over the head limit") {
     client peer(server.port());
-    peer.send("GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
+    peer.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
     refused_with(peer.read_to_eof(), "HTTP/1.1 431 Request Header Fields Too Large\r\n");
   }
   SUBCASE("an unfinished head over the limit is refused without waiting for its end") {
@@ -354,7 +355,7 @@ TEST_CASE("http server: a head over the limits gets 431, a body over them 413, t
     refused_with(peer.read_to_eof(), "HTTP/1.1 431 Request Header Fields Too Large\r\n");
   }
   SUBCASE("more header fields than max_headers, in few bytes") {
-    std::string head = "GET / HTTP/1.1\r\n";
+    std::string head = "GET / HTTP/1.1\r\nHost: x\r\n";
     for (std::size_t i = 0; i <= http::request_limits{}.max_headers; ++i) {
       head += "A: 1\r\n";
     }
@@ -364,7 +365,7 @@ TEST_CASE("http server: a head over the limits gets 431, a body over them 413, t
   }
   SUBCASE("a Content-Length over max_body_bytes, refused from the head alone") {
     client peer(server.port());
-    peer.send("POST / HTTP/1.1\r\nContent-Length: " +
+    peer.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: " +
               std::to_string(http::request_limits{}.max_body_bytes + 1) + "\r\n\r\n");
     refused_with(peer.read_to_eof(), "HTTP/1.1 413 Content Too Large\r\n");
   }
@@ -382,7 +383,7 @@ TEST_CASE("http server: a client that sends its headers too slowly is timed out"
     timespec start_wall{};
     ::clock_gettime(CLOCK_REALTIME, &start_wall);  // the clock of the receive timestamps
     client peer(server.port());
-    peer.send("GET / HTTP/1.1\r\n");
+    peer.send("GET / HTTP/1.1\r\nHost: x\r\n");
     std::this_thread::sleep_for(100ms);
     const auto slept = std::chrono::steady_clock::now() - start;
     peer.send("Host: x\r\n");  // progress, but the request is still not complete
@@ -422,7 +423,7 @@ TEST_CASE("http server: many connections at once, and clients that vanish") {
       std::vector<std::unique_ptr<client>> peers;
       for (int i = 0; i < 50; ++i) {
         peers.push_back(std::make_unique<client>(server.port()));
-        peers.back()->send("GET / HTTP/1.1\r\n");  // half a request, then gone
+        peers.back()->send("GET / HTTP/1.1\r\nHost: x\r\n");  // half a request, then gone
       }
     }
     std::vector<std::unique_ptr<client>> peers;
@@ -431,7 +432,7 @@ TEST_CASE("http server: many connections at once, and clients that vanish") {
     }
     for (int round = 0; round < 20; ++round) {
       for (auto& peer : peers) {
-        peer->send("GET / HTTP/1.1\r\n\r\n");
+        peer->send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
       }
       for (auto& peer : peers) {
         REQUIRE(peer->read_exactly(hello_response.size()) == hello_response);
@@ -450,7 +451,7 @@ TEST_CASE("http server: an idle connection is closed quietly after request_timeo
     // Idle after an answer (keep-alive).
     const auto start = std::chrono::steady_clock::now();
     client kept(server.port());
-    kept.send("GET / HTTP/1.1\r\n\r\n");
+    kept.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     REQUIRE(kept.read_exactly(hello_response.size()) == hello_response);
     ending kept_end{};
     const std::string after_answer = kept.read_to_eof(kept_end);
@@ -469,7 +470,7 @@ TEST_CASE("http server: an idle connection is closed quietly after request_timeo
     CHECK(http::counters().timeouts == before.timeouts);
     // A request begun and not finished still gets its 408.
     client partial(server.port());
-    partial.send("GET / HTTP/1.1\r\nHost");
+    partial.send("GET / HTTP/1.1\r\nHost: x\r\nHost");
     CHECK(partial.read_to_eof().rfind("HTTP/1.1 408 Request Timeout\r\n", 0) == 0);
     CHECK(http::counters().timeouts == before.timeouts + 1);
   }
@@ -482,8 +483,8 @@ TEST_CASE("http server: HEAD gets the GET answer's head and no body (raw, and cu
   SUBCASE("raw: the bytes, exactly, and the connection stays in step") {
     client peer(server.port());
     peer.send(
-        "HEAD / HTTP/1.1\r\n\r\nHEAD /missing HTTP/1.1\r\n\r\n"
-        "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+        "HEAD / HTTP/1.1\r\nHost: x\r\n\r\nHEAD /missing HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     CHECK(peer.read_to_eof() ==
           hello_head +
               "HTTP/1.1 404 Not Found\r\nContent-Length: 8\r\nContent-Type: text/plain\r\n\r\n"
@@ -562,7 +563,7 @@ TEST_CASE("http server: a client that stops reading is reset after write_timeout
     const std::uint64_t before = http::counters().write_timeouts;
     client peer(server.port(), 4096);
     const auto sent_at = std::chrono::steady_clock::now();
-    peer.send("GET /big HTTP/1.1\r\n\r\n");
+    peer.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     // The server gives up on its own: nothing here reads until it has.
     REQUIRE(
         canopy::testing::eventually([&] { return http::counters().write_timeouts > before; }, 20));
@@ -585,7 +586,7 @@ TEST_CASE("http server: a client that stops reading is reset after write_timeout
     test_server server(30s, write_timeout);
     const std::uint64_t before = http::counters().write_timeouts;
     client peer(server.port(), 4096);
-    peer.send("GET /big HTTP/1.1\r\nConnection: close\r\n\r\n");
+    peer.send("GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     std::string got;
     int pauses = 0;
     std::vector<char> buffer(65536);
@@ -637,7 +638,7 @@ TEST_CASE("http server: a byte of 0x80 or above in the target gets 400; in a fie
   test_server server;
   {
     client peer(server.port());
-    peer.send("GET /caf\xC3\xA9 HTTP/1.1\r\n\r\n");
+    peer.send("GET /caf\xC3\xA9 HTTP/1.1\r\nHost: x\r\n\r\n");
     const std::string all = peer.read_to_eof();
     CHECK(all.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
     CHECK(all.find(http::detail::describe(http::detail::parse_error::bad_target)) !=
@@ -645,7 +646,7 @@ TEST_CASE("http server: a byte of 0x80 or above in the target gets 400; in a fie
   }
   {
     client peer(server.port());
-    peer.send("GET / HTTP/1.1\r\nX-Name: caf\xC3\xA9\r\nConnection: close\r\n\r\n");
+    peer.send("GET / HTTP/1.1\r\nHost: x\r\nX-Name: caf\xC3\xA9\r\nConnection: close\r\n\r\n");
     CHECK(peer.read_to_eof().rfind("HTTP/1.1 200 OK\r\n", 0) == 0);  // obs-text is allowed there
   }
 }

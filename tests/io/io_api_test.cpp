@@ -227,11 +227,11 @@ TEST_CASE("http server: request bodies in pieces, at the limit, over it, and cut
   }
   SUBCASE("malformed lengths, and Transfer-Encoding with Content-Length: 400 and a close") {
     for (const std::string_view head :
-         {"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-          "POST / HTTP/1.1\r\nContent-Length: 12abc\r\n\r\n",
-          "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
-          "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-          "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+         {"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+          "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n",
+          "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+          "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+          "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
           "0\r\n\r\n"}) {
       CAPTURE(head);
       raw_client client(server.port());
@@ -243,7 +243,7 @@ TEST_CASE("http server: request bodies in pieces, at the limit, over it, and cut
   SUBCASE("clients that close mid-head or mid-body do not disturb the next one") {
     for (int round = 0; round < 20; ++round) {
       raw_client quitter(server.port());
-      quitter.send(round % 2 == 0 ? std::string("POST /upload HTTP/1.1\r\nContent-Le")
+      quitter.send(round % 2 == 0 ? std::string("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Le")
                                   : post_head(1000) + "only ten b");
       quitter.close();
     }

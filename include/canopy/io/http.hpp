@@ -39,11 +39,21 @@
 //                    point into the connection's buffer: valid until the
 //                    handler's answer is complete (also across a coroutine
 //                    handler's awaits), not after;
-//   response         status (200), reason (empty: the standard phrase),
+//   response         status (200), reason (empty: the standard phrase,
+//                    reason_of(status): those of the IANA registry, RFC
+//                    9110's and the rest; empty for an unregistered status),
 //                    content_type ("text/plain"; empty: none), headers (more
 //                    fields, as given), body, close. The server writes the
 //                    status line, Content-Length, the fields, and
-//                    `Connection: close` where the connection ends;
+//                    `Connection: close` where the connection ends. A
+//                    status outside 200-599 (an interim 1xx, 0, negative,
+//                    600 and above) is the handler's mistake and goes out
+//                    as 500 Internal Server Error (the standard reason; the
+//                    fields and body as set). 204 and 304 have no content
+//                    (RFC 9110 8.6): sent without Content-Length and
+//                    without body — a body set on them is dropped, and so
+//                    are Content-Length and Transfer-Encoding fields among
+//                    headers (append_response does the same);
 //   response_writer  a body sent in pieces, for a handler that does not know
 //                    its length up front or makes it over time (reading a
 //                    channel, a file through run_blocking). head(): the
@@ -68,7 +78,9 @@
 //                    response (Content-Length). HTTP/1.0 (which knows no
 //                    chunks): the body is sent as written and ends at the
 //                    close (`Connection: close`, also for a 1.0 keep-alive
-//                    request). HEAD: the head only. An exception from the
+//                    request). HEAD, and a head() with status 204 or 304:
+//                    the head only (no chunked framing; writes return
+//                    false). The status rule of response applies. An exception from the
 //                    handler, or its cancel, after the head went out closes
 //                    the connection without the last chunk (HTTP/1.0:
 //                    resets it), so the answer never looks complete; a drain
@@ -125,7 +137,10 @@
 //                    max_body_bytes 1 MiB), request_timeout (10 s),
 //                    write_timeout (30 s), drain_timeout (5 s); each timeout
 //                    positive (milliseconds::max(): no limit), else
-//                    std::invalid_argument naming the field;
+//                    std::invalid_argument naming the field; max_headers at
+//                    most 64 (request::header_capacity: the parsed fields
+//                    live in a fixed array, no allocation per request),
+//                    else std::invalid_argument naming the cap;
 //   server_counters  counters(): connections, requests, bad_requests,
 //                    timeouts (408), idle_closes, write_timeouts, over the
 //                    process (relaxed reads).
@@ -147,7 +162,9 @@
 //   serve_connection(stream, options, handler, stop_token = {}) -> task<void>:
 //     one connection until it ends (or, after the stop, as above);
 //   append_response(out, status, reason, content_type, body, close) and
-//   append_response(out, response, close): append one complete response.
+//   append_response(out, response, close): append one complete response
+//   (the status rule and the 204/304 rule of response apply; reason
+//   goes out with its own status only).
 // Per connection, the server itself:
 //   * keep-alive until the client closes, sends `Connection: close`
 //     (answered, then closed), speaks HTTP/1.0 without keep-alive, or the
@@ -168,7 +185,9 @@
 //     the limits;
 //   * answered with `Connection: close`, then closed: 400 for a malformed
 //     request (also a bare LF line end, a byte >= 0x80 in the target, a bad
-//     chunk, Transfer-Encoding with Content-Length or in HTTP/1.0); 413 for
+//     chunk, Transfer-Encoding with Content-Length or in HTTP/1.0; an
+//     HTTP/1.1 request without Host, any with two Host fields or one that
+//     is not host[:port], RFC 9112 3.2: HTTP/1.0 may omit it); 413 for
 //     a body over max_body_bytes (from the Content-Length, or as a chunked
 //     body grows); 431 for a head over max_head_bytes or max_headers (also
 //     chunked trailers); 501 for a transfer coding other than chunked

@@ -184,7 +184,7 @@ TEST_CASE("tls peers: garbage for a ClientHello is a clear error, and the server
   };
   // Each ends: the server closes the connection (OpenSSL sends no alert
   // to a peer that does not speak TLS at all).
-  CHECK(run(net.pool, send_raw(net.address, "GET / HTTP/1.1\r\n\r\n"), "http").empty());
+  CHECK(run(net.pool, send_raw(net.address, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"), "http").empty());
   run(net.pool, send_raw(net.address, std::string(300, '\x16') + "nonsense"), "bytes");
   // A third connection, well formed: the server still serves.
   child_process client({"openssl", "s_client", "-connect",

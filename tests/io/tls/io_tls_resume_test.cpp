@@ -14,13 +14,13 @@
 
 #include <canopy/io/tls.hpp>
 #include <chrono>
-#include <thread>
 #include <cstddef>
 #include <filesystem>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "io/tls/tls_engine.hpp"
@@ -350,7 +350,8 @@ TEST_CASE("tls: clients that reset mid-handshake leave no descriptor behind; the
       [](endpoint address, tls_context context) -> task<std::string> {
         tls stream(co_await tcp_stream::connect(address), context, "localhost");
         co_await stream.handshake();
-        co_await stream.write_all(bytes_of("GET / HTTP/1.1\r\nConnection: close\r\n\r\n"));
+        co_await stream.write_all(
+            bytes_of("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
         std::string page;
         std::byte buffer[1024];
         std::error_code error;
