@@ -5,6 +5,11 @@
 // stop token (docs/io.md, "HTTP").
 // Link canopy.
 //
+//   #include <atomic>
+//   #include <canopy/io/http.hpp>
+//   #include <canopy/sync.hpp>                                      // canopy::mutex
+//   #include <stop_token>
+//   #include <string>
 //   namespace http = canopy::io::http;
 //   std::atomic<long> hits{0};
 //   canopy::mutex lock;
