@@ -58,7 +58,8 @@ class wait_on_awaiter {
     return static_cast<source_type*>(source)->ready();
   }
   static void disarm_entry(void* source) noexcept { static_cast<source_type*>(source)->disarm(); }
-  static constexpr custom_wait_ops ops{&ready_entry, &disarm_entry};
+  static constexpr custom_wait_ops ops{&ready_entry, &disarm_entry,
+                                       wait_completion_kept<source_type>};
 
   Source source_;
   bool armed_ = false;

@@ -134,13 +134,22 @@ struct coroutine_body {
   }
 
   // A run of a task whose cancel was requested while it waited. A wait on
-  // a source that completed meanwhile (a channel took the sender's value or
-  // handed the receiver one, a read took its bytes) keeps what it did: the
-  // task resumes with it, as a running task would, and the cancel lands at
-  // its next suspension, here, without another wake. Any other wait is
-  // released and the frame destroyed. Out of run(): see release_frame.
+  // a source whose completion cannot be undone (completion_kept: a receiver
+  // took the sender's value) that completed meanwhile keeps it: the task
+  // resumes with it, as a running task would, and the cancel lands at its
+  // next suspension, here, without another wake. Any other wait is
+  // released (its disarm gives back what it can) and the frame destroyed.
+  // Out of run(): see release_frame.
   [[gnu::noinline]] detail::run_outcome run_cancelled() {
-    if (context.kind != wait_kind::custom || !wait_over()) {
+    if (context.kind != wait_kind::custom || !context.custom_ops->completion_kept) {
+      return cancel_now();
+    }
+    // Settle the outcome before reading it: once disarmed (such a source's
+    // disarm is idempotent), the source can no longer complete, so ready()
+    // says for good whether it did; a completion between a look and the
+    // disarm would otherwise be lost to the cancel.
+    context.custom_ops->disarm(context.waiting_on);
+    if (!wait_over()) {
       return cancel_now();
     }
     context.clear_wait();

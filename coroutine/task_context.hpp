@@ -30,6 +30,8 @@ enum class wait_kind : std::uint8_t {
 struct custom_wait_ops {
   bool (*ready)(void* wait) noexcept;
   void (*disarm)(void* wait) noexcept;
+  // A completion disarm cannot undo (wait_source.hpp, completion_kept).
+  bool completion_kept;
 };
 
 // Per spawned task, in its slot: what the next run resumes and what the

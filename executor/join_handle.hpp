@@ -24,9 +24,9 @@
 //     suspended coroutine's frame is destroyed (its destructors run), a
 //     suspended fiber's stack is unwound; a running task is destroyed at its
 //     next suspension point (a plain callable that already started runs to
-//     its end), and so is a coroutine whose wait completed before the
-//     cancel landed (a channel took its value or handed it one, a read took
-//     its bytes): it resumes with what the wait did, which is never undone. get() then throws task_cancelled, also when a running task
+//     its end), and so is a coroutine whose wait completed in a way that
+//     cannot be undone before the cancel landed (a receiver took the value
+//     it sent: wait_source.hpp, completion_kept): it resumes with that. get() then throws task_cancelled, also when a running task
 //     reached its end after the request (what it returned or threw is
 //     discarded). Returns true if the request came before the task
 //     completed; false leaves the outcome as it was.

@@ -146,6 +146,10 @@ class send_op {
     return state_->arm_send(node_, wake);
   }
   void disarm() noexcept { state_->disarm(node_, true); }
+  // A value a receiver took from the queued node is delivered: a cancel
+  // that lands afterwards must not report the send as not done. (disarm is
+  // idempotent: it unlists the node only while it is listed.)
+  static constexpr bool completion_kept = true;
   send_result<T> result() {
     if (outcome_ == sent || (outcome_ == unknown && node_.observed() == waiter_done)) {
       return {};

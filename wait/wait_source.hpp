@@ -27,6 +27,16 @@
 //   R value = co_await canopy::wait_on(source);        // in a canopy::task
 //   R value = canopy::this_fiber::wait_on(source);     // in a fiber
 //
+// Optionally, `static constexpr bool completion_kept = true;`: a completion
+// that disarm() cannot undo (a channel send whose value a receiver took).
+// A task cancelled while it waits on such a source first disarms it (so
+// its disarm() must be idempotent: it is called again when the wait ends),
+// then, if ready(), resumes with the result and is cancelled at its next
+// suspension, so that the result is seen (race reports the send as done);
+// without it the cancel destroys the task and disarm() gives back what it
+// can (a promised value goes to the next receiver, a granted lock to the
+// next waiter).
+//
 // A wake that finds ready() false resumes nothing (the task stays
 // suspended), so wakes may be spurious or stale; a wake while the task still
 // runs (the source completed during arm()) re-runs it once. ready() and
@@ -54,5 +64,9 @@ concept wait_source = requires(W& source, const waker& wake) {
   noexcept;
   source.result();
 };
+
+// Whether W's completion is kept over a cancel (completion_kept above).
+template <class W>
+inline constexpr bool wait_completion_kept = requires { requires W::completion_kept; };
 
 }  // namespace canopy

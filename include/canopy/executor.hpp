@@ -71,9 +71,9 @@
 //       task not yet started never runs; a suspended one is destroyed at
 //       once (its destructors run; a fiber's stack unwinds); a running one
 //       at its next suspension (a plain callable that started runs to its
-//       end), as is one whose wait completed before the cancel landed (a
-//       channel's send or recv done, a read's bytes taken: it resumes with
-//       them). get() then throws task_cancelled.
+//       end), as is one whose channel send a receiver took before the
+//       cancel landed (it resumes with that). get() then throws
+//       task_cancelled.
 //     detach(), or dropping the handle: the task runs on, its result is
 //       discarded, its exception goes to on_detached_exception (unless it
 //       was cancelled).
