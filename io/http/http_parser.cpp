@@ -262,12 +262,14 @@ parse_outcome parse(std::string_view input, request& out, const request_limits& 
   if (content_length > limits.max_body_bytes) {
     return fail(parse_error::body_too_large);
   }
-  // RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, and for any
-  // with more than one or with one that is not a valid host[:port] (a
-  // server and a proxy in front that read the authority differently is a
-  // way past the proxy's rules). HTTP/1.0 knew no Host. Checked after the
-  // framing, so a request bad in both is told about its framing first.
-  if (hosts > 1 || (hosts == 0 && out.version_minor == 1) || (hosts == 1 && !is_host_value(host))) {
+  // RFC 9112 3.2: 400 for a request with more than one Host or with one
+  // that is not a valid host[:port] (a server and a proxy in front that
+  // read the authority differently is a way past the proxy's rules). An
+  // HTTP/1.1 request without Host is served, as hyper serves it: this
+  // server has one authority, so nothing is read two ways, and hand-written
+  // clients often leave it out. Checked after the framing, so a request bad
+  // in both is told about its framing first.
+  if (hosts > 1 || (hosts == 1 && !is_host_value(host))) {
     return fail(parse_error::bad_host);
   }
   out.keep_alive = out.version_minor == 1 ? !close : (keep_alive && !close);
@@ -389,7 +391,7 @@ std::string_view detail::describe(parse_error error) noexcept {
     case parse_error::bad_chunk_ending:
       return "chunk data is not followed by CRLF";
     case parse_error::bad_host:
-      return "no Host field in an HTTP/1.1 request, more than one, or one that is not host[:port]";
+      return "more than one Host field, or one that is not host[:port]";
   }
   return "unknown error";
 }

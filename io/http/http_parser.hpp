@@ -38,11 +38,11 @@
 //   * with a Content-Length, in an HTTP/1.0 request, empty, or chunked
 //     twice: bad_transfer_encoding (400: RFC 9112 6.1, 6.3 — a message read
 //     two ways is how requests get smuggled).
-// Two different Content-Length values are invalid. Host (RFC 9112 3.2): an
-// HTTP/1.1 request without one, any request with more than one, or with
-// one that is not `host[:port]` (RFC 9110 7.2: a reg-name or IPv4 address
-// of RFC 3986's characters, or an IP literal in brackets; an empty value
-// is allowed) is bad_host (400); an HTTP/1.0 request may have none.
+// Two different Content-Length values are invalid. Host (RFC 9112 3.2): a
+// request with more than one, or with one that is not `host[:port]` (RFC
+// 9110 7.2: a reg-name or IPv4 address of RFC 3986's characters, or an IP
+// literal in brackets; an empty value is allowed) is bad_host (400); a
+// request without one is served (HTTP/1.1 too, leniently, as hyper does).
 // The views in `request`
 // point into the caller's buffer: they are valid while it is (and a
 // chunked body lies where request_reader decoded it, in that buffer).
@@ -127,7 +127,7 @@ enum class parse_error : std::uint8_t {
   bad_transfer_encoding,  // with Content-Length, in HTTP/1.0, empty, or chunked twice
   bad_chunk_size,         // a chunk-size line: not hex, overflow, too long, a bad byte
   bad_chunk_ending,       // chunk data not followed by CRLF
-  bad_host,               // HTTP/1.1 without Host; two Host fields; a Host not host[:port]
+  bad_host,               // two Host fields; a Host not host[:port]
 };
 
 struct parse_outcome {

@@ -190,9 +190,9 @@
 //     the limits;
 //   * answered with `Connection: close`, then closed: 400 for a malformed
 //     request (also a bare LF line end, a byte >= 0x80 in the target, a bad
-//     chunk, Transfer-Encoding with Content-Length or in HTTP/1.0; an
-//     HTTP/1.1 request without Host, any with two Host fields or one that
-//     is not host[:port], RFC 9112 3.2: HTTP/1.0 may omit it); 413 for
+//     chunk, Transfer-Encoding with Content-Length or in HTTP/1.0; a
+//     request with two Host fields or one that is not host[:port], RFC
+//     9112 3.2; one without Host is served, HTTP/1.1 too); 413 for
 //     a body over max_body_bytes (from the Content-Length, or as a chunked
 //     body grows); 431 for a head over max_head_bytes or max_headers (also
 //     chunked trailers); 501 for a transfer coding other than chunked
