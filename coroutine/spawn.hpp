@@ -101,16 +101,7 @@ struct coroutine_body {
     } else if (cancel_requested()) {
       return cancel_now();
     }
-    // No reset of `signal` first: every way out of a resumption writes it
-    // (suspend_on at each suspension, final_suspend at the root's end).
-    context.started = true;
-    context.resume_point.resume();
-    // An inline-awaited task that ends names its awaiter instead of
-    // transferring to it (its frame is gone by then): resume that here.
-    while (context.resume_awaiter) {
-      context.resume_awaiter = false;
-      context.resume_point.resume();
-    }
+    resume_body();
     if (context.signal != detail::run_outcome::completed) {
       return context.signal;
     }
@@ -133,32 +124,32 @@ struct coroutine_body {
     }
   }
 
-  // A run of a task whose cancel was requested while it waited. A wait on
-  // a source whose completion cannot be undone (completion_kept: a receiver
-  // took the sender's value) that completed meanwhile keeps it: the task
-  // resumes with it, as a running task would, and the cancel lands at its
-  // next suspension, here, without another wake. Any other wait is
-  // released (its disarm gives back what it can) and the frame destroyed.
-  // Out of run(): see release_frame.
-  [[gnu::noinline]] detail::run_outcome run_cancelled() {
-    if (context.kind != wait_kind::custom || !context.custom_ops->completion_kept) {
-      return cancel_now();
-    }
-    // Settle the outcome before reading it: once disarmed (such a source's
-    // disarm is idempotent), the source can no longer complete, so ready()
-    // says for good whether it did; a completion between a look and the
-    // disarm would otherwise be lost to the cancel.
-    context.custom_ops->disarm(context.waiting_on);
-    if (!wait_over()) {
-      return cancel_now();
-    }
-    context.clear_wait();
+  // No reset of `signal` first: every resumption's way out writes it. An
+  // inline-awaited task that ends names its awaiter (its frame is gone).
+  [[gnu::always_inline]] void resume_body() {
     context.started = true;
     context.resume_point.resume();
     while (context.resume_awaiter) {
       context.resume_awaiter = false;
       context.resume_point.resume();
     }
+  }
+
+  // A task cancelled while it waited: one whose wait completed for good
+  // (completion_kept) resumes and is cancelled at its next suspension, in
+  // this run; any other is released and destroyed. Out of run(), as below.
+  [[gnu::noinline]] detail::run_outcome run_cancelled() {
+    if (context.kind != wait_kind::custom || !context.custom_ops->completion_kept) {
+      return cancel_now();
+    }
+    // Disarmed first (such a disarm is idempotent), the source cannot
+    // complete any more: ready() then says for good whether it did.
+    context.custom_ops->disarm(context.waiting_on);
+    if (!wait_over()) {
+      return cancel_now();
+    }
+    context.clear_wait();
+    resume_body();
     switch (context.signal) {
       case detail::run_outcome::completed:
         deliver();
