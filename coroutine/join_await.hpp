@@ -15,6 +15,7 @@
 
 #include <coroutine>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "../executor/block_pool.hpp"
@@ -67,16 +68,25 @@ class join_awaiter {
         adopted_(std::exchange(other.adopted_, {})),
         adopted_frame_(other.adopted_frame_),
         foreign_(std::exchange(other.foreign_, nullptr)),
-        taken_over_(std::exchange(other.taken_over_, false)) {}
+        taken_over_(std::exchange(other.taken_over_, false)),
+        suspended_(std::exchange(other.suspended_, false)) {}
   join_awaiter& operator=(join_awaiter&&) = delete;
   // The link has fired (or was never used) by the time the awaiter goes:
   // the child is done with it. A taken-over child that has not ended (the
   // awaiting task is destroyed while the child is suspended) is destroyed
-  // with it, as an inline-awaited task<T> is.
+  // with it, as an inline-awaited task<T> is. A borrowed handle whose await
+  // never resumed (the awaiting task was cancelled or destroyed while it
+  // waited, and its body has cancelled the awaited task) is consumed all
+  // the same, as the contract says: detached, its outcome discarded.
   ~join_awaiter() {
     delete foreign_;
     if (adopted_) {
       adopted_.destroy();
+    }
+    if constexpr (std::is_lvalue_reference_v<Handle>) {
+      if (suspended_ && handle_.state() == state_) {
+        handle_.detach();
+      }
     }
   }
 
@@ -123,6 +133,7 @@ class join_awaiter {
   template <class Promise>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) {
     task_context& context = context_of(self);
+    suspended_ = true;
     if (taken_over_) {
       return take_over(context, self);
     }
@@ -199,6 +210,7 @@ class join_awaiter {
   inline_result<T> adopted_result_{};
   foreign_wait* foreign_ = nullptr;
   bool taken_over_ = false;  // await_ready adopted the child; await_suspend transfers to it
+  bool suspended_ = false;   // await_suspend ran: a destruction before await_resume consumes
 };
 
 }  // namespace detail

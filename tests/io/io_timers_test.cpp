@@ -154,6 +154,31 @@ TEST_CASE("with_timeout on a join handle (moved in or an lvalue) and on an async
             !handle.valid() && gone->load();
       }(&destroyed, &never));
   CHECK(timed_out);
+  // The same with a task that has surely started (running elsewhere, so
+  // the await is a join wait, not a take-over of an unstarted task): the
+  // borrowed handle is consumed when the cancelled await is destroyed.
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> ended{false};
+    canopy::async_event started;
+    canopy::async_event blocked;
+    const bool consumed = canopy::block_on(
+        pool,
+        [](std::atomic<bool>* gone, canopy::async_event* running,
+           canopy::async_event* wait) -> task<bool> {
+          auto handle = canopy::spawn(
+              [](std::atomic<bool>* flag, canopy::async_event* run,
+                 canopy::async_event* gate) -> task<int> {
+                const on_destroy guard{flag};
+                run->set();
+                co_await *gate;
+                co_return 7;
+              }(gone, running, wait));
+          co_await *running;
+          auto result = co_await canopy::with_timeout(2ms, handle);
+          co_return !result.has_value() && !handle.valid() && gone->load();
+        }(&ended, &started, &blocked));
+    CHECK(consumed);
+  }
   // An async_event: timed out while unset, at once once set.
   canopy::async_event event;
   const bool unset_timed_out = canopy::block_on(pool, [](canopy::async_event* waited) -> task<bool> {
