@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <string>
 
+#include "coop_budget.hpp"
 #include "gather.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
@@ -62,6 +63,7 @@ task<typename basic_stream<Protocol>::stream_type> basic_stream<Protocol>::conne
 template <class Protocol>
 task<std::size_t> basic_stream<Protocol>::read_some(std::span<std::byte> buffer,
                                                     std::error_code& error) {
+  co_await coop_point();
   const io_result done = co_await canopy::wait_on(
       protocol_ops<Protocol>::receive(socket_.reg(), socket_.fd(), buffer));
   error = done.error;
@@ -79,6 +81,7 @@ task<std::size_t> basic_stream<Protocol>::read_some(std::span<std::byte> buffer)
 template <class Protocol>
 task<void> basic_stream<Protocol>::write_all(std::span<const std::byte> data,
                                              std::error_code& error) {
+  co_await coop_point();
   std::size_t sent = 0;
   const io_result done = co_await canopy::wait_on(
       protocol_ops<Protocol>::send_all(socket_.reg(), socket_.fd(), data, sent));
@@ -95,6 +98,7 @@ task<void> basic_stream<Protocol>::write_all(std::span<const std::byte> data) {
 template <class Protocol>
 task<void> basic_stream<Protocol>::write_all(std::span<const std::span<const std::byte>> buffers,
                                              std::error_code& error) {
+  co_await coop_point();
   gather_cursor cursor(buffers);
   const io_result done = co_await canopy::wait_on(
       protocol_ops<Protocol>::send_gathered(socket_.reg(), socket_.fd(), cursor));

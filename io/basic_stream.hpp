@@ -52,6 +52,10 @@ class basic_stream {
   static task<stream_type> connect(endpoint_type peer, std::error_code& error);
   static task<stream_type> connect(endpoint_type peer);
 
+  // Every read, write and accept (task and fiber forms) may first yield to
+  // the worker's other tasks: once a task has made 128 socket operations
+  // in one run (io/coop_budget.hpp), so a peer that floods it cannot hold
+  // the worker. The yield comes before the socket is touched.
   // At least one byte, or 0 at EOF (or on error with the error_code form).
   // Cancel-safe: a read that loses a race (with_timeout, with_deadline, a
   // cancel through its task's or fiber's handle) loses no bytes; the next

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "coop_budget.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
 #include "stream_op.hpp"
@@ -166,6 +167,7 @@ tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
 }
 
 task<tcp_stream> tcp_listener::accept(std::error_code& error) {
+  co_await detail::coop_point();
   const io_result accepted =
       co_await canopy::wait_on(detail::accept_op(socket_.reg(), socket_.fd()));
   co_return detail::adopt_accepted(socket_.reg(), accepted, error);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "coop_budget.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
 
@@ -249,6 +250,7 @@ unix_stream unix_listener::try_accept(std::error_code& error) noexcept {
 }
 
 task<unix_stream> unix_listener::accept(std::error_code& error) {
+  co_await detail::coop_point();
   const io_result accepted = co_await canopy::wait_on(
       readiness_op(socket_.reg(), direction::read, detail::accept_attempt(socket_.fd())));
   co_return detail::adopt_accepted_unix(socket_.reg(), accepted, error);

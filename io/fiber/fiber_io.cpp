@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "../coop_budget.hpp"
 #include "../gather.hpp"
 #include "../readiness.hpp"
 #include "../socket_ops.hpp"
@@ -31,6 +32,14 @@ io_result fiber_io(const registration& reg, direction which, Attempt attempt,
   return canopy::this_fiber::wait_on(op);
 }
 
+// The fiber form of the cooperative budget's check (io/coop_budget.hpp):
+// a fiber whose budget is spent yields before its next socket operation.
+void fiber_coop_point() {
+  if (!detail::coop_take()) {
+    canopy::this_fiber::yield();
+  }
+}
+
 // The stream forms, once for both protocols (detail::basic_stream's
 // operations, protocol_ops: io/stream_op.hpp).
 template <class Protocol>
@@ -52,6 +61,7 @@ typename Protocol::stream connect_stream(reactor& owner,
 
 template <class Protocol, class Listener>
 io_result accept_on(Listener& listener) {
+  fiber_coop_point();
   auto op = detail::protocol_ops<Protocol>::accept(listener.reg(), listener.native_handle());
   return canopy::this_fiber::wait_on(op);
 }
@@ -59,6 +69,7 @@ io_result accept_on(Listener& listener) {
 template <class Protocol>
 std::size_t read_stream(detail::basic_stream<Protocol>& stream, std::span<std::byte> buffer,
                         std::error_code& error) {
+  fiber_coop_point();
   auto op = detail::protocol_ops<Protocol>::receive(stream.reg(), stream.native_handle(), buffer);
   const io_result done = canopy::this_fiber::wait_on(op);
   error = done.error;
@@ -68,6 +79,7 @@ std::size_t read_stream(detail::basic_stream<Protocol>& stream, std::span<std::b
 template <class Protocol>
 void write_stream(detail::basic_stream<Protocol>& stream, std::span<const std::byte> data,
                   std::error_code& error) {
+  fiber_coop_point();
   std::size_t sent = 0;
   auto op =
       detail::protocol_ops<Protocol>::send_all(stream.reg(), stream.native_handle(), data, sent);
@@ -77,6 +89,7 @@ void write_stream(detail::basic_stream<Protocol>& stream, std::span<const std::b
 template <class Protocol>
 void write_stream(detail::basic_stream<Protocol>& stream,
                   std::span<const std::span<const std::byte>> buffers, std::error_code& error) {
+  fiber_coop_point();
   detail::gather_cursor cursor(buffers);
   auto op =
       detail::protocol_ops<Protocol>::send_gathered(stream.reg(), stream.native_handle(), cursor);

@@ -7,6 +7,7 @@
 
 #include "../../coroutine/custom_wait.hpp"
 #include "../../coroutine/yield.hpp"
+#include "../coop_budget.hpp"
 #include "../readiness.hpp"
 #include "../stream_bounded.hpp"
 #include "../stream_op.hpp"
@@ -153,6 +154,7 @@ template <class Stream>
 task<std::size_t> tls_stream<Stream>::read_some_until(std::span<std::byte> buffer,
                                                       clock::time_point deadline,
                                                       std::error_code& error) {
+  co_await detail::coop_point();
   error.clear();
   if (!engine_->begin(tls_operation::read, error)) {
     co_return 0;
@@ -240,6 +242,7 @@ template <class Stream>
 task<void> tls_stream<Stream>::write_all_within(std::span<const std::byte> data,
                                                 std::chrono::milliseconds stall_limit,
                                                 std::error_code& error) {
+  co_await detail::coop_point();
   error.clear();
   if (!engine_->begin(tls_operation::write, error)) {
     co_return;
