@@ -56,6 +56,12 @@ struct worker_context {
   std::size_t index = 0;
   task_id running{};
   bool has_running = false;
+  // A task of this worker gave way to the others because its sockets kept
+  // it busy (io/coop_budget.hpp): the worker then polls its driver after
+  // that run, as it would at the end of its poll interval, so that the
+  // readiness of other sockets is not left waiting behind the busy ones.
+  // Owner thread only.
+  bool driver_poll_wanted = false;
   // A join state's block that a coroutine's take-over of its unstarted
   // child gave up, kept for this worker's next coroutine spawn of that
   // size (coroutine/spawn.hpp, discard_unstarted and make_join_state): in

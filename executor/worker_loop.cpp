@@ -128,13 +128,15 @@ void executor_core::worker_main(std::size_t index) {
 
 void executor_core::count_towards_driver_poll(worker_state& self) noexcept {
   // Every driver_poll_interval tasks for readiness (tokio's 61), and as soon
-  // as a timer is due or completions wait, so that a busy pool fires timers
-  // and delivers completions within one task's run.
-  if (++self.since_driver_poll < config_.driver_poll_interval &&
+  // as a timer is due, completions wait or a task gave way to the others
+  // under the I/O budget, so that a busy pool fires timers and delivers
+  // completions and readiness within one task's run.
+  if (++self.since_driver_poll < config_.driver_poll_interval && !self.context.driver_poll_wanted &&
       !config_.driver->completions_may_be_waiting() && !config_.driver->deadline_may_be_due()) {
     return;
   }
   self.since_driver_poll = 0;
+  self.context.driver_poll_wanted = false;
   config_.driver->submit();
   // Only while no worker holds the poller role: a parked poller is woken by
   // readiness itself, and one dispatching is about to poll anyway.

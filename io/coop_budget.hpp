@@ -4,7 +4,9 @@
 // every other connection queued there waits. As tokio's coop budget does,
 // each socket operation of a task run takes one unit from a per-thread
 // budget; the operation that finds it spent yields first (the task goes
-// behind the worker's other ready tasks) and starts a new budget. The yield
+// behind the worker's other ready tasks) and starts a new budget, and the
+// worker polls its reactor after that run (worker_context's
+// driver_poll_wanted), so that other sockets' readiness is seen. The yield
 // comes before the operation touches the socket, so a task cancelled while
 // it yields has taken no bytes.
 //
@@ -42,7 +44,7 @@ inline thread_local coop_budget thread_coop_budget;
 // Takes a unit of the running task's budget: false when it is spent (the
 // caller yields; the next budget starts then).
 [[nodiscard]] inline bool coop_take() noexcept {
-  const canopy::detail::worker_context* const worker = canopy::detail::current_worker();
+  canopy::detail::worker_context* const worker = canopy::detail::current_worker();
   if (worker == nullptr || !worker->has_running) {
     return true;
   }
@@ -56,6 +58,9 @@ inline thread_local coop_budget thread_coop_budget;
     return true;
   }
   budget.used = 0;
+  // The worker polls its driver after this run: the sockets that kept this
+  // task busy also kept the worker from polling for the others.
+  worker->driver_poll_wanted = true;
   return false;
 }
 
