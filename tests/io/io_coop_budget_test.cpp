@@ -23,6 +23,7 @@
 #include "io/coop_budget.hpp"
 #include "io/fiber/fiber_io.hpp"
 #include "io/io.hpp"
+#include "tests/io_test_support.hpp"
 #include "tests/io_uring_support.hpp"
 #include "tests/watchdog.hpp"
 
@@ -118,6 +119,27 @@ outcome read_bytewise_in_fiber(executor& pool, unix_stream& stream) {
   return handle.get();
 }
 
+// A Unix socketpair: the reactor's end as a stream, the other end a plain
+// descriptor that has already sent the whole pattern.
+struct filled_pair {
+  unix_stream stream;
+  int peer = -1;
+
+  explicit filled_pair(reactor& owner) {
+    std::array<int, 2> fds{};
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.data()) == 0);
+    REQUIRE(::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK) == 0);
+    std::error_code error;
+    stream = unix_stream(owner, fds[0], error);
+    REQUIRE(!error);
+    peer = fds[1];
+    send_all_raw(peer, pattern());
+  }
+  filled_pair(const filled_pair&) = delete;
+  filled_pair& operator=(const filled_pair&) = delete;
+  ~filled_pair() { ::close(peer); }
+};
+
 void check_fair(const outcome& result) {
   CHECK(result.bytes_intact);
   CHECK(result.other_ran);
@@ -129,6 +151,7 @@ void check_fair(const outcome& result) {
 
 TEST_CASE("a task whose socket is always ready yields to its worker's other tasks") {
   const canopy::testing::watchdog guard("coop budget", 120);
+  const std::size_t fds_before = canopy::testing::open_fd_count();
   for (const canopy::io::io_backend backend : canopy::testing::backends_under_test()) {
     const auto config = canopy::testing::config_for(backend, 1);
     if (!config) {
@@ -139,27 +162,13 @@ TEST_CASE("a task whose socket is always ready yields to its worker's other task
     reactor& owner = reactor::of(pool);
     {
       INFO("Unix socketpair, task");
-      std::array<int, 2> fds{};
-      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.data()) == 0);
-      REQUIRE(::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK) == 0);
-      std::error_code error;
-      unix_stream stream(owner, fds[0], error);
-      REQUIRE(!error);
-      send_all_raw(fds[1], pattern());
-      check_fair(canopy::block_on(pool, read_bytewise(stream)));
-      ::close(fds[1]);
+      filled_pair pair(owner);
+      check_fair(canopy::block_on(pool, read_bytewise(pair.stream)));
     }
     {
       INFO("Unix socketpair, fiber");
-      std::array<int, 2> fds{};
-      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.data()) == 0);
-      REQUIRE(::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK) == 0);
-      std::error_code error;
-      unix_stream stream(owner, fds[0], error);
-      REQUIRE(!error);
-      send_all_raw(fds[1], pattern());
-      check_fair(read_bytewise_in_fiber(pool, stream));
-      ::close(fds[1]);
+      filled_pair pair(owner);
+      check_fair(read_bytewise_in_fiber(pool, pair.stream));
     }
     {
       INFO("TCP, task");
@@ -172,4 +181,5 @@ TEST_CASE("a task whose socket is always ready yields to its worker's other task
       ::close(peer);
     }
   }
+  CHECK(canopy::testing::open_fd_count() == fds_before);
 }
