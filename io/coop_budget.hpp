@@ -11,7 +11,7 @@
 // it yields has taken no bytes.
 //
 //   co_await detail::coop_point();   // coroutine task forms (io/*.cpp)
-//   detail::fiber_coop_point();      // fiber forms (io/fiber/*.cpp)
+//   fiber_coop_point();              // fiber forms (io/fiber/fiber_io.cpp)
 //
 // The budget is the thread's and is tied to the task that used it last:
 // another task running on the thread starts a new one. A task that runs
