@@ -113,14 +113,25 @@ task<void> basic_stream<Protocol>::write_all(std::span<const std::span<const std
 }
 
 // The receive is made inside the awaitable, in the calling task's frame
-// (stream_receive, io/stream_receive.cpp).
+// (stream_receive, io/stream_receive.cpp). A receive request whose
+// deadline is nearer than this likely ends given up, and giving a request
+// up waits for the worker that submitted it to enter the kernel, up to a
+// scheduler tick (1-4 ms): such a receive waits on readiness instead.
+namespace {
+constexpr std::chrono::milliseconds near_deadline{5};
+}  // namespace
+
 template <class Protocol>
 bounded_read basic_stream<Protocol>::read_some_until(std::span<std::byte> buffer,
                                                      std::chrono::steady_clock::time_point deadline,
                                                      std::error_code& error) {
-  return canopy::wait_on(
-      bounded_receive(stream_receive(socket_.reg(), socket_.fd(), buffer, Protocol::receive_kind),
-                      deadline, error));
+  const registration& reg = socket_.reg();
+  const bool on_readiness = reg.completions() &&
+                            deadline != std::chrono::steady_clock::time_point::max() &&
+                            deadline - std::chrono::steady_clock::now() < near_deadline;
+  return canopy::wait_on(bounded_receive(
+      stream_receive(reg, socket_.fd(), buffer, Protocol::receive_kind, on_readiness), deadline,
+      error));
 }
 
 // The write's rounds are made inside the helper's frame (an armed
