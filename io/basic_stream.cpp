@@ -126,12 +126,17 @@ bounded_read basic_stream<Protocol>::read_some_until(std::span<std::byte> buffer
                                                      std::chrono::steady_clock::time_point deadline,
                                                      std::error_code& error) {
   const registration& reg = socket_.reg();
-  const bool on_readiness = reg.completions() &&
-                            deadline != std::chrono::steady_clock::time_point::max() &&
-                            deadline - std::chrono::steady_clock::now() < near_deadline;
+  if constexpr (Protocol::completion_requests) {
+    // Compared as time points: a deadline far in the past (time_point::min())
+    // would overflow a difference.
+    if (reg.completions() && deadline < std::chrono::steady_clock::now() + near_deadline)
+        [[unlikely]] {
+      return canopy::wait_on(bounded_receive(
+          stream_receive::on_readiness(reg, socket_.fd(), buffer), deadline, error));
+    }
+  }
   return canopy::wait_on(bounded_receive(
-      stream_receive(reg, socket_.fd(), buffer, Protocol::receive_kind, on_readiness), deadline,
-      error));
+      stream_receive(reg, socket_.fd(), buffer, Protocol::receive_kind), deadline, error));
 }
 
 // The write's rounds are made inside the helper's frame (an armed

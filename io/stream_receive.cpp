@@ -25,12 +25,12 @@ static_assert(sizeof(unix_receive) <= stream_receive::storage_size &&
                   alignof(unix_receive) <= alignof(std::max_align_t),
               "stream_receive::storage_size is too small for the Unix receive");
 
-// Calls `visit` with the built operation, as its own type: the request
-// form (a TCP receive) or the readiness form (a Unix receive, or a TCP
+// Calls `visit` with the built operation, as its own type: a TCP receive's
+// (a request on io_uring), or the readiness form (a Unix receive, a TCP
 // receive on readiness).
 template <class Visit>
-decltype(auto) with_op(bool as_request, std::byte* storage, Visit&& visit) {
-  if (as_request) {
+decltype(auto) with_op(stream_receive::kind which, std::byte* storage, Visit&& visit) {
+  if (which == stream_receive::kind::tcp) {
     return visit(*std::launder(reinterpret_cast<tcp_receive*>(storage)));
   }
   return visit(*std::launder(reinterpret_cast<unix_receive*>(storage)));
@@ -39,7 +39,7 @@ decltype(auto) with_op(bool as_request, std::byte* storage, Visit&& visit) {
 }  // namespace
 
 void stream_receive::build() noexcept {
-  if (as_request()) {
+  if (kind_ == kind::tcp) {
     ::new (static_cast<void*>(storage_)) tcp_receive(receive_op(*reg_, fd_, buffer_));
   } else {
     ::new (static_cast<void*>(storage_))
@@ -49,23 +49,7 @@ void stream_receive::build() noexcept {
 }
 
 void stream_receive::destroy() noexcept {
-  with_op(as_request(), storage_, [](auto& op) noexcept { std::destroy_at(&op); });
-}
-
-// A TCP receive on readiness takes, first, bytes an earlier receive request
-// took after its waiter left (the request form's start does the same).
-bool stream_receive::take_kept() noexcept {
-  if (kind_ != kind::tcp || !on_readiness_ || !reg_->completions() || buffer_.empty()) {
-    return false;
-  }
-  const std::size_t kept = reg_->owner()->take_kept(reg_->id(), buffer_);
-  if (kept == 0) {
-    return false;
-  }
-  direct_ = true;
-  direct_count_ = kept;
-  direct_error_.clear();
-  return true;
+  with_op(kind_, storage_, [](auto& op) noexcept { std::destroy_at(&op); });
 }
 
 bool stream_receive::ready() noexcept {
@@ -73,28 +57,32 @@ bool stream_receive::ready() noexcept {
     return true;
   }
   if (!built_) {
-    if (take_kept()) {
-      return true;
-    }
     build();
   }
-  return with_op(as_request(), storage_, [](auto& op) noexcept { return op.ready(); });
+  return with_op(kind_, storage_, [](auto& op) noexcept { return op.ready(); });
 }
 
 bool stream_receive::arm(const waker& waiter) noexcept {
   if (!built_) {
-    if (take_kept()) {
-      return false;
-    }
     build();
   }
-  return with_op(as_request(), storage_, [&waiter](auto& op) noexcept { return op.arm(waiter); });
+  return with_op(kind_, storage_, [&waiter](auto& op) noexcept { return op.arm(waiter); });
 }
 
 void stream_receive::disarm() noexcept {
   if (built_) {
-    with_op(as_request(), storage_, [](auto& op) noexcept { op.disarm(); });
+    with_op(kind_, storage_, [](auto& op) noexcept { op.disarm(); });
   }
+}
+
+stream_receive stream_receive::on_readiness(const registration& reg, int fd,
+                                            std::span<std::byte> buffer) noexcept {
+  stream_receive made(reg, fd, buffer, kind::tcp_on_readiness);
+  if (!buffer.empty()) {
+    made.direct_count_ = reg.owner()->take_kept(reg.id(), buffer);
+    made.direct_ = made.direct_count_ > 0;
+  }
+  return made;
 }
 
 bool stream_receive::try_now() noexcept {
@@ -103,7 +91,7 @@ bool stream_receive::try_now() noexcept {
   }
   io_result got;
   std::size_t kept = 0;
-  if (kind_ == kind::tcp && reg_->completions()) {
+  if (kind_ != kind::unix_domain && reg_->completions()) {
     kept = reg_->owner()->take_kept(reg_->id(), buffer_);
   }
   if (kept > 0) {
@@ -125,8 +113,7 @@ std::size_t stream_receive::result(std::error_code& error) noexcept {
     error = direct_error_;
     return direct_count_;
   }
-  const io_result got =
-      with_op(as_request(), storage_, [](auto& op) noexcept { return op.result(); });
+  const io_result got = with_op(kind_, storage_, [](auto& op) noexcept { return op.result(); });
   error = got.error;
   return got.count;
 }

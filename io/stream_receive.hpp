@@ -27,26 +27,32 @@ namespace canopy::io::detail {
 // its source in) moves those. Cancel-safe as read_some: a disarm never
 // consumes.
 //
-// A TCP receive is a completion request where the reactor runs io_uring,
-// unless `on_readiness`: then it waits for readiness, as on epoll. A
-// request that is given up costs a synchronous cancel and a wait for its
-// completion, which the kernel posts as task work on the worker that
-// submitted it (at that worker's next kernel entry), while giving up a
-// readiness wait costs nothing; so a receive that will likely be given up
-// (its deadline is near) waits on readiness.
+// A TCP receive is a completion request where the reactor runs io_uring;
+// `tcp_on_readiness` (made by on_readiness(), on io_uring only) waits for
+// readiness instead, as on epoll. A request that is given up costs a
+// synchronous cancel and a wait for its completion, which the kernel posts
+// as task work on the worker that submitted it (at that worker's next
+// kernel entry), while giving up a readiness wait costs nothing; so a
+// receive that will likely be given up (its deadline is near) waits on
+// readiness.
 class stream_receive {
  public:
-  enum class kind : unsigned char { tcp, unix_domain };
+  enum class kind : unsigned char { tcp, unix_domain, tcp_on_readiness };
 
-  stream_receive(const registration& reg, int fd, std::span<std::byte> buffer, kind which,
-                 bool on_readiness = false) noexcept
-      : reg_(&reg), fd_(fd), buffer_(buffer), kind_(which), on_readiness_(on_readiness) {}
+  stream_receive(const registration& reg, int fd, std::span<std::byte> buffer, kind which) noexcept
+      : reg_(&reg), fd_(fd), buffer_(buffer), kind_(which) {}
   stream_receive(stream_receive&& other) noexcept
       : reg_(other.reg_),
         fd_(other.fd_),
         buffer_(other.buffer_),
         kind_(other.kind_),
-        on_readiness_(other.on_readiness_) {}
+        direct_(other.direct_),
+        direct_count_(other.direct_count_) {}
+  // A TCP receive on readiness. It takes, first, the bytes an earlier
+  // receive request took after its waiter left (the request's start does
+  // the same): then it has ended already, with those.
+  static stream_receive on_readiness(const registration& reg, int fd,
+                                     std::span<std::byte> buffer) noexcept;
   stream_receive& operator=(stream_receive&&) = delete;
   stream_receive(const stream_receive&) = delete;
   stream_receive& operator=(const stream_receive&) = delete;
@@ -77,14 +83,11 @@ class stream_receive {
  private:
   void build() noexcept;
   void destroy() noexcept;
-  [[nodiscard]] bool as_request() const noexcept { return kind_ == kind::tcp && !on_readiness_; }
-  bool take_kept() noexcept;
 
   const registration* reg_;
   int fd_;
   std::span<std::byte> buffer_;
   kind kind_;
-  bool on_readiness_;
   bool built_ = false;
   bool direct_ = false;  // try_now() ended it: direct_count_, direct_error_
   std::size_t direct_count_ = 0;
