@@ -14,6 +14,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -22,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "../buffered_reader.hpp"
@@ -86,6 +88,17 @@ std::size_t read_some(io::buffered_reader<Stream>& reader, std::span<std::byte> 
   std::error_code error;
   const std::size_t got = this_fiber::read_some(reader, into, error);
   return buffered_detail::or_throw(got, error, "canopy::io::this_fiber::read_some");
+}
+
+// Into chars, as the task form's read_some(std::span<char>).
+template <class Stream>
+std::size_t read_some(io::buffered_reader<Stream>& reader, std::span<char> into,
+                      std::error_code& error) {
+  return this_fiber::read_some(reader, std::as_writable_bytes(into), error);
+}
+template <class Stream>
+std::size_t read_some(io::buffered_reader<Stream>& reader, std::span<char> into) {
+  return this_fiber::read_some(reader, std::as_writable_bytes(into));
 }
 
 template <class Stream>
@@ -229,6 +242,19 @@ void write_all(Stream& stream, std::string_view text, std::error_code& error) {
 template <class Stream>
 void write_all(Stream& stream, std::string_view text) {
   canopy::this_fiber::write_all(stream, std::as_bytes(std::span(text.data(), text.size())));
+}
+// std::span<char> and std::span<const char>, as the task forms take them. A
+// template, so that a std::string or a literal (which would convert to both)
+// goes to the std::string_view form.
+template <class Stream, class Char>
+requires std::same_as<std::remove_const_t<Char>, char>
+void write_all(Stream& stream, std::span<Char> text, std::error_code& error) {
+  canopy::this_fiber::write_all(stream, std::as_bytes(text), error);
+}
+template <class Stream, class Char>
+requires std::same_as<std::remove_const_t<Char>, char>
+void write_all(Stream& stream, std::span<Char> text) {
+  canopy::this_fiber::write_all(stream, std::as_bytes(text));
 }
 template <class Stream>
 void write_frame(Stream& stream, std::span<const std::byte> payload, std::error_code& error,
