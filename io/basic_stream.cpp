@@ -63,6 +63,9 @@ task<typename basic_stream<Protocol>::stream_type> basic_stream<Protocol>::conne
 template <class Protocol>
 task<std::size_t> basic_stream<Protocol>::read_some(std::span<std::byte> buffer,
                                                     std::error_code& error) {
+  if (buffer.empty()) {
+    co_return empty_read(socket_.reg(), error);
+  }
   co_await coop_point();
   const io_result done = co_await canopy::wait_on(
       protocol_ops<Protocol>::receive(socket_.reg(), socket_.fd(), buffer));
@@ -126,14 +129,17 @@ bounded_read basic_stream<Protocol>::read_some_until(std::span<std::byte> buffer
                                                      std::chrono::steady_clock::time_point deadline,
                                                      std::error_code& error) {
   const registration& reg = socket_.reg();
+  bool on_readiness = false;
   if constexpr (Protocol::completion_requests) {
     // Compared as time points: a deadline far in the past (time_point::min())
     // would overflow a difference.
-    if (reg.completions() && deadline < std::chrono::steady_clock::now() + near_deadline)
-        [[unlikely]] {
-      return canopy::wait_on(bounded_receive(
-          stream_receive::on_readiness(reg, socket_.fd(), buffer), deadline, error));
-    }
+    on_readiness =
+        reg.completions() && deadline < std::chrono::steady_clock::now() + near_deadline;
+  }
+  if (buffer.empty() || on_readiness) [[unlikely]] {
+    return canopy::wait_on(bounded_receive(
+        stream_receive::unusual(reg, socket_.fd(), buffer, Protocol::receive_kind, on_readiness),
+        deadline, error));
   }
   return canopy::wait_on(bounded_receive(
       stream_receive(reg, socket_.fd(), buffer, Protocol::receive_kind), deadline, error));

@@ -57,6 +57,8 @@ class basic_stream {
   // in one run (io/coop_budget.hpp), so a peer that floods it cannot hold
   // the worker. The yield comes before the socket is touched.
   // At least one byte, or 0 at EOF (or on error with the error_code form).
+  // An empty buffer: 0 at once, without waiting (nothing read, not EOF);
+  // read_some_until and the fiber forms alike.
   // Cancel-safe: a read that loses a race (with_timeout, with_deadline, a
   // cancel through its task's or fiber's handle) loses no bytes; the next
   // read of any form returns them first (docs/io.md, "Reads that lose a

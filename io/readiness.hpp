@@ -160,6 +160,16 @@ class readiness_op {
   Attempt attempt_;
 };
 
+// A stream read into an empty buffer: 0 at once, never a wait. A receive of
+// nothing would wait for bytes it cannot take (for ever on an idle
+// connection) and then end with 0, as if at EOF; asio and tokio also end
+// such a read at once. errc::bad_file_descriptor on a stream not open, as
+// any read there.
+inline std::size_t empty_read(const registration& reg, std::error_code& error) noexcept {
+  error = reg.valid() ? std::error_code() : std::make_error_code(std::errc::bad_file_descriptor);
+  return 0;
+}
+
 // The callback form: one attempt, never waits. EAGAIN clears readiness and
 // comes back as errc::resource_unavailable_try_again; wait for the next
 // edge (callback_registration) and call again.

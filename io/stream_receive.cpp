@@ -63,6 +63,9 @@ bool stream_receive::ready() noexcept {
 }
 
 bool stream_receive::arm(const waker& waiter) noexcept {
+  if (direct_) {
+    return false;
+  }
   if (!built_) {
     build();
   }
@@ -75,10 +78,14 @@ void stream_receive::disarm() noexcept {
   }
 }
 
-stream_receive stream_receive::on_readiness(const registration& reg, int fd,
-                                            std::span<std::byte> buffer) noexcept {
-  stream_receive made(reg, fd, buffer, kind::tcp_on_readiness);
-  if (!buffer.empty()) {
+stream_receive stream_receive::unusual(const registration& reg, int fd,
+                                       std::span<std::byte> buffer, kind which,
+                                       bool on_readiness) noexcept {
+  stream_receive made(reg, fd, buffer, on_readiness ? kind::tcp_on_readiness : which);
+  if (buffer.empty()) {
+    made.direct_count_ = empty_read(reg, made.direct_error_);
+    made.direct_ = true;
+  } else if (on_readiness) {
     made.direct_count_ = reg.owner()->take_kept(reg.id(), buffer);
     made.direct_ = made.direct_count_ > 0;
   }

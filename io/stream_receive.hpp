@@ -39,6 +39,7 @@ class stream_receive {
  public:
   enum class kind : unsigned char { tcp, unix_domain, tcp_on_readiness };
 
+  // A receive into a buffer that is not empty (else: unusual()).
   stream_receive(const registration& reg, int fd, std::span<std::byte> buffer, kind which) noexcept
       : reg_(&reg), fd_(fd), buffer_(buffer), kind_(which) {}
   stream_receive(stream_receive&& other) noexcept
@@ -47,12 +48,16 @@ class stream_receive {
         buffer_(other.buffer_),
         kind_(other.kind_),
         direct_(other.direct_),
-        direct_count_(other.direct_count_) {}
-  // A TCP receive on readiness. It takes, first, the bytes an earlier
+        direct_count_(other.direct_count_),
+        direct_error_(other.direct_error_) {}
+  // The receives the constructor does not make, out of the common path:
+  // into an empty buffer (ended when made: 0 at once, bad_file_descriptor
+  // on a stream that is not open, as empty_read()), or, `on_readiness`, a
+  // TCP receive on readiness, which takes first the bytes an earlier
   // receive request took after its waiter left (the request's start does
-  // the same): then it has ended already, with those.
-  static stream_receive on_readiness(const registration& reg, int fd,
-                                     std::span<std::byte> buffer) noexcept;
+  // the same), and then has ended already, with those.
+  static stream_receive unusual(const registration& reg, int fd, std::span<std::byte> buffer,
+                                kind which, bool on_readiness) noexcept;
   stream_receive& operator=(stream_receive&&) = delete;
   stream_receive(const stream_receive&) = delete;
   stream_receive& operator=(const stream_receive&) = delete;

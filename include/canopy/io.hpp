@@ -55,7 +55,7 @@
 //   tcp_stream::connect([reactor,] endpoint[, error]) -> task<tcp_stream>
 //       (without a reactor: the running task's);
 //       co_await read_some(buffer[, error]) -> std::size_t: at least one
-//       byte, 0 at EOF; cancel-safe (a read that loses a race, or is
+//       byte, 0 at EOF (an empty buffer: 0 at once, no wait); cancel-safe (a read that loses a race, or is
 //       cancelled while it waits, loses no bytes: the next read returns
 //       them; docs/io.md, "Reads that lose a race", for a cancel that
 //       lands after the read completed);

@@ -69,6 +69,9 @@ io_result accept_on(Listener& listener) {
 template <class Protocol>
 std::size_t read_stream(detail::basic_stream<Protocol>& stream, std::span<std::byte> buffer,
                         std::error_code& error) {
+  if (buffer.empty()) {
+    return detail::empty_read(stream.reg(), error);
+  }
   fiber_coop_point();
   auto op = detail::protocol_ops<Protocol>::receive(stream.reg(), stream.native_handle(), buffer);
   const io_result done = canopy::this_fiber::wait_on(op);
