@@ -67,6 +67,12 @@ task<void> wait_then_call(signal_set& set, std::function<void(int, std::error_co
 
 }  // namespace
 
+void detail::second_unbound_wait(std::error_code& error) noexcept {
+  if (error == std::errc::file_exists) {
+    error = std::make_error_code(std::errc::connection_already_in_progress);
+  }
+}
+
 ssize_t detail::read_signal(int fd) noexcept {
   signalfd_siginfo info{};
   const ssize_t got = ::read(fd, &info, sizeof info);
@@ -160,6 +166,7 @@ task<int> signal_set::wait(std::error_code& error) {
     const int fd = unbound_fd_;
     const registration here(reactor::current(), fd, interest::readable, error);
     if (error) {
+      detail::second_unbound_wait(error);
       co_return 0;
     }
     const detail::io_result got =

@@ -40,7 +40,8 @@
 // meanwhile. EAGAIN and EINTR never surface.
 //
 // Threads: one wait at a time on a set (from a task, a fiber, or the
-// callback form); close() from any thread, not while another thread still
+// callback form; a second one while another waits ends at once with
+// errc::connection_already_in_progress); close() from any thread, not while another thread still
 // uses the object. Closing a set made without a reactor while one of its
 // waits waits is for the waiting thread only: from elsewhere, cancel the
 // waiting task instead (its wait ends and the set stays usable).
@@ -120,6 +121,12 @@ namespace detail {
 // One read of a signalfd: the signal's number, or -1 with errno (the
 // attempt the task, fiber and callback forms share).
 ssize_t read_signal(int fd) noexcept;
+// A wait on a set made without a reactor whose registration failed: its
+// descriptor registered already means another wait on the set is in
+// progress (one at a time), which is errc::connection_already_in_progress,
+// as a second wait on a set with a reactor (or on a stream) gets, not
+// file_exists.
+void second_unbound_wait(std::error_code& error) noexcept;
 }  // namespace detail
 
 }  // namespace canopy::io

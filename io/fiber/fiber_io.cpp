@@ -298,6 +298,7 @@ int wait(signal_set& set, std::error_code& error) {
     // A set made without a reactor: registered for this wait only.
     const registration here(reactor::current(), fd, interest::readable, error);
     if (error) {
+      io::detail::second_unbound_wait(error);
       return 0;
     }
     const io_result got = fiber_io(here, direction::read, attempt);

@@ -323,3 +323,43 @@ TEST_CASE(
   second.close();
   CHECK(open_fd_count() == fds_before);
 }
+
+TEST_CASE("signal_set: a second wait while one waits is connection_already_in_progress") {
+  block_test_signals();  // before any thread: the watchdog's too
+  const canopy::testing::watchdog guard("signal second wait", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    signal_set unbound{SIGUSR1};  // no reactor: each wait registers it
+    executor pool(io_config(2));
+    signal_set bound(reactor::of(pool), {SIGUSR2});
+    for (signal_set* set : {&unbound, &bound}) {
+      INFO((set == &unbound ? "made without a reactor" : "made with one"));
+      std::atomic<bool> began{false};
+      auto first = pool.spawn([](signal_set* waited, std::atomic<bool>* started) -> task<int> {
+        started->store(true);
+        co_return co_await waited->wait();
+      }(set, &began));
+      REQUIRE(wait_for(began));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // first is waiting
+      // The task form, then the fiber form: refused at once, the first unharmed.
+      auto second = pool.spawn([](signal_set* waited) -> task<std::error_code> {
+        std::error_code error;
+        CHECK(co_await waited->wait(error) == 0);
+        co_return error;
+      }(set));
+      REQUIRE(second.wait_for(std::chrono::seconds(5)));
+      CHECK(second.get() == std::errc::connection_already_in_progress);
+      auto fibered = pool.spawn(canopy::fiber([set] {
+        std::error_code error;
+        CHECK(canopy::this_fiber::wait(*set, error) == 0);
+        return error;
+      }));
+      REQUIRE(fibered.wait_for(std::chrono::seconds(5)));
+      CHECK(fibered.get() == std::errc::connection_already_in_progress);
+      const int number = set == &unbound ? SIGUSR1 : SIGUSR2;
+      REQUIRE(::kill(::getpid(), number) == 0);
+      CHECK(first.get() == number);
+    }
+  }
+  CHECK(open_fd_count() == fds_before);
+}

@@ -50,7 +50,8 @@
 //     The set must outlive the callback's run.
 //   close() (idempotent; the destructor closes), is_open(), native_handle().
 //     Move-only. The signals stay blocked after the set is gone.
-// Semantics: one wait at a time on a set; several sets may watch one
+// Semantics: one wait at a time on a set (a second one while another
+// waits: errc::connection_already_in_progress); several sets may watch one
 // signal (each pending signal is read by one of them); a signal that comes
 // while nobody waits stays pending and ends the next wait at once (the
 // kernel keeps one pending instance of each standard signal). close() from
