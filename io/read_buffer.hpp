@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace canopy::io::detail {
@@ -39,6 +40,28 @@ struct read_scan {
 class read_buffer {
  public:
   explicit read_buffer(std::size_t capacity);
+  // A moved-from buffer is empty (not holding positions into storage it
+  // no longer has), so a moved-from reader reads on as a new one would.
+  read_buffer(read_buffer&& other) noexcept
+      : storage_(std::move(other.storage_)),
+        begin_(std::exchange(other.begin_, 0)),
+        end_(std::exchange(other.end_, 0)),
+        initial_(other.initial_) {
+    other.storage_.clear();
+  }
+  read_buffer& operator=(read_buffer&& other) noexcept {
+    if (this != &other) {
+      storage_ = std::move(other.storage_);
+      other.storage_.clear();
+      begin_ = std::exchange(other.begin_, 0);
+      end_ = std::exchange(other.end_, 0);
+      initial_ = other.initial_;
+    }
+    return *this;
+  }
+  read_buffer(const read_buffer&) = default;
+  read_buffer& operator=(const read_buffer&) = default;
+  ~read_buffer() = default;
 
   [[nodiscard]] std::span<const std::byte> data() const noexcept {
     return std::span<const std::byte>(storage_).subspan(begin_, end_ - begin_);

@@ -109,3 +109,35 @@ TEST_CASE("fiber forms take chars as the task forms do: read_some and write_all 
     CHECK(std::string_view(back.data(), back.size()) == "span\nspa");
   });
 }
+
+TEST_CASE("a moved-from reader reads on as a new one would; the moved-to one keeps the bytes") {
+  const canopy::testing::watchdog guard("moved reader", 60);
+  on_each_backend([](executor& pool, tcp_stream& stream, int peer) {
+    send_text(peer, "one\ntwo\n");
+    // By value: the stream moves with the reader; the moved-from one has a
+    // closed stream and no bytes (it used to keep positions into a buffer
+    // it no longer had, and crashed in its next read).
+    buffered_reader owner(std::move(stream), 8);
+    CHECK(canopy::block_on(pool, owner.read_line(10)) == "one");
+    buffered_reader moved(std::move(owner));
+    std::error_code error;
+    // NOLINTNEXTLINE(bugprone-use-after-move): the moved-from state is the subject
+    CHECK_FALSE(canopy::block_on(pool, owner.read_line(10, error)));
+    CHECK(error == std::errc::bad_file_descriptor);
+    CHECK(owner.buffered().empty());
+    CHECK(canopy::block_on(pool, moved.read_line(10)) == "two");
+
+    // By reference: the moved-to reader has the bytes the other buffered,
+    // the moved-from one is empty and reads on from the stream.
+    send_text(peer, "three\n");
+    buffered_reader<tcp_stream&> first(moved.stream(), 4);
+    std::array<std::byte, 1> letter{};
+    canopy::block_on(pool, first.read_exact(letter));  // 't'; "hre" stays buffered
+    CHECK(letter[0] == std::byte{'t'});
+    buffered_reader<tcp_stream&> second(std::move(first));
+    CHECK(first.buffered().empty());  // NOLINT(bugprone-use-after-move)
+    CHECK(canopy::block_on(pool, second.read_line(10)) == "hree");
+    send_text(peer, "four\n");
+    CHECK(canopy::block_on(pool, first.read_line(10)) == "four");
+  });
+}

@@ -56,6 +56,8 @@
 //   buffered_reader<Stream>(stream, capacity = 4096): Stream a
 //     readable_stream, by value (moved in) or a reference type; the buffer
 //     starts at capacity (0 counts as 1) and grows for a long record.
+//     Movable between reads: a moved-from reader holds no bytes (one that
+//     owned its stream has a moved-from stream: bad_file_descriptor).
 //   stream() -> the stream (writes, shutdown, close; reading it directly
 //     skips what is buffered). buffered() -> the bytes read and not yet
 //     returned; consume(count) drops count of them (count <= their size).
