@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -67,12 +69,6 @@ task<void> wait_then_call(signal_set& set, std::function<void(int, std::error_co
 
 }  // namespace
 
-void detail::second_unbound_wait(std::error_code& error) noexcept {
-  if (error == std::errc::file_exists) {
-    error = std::make_error_code(std::errc::connection_already_in_progress);
-  }
-}
-
 ssize_t detail::read_signal(int fd) noexcept {
   signalfd_siginfo info{};
   const ssize_t got = ::read(fd, &info, sizeof info);
@@ -130,49 +126,101 @@ void signal_set::open_unbound(std::initializer_list<int> signals) {
   if (const int failed = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); failed != 0) {
     throw std::system_error(failed, std::system_category(), "canopy::io::signal_set");
   }
+  auto state = std::make_unique<detail::unbound_signal_state>();  // before the descriptor
   unbound_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (unbound_fd_ < 0) {
     throw std::system_error(errno, std::system_category(), "canopy::io::signal_set");
   }
+  unbound_ = std::move(state);
 }
 
 signal_set::signal_set(signal_set&& other) noexcept
-    : fd_(std::move(other.fd_)), unbound_fd_(std::exchange(other.unbound_fd_, -1)) {}
+    : fd_(std::move(other.fd_)),
+      unbound_fd_(std::exchange(other.unbound_fd_, -1)),
+      unbound_(std::move(other.unbound_)) {}
 
 signal_set& signal_set::operator=(signal_set&& other) noexcept {
   if (this != &other) {
     close();
     fd_ = std::move(other.fd_);
     unbound_fd_ = std::exchange(other.unbound_fd_, -1);
+    unbound_ = std::move(other.unbound_);
   }
   return *this;
 }
 
 void signal_set::close() noexcept {
   fd_.close();
-  if (unbound_fd_ >= 0) {
-    ::close(std::exchange(unbound_fd_, -1));
+  if (unbound_) {
+    // A wait in progress (on whichever reactor) loses its registration
+    // first: it ends with operation_canceled, and the descriptor is not
+    // closed while a reactor still watches it. Under the lock the wait's
+    // end takes too, so the registration is removed once.
+    const std::lock_guard<std::mutex> hold(unbound_->lock);
+    if (unbound_->owner != nullptr) {
+      std::exchange(unbound_->owner, nullptr)->remove(unbound_->id);
+    }
+    if (unbound_fd_ >= 0) {
+      ::close(std::exchange(unbound_fd_, -1));
+    }
   }
 }
 
+detail::unbound_signal_wait::unbound_signal_wait(signal_set& set, reactor& owner,
+                                                 std::error_code& error) noexcept
+    : state_(set.unbound_.get()) {
+  if (state_ == nullptr) {  // not a set made without a reactor, or moved from
+    error = std::make_error_code(std::errc::operation_canceled);
+    return;
+  }
+  const std::lock_guard<std::mutex> hold(state_->lock);
+  if (set.unbound_fd_ < 0) {  // closed before this wait: the same end as a close during it
+    error = std::make_error_code(std::errc::operation_canceled);
+    return;
+  }
+  if (state_->owner != nullptr) {  // one wait at a time, as on a set with a reactor
+    error = std::make_error_code(std::errc::connection_already_in_progress);
+    return;
+  }
+  reg_ = registration(owner, set.unbound_fd_, interest::readable, error);
+  if (error) {
+    return;
+  }
+  fd_ = set.unbound_fd_;
+  state_->owner = reg_.owner();
+  state_->id = reg_.id();
+}
+
+detail::unbound_signal_wait::~unbound_signal_wait() {
+  if (state_ == nullptr) {
+    return;
+  }
+  const std::lock_guard<std::mutex> hold(state_->lock);
+  // Ours unless a close() removed it (a later wait may have registered since).
+  if (reg_.valid() && state_->owner == reg_.owner() && state_->id.slot == reg_.id().slot &&
+      state_->id.generation == reg_.id().generation) {
+    state_->owner = nullptr;
+  }
+  reg_.reset();  // a no-op after close() removed it (the id is stale)
+}
+
 task<int> signal_set::wait(std::error_code& error) {
+  if (unbound_) {
+    // Registered for this wait only (see Binding in signal.hpp); removed
+    // when the frame ends, or by a close() meanwhile, before the
+    // descriptor is closed.
+    const detail::unbound_signal_wait here(*this, reactor::current(), error);
+    if (error) {
+      co_return 0;
+    }
+    const detail::io_result got = co_await canopy::wait_on(
+        detail::readiness_op(here.reg(), direction::read, signal_attempt(here.fd())));
+    error = got.error;
+    co_return error ? 0 : static_cast<int>(got.count);
+  }
   if (!is_open()) {  // closed before this wait: the same end as a close during it
     error = std::make_error_code(std::errc::operation_canceled);
     co_return 0;
-  }
-  if (unbound_fd_ >= 0) {
-    // Registered for this wait only (see Binding in signal.hpp); removed
-    // when the frame ends, before any close() of the descriptor.
-    const int fd = unbound_fd_;
-    const registration here(reactor::current(), fd, interest::readable, error);
-    if (error) {
-      detail::second_unbound_wait(error);
-      co_return 0;
-    }
-    const detail::io_result got =
-        co_await canopy::wait_on(detail::readiness_op(here, direction::read, signal_attempt(fd)));
-    error = got.error;
-    co_return error ? 0 : static_cast<int>(got.count);
   }
   const detail::io_result got = co_await canopy::wait_on(
       detail::readiness_op(fd_.reg(), direction::read, signal_attempt(fd_.fd())));

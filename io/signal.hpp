@@ -41,11 +41,13 @@
 //
 // Threads: one wait at a time on a set (from a task, a fiber, or the
 // callback form; a second one while another waits ends at once with
-// errc::connection_already_in_progress); close() from any thread, not while another thread still
-// uses the object. Closing a set made without a reactor while one of its
-// waits waits is for the waiting thread only: from elsewhere, cancel the
-// waiting task instead (its wait ends and the set stays usable).
-// async_wait's set must outlive the callback's run.
+// errc::connection_already_in_progress); close() from any thread, not while
+// another thread is inside a call on the set other than a waiting wait:
+// that wait (task, fiber or async_wait's) ends with operation_canceled, on
+// a set made with a reactor or without one (whose waits register it: close
+// removes the registration of the wait in progress first, under a lock
+// the wait's end takes too). async_wait's set must outlive the callback's
+// run.
 #pragma once
 
 #include <sys/types.h>
@@ -54,6 +56,8 @@
 #include <csignal>
 #include <functional>
 #include <initializer_list>
+#include <memory>
+#include <mutex>
 #include <system_error>
 
 #include "../coroutine/task.hpp"
@@ -62,6 +66,20 @@
 #include "reactor.hpp"
 
 namespace canopy::io {
+
+class signal_set;
+
+namespace detail {
+class unbound_signal_wait;
+// What a set made without a reactor shares with its wait in progress: the
+// wait's registration, so that close() removes it (waking the wait with
+// operation_canceled) before it closes the descriptor, from any thread.
+struct unbound_signal_state {
+  std::mutex lock;
+  reactor* owner = nullptr;  // the registration of the wait in progress, if any
+  reactor::registration_id id{};
+};
+}  // namespace detail
 
 // Block `signals` in the calling thread (pthread_sigmask); threads created
 // afterwards inherit the mask. Errors: as signal_set's bad input.
@@ -111,22 +129,38 @@ class signal_set {
   [[nodiscard]] const registration& reg() const noexcept { return fd_.reg(); }
 
  private:
+  friend class detail::unbound_signal_wait;
   void open_unbound(std::initializer_list<int> signals);
 
   detail::owned_socket fd_;  // the signalfd of a set made with a reactor
   int unbound_fd_ = -1;      // the signalfd of a set made without one
+  std::unique_ptr<detail::unbound_signal_state> unbound_;  // made without one: its wait
 };
 
 namespace detail {
 // One read of a signalfd: the signal's number, or -1 with errno (the
 // attempt the task, fiber and callback forms share).
 ssize_t read_signal(int fd) noexcept;
-// A wait on a set made without a reactor whose registration failed: its
-// descriptor registered already means another wait on the set is in
-// progress (one at a time), which is errc::connection_already_in_progress,
-// as a second wait on a set with a reactor (or on a stream) gets, not
-// file_exists.
-void second_unbound_wait(std::error_code& error) noexcept;
+// One wait's registration of a set made without a reactor (the task and
+// fiber forms of wait()), noted in the set's state while it lasts.
+class unbound_signal_wait {
+ public:
+  // Registers the set's descriptor with `owner`. Fails (`error` set, reg()
+  // empty) with operation_canceled on a closed set, and with
+  // connection_already_in_progress while another wait of the set waits.
+  unbound_signal_wait(signal_set& set, reactor& owner, std::error_code& error) noexcept;
+  ~unbound_signal_wait();
+  unbound_signal_wait(const unbound_signal_wait&) = delete;
+  unbound_signal_wait& operator=(const unbound_signal_wait&) = delete;
+
+  [[nodiscard]] const registration& reg() const noexcept { return reg_; }
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+
+ private:
+  unbound_signal_state* state_;
+  registration reg_;
+  int fd_ = -1;
+};
 }  // namespace detail
 
 }  // namespace canopy::io

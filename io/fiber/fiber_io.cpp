@@ -288,23 +288,25 @@ void write_all(unix_stream& stream, std::span<const std::span<const std::byte>> 
 // ---- signals
 
 int wait(signal_set& set, std::error_code& error) {
+  if (!set.reg().valid() && set.is_open()) {
+    // A set made without a reactor: registered for this wait only (and
+    // removed by a close() meanwhile), as the task form's.
+    const io::detail::unbound_signal_wait here(set, reactor::current(), error);
+    if (error) {
+      return 0;
+    }
+    const int fd = here.fd();
+    const io_result got = fiber_io(here.reg(), direction::read,
+                                   [fd]() noexcept { return io::detail::read_signal(fd); });
+    error = got.error;
+    return error ? 0 : static_cast<int>(got.count);
+  }
   if (!set.is_open()) {  // closed before this wait: the same end as a close during it
     error = std::make_error_code(std::errc::operation_canceled);
     return 0;
   }
   const int fd = set.native_handle();
   const auto attempt = [fd]() noexcept { return io::detail::read_signal(fd); };
-  if (!set.reg().valid() && set.is_open()) {
-    // A set made without a reactor: registered for this wait only.
-    const registration here(reactor::current(), fd, interest::readable, error);
-    if (error) {
-      io::detail::second_unbound_wait(error);
-      return 0;
-    }
-    const io_result got = fiber_io(here, direction::read, attempt);
-    error = got.error;
-    return error ? 0 : static_cast<int>(got.count);
-  }
   const io_result got = fiber_io(set.reg(), direction::read, attempt);
   error = got.error;
   return error ? 0 : static_cast<int>(got.count);

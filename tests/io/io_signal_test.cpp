@@ -363,3 +363,62 @@ TEST_CASE("signal_set: a second wait while one waits is connection_already_in_pr
   }
   CHECK(open_fd_count() == fds_before);
 }
+
+TEST_CASE("signal_set made without a reactor: close() from another thread ends its wait") {
+  block_test_signals();  // before any thread: the watchdog's too
+  const canopy::testing::watchdog guard("signal unbound close", 30);
+  const std::size_t fds_before = open_fd_count();
+  {
+    // Before the executor, so that a wait the close missed (the bug) is
+    // destroyed with the executor before its set is.
+    signal_set tasked{SIGUSR1};
+    signal_set fibered{SIGUSR1};
+    signal_set called{SIGUSR2};
+    executor pool(io_config(2));
+
+    std::atomic<bool> began{false};
+    auto waiter = pool.spawn([](signal_set* set, std::atomic<bool>* started) -> task<std::error_code> {
+      started->store(true);
+      std::error_code error;
+      CHECK(co_await set->wait(error) == 0);
+      co_return error;
+    }(&tasked, &began));
+    REQUIRE(wait_for(began));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it waits
+    std::thread([&tasked] { tasked.close(); }).join();
+    REQUIRE(waiter.wait_for(std::chrono::seconds(5)));
+    CHECK(waiter.get() == std::errc::operation_canceled);
+
+    began.store(false);
+    auto fiber = pool.spawn(canopy::fiber([&fibered, &began] {
+      began.store(true);
+      std::error_code error;
+      CHECK(canopy::this_fiber::wait(fibered, error) == 0);
+      return error;
+    }));
+    REQUIRE(wait_for(began));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::thread([&fibered] { fibered.close(); }).join();
+    REQUIRE(fiber.wait_for(std::chrono::seconds(5)));
+    CHECK(fiber.get() == std::errc::operation_canceled);
+
+    // async_wait: its task cannot be cancelled by the caller, so close()
+    // is the only way to end it; the callback runs with operation_canceled.
+    std::atomic<bool> ran{false};
+    std::atomic<int> code{-1};
+    called.async_wait(pool, [&ran, &code](int number, std::error_code error) {
+      CHECK(number == 0);
+      code.store(error.value());
+      ran.store(true);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    called.close();  // from this thread, not the callback's
+    REQUIRE(wait_for(ran));
+    CHECK(code.load() == ECANCELED);
+    // A closed set answers at once.
+    std::error_code error;
+    CHECK(called.try_wait(error) == 0);
+    CHECK(error == std::errc::operation_canceled);
+  }
+  CHECK(open_fd_count() == fds_before);
+}

@@ -55,10 +55,11 @@
 // signal (each pending signal is read by one of them); a signal that comes
 // while nobody waits stays pending and ends the next wait at once (the
 // kernel keeps one pending instance of each standard signal). close() from
-// any thread, not while another thread is inside a call on the set; a set
-// made without a reactor is closed during a wait only by the waiting
-// thread: from elsewhere cancel the waiting task (its wait ends, the set
-// stays usable). EAGAIN and EINTR never surface. Link canopy.
+// any thread, not while another thread is inside a call on the set other
+// than a waiting wait, which then ends with errc::operation_canceled (a
+// set made with or without a reactor; async_wait's callback then runs
+// with it). Cancelling the waiting task also ends its wait, and the set
+// stays usable. EAGAIN and EINTR never surface. Link canopy.
 #pragma once
 
 #include "../detail/io/signal.hpp"
