@@ -206,8 +206,13 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
         // complete, and still go out first (a cancel does not come here).
         // Where there are none, or its streamed head went out already (the
         // answer must not look complete), the close is at once, as it was.
+        // A streamed head that never went out (HEAD, a 204 head: the writes
+        // were refused) is dropped with the rest of its answer.
+        if (sink.head_sent) {
+          std::rethrow_exception(failure);
+        }
         output.resize(start);
-        if (sink.streamed || output.empty()) {
+        if (output.empty()) {
           std::rethrow_exception(failure);
         }
         handler_failure = failure;
@@ -229,6 +234,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
         // to a head); a close it announced, or a drain since, ends the
         // connection after its last chunk.
         sink.streamed = false;
+        sink.head_sent = false;
         closing = closing || sink.close;
         if (sink.outcome != flush_outcome::sent) {
           broken = sink.outcome;

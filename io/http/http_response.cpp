@@ -107,6 +107,7 @@ task<bool> response_writer::write(std::string_view piece) {
   if (sink_->out->empty()) {
     co_return true;
   }
+  sink_->head_sent = true;
   const detail::flush_outcome sent = co_await sink_->send(sink_->connection, *sink_->out);
   if (sent != detail::flush_outcome::sent) {
     sink_->outcome = sent;

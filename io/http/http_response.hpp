@@ -82,9 +82,13 @@ struct body_sink {
   int fd = -1;                 // reset when a close-delimited body is cut short
   const std::stop_token* stop = nullptr;
   // Set by the writer: the head went into `out` (the connection appends no
-  // answer of its own); the connection closes after it; a send failed
-  // (failed, or stalled past the write timeout: the connection ends).
+  // answer of its own); a send of it began (the head left, or is leaving,
+  // for the socket: until then, as for HEAD or a 204 head, it waits in
+  // `out` behind the answers before it and a throw can still drop it); the
+  // connection closes after it; a send failed (failed, or stalled past the
+  // write timeout: the connection ends).
   bool streamed = false;
+  bool head_sent = false;
   bool close = false;
   flush_outcome outcome = flush_outcome::sent;
 };
