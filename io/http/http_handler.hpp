@@ -138,9 +138,11 @@ class handler {
   call_type call_ = nullptr;
 };
 
-// Method and path to handler. A path ending in '*' matches every target that
-// starts with what comes before the '*'; any other matches the target's path
-// (before '?') exactly. The first route added that matches wins. A target
+// Method and path to handler. A path ending in '*' matches every target path
+// that starts with what comes before the '*'; any other matches the target's
+// path exactly. The target's path: before '?'; of an absolute-form target
+// ("http://host/p?q", RFC 9112 3.2.2), what follows the authority ("/" if
+// nothing does). The first route added that matches wins. A target
 // no route's path matches gets 404; one whose path matches but not its
 // method gets 405 with an Allow field naming the methods that would (GET
 // also allows HEAD). Routes are added before serving; the router is then

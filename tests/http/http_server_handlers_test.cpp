@@ -255,6 +255,36 @@ TEST_CASE("http handlers: curl through the router, one connection for three requ
         "Method Not Allowed code=405\n");
 }
 
+TEST_CASE("http handlers: the router routes an absolute-form target by its path") {
+  // RFC 9112 3.2.2: a server accepts the absolute-form (what a client
+  // sends through a proxy); the target's path is what follows the authority.
+  const watchdog guard("http handlers: absolute-form", 60 * timeout_scale());
+  http::router routes;
+  routes.get("/hits", [](const http::request& req) { return "hits " + std::string(req.target); })
+      .get("/", [](const http::request&) { return std::string("root"); })
+      .get("/files/*", [](const http::request&) { return std::string("file"); });
+  stoppable_server server({}, std::move(routes));
+  raw_client client(server.port());
+  client.send(get("http://example.test/hits?x=1") + get("HTTP://example.test:8080/files/a") +
+              get("http://example.test") + get("https://example.test?q") +
+              get("http://example.test/hits", "POST") + get("http://example.test/nope"));
+  REQUIRE(read_answers(client, 6));
+  const std::string& got = client.received;
+  CHECK(got.find("\r\n\r\nhits http://example.test/hits?x=1HTTP/1.1 200 OK\r\n") !=
+        std::string::npos);  // the target as it came
+  CHECK(got.find("\r\n\r\nfileHTTP/1.1 200 OK\r\n") != std::string::npos);
+  CHECK(got.find("\r\n\r\nrootHTTP/1.1 200 OK\r\n") != std::string::npos);    // an empty path: "/"
+  CHECK(got.find("\r\n\r\nrootHTTP/1.1 405 Method") != std::string::npos);    // "?q": "/" too
+  CHECK(got.find("Allow: GET, HEAD\r\n\r\nMethod Not AllowedHTTP/1.1 404 Not Found") !=
+        std::string::npos);
+  // curl through a proxy (-x) sends the absolute-form.
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(server.port());
+  child_process curl({"curl", "--silent", "--show-error", "--max-time", "20", "--proxy", proxy,
+                      "--write-out", " code=%{http_code}\n", "http://example.test/hits"});
+  CHECK(curl.wait(30) == 0);
+  CHECK(curl.output() == "hits http://example.test/hits code=200\n");
+}
+
 std::atomic<int> reported_failures{0};
 
 TEST_CASE("http handlers: a coroutine handler's exception ends its connection, reported") {

@@ -129,9 +129,11 @@
 //                    std::function): serve() and serve_connection() throw
 //                    std::invalid_argument;
 //   router           add(method, path, handler), get(path, h), post(path, h):
-//                    a path matches the target's path (before '?') exactly,
-//                    or, ending in '*', every path that starts with what
-//                    precedes it; the first route added that matches wins
+//                    a path matches the target's path (before '?'; of an
+//                    absolute-form target, "http://host/p?q" as sent
+//                    through a proxy, the part after the authority, "/" if
+//                    none) exactly, or, ending in '*', every path that
+//                    starts with what precedes it; the first route added that matches wins
 //                    (GET routes answer HEAD too). No path matches: 404; a
 //                    path matches but not the method: 405 with an Allow
 //                    field. Routes are added before serving (not thread-safe
