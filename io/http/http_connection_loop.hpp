@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -121,9 +122,15 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   }
   // The head and the largest body, and room to read a chunked body's last
   // chunk and trailers into (its framing is dropped as it is decoded, but
-  // needs room to arrive in).
-  const std::size_t buffer_limit =
-      options.limits.max_head_bytes + options.limits.max_body_bytes + 4096;
+  // needs room to arrive in). Saturating: a limit of SIZE_MAX (no limit)
+  // must not wrap the sum around to a few KiB, a buffer that fills before
+  // the body is in (its read then has no room and ends the connection).
+  const auto saturating_add = [](std::size_t a, std::size_t b) noexcept {
+    return a > std::numeric_limits<std::size_t>::max() - b ? std::numeric_limits<std::size_t>::max()
+                                                           : a + b;
+  };
+  const std::size_t buffer_limit = saturating_add(
+      saturating_add(options.limits.max_head_bytes, options.limits.max_body_bytes), 4096);
   input_buffer input(std::min<std::size_t>(4096, buffer_limit));
   std::string output;
   request req;

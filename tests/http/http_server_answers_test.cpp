@@ -12,6 +12,7 @@
 #include <canopy/io.hpp>
 #include <canopy/io/http.hpp>
 #include <charconv>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -239,6 +240,33 @@ TEST_CASE("http answers: two Host fields or an invalid Host get 400; none is ser
     const std::string got =
         exchange(server.port(), std::string(head) + "Connection: close\r\n\r\n");
     CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+  }
+}
+
+TEST_CASE("http answers: limits at SIZE_MAX (no limit) serve a body larger than the defaults") {
+  // The connection's buffer holds the head and the body: its size is the
+  // sum of the two limits, which must not wrap around to a few KiB (the
+  // connection then closed without an answer once its buffer was full).
+  const watchdog guard("http answers: limits at SIZE_MAX", 60 * timeout_scale());
+  constexpr std::size_t no_limit = std::numeric_limits<std::size_t>::max();
+  for (const bool head_too : {false, true}) {
+    CAPTURE(head_too);
+    http::server_options options = with_body_limit(no_limit);
+    if (head_too) {
+      options.limits.max_head_bytes = no_limit;
+    }
+    http_test_server server(options, [](const http::request& req) {
+      return std::to_string(req.body.size());
+    });
+    const std::string body(3 << 20, 'b');  // 3 MiB: over the default limit too
+    for (const std::string& framing :
+         {"Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body,
+          "Transfer-Encoding: chunked\r\n\r\n300000\r\n" + body + "\r\n0\r\n\r\n"}) {
+      const std::string got =
+          exchange(server.port(), "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + framing);
+      CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+      CHECK(got.ends_with("\r\n\r\n3145728"));
+    }
   }
 }
 

@@ -141,7 +141,8 @@
 //                    empty method, a path not starting with '/', an empty
 //                    handler. A router is a handler (std::move it in);
 //   server_options   limits (max_head_bytes 8192, max_headers 64,
-//                    max_body_bytes 1 MiB), request_timeout (10 s),
+//                    max_body_bytes 1 MiB; a byte limit at SIZE_MAX: no
+//                    limit but memory), request_timeout (10 s),
 //                    write_timeout (30 s), drain_timeout (5 s); each timeout
 //                    positive (milliseconds::max(): no limit), else
 //                    std::invalid_argument naming the field; max_headers at
