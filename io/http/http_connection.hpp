@@ -141,6 +141,15 @@ inline bool announces_close(std::string_view head) noexcept {
   return announced;
 }
 
+// Whether `pending`, the bytes read and not answered, holds no byte of a
+// request: nothing, or only the empty lines (CRLF; at most the two the
+// parser skips, RFC 9112 2.2) that some clients send after a body. Such a
+// connection is idle between requests: a quiet close at request_timeout
+// (not a 408 nobody asked for) and the drain's close at once.
+[[nodiscard]] inline bool holds_no_request(std::string_view pending) noexcept {
+  return std::string_view("\r\n\r\n").starts_with(pending);
+}
+
 // Whether the incomplete request at the front of `pending` has its whole
 // head and asks `Expect: 100-continue` (RFC 9110 10.1.1): such a client
 // waits for an interim `100 Continue` before it sends the body (curl does

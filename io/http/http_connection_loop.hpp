@@ -295,7 +295,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
     // request has not arrived: the stream's read waits for its edge without
     // spending a recv on EAGAIN; a ready socket is read without arming the
     // timer.
-    const bool idle = input.pending().empty();
+    const bool idle = holds_no_request(input.pending());
     if (idle && idle_closer) {
       watch.idle.store(true, canopy::detail::atomics::relaxed);
       canopy::detail::atomics::fence_seq_cst();  // pairs with close_if_idle's fence
@@ -313,7 +313,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
       watch.idle.store(false, canopy::detail::atomics::relaxed);
     }
     if (!arrived) {
-      if (input.pending().empty()) {
+      if (holds_no_request(input.pending())) {
         // Idle between requests (or since the accept): close quietly, as
         // nginx does; a 408 nobody asked for would be read by the
         // client as the answer to the next request it sends.

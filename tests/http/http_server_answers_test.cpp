@@ -270,6 +270,44 @@ TEST_CASE("http answers: limits at SIZE_MAX (no limit) serve a body larger than 
   }
 }
 
+TEST_CASE("http answers: an empty line after a request is no request begun (idle: no 408)") {
+  // RFC 9112 2.2: empty lines before a request line are ignored, and some
+  // clients send a CRLF after a POST body. A connection holding only that
+  // is idle: closed quietly at request_timeout, and at once by a drain.
+  const watchdog guard("http answers: a CRLF after a request", 60 * timeout_scale());
+  http::server_options options;
+  options.request_timeout = 300ms;
+  stoppable_server server(options, [](const http::request& req) {
+    return std::to_string(req.body.size());
+  });
+  const http::server_counters before = http::counters();
+  const std::string post = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc";
+  const std::string answer =
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Type: text/plain\r\n\r\n3";
+  for (const std::string_view after : {"\r\n", "\r\n\r\n"}) {
+    raw_client client(server.port());
+    client.send(post + std::string(after));
+    CHECK(client.read_to_eof());
+    CHECK(client.received == answer);  // no 408 after it
+  }
+  CHECK(eventually([&] { return http::counters().idle_closes >= before.idle_closes + 2; }));
+  CHECK(http::counters().timeouts == before.timeouts);
+  // The empty line, then a request: served as usual.
+  raw_client later(server.port());
+  later.send(post + "\r\n");
+  CHECK(later.read_until(answer));
+  later.send(post);
+  CHECK(later.read_until(answer + answer));
+  // A drain closes such a connection at once, as an idle one.
+  raw_client draining(server.port());
+  draining.send(post + "\r\n");
+  CHECK(draining.read_until(answer));
+  server.stop();
+  CHECK(server.returned_within(200ms));
+  CHECK(draining.read_to_eof());
+  CHECK(draining.received == answer);
+}
+
 TEST_CASE("http answers: max_headers over the parser's capacity is refused, not capped") {
   const watchdog guard("http answers: max_headers", 60 * timeout_scale());
   executor pool(io_config(1));
