@@ -10,14 +10,19 @@ namespace canopy::io::http {
 // The phrases of the IANA HTTP Status Code Registry: RFC 9110 15 (413 and
 // 422 by its names, not the older "Payload Too Large", "Unprocessable
 // Entity"), RFC 6585 (428, 429, 431, 511), RFC 7725 (451), RFC 8470 (425),
-// WebDAV's (423, 424, 507, 508), RFC 2295 (506). 306 and 418 are
-// registered as unused.
+// WebDAV's (102, 207, 208, 423, 424, 507, 508), RFC 8297 (103), RFC 3229
+// (226), RFC 2295 (506), RFC 2774 (510, marked obsoleted but registered).
+// 306 and 418 are registered as unused; 104 only temporarily.
 std::string_view reason_of(int status) noexcept {
   switch (status) {
     case 100:
       return "Continue";
     case 101:
       return "Switching Protocols";
+    case 102:
+      return "Processing";
+    case 103:
+      return "Early Hints";
     case 200:
       return "OK";
     case 201:
@@ -32,6 +37,12 @@ std::string_view reason_of(int status) noexcept {
       return "Reset Content";
     case 206:
       return "Partial Content";
+    case 207:
+      return "Multi-Status";
+    case 208:
+      return "Already Reported";
+    case 226:
+      return "IM Used";
     case 300:
       return "Multiple Choices";
     case 301:
@@ -122,6 +133,8 @@ std::string_view reason_of(int status) noexcept {
       return "Insufficient Storage";
     case 508:
       return "Loop Detected";
+    case 510:
+      return "Not Extended";
     case 511:
       return "Network Authentication Required";
     default:
