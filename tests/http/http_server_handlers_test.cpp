@@ -273,8 +273,8 @@ TEST_CASE("http handlers: the router routes an absolute-form target by its path"
   CHECK(got.find("\r\n\r\nhits http://example.test/hits?x=1HTTP/1.1 200 OK\r\n") !=
         std::string::npos);  // the target as it came
   CHECK(got.find("\r\n\r\nfileHTTP/1.1 200 OK\r\n") != std::string::npos);
-  CHECK(got.find("\r\n\r\nrootHTTP/1.1 200 OK\r\n") != std::string::npos);    // an empty path: "/"
-  CHECK(got.find("\r\n\r\nrootHTTP/1.1 405 Method") != std::string::npos);    // "?q": "/" too
+  CHECK(got.find("\r\n\r\nrootHTTP/1.1 200 OK\r\n") != std::string::npos);  // an empty path: "/"
+  CHECK(got.find("\r\n\r\nrootHTTP/1.1 405 Method") != std::string::npos);  // "?q": "/" too
   CHECK(got.find("Allow: GET, HEAD\r\n\r\nMethod Not AllowedHTTP/1.1 404 Not Found") !=
         std::string::npos);
   // curl through a proxy (-x) sends the absolute-form.

@@ -301,11 +301,12 @@ TEST_CASE("http stream: a throw whose head never went out still lets the answers
     throw std::runtime_error("after a refused write");
   };
   routes.get("/refused", refused_then_throw)
-      .get("/no-content", [refused_then_throw](const http::request& req,
-                                               http::response_writer& body) -> task<void> {
-        body.head().status = 204;
-        return refused_then_throw(req, body);
-      });
+      .get("/no-content",
+           [refused_then_throw](const http::request& req,
+                                http::response_writer& body) -> task<void> {
+             body.head().status = 204;
+             return refused_then_throw(req, body);
+           });
   stoppable_server server({}, std::move(routes), counting_failures());
   const std::string plain =
       "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nplain";
