@@ -36,11 +36,12 @@
 //     limits.max_body_bytes the 413 (the body is never asked for);
 //   * a malformed request (also a bare LF line ending, or a byte of 0x80
 //     and above in the target: http_parser.hpp; a malformed chunk;
-//     Transfer-Encoding with Content-Length or in HTTP/1.0; an HTTP/1.1
-//     request without Host, any with two or an invalid one): `400 Bad
-//     Request` with `Connection: close`, then the connection is closed; a
-//     body over limits.max_body_bytes (a Content-Length over it, decided
-//     from the head; a chunked body once its decoded size would pass it):
+//     Transfer-Encoding with Content-Length or in HTTP/1.0; a request
+//     with two Host fields or an invalid one, while one without Host is
+//     served, HTTP/1.1 too): `400 Bad Request` with `Connection: close`,
+//     then the connection is closed; a body over limits.max_body_bytes (a
+//     Content-Length over it, decided from the head; a chunked body once
+//     its decoded size would pass it):
 //     `413 Content Too Large`, the same way; a head over the limits
 //     (max_head_bytes, max_headers; also a chunked body's trailers): `431
 //     Request Header Fields Too Large`, the same way; a transfer coding
