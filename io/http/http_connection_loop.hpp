@@ -135,13 +135,23 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   std::string output;
   request req;
   request_reader reader(options.limits);
-  // Counted however the connection ends (also when shutdown destroys it).
+  // The requests answered, added to counters() once a batch of answers is
+  // ready (one shared add a write, not one a request, and none for a
+  // connection that only waits), so that counters() is current while
+  // connections stay open; the rest however the connection ends (also
+  // when shutdown destroys it).
   struct tally_on_exit {
     std::uint64_t served = 0;
     tally_on_exit() = default;
     tally_on_exit(const tally_on_exit&) = delete;
     tally_on_exit& operator=(const tally_on_exit&) = delete;
-    ~tally_on_exit() { add(connection_totals.requests, served); }
+    ~tally_on_exit() { flush(); }
+    void flush() noexcept {
+      if (served != 0) {
+        add(connection_totals.requests, served);
+        served = 0;
+      }
+    }
   } tally;
   auto deadline = deadline_after(options.request_timeout);
   bool closing = false;
@@ -249,6 +259,7 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
         }
       }
     }
+    tally.flush();
     if (broken != flush_outcome::sent) {
       if (broken == flush_outcome::stalled) {
         add(connection_totals.write_timeouts, 1);

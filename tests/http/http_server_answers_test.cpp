@@ -332,6 +332,24 @@ TEST_CASE("http answers: an empty line after a request is no request begun (idle
   CHECK(draining.received == answer);
 }
 
+TEST_CASE("http answers: counters() counts the requests of a connection still open") {
+  // A stats page read over keep-alive (or while clients stay connected)
+  // sees the requests answered so far, not only those of closed connections.
+  const watchdog guard("http answers: counters while open", 60 * timeout_scale());
+  http_test_server server({}, [](const http::request&) { return std::string("x"); });
+  const http::server_counters before = http::counters();
+  raw_client client(server.port());
+  const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string answer =
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Type: text/plain\r\n\r\nx";
+  client.send(get + get);
+  CHECK(client.read_until(answer + answer));
+  client.send(get);
+  CHECK(client.read_until(answer + answer + answer));
+  CHECK(eventually([&] { return http::counters().requests >= before.requests + 3; }, 2));
+  CHECK(http::counters().connections == before.connections + 1);
+}
+
 TEST_CASE("http answers: max_headers over the parser's capacity is refused, not capped") {
   const watchdog guard("http answers: max_headers", 60 * timeout_scale());
   executor pool(io_config(1));

@@ -149,9 +149,10 @@
 //                    most 64 (request::header_capacity: the parsed fields
 //                    live in a fixed array, no allocation per request),
 //                    else std::invalid_argument naming the cap;
-//   server_counters  counters(): connections, requests, bad_requests,
-//                    timeouts (408), idle_closes, write_timeouts, over the
-//                    process (relaxed reads).
+//   server_counters  counters(): connections, requests (each once its
+//                    answer is ready to go out, also on a connection still
+//                    open), bad_requests, timeouts (408), idle_closes,
+//                    write_timeouts, over the process (relaxed reads).
 // Calls:
 //   serve(listener, options, handler, stop_token = {}) -> task<error_code>:
 //     accepts until the stop (never, without a stop source), one child task
