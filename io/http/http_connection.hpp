@@ -158,6 +158,10 @@ inline bool announces_close(std::string_view head) noexcept {
 // limits included, so the body is wanted. HTTP/1.1 only: a 1.0 client
 // knows no interim answers.
 inline bool expects_continue(std::string_view pending) noexcept {
+  // The empty lines the parser skips before a request line (RFC 9112 2.2).
+  for (int skipped = 0; skipped < 2 && pending.starts_with("\r\n"); ++skipped) {
+    pending.remove_prefix(2);
+  }
   const std::size_t head_end = pending.find("\r\n\r\n");
   if (head_end == std::string_view::npos) {
     return false;

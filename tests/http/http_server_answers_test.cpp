@@ -322,6 +322,11 @@ TEST_CASE("http answers: an empty line after a request is no request begun (idle
   CHECK(later.read_until(answer));
   later.send(post);
   CHECK(later.read_until(answer + answer));
+  // ... one asking Expect: 100-continue too (its head after the empty line).
+  later.send("\r\nPOST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+  CHECK(later.read_until(answer + answer + "HTTP/1.1 100 Continue\r\n\r\n"));
+  later.send("abc");
+  CHECK(later.read_until(answer + answer + "HTTP/1.1 100 Continue\r\n\r\n" + answer));
   // A drain closes such a connection at once, as an idle one.
   raw_client draining(server.port());
   draining.send(post + "\r\n");
