@@ -14,8 +14,13 @@
 //   int fd()                       the socket (the idle watch shuts its
 //                                  reading side; a cut-short streamed
 //                                  answer resets it);
-//   co_await start() -> bool       before the first request (the TLS
-//                                  handshake); false: close quietly;
+//   co_await start(watch, stop) -> bool   before the first request (the
+//                                  TLS handshake); false: close quietly
+//                                  (the stream closes with the loop's
+//                                  frame). A start that waits for the
+//                                  client's first bytes marks `watch` idle
+//                                  meanwhile, as the loop's reads do, so
+//                                  the drain's close_if_idle ends it;
 //   co_await write(bytes, error): every byte, or an error; the stream's
 //                                  write_all_within, bounded by the
 //                                  write timeout (std::errc::timed_out:
@@ -117,8 +122,18 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   check_serving(options, respond);
   add(connection_totals.connections, 1);
   Link link(stream, options);
-  if (!co_await link.start()) {
-    co_return;  // the link closed the stream
+  // A stop (serve()'s drain) closes a connection idle between requests, or
+  // since its accept, at once: close_if_idle shuts its reading side while
+  // the watch says idle (before the first request, also during start()).
+  idle_watch watch{.fd = link.fd()};
+  std::optional<std::stop_callback<close_if_idle>> idle_closer;
+  if (stop.stop_possible()) {
+    idle_closer.emplace(stop, close_if_idle{&watch});
+  }
+  if (!co_await link.start(watch, stop)) {
+    // The stream closes with this frame, after the idle closer (a local)
+    // is gone: a close_if_idle never shuts a descriptor reused since.
+    co_return;
   }
   // The head and the largest body, and room to read a chunked body's last
   // chunk and trailers into (its framing is dropped as it is decoded, but
@@ -161,11 +176,6 @@ task<void> run_connection(typename Link::stream_type stream, server_options opti
   bool refused = false;     // an error answer to a request whose rest may still arrive
   std::exception_ptr handler_failure;          // rethrown once the answers before it went out
   flush_outcome broken = flush_outcome::sent;  // a streamed answer's send that failed
-  idle_watch watch{.fd = link.fd()};
-  std::optional<std::stop_callback<close_if_idle>> idle_closer;
-  if (stop.stop_possible()) {
-    idle_closer.emplace(stop, close_if_idle{&watch});
-  }
   body_sink sink{.send = &send_through<Link>,
                  .connection = &link,
                  .out = &output,

@@ -38,7 +38,11 @@ class tcp_link {
       : stream_(&stream), stall_limit_(options.write_timeout) {}
 
   [[nodiscard]] int fd() const noexcept { return stream_->native_handle(); }
-  [[nodiscard]] static detail::ready_value<bool> start() noexcept { return {true}; }
+  // Nothing before the first request: the loop's first read is its idle wait.
+  [[nodiscard]] static detail::ready_value<bool> start(detail::idle_watch& /*watch*/,
+                                                       const std::stop_token& /*stop*/) noexcept {
+    return {true};
+  }
   task<void> write(std::span<const std::byte> bytes, std::error_code& error) {
     return stream_->write_all_within(bytes, stall_limit_, error);
   }

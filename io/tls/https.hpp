@@ -19,7 +19,8 @@ task<std::error_code> serve(tcp_listener& listener, tls_context context, server_
 
 // One TLS connection, from its handshake (bounded by
 // options.request_timeout; a failed or late one closes the connection
-// quietly) until it ends, as the plain serve_connection says (streamed
+// quietly, and a stop closes at once one whose client has sent nothing
+// yet, as an idle one) until it ends, as the plain serve_connection says (streamed
 // answers included): a write ends the connection once the socket took
 // nothing for write_timeout (each send that makes progress starts the
 // limit again) with a reset, as the plain server's does (the unsent

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "../../atomics/atomics.hpp"
 #include "../../coroutine/spawn.hpp"
 #include "../http/http_connection_loop.hpp"
 #include "../timer/timer_wait.hpp"
@@ -25,6 +26,17 @@ using clock = std::chrono::steady_clock;
 using detail::flush_outcome;
 
 constexpr auto unbounded = std::chrono::milliseconds::max();
+
+// What is left until `deadline` (time_point::max(): unbounded; past: zero,
+// which within() takes for a timeout).
+std::chrono::milliseconds remaining(clock::time_point deadline) noexcept {
+  if (deadline == clock::time_point::max()) {
+    return unbounded;
+  }
+  const clock::time_point now = clock::now();
+  return deadline <= now ? std::chrono::milliseconds::zero()
+                         : std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+}
 
 // `work` within `limit` (unbounded: no timer); false on the timeout, after
 // which the stream is unusable if it was mid-record (tls_stream's cancel rule).
@@ -61,14 +73,28 @@ class tls_link {
   [[nodiscard]] int fd() const noexcept { return stream_->next_layer().native_handle(); }
 
   // The handshake, bounded by request_timeout; a failed or late one closes
-  // the connection quietly.
-  task<bool> start() {
-    std::error_code error;
-    if (!co_await within(options_->request_timeout, stream_->handshake(error)) || error) {
-      stream_->close();
+  // the connection quietly. Until the client's first bytes arrive the
+  // connection is idle, as a plain one is between its accept and its
+  // first request: the drain's close_if_idle (the loop's stop callback)
+  // ends the wait at once, instead of drain_timeout later (a browser's
+  // preconnect, a port check). The bytes are the handshake's first.
+  task<bool> start(detail::idle_watch& watch, const std::stop_token& stop) {
+    const clock::time_point deadline = detail::deadline_after(options_->request_timeout);
+    io::detail::tls_engine& engine = stream_->engine_for_fiber_forms();
+    watch.idle.store(true, canopy::detail::atomics::relaxed);
+    canopy::detail::atomics::fence_seq_cst();  // pairs with close_if_idle's fence
+    if (stop.stop_requested()) {
       co_return false;
     }
-    co_return true;
+    std::error_code error;
+    const std::size_t got =
+        co_await stream_->next_layer().read_some_until(engine.input_room(), deadline, error);
+    watch.idle.store(false, canopy::detail::atomics::relaxed);
+    if (error || got == 0 || stop.stop_requested()) {
+      co_return false;  // late, closed, reset, or shut by the drain
+    }
+    engine.feed(engine.input_room().first(got));
+    co_return co_await within(remaining(deadline), stream_->handshake(error)) && !error;
   }
 
   // Each wait for the socket bounded by write_timeout, as the plain

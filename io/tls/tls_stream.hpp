@@ -96,7 +96,8 @@ class tls_stream {
   // The SSL*, for what this class does not offer.
   [[nodiscard]] void* native_handle() const noexcept;
   // The fiber forms' access (io/fiber/tls_fiber.hpp), and the HTTPS
-  // server's (io/tls/https_serve.cpp: reopen_after_input_end); not for
+  // server's (io/tls/https_serve.cpp: reopen_after_input_end, and the
+  // client's first bytes, read before the handshake, fed to it); not for
   // other use.
   detail::tls_engine& engine_for_fiber_forms() noexcept { return *engine_; }
 

@@ -95,7 +95,8 @@
 // stop) and serve_connection(tls_stream, ...) serve as their plain forms
 // in <canopy/io/http.hpp> (options, keep-alive, pipelining, streamed
 // answers through response_writer, the drain), with the handshake bounded
-// by request_timeout; a write (a streamed piece's too) ends the
+// by request_timeout (a connection whose client has sent nothing yet is
+// idle: the drain closes it at once); a write (a streamed piece's too) ends the
 // connection once the socket took nothing for write_timeout (each send
 // that makes progress starts the limit again), resetting it as the plain
 // server does (SO_LINGER 0: the unsent answer is dropped, no

@@ -3,7 +3,8 @@
 // write made no progress for write_timeout (a complete answer and a
 // streamed one alike), its unsent answer dropped rather than left queued in
 // the kernel behind a FIN; a connection idle in keep-alive when serve()'s
-// drain begins gets close_notify before the close, as an idle close does.
+// drain begins gets close_notify before the close, as an idle close does;
+// one that has sent nothing since the accept closes at once at the drain.
 // Certificates are made at run time (tls_test_support.hpp); fails, not
 // skips, without openssl: ./run.sh installs it.
 #include <doctest/doctest.h>
@@ -180,6 +181,34 @@ TEST_CASE(
   CHECK_MESSAGE(!error, error.message());  // close_notify, not a truncation
   CHECK(server.serving.wait_for(10s));
   stream.close();
+}
+
+TEST_CASE("https ends: the drain closes at once a connection that has sent nothing yet") {
+  // As the plain server closes one idle since its accept (a browser's
+  // preconnect, a port check): the handshake has not begun, so serve()
+  // does not wait drain_timeout for it.
+  const watchdog guard("https drain of a silent connection", 60 * timeout_scale());
+  const test_certificates certs;
+  http::server_options options;
+  options.request_timeout = 30s;
+  options.drain_timeout = 20s;
+  https_server server(server_context(certs), options);
+  const std::uint64_t before = http::counters().connections;
+  tcp_stream silent = run(
+      server.net.pool,
+      [](io::endpoint address) -> task<tcp_stream> {
+        co_return co_await tcp_stream::connect(address);
+      }(server.net.address),
+      "the connect");
+  REQUIRE(eventually([before] { return http::counters().connections > before; }));
+  std::this_thread::sleep_for(200ms);  // its handshake now waits for the first bytes
+  const auto stopped = std::chrono::steady_clock::now();
+  server.stop.request_stop();
+  CHECK(server.serving.wait_for(5s));  // was drain_timeout (20 s)
+  CHECK(std::chrono::steady_clock::now() - stopped < 5s);
+  std::byte buffer[16];
+  CHECK(run(server.net.pool, silent.read_some(buffer), "the client's read") == 0);  // EOF
+  silent.close();
 }
 
 }  // namespace
