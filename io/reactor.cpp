@@ -133,6 +133,7 @@ void reactor::remove(registration_id id) noexcept {
       }
     }
     target.forget_kept();  // nobody reads on: a closed stream's kept bytes go
+    target.forget_kept_accepted();  // nor accepts: a closed listener's connections
     target.live = false;
     target.fd = -1;
     // A new generation: events still queued with the old cookie, and a
@@ -268,6 +269,18 @@ bool reactor::has_pending_events(registration_id id) noexcept {
 std::size_t reactor::take_kept(registration_id id, std::span<std::byte> buffer) noexcept {
   return slab_.with_live(id, std::size_t{0}, [&](registration_entry& target) {
     return target.has_kept() ? target.take_kept(buffer.data(), buffer.size()) : 0;
+  });
+}
+
+// A connection an abandoned accept kept (uring_backend::abandon): the slab's.
+int reactor::take_kept_accepted(registration_id id) noexcept {
+  return slab_.with_live(id, -1, [](registration_entry& target) {
+    if (target.kept_accepted.empty()) {
+      return -1;
+    }
+    const int descriptor = target.kept_accepted.front();
+    target.kept_accepted.erase(target.kept_accepted.begin());
+    return descriptor;
   });
 }
 

@@ -163,6 +163,10 @@ class reactor final : public ext::idle_driver {
   // none kept, or a stale id). For reads that do not go through
   // a completion request (tcp_stream::try_read_some); any thread.
   std::size_t take_kept(registration_id id, std::span<std::byte> buffer) noexcept;
+  // The oldest connection an abandoned accept request kept, or -1 (none,
+  // or a stale id). For accepts that do not go through a completion
+  // request (tcp_listener::try_accept); any thread.
+  int take_kept_accepted(registration_id id) noexcept;
   // The io_uring backend, null on epoll: completion_op (a registration's
   // operations, whose backend never changes: registration::completions())
   // calls it directly.

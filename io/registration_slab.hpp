@@ -137,6 +137,19 @@ struct registration_entry {
     kept = std::vector<std::byte>();
     kept_from = 0;
   }
+  // Connections an accept request took after its waiter left (as kept
+  // bytes are for a receive): the listener's next accept returns the
+  // oldest first, so no connection is dropped. Empty but for the moments
+  // after such a race; closed when the registration is removed. A push
+  // that cannot allocate ends the program (the callers are noexcept), as
+  // closing a connection the client saw accepted would drop it.
+  std::vector<int> kept_accepted;
+  void forget_kept_accepted() noexcept {
+    for (const int descriptor : kept_accepted) {
+      ::close(descriptor);
+    }
+    kept_accepted = std::vector<int>();
+  }
 };
 
 class registration_slab {

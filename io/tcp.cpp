@@ -161,9 +161,16 @@ tcp_stream detail::adopt_accepted(const registration& listener, const io_result&
 }
 
 tcp_stream tcp_listener::try_accept(std::error_code& error) noexcept {
+  const registration& reg = socket_.reg();
+  // A connection an accept that lost a race kept comes first (on io_uring).
+  if (reg.completions()) {
+    if (const int kept = reg.owner()->take_kept_accepted(reg.id()); kept >= 0) {
+      return detail::adopt_accepted(reg, detail::io_result{static_cast<std::size_t>(kept), {}},
+                                    error);
+    }
+  }
   return detail::adopt_accepted(
-      socket_.reg(),
-      detail::try_io(socket_.reg(), direction::read, detail::accept_attempt(socket_.fd())), error);
+      reg, detail::try_io(reg, direction::read, detail::accept_attempt(socket_.fd())), error);
 }
 
 task<tcp_stream> tcp_listener::accept(std::error_code& error) {

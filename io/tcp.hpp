@@ -108,7 +108,10 @@ class tcp_listener {
                            bool reuse_port = false);
 
   // The next connection (non-blocking, close-on-exec, TCP_NODELAY).
-  // ECONNABORTED and EINTR are retried; EMFILE/ENFILE are reported.
+  // ECONNABORTED and EINTR are retried; EMFILE/ENFILE are reported. An
+  // accept that loses a race (with_timeout, race, a cancel of its task)
+  // drops no connection: one it took meanwhile is the next accept's (or
+  // try_accept's), and is closed with the listener.
   task<tcp_stream> accept(std::error_code& error);
   task<tcp_stream> accept();
   // Without waiting; errc::resource_unavailable_try_again when none is queued.

@@ -87,6 +87,18 @@ void keep_received(registration_entry& target, const registration_entry::complet
   }
 }
 
+// An accept's connection whose waiter left: kept for the listener's next
+// accept (true), or, the listener being gone, not (the caller closes it).
+bool keep_accepted(registration_entry& target, const registration_entry::completion& op,
+                   std::int32_t result) noexcept {
+  if (!op.yields_descriptor || result < 0 || !target.live ||
+      target.generation != op.generation) {
+    return false;
+  }
+  target.kept_accepted.push_back(result);
+  return true;
+}
+
 }  // namespace
 
 uring_backend::uring_backend(const ext::idle_driver& owner, registration_slab& slab,
@@ -190,6 +202,13 @@ completion_status uring_backend::start(registration_id id, direction which, cons
     if (op.in_flight || op.done) {
       return completion_status::busy;  // another task's request (one per direction)
     }
+    if (request.kind == completion_kind::accept && !target->kept_accepted.empty())
+        [[unlikely]] {
+      // A connection an accept that lost a race took: the oldest first.
+      result = target->kept_accepted.front();
+      target->kept_accepted.erase(target->kept_accepted.begin());
+      return completion_status::completed;
+    }
     if (target->has_kept() && request.kind == completion_kind::receive && request.size > 0)
         [[unlikely]] {
       // Bytes a receive that lost a race took: they come before anything
@@ -278,6 +297,9 @@ std::size_t uring_backend::abandon(registration_id id, direction which,
       keep_received(*target, op, op.result);
       if (op.reports_sent && op.result > 0) {
         sent = static_cast<std::size_t>(op.result);
+      }
+      if (keep_accepted(*target, op, op.result)) {
+        op.done = false;  // the connection is kept, not closed by forget_result
       }
     }
     op.forget_result();
@@ -389,16 +411,19 @@ void uring_backend::complete(std::uint64_t user_data, std::int32_t result, std::
     }
     op.in_flight = false;
     if (op.abandoned) {
-      // Its waiter left: an accepted connection is closed, a receive's
-      // bytes are kept (its waiter is still in abandon(), waiting
-      // for this completion, so the buffer is still there), a send's
-      // count is put aside for abandon() to return.
+      // Its waiter left: an accepted connection is kept for the next
+      // accept (closed if the listener is gone), a receive's bytes are
+      // kept (its waiter is still in abandon(), waiting for this
+      // completion, so the buffer is still there), a send's count is put
+      // aside for abandon() to return.
       op.abandoned = false;
       keep_received(*target, op, result);
       if (op.reports_sent && result > 0) {
         op.abandoned_sent = result;
       }
-      op.drop(result);
+      if (!keep_accepted(*target, op, result)) {
+        op.drop(result);
+      }
       return;
     }
     op.done = true;

@@ -530,3 +530,63 @@ TEST_CASE("a second read in the same direction is refused with EALREADY, not lef
   }
   CHECK(open_fd_count() == fds_before);
 }
+
+namespace {
+
+// Connects `count` times in turn; each connection sends one byte and waits
+// for one back: a connection the server dropped reads EOF or a reset.
+task<void> connect_in_turn(endpoint server, int count, std::atomic<int>* dropped) {
+  for (int index = 0; index < count; ++index) {
+    tcp_stream client = co_await tcp_stream::connect(server);
+    co_await client.write_all(bytes_of("x"));
+    std::array<std::byte, 1> answer{};
+    std::error_code error;
+    const std::size_t got = co_await client.read_some(answer, error);
+    if (error || got == 0) {
+      dropped->fetch_add(1);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an accept that loses a race with with_timeout drops no connection") {
+  const canopy::testing::watchdog guard("accept race", 120);
+  const std::size_t fds_before = open_fd_count();
+  constexpr int connections = 300;
+  {
+    executor pool(io_config(2));
+    reactor& owner = reactor::of(pool);
+    tcp_listener listener = tcp_listener::bind(owner, endpoint::loopback_v4(0));
+    std::atomic<int> dropped{0};
+    auto clients = pool.spawn(connect_in_turn(listener.local_endpoint(), connections, &dropped));
+    const auto [accepted, timeouts] = canopy::block_on(
+        pool, [](tcp_listener& listener, std::atomic<int>& dropped) -> task<std::pair<int, int>> {
+          int accepted = 0;
+          int timeouts = 0;
+          // Timeouts of 0-29 µs: most accepts lose their race, many of them
+          // after the kernel took the connection.
+          for (int round = 0; accepted + dropped.load() < connections; ++round) {
+            auto next = co_await canopy::with_timeout(std::chrono::microseconds(round % 30),
+                                                      listener.accept());
+            if (!next) {
+              ++timeouts;
+              continue;
+            }
+            ++accepted;
+            tcp_stream peer = std::move(*next);
+            std::array<std::byte, 1> byte{};
+            std::error_code error;
+            co_await peer.read_some(byte, error);
+            co_await peer.write_all(bytes_of("k"), error);
+          }
+          co_return std::pair{accepted, timeouts};
+        }(listener, dropped));
+    clients.get();
+    MESSAGE("accepted " << accepted << ", timed out " << timeouts << ", dropped " << dropped.load());
+    CHECK(dropped.load() == 0);
+    CHECK(accepted == connections);
+    listener.close();
+  }
+  CHECK(open_fd_count() == fds_before);
+}
