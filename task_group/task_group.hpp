@@ -3,11 +3,13 @@
 // behind (include/canopy/task_group.hpp has the user's contract).
 //
 // Each child runs inside a small wrapper coroutine (group_child), spawned
-// on the current executor. The wrapper's `child_end` parameter is the one
-// place a child's end is reported: a parameter (not a local) so that its
-// destructor runs whether the child returned, threw, or was destroyed
-// unfinished — cancelled, dropped at shutdown, even before its first run,
-// when no local of the body exists yet — and records the outcome in the group's shared state
+// on the current executor. The `child_end` in the wrapper's parameter
+// (child_args, after the child itself) is the one place a child's end is
+// reported: a parameter (not a local) so that its destructor runs whether
+// the child returned, threw, or was destroyed unfinished — cancelled,
+// dropped at shutdown, even before its first run, when no local of the
+// body exists yet — and, being destroyed after the child, once every
+// destructor of the child ran; it records the outcome in the group's shared state
 // (group_state, held by the group and by every wrapper, so a wrapper that
 // ends after the group object went away still writes into live memory).
 // The group's waits (next, wait_all, close) are wait sources
@@ -101,18 +103,34 @@ using produced_t = decltype(produced_by(static_cast<const Awaited*>(nullptr)));
 // the fiber ended, its stack unwound. The fiber reports its own outcome
 // through a box (fiber_reporter), so that an exception it throws after the
 // group's stop was requested is reported, not lost to the cancel.
+//
+// The wrapper's one parameter holds the child and its end report, so that
+// the order they are destroyed in is the members' (the child first) and
+// not the compiler's: a coroutine's parameter copies go in an order the
+// compiler chooses (g++ 12 the first first, clang 19 the last first), and
+// a child_end destroyed before the callable would tell the owner that the
+// child ended while the callable's captures were still to be destroyed.
 template <class T, class Child>
-task<void> group_child(Child child, child_end<T> end, std::stop_token token) {
+struct child_args {
+  child_end<T> end;  // last: reports the end once the rest is gone
+  std::stop_token token;
+  Child child;
+};
+
+template <class T, class Child>
+task<void> group_child(child_args<T, Child> args) {
+  Child& child = args.child;
+  child_end<T>& end = args.end;
   // A group cancelled between this wrapper's spawn and launch() storing its
   // handle (cancel() from another thread cancels only the stored ones):
   // the child never starts, and `end` reports it cancelled.
-  if (token.stop_requested()) {
+  if (args.token.stop_requested()) {
     co_return;
   }
   try {
     auto made = [&] {
       if constexpr (std::is_invocable_v<Child&, std::stop_token>) {
-        return child(token);
+        return child(args.token);
       } else if constexpr (std::is_invocable_v<Child&>) {
         return child();
       } else {
@@ -415,9 +433,9 @@ class task_group {
     }
     join_handle<void> handle;
     try {
-      handle = canopy::spawn(detail::group_child<T>(std::move(child),
-                                                    detail::child_end<T>(state_, slot, keep_value),
-                                                    state_->stop.get_token()));
+      handle = canopy::spawn(detail::group_child<T>(detail::child_args<T, Child>{
+          detail::child_end<T>(state_, slot, keep_value), state_->stop.get_token(),
+          std::move(child)}));
     } catch (...) {
       // The wrapper's frame (or the argument) was destroyed here, and its
       // child_end reported a cancelled child: a child that never was.
