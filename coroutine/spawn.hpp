@@ -301,8 +301,9 @@ void construct_detached_body(void* storage, void* frame) {
 // Most children of a fork never get a full body: their awaiter takes them
 // over unstarted (coroutine/join_await.hpp), which needs only the frame.
 // A child that runs as a task (stolen, found by its worker, awaited from
-// elsewhere) or is dropped at shutdown builds its coroutine_body in place
-// first and from then on is that body (its slot's vtable says so). Its
+// elsewhere) builds its coroutine_body in place first and from then on is
+// that body (its slot's vtable says so); one dropped at shutdown builds it
+// only to destroy it (its slot's vtable stays null). Its
 // join state is the one the root's promise delivers to, named by the
 // spawner before the slot was published.
 template <class T>
@@ -318,12 +319,18 @@ struct lazy_child {
     const auto root = body::handle_type::from_address(frame);
     auto* made = ::new (storage) body{task_context(root), root, root.promise().joined_state()};
     root.promise().set_context(&made->context);
-    slot_of_storage(storage).vtable = &body::table;
   }
   static detail::run_outcome run_entry(void* storage) {
     build(storage);
+    slot_of_storage(storage).vtable = &body::table;
     return body::run_entry(storage);
   }
+  // The body is built to be destroyed, and the slot's vtable is left as the
+  // caller left it: shutdown takes the vtable (null) before it destroys a
+  // task, which is how its walk over the slots, and a cancel from inside
+  // another task's destruction, know this one is gone. Published again
+  // here, it made a child that a nested cancel destroyed first look live
+  // to the walk, which destroyed it a second time.
   static void destroy_entry(void* storage, detail::task_end end) noexcept {
     build(storage);
     body::destroy_entry(storage, end);

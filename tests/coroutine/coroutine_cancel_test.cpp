@@ -8,10 +8,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "coroutine/coroutine.hpp"
+#include "coroutine/race.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
 
@@ -127,4 +130,93 @@ TEST_CASE("a task cancelled in when_all ends only after every child ended (they 
   }
   CHECK(outlived == 0);
   CHECK(late.load() == 0);
+}
+
+namespace {
+
+// Counts its destructions, so a frame destroyed twice shows (the copy a
+// never-started frame holds is destroyed with the frame).
+struct count_destroyed {
+  std::atomic<int>* count;
+  explicit count_destroyed(std::atomic<int>& target) : count(&target) {}
+  count_destroyed(count_destroyed&& other) noexcept : count(std::exchange(other.count, nullptr)) {}
+  count_destroyed(const count_destroyed&) = delete;
+  count_destroyed& operator=(const count_destroyed&) = delete;
+  ~count_destroyed() {
+    if (count != nullptr) {
+      count->fetch_add(1);
+    }
+  }
+};
+
+task<int> never_started(async_event& never, count_destroyed /*guard*/) {
+  co_await never;
+  co_return 1;
+}
+
+task<int> quick() { co_return 0; }
+
+std::atomic<bool> racing{false};
+
+// Awaits `earlier` first (taken over inline: their slots stay with this
+// worker and the race's children reuse them, below this task's own slot),
+// then races two children that never run before the shutdown.
+task<int> race_unstarted(std::vector<canopy::join_handle<int>> earlier, async_event& never,
+                         std::atomic<int>& destroyed) {
+  for (auto& each : earlier) {
+    co_await each;
+  }
+  racing = true;
+  auto won = co_await canopy::race(never_started(never, count_destroyed(destroyed)),
+                                   never_started(never, count_destroyed(destroyed)));
+  co_return static_cast<int>(won.index());
+}
+
+// Spawns `earlier_count` quick tasks, then the racing task, from inside a
+// task, so that they share the host's slots.
+task<void> start_race(int earlier_count, async_event& never, std::atomic<int>& destroyed,
+                      canopy::join_handle<int>& owner) {
+  std::vector<canopy::join_handle<int>> earlier;
+  for (int index = 0; index < earlier_count; ++index) {
+    earlier.push_back(canopy::spawn(quick()));
+  }
+  owner = canopy::spawn(race_unstarted(std::move(earlier), never, destroyed));
+  co_return;
+}
+
+}  // namespace
+
+TEST_CASE("shutdown destroys each never-started child once, also one a nested cancel destroyed first") {
+  // Shutdown's last step walks the task slots; destroying one task may
+  // destroy others at once (race cancels the losers as the first child
+  // ends). A child that never ran builds its body when destroyed; that
+  // must not make its slot look live again to the walk, which would
+  // destroy it a second time (a double free, a join state released twice).
+  watchdog guard("never-started children at shutdown", 30);
+  for (int earlier_count = 0; earlier_count <= 3; ++earlier_count) {
+    CAPTURE(earlier_count);
+    async_event never;
+    std::atomic<int> destroyed{0};
+    racing = false;
+    canopy::join_handle<int> owner;
+    canopy::join_handle<void> starter;
+    std::uint64_t dropped = 0;
+    {
+      canopy::executor_config config;
+      config.worker_count = 0;
+      config.on_shutdown = canopy::shutdown_policy::cancel_pending;
+      executor pool(config);
+      starter = pool.spawn(start_race(earlier_count, never, destroyed, owner));
+      for (int runs = 0; !racing.load() && runs < 100; ++runs) {
+        pool.run_once();
+      }
+      REQUIRE(racing.load());
+      pool.shutdown();
+      dropped = pool.stats().dropped_tasks;
+    }
+    CHECK(destroyed.load() == 2);
+    CHECK(dropped == 3);  // the owner and its two children, once each
+    CHECK_NOTHROW(starter.get());
+    CHECK_THROWS_AS(owner.get(), canopy::task_cancelled);
+  }
 }
