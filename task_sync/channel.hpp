@@ -277,7 +277,8 @@ class channel {
 // One value from one sender to one receiver. The sender's send() never
 // waits; a sender destroyed without sending, or a second send, ends the
 // receiver's wait with an empty optional / a closed error. A receiver
-// destroyed first makes send() fail with the value handed back.
+// destroyed (or assigned over) first makes send() fail with the value
+// handed back.
 template <class T>
 class oneshot_sender {
  public:
@@ -317,12 +318,17 @@ class oneshot_receiver {
   explicit oneshot_receiver(std::shared_ptr<channel<T>> state) noexcept
       : state_(std::move(state)) {}
   oneshot_receiver(oneshot_receiver&&) noexcept = default;
-  oneshot_receiver& operator=(oneshot_receiver&&) noexcept = default;
-  ~oneshot_receiver() {
-    if (state_) {
-      state_->close();
+  // The receiver assigned over is gone, as a destroyed one: its channel is
+  // closed, so its sender's send fails with the value handed back instead
+  // of succeeding into a channel nobody can receive from.
+  oneshot_receiver& operator=(oneshot_receiver&& other) noexcept {
+    if (this != &other) {
+      finish();
+      state_ = std::move(other.state_);
     }
+    return *this;
   }
+  ~oneshot_receiver() { finish(); }
   // co_await: std::optional<T> (empty if the sender went without sending).
   [[nodiscard]] detail::recv_op<T> recv() {
     if (!state_) {
@@ -338,6 +344,12 @@ class oneshot_receiver {
   }
 
  private:
+  void finish() noexcept {
+    if (state_) {
+      state_->close();
+      state_.reset();
+    }
+  }
   std::shared_ptr<channel<T>> state_;
 };
 

@@ -300,6 +300,27 @@ TEST_CASE("oneshot: one value; a sender dropped unsent ends the wait; a dropped 
   CHECK_THROWS_AS(static_cast<void>(other.receiver.recv()), std::logic_error);
 }
 
+TEST_CASE("oneshot: a receiver or sender assigned over is gone, as a destroyed one") {
+  // Assigning over an end lets go of its channel: the other end must see
+  // it gone (a send refused with the value handed back, a wait ended), not
+  // a send reported done whose value nobody can ever receive.
+  auto first = canopy::oneshot<int>();
+  auto second = canopy::oneshot<int>();
+  first.receiver = std::move(second.receiver);
+  auto refused = first.sender.send(7);
+  CHECK(refused.error() == channel_errc::closed);
+  CHECK(refused.value() == 7);
+  CHECK(second.sender.send(8));
+  CHECK(first.receiver.try_recv().value() == 8);
+
+  auto third = canopy::oneshot<int>();
+  auto fourth = canopy::oneshot<int>();
+  third.sender = std::move(fourth.sender);
+  CHECK(third.receiver.try_recv().error() == channel_errc::closed);
+  CHECK(third.sender.send(9));
+  CHECK(fourth.receiver.try_recv().value() == 9);
+}
+
 TEST_CASE("no allocation per message: try forms, and waiting tasks on one worker") {
   watchdog guard("channel allocations", 30);
   channel<long> ch(4);
