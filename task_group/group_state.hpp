@@ -17,6 +17,7 @@
 
 #include "../coroutine/coroutine.hpp"
 #include "../executor/executor.hpp"
+#include "../wait/wait_link.hpp"
 
 namespace canopy {
 
@@ -58,7 +59,22 @@ struct group_state {
   // as it ends, so a group that lives as long as a server keeps nothing for
   // the children that succeeded.
   std::deque<outcome> finished;
-  waker waiter;  // the task in next / wait_all / close / all_ended, if any
+  waker waiter;  // the task waiting on all_ended(), if any
+  // The owner suspended in next / wait_all / close (group_wait.hpp's
+  // group_link_wait), if any: fired once, by the child_end that makes its
+  // wait over (any_finished: an outcome is kept, or none runs; else none
+  // runs), and taken back by the owner's cancel only while no child_end
+  // took it. A cancelled owner waits for every child (any_finished false).
+  wait_link* link = nullptr;
+  bool link_any_finished = false;
+
+  // Under `mutex`: the wait of `link` is over; taken out to be fired.
+  [[nodiscard]] wait_link* take_link_if_over() noexcept {
+    if (link != nullptr && (running == 0 || (link_any_finished && !finished.empty()))) {
+      return std::exchange(link, nullptr);
+    }
+    return nullptr;
+  }
 
   // Ask every running child to stop, in two steps: under `mutex`, request
   // the token and take a reference on each running child's join state;
@@ -149,8 +165,14 @@ class child_end {
       ++state.cancelled;
     }
     state.waiter.wake();
+    wait_link* const over = state.take_link_if_over();
     lock.unlock();
     group_state<T>::cancel_taken(cancelling);
+    // Fired outside the mutex: at shutdown the fire may destroy the owner's
+    // frame (an abandoned link), whose group's destructor takes the mutex.
+    if (over != nullptr) {
+      wait_link::fire(over);
+    }
   }
 
  private:

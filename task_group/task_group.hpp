@@ -12,11 +12,11 @@
 // destructor of the child ran; it records the outcome in the group's shared state
 // (group_state, held by the group and by every wrapper, so a wrapper that
 // ends after the group object went away still writes into live memory).
-// The group's waits (next, wait_all, close) are wait sources
-// (coroutine/custom_wait.hpp) over that state; a guard wakes the waiting
-// task under the state's mutex, and disarm takes the same mutex, so no wake
-// reaches a task that stopped waiting. group_state.hpp holds the shared
-// state and child_end.
+// The owner's waits (next, wait_all, close) suspend it on a wait_link that
+// the child_end making the wait over fires; an owner cancelled (or dropped
+// at shutdown) while it waits cancels the children and ends only after
+// every one of them ended (group_wait.hpp). all_ended() is a wait source
+// over the same state. group_state.hpp holds the shared state and child_end.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +38,7 @@
 #include "../coroutine/coroutine.hpp"
 #include "../executor/executor.hpp"
 #include "group_state.hpp"
+#include "group_wait.hpp"
 
 namespace canopy {
 
@@ -164,40 +165,6 @@ task<void> group_child(child_args<T, Child> args) {
   }
 }
 
-// What next(), wait_all() and close() wait on: a finished child (next) or no
-// child running.
-template <class T>
-class group_wait {
- public:
-  group_wait(group_state<T>& state, bool any_finished) noexcept
-      : state_(&state), any_finished_(any_finished) {}
-
-  bool ready() const noexcept {
-    const std::lock_guard lock(state_->mutex);
-    return ready_locked();
-  }
-  bool arm(const waker& wake) {
-    const std::lock_guard lock(state_->mutex);
-    if (ready_locked()) {
-      return false;
-    }
-    state_->waiter = wake;
-    return true;
-  }
-  void disarm() noexcept {
-    const std::lock_guard lock(state_->mutex);
-    state_->waiter = waker();
-  }
-  void result() const noexcept {}
-
- private:
-  bool ready_locked() const noexcept {
-    return state_->running == 0 || (any_finished_ && !state_->finished.empty());
-  }
-  group_state<T>* state_;
-  bool any_finished_;
-};
-
 }  // namespace detail
 
 template <class T = void>
@@ -278,7 +245,7 @@ class task_group {
   // spawn_detached children.
   auto next() -> task<next_type> {
     check_open("next");
-    co_await wait_on(detail::group_wait<T>(*state_, true));
+    co_await detail::group_link_wait<T>(*state_, true);
     co_return deliver(take_finished());
   }
 
@@ -299,7 +266,7 @@ class task_group {
   // rethrown after all ended and the others go to failures().
   auto wait_all() -> task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> {
     check_open("wait_all");
-    co_await wait_on(detail::group_wait<T>(*state_, false));
+    co_await detail::group_link_wait<T>(*state_, false);
     std::vector<value_type> values = collect();
     if constexpr (!std::is_void_v<T>) {
       co_return values;
@@ -316,7 +283,7 @@ class task_group {
     }
     closed_ = true;
     cancel();
-    co_await wait_on(detail::group_wait<T>(*state_, false));
+    co_await detail::group_link_wait<T>(*state_, false);
     collect();
   }
 
@@ -350,7 +317,7 @@ class task_group {
   // (with next, wait_all, close); it must outlive its wait, and the group
   // must outlive it.
   [[nodiscard]] detail::group_wait<T> all_ended() noexcept {
-    return detail::group_wait<T>(*state_, false);
+    return detail::group_wait<T>(*state_);
   }
 
   // Children spawned and not ended yet.

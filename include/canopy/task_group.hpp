@@ -44,8 +44,13 @@
 //                in failures()). Destructors cannot await: co_await close()
 //                before the group leaves its scope. The destructor is the
 //                safety net: it cancels the children still running and does
-//                not wait; their outcomes are discarded (as when the owning
-//                task is itself cancelled while it waits);
+//                not wait; their outcomes are discarded. An owner cancelled
+//                (or dropped at shutdown) while it waits in next(),
+//                wait_all() or close() does wait: it cancels the children
+//                and ends only after every one of them ended, so they may
+//                borrow its frame (a wait on all_ended() does not: cancel()
+//                the group and co_await close() before the owner can be
+//                cancelled there);
 //   stop_token() requested by cancel(), close(), the destructor and, with
 //                cancel_on_failure, the first child that throws.
 // Cancellation: a child suspended in any await is destroyed at once (its
