@@ -50,7 +50,10 @@
 //                and ends only after every one of them ended, so they may
 //                borrow its frame (a wait on all_ended() does not: cancel()
 //                the group and co_await close() before the owner can be
-//                cancelled there);
+//                cancelled there). Any cancelled wait of next(), wait_all()
+//                or close() does so, also one run in another task against
+//                the owner rule (race(group.next(), stopped(t)) cancels the
+//                group when the stop wins);
 //   stop_token() requested by cancel(), close(), the destructor and, with
 //                cancel_on_failure, the first child that throws.
 // Cancellation: a child suspended in any await is destroyed at once (its
