@@ -34,14 +34,19 @@ thread_local const blocking_pool* current_pool = nullptr;
 
 namespace detail {
 
-bool blocking_job::may_start() const noexcept {
+bool blocking_job::try_start() noexcept {
   if (executor_shutting_down()) {
     return false;
   }
   const std::lock_guard lock(guard_);
   // Not abandoned: the task's body, and the reference it holds on its join
-  // state, are alive until mark_abandoned() takes this lock.
-  return !abandoned_ && (cancel_state_ == nullptr || !cancel_state_->cancel_requested());
+  // state, are alive until mark_abandoned() or abandon_unstarted() takes
+  // this lock.
+  if (abandoned_ || (cancel_state_ != nullptr && cancel_state_->cancel_requested())) {
+    return false;
+  }
+  started_ = true;
+  return true;
 }
 
 bool blocking_job::executor_shutting_down() const noexcept {
@@ -58,6 +63,12 @@ bool blocking_job::executor_shutting_down() const noexcept {
 void blocking_job::mark_abandoned() noexcept {
   const std::lock_guard lock(guard_);
   abandoned_ = true;
+}
+
+bool blocking_job::abandon_unstarted() noexcept {
+  const std::lock_guard lock(guard_);
+  abandoned_ = true;
+  return !started_;
 }
 
 }  // namespace detail
@@ -169,7 +180,7 @@ void blocking_pool::thread_main(std::list<std::thread>::iterator self) {
     }
     std::shared_ptr<detail::blocking_job> job = std::move(queue_.front());
     queue_.pop_front();
-    if (!job->may_start()) {
+    if (!job->try_start()) {
       ++stats_.dropped;
       lock.unlock();
       job.reset();  // the last reference may free the job: outside the lock

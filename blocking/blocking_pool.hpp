@@ -16,7 +16,7 @@
 // shut down at process exit (process_default()).
 //
 // Starting a call: a thread takes the oldest queued call and starts it only
-// if blocking_job::may_start() holds (under the pool's mutex): its waiting
+// if blocking_job::try_start() holds (under the pool's mutex): its waiting
 // task is still waiting (not destroyed, and no cancel requested for it,
 // even one that its worker has not acted on yet) and the
 // shutdown of the executor whose task submitted it has not begun (a flag the
@@ -118,26 +118,33 @@ class blocking_job {
   // Never run: the pool shut down first. Fails the waiting task.
   virtual void fail_shut_down() noexcept = 0;
 
-  // Whether a pool thread may start the call: false once the waiting task
-  // is gone (its wait ended unfinished: it was destroyed, or its cancel
-  // took effect), a cancel was requested for it (its worker may not have
-  // acted on it yet), or its executor's shutdown began (which will destroy
-  // the task). The one decision every pool thread makes, under the pool's
-  // mutex, before it starts a call; a call refused here is dropped unrun.
-  [[nodiscard]] bool may_start() const noexcept;
+  // Whether a pool thread may start the call, and if so the call counts as
+  // started from here on: false once the waiting task is gone (its wait
+  // ended unfinished: it was destroyed, or its cancel took effect), a
+  // cancel was requested for it (its worker may not have acted on it yet),
+  // or its executor's shutdown began (which will destroy the task). The one
+  // decision every pool thread makes, under the pool's mutex, before it
+  // starts a call; a call refused here is dropped unrun.
+  [[nodiscard]] bool try_start() noexcept;
   // Whether the submitting executor's shutdown began (submit refuses then).
   [[nodiscard]] bool executor_shutting_down() const noexcept;
 
  protected:
   // The task is gone: a call that has not started never starts.
   void mark_abandoned() noexcept;
+  // The task leaves (cancelled, destroyed): true if the call had not
+  // started, and now never starts; false if it started (the task must
+  // stay until it ends: the call may use the task's memory).
+  bool abandon_unstarted() noexcept;
 
  private:
-  // Guards abandoned_, and with it the life of *cancel_state_: may_start()
-  // reads the state only before mark_abandoned(), which the task passes
-  // before its state can be freed.
+  // Guards abandoned_ and started_, and with them the life of
+  // *cancel_state_: try_start() reads the state only before
+  // mark_abandoned() or abandon_unstarted(), which the task passes before
+  // its state can be freed.
   mutable std::mutex guard_;
   bool abandoned_ = false;
+  bool started_ = false;
   std::shared_ptr<const detail::shutdown_flag> executor_shutdown_;
   const detail::join_state_base* cancel_state_;
 };

@@ -4,21 +4,26 @@
 //
 // How: the call is a blocking_call<R>, shared (std::shared_ptr) by the pool
 // and the waiting task, so a call that ends after its task was cancelled
-// stores into memory that is still alive. The task waits on it through a
-// wait source (coroutine/custom_wait.hpp): ready() reads `done_`, arm()
-// registers the task's waker, disarm() unregisters it. The pool thread
-// wakes the task under the call's mutex, and disarm takes the same mutex,
-// so after disarm no wake is in flight: the waker never outlives the task
-// (nor its executor, which destroys its suspended tasks before it goes).
-// A disarm before the call ended means the task is gone: the call's
-// std::stop_token is requested, and a call still queued never starts
-// (blocking_job::may_start, which also refuses once a cancel was requested
-// for the task, before its worker acts on it, or once the executor's
-// shutdown began: blocking/blocking_pool.hpp).
+// stores into memory that is still alive. The task (a coroutine or a
+// fiber) waits on it through a wait_link (wait/wait_link.hpp) that the
+// call's end fires. The call may use the task's memory (fn borrows from
+// its frame or its fiber's stack), so a task cancelled or destroyed while
+// it waits leaves only as the link allows: its disarm (withdraw) requests
+// the call's std::stop_token and takes the link back only if the call has
+// not started (blocking_job::abandon_unstarted: then it never starts);
+// once it started, the task stays until the call ends and fires the link
+// (a cancelled task then ends on its worker; one destroyed at shutdown is
+// freed by that fire, the frame handed over as for any link that cannot be
+// taken back). So the task's handle reports the cancel only after fn
+// returned. A call still queued also never starts once a cancel was
+// requested for its task, before its worker acts on it, or once the
+// executor's shutdown began (blocking_job::try_start,
+// blocking/blocking_pool.hpp).
 #pragma once
 
 #include <atomic>
 #include <concepts>
+#include <coroutine>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -34,6 +39,7 @@
 #include "../coroutine/await_all.hpp"
 #include "../coroutine/coroutine.hpp"
 #include "../executor/executor.hpp"
+#include "../wait/wait_link.hpp"
 #include "blocking_pool.hpp"
 
 namespace canopy {
@@ -85,27 +91,39 @@ class blocking_call final : public blocking_job {
     finish();
   }
 
-  // The wait source's side (called by the waiting task's worker).
+  // The waiting task's side (its worker).
   [[nodiscard]] bool ready() const noexcept {
     // Pairs with the release store in finish(): value_ / error_ are written.
     return done_.load(std::memory_order_acquire);
   }
-  bool arm(const waker& wake) {
+  // Registers the task's armed link; false if the call ended first (then
+  // nothing is registered and the task must not suspend).
+  bool register_link(wait_link& link) noexcept {
     const std::lock_guard lock(mutex_);
     if (done_.load(std::memory_order_relaxed)) {  // written under this mutex
       return false;
     }
-    waker_ = wake;
+    link_ = &link;
     return true;
   }
-  void disarm() noexcept {
-    const std::lock_guard lock(mutex_);
-    waker_ = waker();
-    if (!done_.load(std::memory_order_relaxed)) {  // written under this mutex
-      abandon();
+  // The link's disarm: the task is cancelled or destroyed while it waits.
+  // True (the link taken back, no fire() comes) only if the call never
+  // started and now never starts; false if finish() took the link (its
+  // fire() is coming) or the call is running (it fires at its end).
+  static bool withdraw(wait_link& link) noexcept {
+    auto& self = *static_cast<blocking_call*>(link.source);
+    const std::lock_guard lock(self.mutex_);
+    if (self.link_ != &link) {
+      return false;
     }
+    self.stop_.request_stop();
+    if (!self.abandon_unstarted()) {
+      return false;
+    }
+    self.link_ = nullptr;
+    return true;
   }
-  // The task is gone before it armed (cancelled, or the wait never began).
+  // The task is gone before it waited (its wait never began).
   void abandon() noexcept {
     mark_abandoned();
     stop_.request_stop();
@@ -134,12 +152,19 @@ class blocking_call final : public blocking_job {
     }
   }
   void finish() noexcept {
-    const std::lock_guard lock(mutex_);
-    // Pairs with the acquire load in ready(): the outcome above is visible.
-    done_.store(true, std::memory_order_release);
-    // Under the mutex: disarm() cannot return while this wake runs.
-    waker_.wake();
-    waker_ = waker();
+    wait_link* waiting = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      // Pairs with the acquire load in ready(): the outcome above is visible.
+      done_.store(true, std::memory_order_release);
+      waiting = std::exchange(link_, nullptr);
+    }
+    // Outside the mutex: the fire may free the task's frame (a task
+    // destroyed while this ran), whose wait holds a reference to this call;
+    // the pool thread holds another until run() returns.
+    if (waiting != nullptr) {
+      wait_link::fire(waiting);
+    }
   }
 
   F fn_;
@@ -148,18 +173,23 @@ class blocking_call final : public blocking_job {
   std::exception_ptr error_;
   std::atomic<bool> done_{false};
   std::mutex mutex_;
-  waker waker_;
+  wait_link* link_ = nullptr;  // the waiting task's, until finish() or withdraw()
 };
 
-// The wait source over one call (coroutine/custom_wait.hpp). It owns a
-// reference to the call; if the wait never arms (the task is destroyed
-// before it suspends), its destructor abandons the call.
+// The wait on one call, shared by coroutines and fibers (as join_wait is):
+// ready(), link(), arm() (false: ended first), result(). It owns a
+// reference to the call; if the task is destroyed before it waited, its
+// destructor abandons the call.
 template <class F>
 class blocking_wait {
  public:
   explicit blocking_wait(std::shared_ptr<blocking_call<F>> call) noexcept
-      : call_(std::move(call)) {}
-  blocking_wait(blocking_wait&& other) noexcept = default;
+      : call_(std::move(call)) {
+    link_.disarm = &blocking_call<F>::withdraw;
+    link_.source = call_.get();
+  }
+  // g++ may move an awaiter before it suspends; nothing in the link is live.
+  blocking_wait(blocking_wait&& other) noexcept : blocking_wait(std::move(other.call_)) {}
   blocking_wait& operator=(blocking_wait&&) = delete;
   ~blocking_wait() {
     if (call_ != nullptr && !call_->ready()) {
@@ -168,12 +198,42 @@ class blocking_wait {
   }
 
   [[nodiscard]] bool ready() const noexcept { return call_->ready(); }
-  bool arm(const waker& wake) { return call_->arm(wake); }
-  void disarm() noexcept { call_->disarm(); }
+  [[nodiscard]] wait_link& link() noexcept { return link_; }
+  [[nodiscard]] bool arm() noexcept {
+    link_.arm_for_current_task();
+    return call_->register_link(link_);
+  }
   decltype(auto) result() { return call_->take(); }
 
  private:
   std::shared_ptr<blocking_call<F>> call_;
+  wait_link link_;
+};
+
+// co_await of a blocking_wait in a coroutine task: a link wait, as
+// coroutine/event_await.hpp's.
+template <class F>
+class blocking_await {
+ public:
+  using canopy_awaiter = void;
+
+  explicit blocking_await(blocking_wait<F>& wait) noexcept : wait_(&wait) {}
+
+  [[nodiscard]] bool await_ready() const noexcept { return wait_->ready(); }
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> self) {
+    task_context& context = context_to_suspend(self);
+    context.suspend_on(self, wait_kind::link, &wait_->link());
+    if (!wait_->arm()) {
+      context.clear_wait();
+      return false;
+    }
+    return true;
+  }
+  decltype(auto) await_resume() { return wait_->result(); }
+
+ private:
+  blocking_wait<F>* wait_;
 };
 
 // Checks the caller is in a task, then submits: the pool of that executor.
@@ -197,7 +257,7 @@ blocking_wait<F> submit_blocking(F&& fn, const char* what) {
 
 template <class F>
 task<blocking_result_t<F>> run_blocking_task(blocking_wait<F> wait) {
-  co_return co_await wait_on(wait);
+  co_return co_await blocking_await<F>(wait);
 }
 
 }  // namespace detail
@@ -213,7 +273,8 @@ task<blocking_result_t<F>> run_blocking_task(blocking_wait<F> wait) {
 // too. fn's stop_token is requested when the waiting task is destroyed or
 // its cancel takes effect, or the pool shuts down. A queued fn never
 // starts once its executor's shutdown began or its task's cancel took
-// effect (include/canopy/blocking.hpp says when that is).
+// effect (include/canopy/blocking.hpp says when that is); a started fn may
+// use the task's memory: a cancelled task ends only after fn returned.
 template <class F>
 requires detail::blocking_callable<std::decay_t<F>>
 [[nodiscard]] task<detail::blocking_result_t<std::decay_t<F>>> run_blocking(F&& fn) {

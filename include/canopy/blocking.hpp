@@ -40,7 +40,9 @@
 // race, a cancelled parent): from the moment the cancel is requested the
 // call never starts, even before a worker has run the task to act on the
 // cancel. A call that already started runs to its end with its stop_token
-// requested once the cancel takes effect, its result dropped. A task that
+// requested once the cancel takes effect, its result dropped; fn may use
+// the task's locals, so the task ends (its handle reports task_cancelled)
+// only after fn returned. A task that
 // was spawned detached has no cancel request; its queued call is dropped
 // only when the task is destroyed.
 // The pool's shutdown (shutdown(), an attached pool's destructor, which

@@ -180,31 +180,35 @@ TEST_CASE("at the maximum calls queue in order; past max_queued: at_capacity") {
   }
 }
 
-TEST_CASE("cancelling a task while fn runs: stop requested, late result dropped safely") {
-  watchdog dog("run_blocking cancel", 30);
+TEST_CASE("cancelling a task while fn runs: stop requested; the task ends only after fn returned") {
+  watchdog dog("run_blocking cancel", 60);
   for (std::size_t workers : {1, 2}) {
     CAPTURE(workers);
     executor pool(config_with(workers));
     blocking_pool blocking(pool, small_pool(1));
     std::atomic<bool> started{false};
     std::atomic<bool> saw_stop{false};
+    std::atomic<bool> frame_alive_at_return{false};
     std::atomic<int> frames_destroyed{0};
-    gate release;
-    auto call = [&]() -> task<std::vector<int>> {
+    auto call = [&]() -> task<int> {
       destroy_flag flag(frames_destroyed);
+      // fn borrows the task's frame (flag): the frame must outlive fn.
       co_return co_await canopy::run_blocking([&](std::stop_token token) {
         started = true;
-        while (!token.stop_requested() && !release.open.load()) {
+        const auto limit = std::chrono::steady_clock::now() + 20s;
+        while (!token.stop_requested() && std::chrono::steady_clock::now() < limit) {
           std::this_thread::sleep_for(1ms);
         }
         saw_stop = token.stop_requested();
-        release.wait();
-        return std::vector<int>(1000, 7);  // written after its task is gone
+        std::this_thread::sleep_for(50ms);  // the cancelled task waits meanwhile
+        frame_alive_at_return = frames_destroyed.load() == 0 && flag.count == &frames_destroyed;
+        return 1;
       });
     };
     auto handle = pool.spawn(call());
     REQUIRE(eventually([&] { return started.load(); }));
-    // A second call queued behind it, whose task is cancelled too: never runs.
+    // A second call queued behind it, whose task is cancelled too: never
+    // runs, and its task ends at once.
     std::atomic<bool> queued_ran{false};
     auto queued = [&]() -> task<int> {
       co_return co_await canopy::run_blocking([&] {
@@ -216,17 +220,44 @@ TEST_CASE("cancelling a task while fn runs: stop requested, late result dropped 
     REQUIRE(eventually([&] { return blocking.stats().queued == 1; }));
     CHECK(handle.cancel());
     CHECK(queued_handle.cancel());
-    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
     CHECK_THROWS_AS(queued_handle.get(), canopy::task_cancelled);
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    CHECK(saw_stop);
+    CHECK(frame_alive_at_return);
     CHECK(frames_destroyed == 1);
-    REQUIRE(eventually([&] { return saw_stop.load(); }));
-    release.open = true;
     REQUIRE(eventually([&] {
       const auto stats = blocking.stats();
       return stats.completed == 1 && stats.dropped == 1 && stats.running == 0;
     }));
     CHECK_FALSE(queued_ran);
   }
+}
+
+TEST_CASE("cancelling a fiber while fn runs: it unwinds only after fn returned") {
+  watchdog dog("run_blocking fiber cancel", 60);
+  executor pool(config_with(2));
+  blocking_pool blocking(pool, small_pool(1));
+  std::atomic<bool> started{false};
+  std::atomic<bool> stack_alive_at_return{false};
+  std::atomic<int> unwound{0};
+  auto handle = pool.spawn(canopy::fiber([&] {
+    destroy_flag flag(unwound);
+    return canopy::this_fiber::run_blocking([&](std::stop_token token) {
+      started = true;
+      const auto limit = std::chrono::steady_clock::now() + 20s;
+      while (!token.stop_requested() && std::chrono::steady_clock::now() < limit) {
+        std::this_thread::sleep_for(1ms);
+      }
+      std::this_thread::sleep_for(50ms);
+      stack_alive_at_return = unwound.load() == 0 && flag.count == &unwound;
+      return 1;
+    });
+  }));
+  REQUIRE(eventually([&] { return started.load(); }));
+  CHECK(handle.cancel());
+  CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+  CHECK(stack_alive_at_return);
+  CHECK(unwound == 1);
 }
 
 // The window between a cancel's request and its worker acting on it: the
