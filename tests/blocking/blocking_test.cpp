@@ -402,3 +402,40 @@ TEST_CASE("an executor with no attached pool uses the process default") {
   CHECK(&blocking_pool::for_executor(pool.core()) == &blocking_pool::process_default());
   CHECK(eventually([] { return blocking_pool::process_default().stats().completed >= 1; }));
 }
+
+TEST_CASE("shutdown while a task's or a fiber's call runs: freed when the call returns, not before") {
+  watchdog dog("run_blocking shutdown borrow", 60);
+  std::atomic<int> started{0};
+  std::atomic<int> alive_at_return{0};
+  std::atomic<int> task_released{0};
+  std::atomic<int> fiber_released{0};
+  // Counts a return at which the frame (or stack) holding `flag` is alive.
+  const auto body = [&](std::stop_token token, const destroy_flag& flag) {
+    started.fetch_add(1);
+    const auto limit = std::chrono::steady_clock::now() + 20s;
+    while (!token.stop_requested() && std::chrono::steady_clock::now() < limit) {
+      std::this_thread::sleep_for(1ms);
+    }
+    std::this_thread::sleep_for(50ms);  // the shutdown goes on meanwhile
+    if (flag.count->load() == 0) {
+      alive_at_return.fetch_add(1);
+    }
+    return 1;
+  };
+  // Named: the coroutine's captures must outlive its frame.
+  const auto waiting_task = [&]() -> task<void> {
+    destroy_flag flag(task_released);
+    co_await canopy::run_blocking([&](std::stop_token token) { return body(token, flag); });
+  };
+  {
+    executor pool(config_with(2));
+    pool.spawn_detached(waiting_task());
+    pool.spawn_detached(canopy::fiber([&] {
+      destroy_flag flag(fiber_released);
+      canopy::this_fiber::run_blocking([&](std::stop_token token) { return body(token, flag); });
+    }));
+    REQUIRE(eventually([&] { return started.load() == 2; }));
+  }  // the executor's shutdown: both tasks destroyed while their calls run
+  REQUIRE(eventually([&] { return task_released.load() == 1 && fiber_released.load() == 1; }));
+  CHECK(alive_at_return == 2);
+}
