@@ -144,6 +144,27 @@ struct registration_entry {
   // that cannot allocate ends the program (the callers are noexcept), as
   // closing a connection the client saw accepted would drop it.
   std::vector<int> kept_accepted;
+
+  // What a request whose waiter left got (a timeout, a cancel, a destroyed
+  // task: uring_backend::abandon and complete, this entry's lock held): a
+  // receive's `result` bytes (the kernel wrote them into its buffer, still
+  // alive while abandon() waits) and an accept's connection are kept for
+  // the next receive or accept, unless the registration was removed (the
+  // socket is closing: nobody reads or accepts on). True when a connection
+  // was kept: the caller must not close it.
+  bool keep_left_result(const completion& op, std::int32_t result) noexcept {
+    if (result < 0 || !live || generation != op.generation) {
+      return false;
+    }
+    if (op.receive_buffer != nullptr && result > 0) {
+      keep(op.receive_buffer, static_cast<std::size_t>(result));
+    }
+    if (op.yields_descriptor) {
+      kept_accepted.push_back(result);
+      return true;
+    }
+    return false;
+  }
   void forget_kept_accepted() noexcept {
     for (const int descriptor : kept_accepted) {
       ::close(descriptor);

@@ -75,30 +75,6 @@ void prepare(io_uring_sqe* entry, const completion_request& request, std::uint64
   io_uring_sqe_set_data64(entry, tag);
 }
 
-// A receive whose waiter left got `result` bytes (the kernel wrote them
-// into its buffer, still alive while abandon() waits): keep them in
-// the registration for its next read, unless it was removed (the stream is
-// closing: nobody reads on). `target`'s lock held.
-void keep_received(registration_entry& target, const registration_entry::completion& op,
-                   std::int32_t result) noexcept {
-  if (op.receive_buffer != nullptr && result > 0 && target.live &&
-      target.generation == op.generation) {
-    target.keep(op.receive_buffer, static_cast<std::size_t>(result));
-  }
-}
-
-// An accept's connection whose waiter left: kept for the listener's next
-// accept (true), or, the listener being gone, not (the caller closes it).
-bool keep_accepted(registration_entry& target, const registration_entry::completion& op,
-                   std::int32_t result) noexcept {
-  if (!op.yields_descriptor || result < 0 || !target.live ||
-      target.generation != op.generation) {
-    return false;
-  }
-  target.kept_accepted.push_back(result);
-  return true;
-}
-
 }  // namespace
 
 uring_backend::uring_backend(const ext::idle_driver& owner, registration_slab& slab,
@@ -294,12 +270,11 @@ std::size_t uring_backend::abandon(registration_id id, direction which,
     if (op.done) {
       // Completed, but its waiter leaves without the result: a receive's
       // bytes are kept for the next read, a send's count goes back to it.
-      keep_received(*target, op, op.result);
+      if (target->keep_left_result(op, op.result)) {
+        op.done = false;  // the connection is kept, not closed by forget_result
+      }
       if (op.reports_sent && op.result > 0) {
         sent = static_cast<std::size_t>(op.result);
-      }
-      if (keep_accepted(*target, op, op.result)) {
-        op.done = false;  // the connection is kept, not closed by forget_result
       }
     }
     op.forget_result();
@@ -417,12 +392,11 @@ void uring_backend::complete(std::uint64_t user_data, std::int32_t result, std::
       // completion, so the buffer is still there), a send's count is put
       // aside for abandon() to return.
       op.abandoned = false;
-      keep_received(*target, op, result);
+      if (!target->keep_left_result(op, result)) {
+        op.drop(result);
+      }
       if (op.reports_sent && result > 0) {
         op.abandoned_sent = result;
-      }
-      if (!keep_accepted(*target, op, result)) {
-        op.drop(result);
       }
       return;
     }
