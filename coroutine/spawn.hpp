@@ -177,8 +177,10 @@ struct coroutine_body {
   // next runs) never outlives the frame it may borrow from. A wait that
   // can be taken back (an async_event) is, and the task ends now; a link
   // that cannot be and has no way to pass the cancel on (a foreign
-  // awaitable) is left to fire later (release_frame). True once the frame
-  // may go.
+  // awaitable) is left to fire later (release_frame). A link that fired
+  // may still hold the frame: its source registers it again when the end
+  // it reported is not the last one the frame waits for (wait_link::rearm).
+  // True once the frame may go.
   bool awaited_end_reached() noexcept {
     if (context.kind == wait_kind::join) {
       auto* const awaited = static_cast<detail::join_state_base*>(context.waiting_on);
@@ -192,7 +194,14 @@ struct coroutine_body {
     }
     if (context.kind == wait_kind::link) {
       auto& link = *static_cast<wait_link*>(context.waiting_on);
-      if (link.has_fired() || link.disarm == nullptr) {
+      if (link.has_fired()) {
+        if (link.rearm == nullptr || !link.rearm(link)) {
+          return true;
+        }
+        // Registered again: the cancel is passed on anew (below).
+        context.cancel_forwarded = false;
+      }
+      if (link.disarm == nullptr) {
         return true;
       }
       if (!std::exchange(context.cancel_forwarded, true) && link.disarm(link)) {

@@ -11,7 +11,11 @@
 // children and stays until the last one ended (destructors run, fiber
 // stacks unwound), and the link's firing then lets its frame go
 // (coroutine/spawn.hpp, awaited_end_reached and release_frame), as a
-// cancelled task awaiting await_all's children does.
+// cancelled task awaiting await_all's children does. A cancel that lands
+// after one child's end made next() over (the link fired) but before the
+// owner resumed finds the link fired: its `rearm` (wait_again) registers
+// it again for the last child's end, so the owner still waits for the
+// others.
 #pragma once
 
 #include <coroutine>
@@ -51,6 +55,7 @@ class group_link_wait {
     task_context& context = context_to_suspend(self);
     link_.arm_for_current_task();
     link_.disarm = &cancel_children;
+    link_.rearm = &wait_again;
     link_.source = this;
     context.suspend_on(self, wait_kind::link, &link_);
     // The mutex publishes the armed link to the child_end that fires it.
@@ -75,7 +80,8 @@ class group_link_wait {
   // and wait for the last one's end (false: the link will fire). True only
   // when nothing runs any more and the link was taken back, so no fire()
   // comes. A child_end that already took the link fires it: that wait was
-  // over first (its fire() resumes or frees the owner as usual).
+  // over first; the owner it wakes, still cancelled, finds the link fired
+  // and registers it again while children run (wait_again).
   static bool cancel_children(wait_link& link) noexcept {
     auto* const self = static_cast<group_link_wait*>(link.source);
     group_state<T>& state = *self->state_;
@@ -96,6 +102,25 @@ class group_link_wait {
     // and its child_end takes the mutex (and may fire the link).
     group_state<T>::cancel_taken(cancelling);
     return false;
+  }
+
+  // The owner is cancelled after a child_end took the link and fired it:
+  // next() was over (an outcome is kept) while other children may still
+  // run. Their end, not that one, lets the owner go: register the link
+  // again, fired by the last child's end only, and let the cancel path
+  // disarm it (cancel_children). False when no child runs: the owner may
+  // go now.
+  static bool wait_again(wait_link& link) noexcept {
+    auto* const self = static_cast<group_link_wait*>(link.source);
+    group_state<T>& state = *self->state_;
+    const std::lock_guard lock(state.mutex);
+    if (state.running == 0) {
+      return false;
+    }
+    link.arm_again();
+    state.link = &link;
+    state.link_any_finished = false;
+    return true;
   }
 
   group_state<T>* state_;

@@ -6,12 +6,15 @@
 //   armed      registered; the task is (or is about to be) suspended
 //   fired      the source completed and woke the task (fire() ran)
 //   abandoned  the task was destroyed (cancel, shutdown) while armed
-// Transitions, each made once:
+// Transitions, each made once (per registration):
 //   fire()     armed -> fired:      schedule(id) — the task's next run resumes
 //              abandoned -> fired:  the abandoner left the owner (a coroutine
 //                                   frame, a fiber stack) for us: reclaim it
 //   abandon()  armed -> abandoned:  the owner stays alive until fire() comes
 //              fired -> abandoned:  fire() is done with the link; destroy now
+//   arm_again() fired -> armed:     a cancelled task whose source registers
+//                                   the link once more (`rearm`); a new
+//                                   registration, with the transitions above
 // Why this exists: the link lives inside the waiting task (its frame or its
 // fiber stack), and join_state has no way to take a continuation back. A
 // task destroyed while a continuation is still registered must therefore
@@ -39,7 +42,8 @@ struct wait_link {
   wait_link() noexcept = default;
   // g++ 12 may move an awaiter that holds a link before it is armed
   // (`co_await std::move(x)`); a move copies nothing that is live.
-  wait_link(const wait_link& other) noexcept : disarm(other.disarm), source(other.source) {}
+  wait_link(const wait_link& other) noexcept
+      : disarm(other.disarm), rearm(other.rearm), source(other.source) {}
   wait_link& operator=(const wait_link&) = delete;
 
   // Point the link at the task running on this thread; state := armed.
@@ -76,6 +80,13 @@ struct wait_link {
     }
   }
 
+  // The task itself, which saw has_fired(), makes the link armed again
+  // for a source that registers it once more (`rearm`). relaxed: fire()
+  // is done with the link once `fired` is visible (has_fired()'s acquire),
+  // and the source's registration (its mutex) publishes the new state to
+  // the next fire().
+  void arm_again() noexcept { state.store(armed, atomics::relaxed); }
+
   // Owner side, when the waiting task is destroyed without resuming. True:
   // the owner may be destroyed now. False: fire() will call reclaim(owner).
   [[nodiscard]] bool abandon(void (*reclaim_fn)(void*) noexcept, void* owner_ptr) noexcept {
@@ -95,6 +106,12 @@ struct wait_link {
   // Set by the source before the link can fire: take the registration back
   // (true), or report that a fire() is coming or done (false).
   bool (*disarm)(wait_link&) noexcept = nullptr;
+  // Set by a source whose fire can end the wait before a cancelled task
+  // may go (a task_group's next(), woken by one child's end while others
+  // still run): called for a cancelled task whose link fired; true if the
+  // source registered the link again (arm_again: it fires once more, and
+  // `disarm` applies as to any armed link), false if the task may go now.
+  bool (*rearm)(wait_link&) noexcept = nullptr;
   void* source = nullptr;
   // Written by abandon() only.
   void (*reclaim)(void*) noexcept = nullptr;

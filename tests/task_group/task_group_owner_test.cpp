@@ -138,3 +138,104 @@ TEST_CASE("a fiber owner cancelled while it waits on its group ends after its ch
     CHECK(seen.after_owner.load() == 0);
   }
 }
+
+namespace {
+
+// The owner woken from next() by one child's end while others still run,
+// and cancelled before it resumes: it must still wait for those others.
+struct race_seen {
+  std::atomic<int> owner_gone{0};   // set as the owner's frame goes
+  std::atomic<int> ended{0};        // children destroyed
+  std::atomic<int> after_owner{0};  // of those, destroyed after the owner's frame went
+  std::atomic<bool> waiting{false};
+};
+
+struct owner_check {
+  race_seen* seen;
+  ~owner_check() {
+    if (seen->owner_gone.load() != 0) {
+      seen->after_owner.fetch_add(1);
+    }
+    seen->ended.fetch_add(1);
+  }
+};
+
+task<int> child_until(async_event* go, race_seen* seen) {
+  owner_check check{seen};
+  co_await *go;
+  co_return 1;
+}
+
+constexpr int others = 3;
+
+task<int> next_owner(race_seen* seen, async_event* first, async_event* never) {
+  struct gone_flag {
+    race_seen* seen;
+    ~gone_flag() { seen->owner_gone = 1; }
+  } gone{seen};
+  task_group<int> group;
+  group.spawn(child_until(first, seen));
+  for (int index = 0; index < others; ++index) {
+    group.spawn(child_until(never, seen));
+  }
+  seen->waiting = true;
+  while (co_await group.next()) {
+  }
+  co_await group.close();
+  co_return 0;
+}
+
+}  // namespace
+
+TEST_CASE("next() woken by a child's end, then cancelled: the owner waits for the others") {
+  // Host-driven: the first child's end (which takes the owner's wait and
+  // wakes it) and the cancel land in that order before the owner runs.
+  watchdog dog("task_group owner cancelled after next() was woken", 30);
+  for (int round = 0; round < 4; ++round) {
+    CAPTURE(round);
+    race_seen seen;
+    async_event first;
+    async_event never;
+    canopy::executor_config config;
+    config.worker_count = 0;
+    executor pool(config);
+    auto handle = pool.spawn(next_owner(&seen, &first, &never));
+    pool.run_until_idle();
+    REQUIRE(seen.waiting.load());
+    first.set();
+    REQUIRE(pool.run_once() == 1);  // the first child ends; the owner is woken
+    REQUIRE(seen.ended.load() == 1);
+    REQUIRE_FALSE(handle.ready());
+    CHECK(handle.cancel());
+    pool.run_until_idle();
+    REQUIRE(handle.ready());
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    CHECK(seen.ended.load() == 1 + others);
+    CHECK(seen.after_owner.load() == 0);
+  }
+}
+
+TEST_CASE("next() cancelled as a child's end wakes it: the owner waits for the others, workers") {
+  watchdog dog("task_group owner cancel racing a child's end", 120);
+  executor pool(config_with(2));
+  const int rounds = static_cast<int>(400 / canopy::testing::stress_divisor());
+  const auto stop_at = std::chrono::steady_clock::now() + 10s;
+  for (int round = 0; round < rounds && std::chrono::steady_clock::now() < stop_at; ++round) {
+    CAPTURE(round);
+    race_seen seen;
+    async_event first;
+    async_event never;
+    auto handle = pool.spawn(next_owner(&seen, &first, &never));
+    REQUIRE(eventually([&] { return seen.waiting.load(); }));
+    first.set();
+    // Spread the cancel around the first child's end.
+    [[maybe_unused]] volatile int sink = 0;
+    for (int spin = 0; spin < (round % 40) * 50; ++spin) {
+      sink = spin;
+    }
+    handle.cancel();
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    CHECK(seen.ended.load() == 1 + others);
+    CHECK(seen.after_owner.load() == 0);
+  }
+}
