@@ -104,7 +104,8 @@ inline void yield() {
 }
 
 // Continue this fiber on its executor's host thread (canopy::resume_on_host
-// has the contract; docs/embedding.md).
+// has the contract, a cancel's included: it unwinds the fiber when a host
+// next runs; docs/embedding.md).
 inline void resume_on_host() {
   canopy::detail::fiber_frame& frame =
       canopy::detail::checked_current_fiber("this_fiber::resume_on_host()");

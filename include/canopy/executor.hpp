@@ -72,8 +72,9 @@
 //       once (its destructors run; a fiber's stack unwinds); a running one
 //       at its next suspension (a plain callable that started runs to its
 //       end), as is one whose channel send a receiver took before the
-//       cancel landed (it resumes with that). get() then throws
-//       task_cancelled.
+//       cancel landed (it resumes with that); one queued for the host
+//       (resume_on_host) when a host next runs, on the host thread
+//       (include/canopy/task.hpp). get() then throws task_cancelled.
 //     detach(), or dropping the handle: the task runs on, its result is
 //       discarded, its exception goes to on_detached_exception (unless it
 //       was cancelled).

@@ -34,7 +34,9 @@
 //                              a sleep), awaited by a small spawned task;
 //     wait_on(source) -> R     a wait source (<canopy/task.hpp>);
 //     wait_for_wake()          until any wake (current_waker());
-//     resume_on_host()         continue on the executor's host thread;
+//     resume_on_host()         continue on the executor's host thread (a
+//                              cancel takes effect when a host next runs,
+//                              as for canopy::resume_on_host);
 //     run_blocking(fn) -> R    as canopy::run_blocking (<canopy/blocking.hpp>);
 //     stack_size(), stack_guarded()  the stack it runs on.
 //   fiber_unwind: what a suspension point throws in a fiber being

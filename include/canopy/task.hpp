@@ -62,7 +62,10 @@
 //     (errc::worker_thread, "would block it; co_await the task instead").
 //   resume_on_host(): continue on the executor's host thread (the one
 //     calling run_*; docs/embedding.md); inside a task only. With no host
-//     the task runs at shutdown (drain) or is dropped there.
+//     the task runs at shutdown (drain) or is dropped there. A cancel of a
+//     task queued for the host takes effect when a host next runs: it is
+//     destroyed there, on the loop thread, and only then does its handle
+//     report task_cancelled (with owned workers, get() waits for that run).
 // Errors: spawn and try_spawn as on the executor. cancel() on a handle
 // destroys a suspended task at once, releasing what its wait held
 // (docs/coroutines.md, "Cancellation").
