@@ -13,7 +13,7 @@
 // whatever the contenders borrow from the caller outlive every contender.
 // A racing task cancelled (or dropped at shutdown) while it waits hands the
 // cancel on through the link's disarm hook and ends only once the link
-// fired (coroutine/spawn.hpp, awaited_end_reached): its children end first.
+// fired (coroutine/coroutine_body.hpp, awaited_end_reached): its children end first.
 #pragma once
 
 #include <array>

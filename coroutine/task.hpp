@@ -13,7 +13,7 @@
 // * An exception leaving the body is stored and rethrown where the task is
 //   co_awaited (inline) or joined (spawned).
 //
-// How a spawned coroutine runs (coroutine/spawn.hpp has the body): the slot
+// How a spawned coroutine runs (coroutine/coroutine_body.hpp has the body): the slot
 // holds the root coroutine handle and a task_context. Every coroutine of the
 // task — the root and the tasks it awaits inline — points at that context.
 // An awaiter that suspends records, in the context, which coroutine to

@@ -1,5 +1,5 @@
 // task_context — what a spawned coroutine task's next run resumes and what
-// it waits for. One per spawned task, in its slot (coroutine/spawn.hpp);
+// it waits for. One per spawned task, in its slot (coroutine/coroutine_body.hpp);
 // every coroutine of the task points at it, and every Canopy awaiter
 // records its suspension here (suspend_on). coroutine/task.hpp explains how
 // a spawned coroutine runs.
@@ -15,7 +15,7 @@ namespace canopy::detail {
 // What a suspended task waits for, as recorded in its task_context. The
 // body's run() checks it before resuming (a wake that finds the wait not
 // over is spurious and leaves the task suspended), and destroying the task
-// releases it (coroutine/spawn.hpp).
+// releases it (coroutine/coroutine_body.hpp).
 enum class wait_kind : std::uint8_t {
   none,    // any wake resumes (wait_for_wake, yield_now)
   link,    // a wait_link that must have fired (async_event, foreign awaitables)
@@ -49,14 +49,14 @@ struct task_context {
   detail::run_outcome signal = detail::run_outcome::suspended;
   // Set by an inline-awaited task that ran to its end (its frame freed
   // itself), with resume_point naming its awaiter: the body resumes that
-  // next (coroutine/spawn.hpp), in place of a symmetric transfer.
+  // next (coroutine/coroutine_body.hpp), in place of a symmetric transfer.
   bool resume_awaiter = false;
   // Set by the body's first run. A joiner may take over a task that never
   // ran (coroutine/join_await.hpp), never one that did: its coroutines
   // point at this context.
   bool started = false;
   // A cancel found the task waiting for another task's end and asked that
-  // one to stop: the task now waits for that end (coroutine/spawn.hpp).
+  // one to stop: the task now waits for that end (coroutine/coroutine_body.hpp).
   bool cancel_forwarded = false;
 
   // An awaiter about to suspend `self` records what the wait is; every

@@ -64,7 +64,7 @@ struct worker_context {
   bool driver_poll_wanted = false;
   // A join state's block that a coroutine's take-over of its unstarted
   // child gave up, kept for this worker's next coroutine spawn of that
-  // size (coroutine/spawn.hpp, discard_unstarted and make_join_state): in
+  // size (coroutine/lazy_child.hpp, discard_unstarted and make_join_state): in
   // a fork the next spawn follows the take-over, and this skips the block
   // pool's two calls. Touched only by the thread this context is current
   // on; freed with the worker.
@@ -154,7 +154,7 @@ class scheduler {
                              void (*construct)(void* storage, void* context), void* context,
                              spawn_mode mode, task_id* spawned);
   // canopy::spawn's child on a worker of this executor: a body that is one
-  // pointer (`body`, stored as it is: coroutine/spawn.hpp's lazy_child,
+  // pointer (`body`, stored as it is: coroutine/lazy_child.hpp's lazy_child,
   // which builds its full body only if it runs as a task of its own),
   // offered like spawn_offered's. Written out for that body so that the
   // fork's spawn makes no indirect call; elsewhere it is spawn_offered.

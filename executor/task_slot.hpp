@@ -84,7 +84,7 @@ struct alignas(atomics::cache_line) task_slot {
 static_assert(sizeof(task_slot) == atomics::cache_line, "a task slot is one cache line");
 
 // The slot whose storage `body` is: a body that changes its own kind
-// (coroutine/spawn.hpp's lazy_child) sets the slot's vtable through it.
+// (coroutine/lazy_child.hpp's lazy_child) sets the slot's vtable through it.
 // Only the thread that runs the body.
 inline task_slot& slot_of_storage(void* body) noexcept {
   static_assert(offsetof(task_slot, storage) == 16, "the storage follows the state and vtable");

@@ -30,7 +30,7 @@
 //
 // A read consumes in ready() or arm(), so whoever calls them takes
 // result() once either said the operation ended: a task's resumption
-// (coroutine/spawn.hpp tests the cancel before it asks ready(), and resumes
+// (coroutine/coroutine_body.hpp tests the cancel before it asks ready(), and resumes
 // the task after a true), a fiber's loop (this_fiber::wait_on), and
 // with_timeout's timed_source::result(). A disarm never consumes, so a read
 // cancelled or timed out while it waits leaves the bytes in the socket.

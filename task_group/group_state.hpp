@@ -130,7 +130,7 @@ class child_end {
       return;
     }
     // The wrapper ends only after the fiber ended (a cancelled coroutine
-    // waits for the task it awaits: coroutine/spawn.hpp), and the fiber's
+    // waits for the task it awaits: coroutine/coroutine_body.hpp), and the fiber's
     // writes to the box happen before its join state completes (release;
     // the wrapper saw it ready with acquire). Only a shutdown may destroy
     // the wrapper first; its box is then not read again.

@@ -10,7 +10,7 @@
 // once, as it would from a wait source it can simply disarm; it cancels the
 // children and stays until the last one ended (destructors run, fiber
 // stacks unwound), and the link's firing then lets its frame go
-// (coroutine/spawn.hpp, awaited_end_reached and release_frame), as a
+// (coroutine/coroutine_body.hpp, awaited_end_reached and release_frame), as a
 // cancelled task awaiting await_all's children does. A cancel that lands
 // after one child's end made next() over (the link fired) but before the
 // owner resumed finds the link fired: its `rearm` (wait_again) registers

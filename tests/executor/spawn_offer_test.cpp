@@ -341,7 +341,7 @@ struct owned_flag {
 
 TEST_CASE("a child cancelled before its awaiter takes it over never runs its body") {
   // canopy::spawn's child has no body of its own until it runs as a task
-  // (coroutine/spawn.hpp, lazy_child): cancelled while it waits in the
+  // (coroutine/lazy_child.hpp): cancelled while it waits in the
   // deque, its awaiter does not take it over but runs it as a task, whose
   // body destroys the frame (its parameters' destructors run) unrun.
   canopy::testing::watchdog guard("cancelled lazy child", 60);

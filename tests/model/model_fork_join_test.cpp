@@ -306,7 +306,7 @@ class fork_world {
     seen_.thrown_on_thief += on_thief && spec(id).throws ? 1 : 0;
     seen_.cancelled_on_thief += on_thief && spec(id).cancels ? 1 : 0;
     if (spec(id).cancels) {
-      // What H's cancel does while its region runs (coroutine/spawn.hpp).
+      // What H's cancel does while its region runs (coroutine/coroutine_body.hpp).
       static_cast<canopy::detail::fork_region*>(context_->waiting_on)->cancel();
       cancel_requested_ = true;  // same step as the cancel's store
     }
@@ -842,7 +842,7 @@ TEST_CASE("fork-join: a child throws while its sibling was stolen") {
 
 TEST_CASE("fork-join: H cancelled while a stolen child runs") {
   // H joins (1, 2, 4); child 1 cancels H's region while it runs (as H's
-  // cancel does, coroutine/spawn.hpp). A child not launched by then is
+  // cancel does, coroutine/coroutine_body.hpp). A child not launched by then is
   // never launched (H sees task_cancelled); one launched before runs; the
   // region finishes once and H goes on once.
   fork_case setup;
