@@ -239,3 +239,45 @@ TEST_CASE("next() cancelled as a child's end wakes it: the owner waits for the o
     CHECK(seen.after_owner.load() == 0);
   }
 }
+
+TEST_CASE("a fiber owner woken from next() by a child's end, then cancelled, waits for the others") {
+  // As the host-driven case above, with the owner a fiber.
+  watchdog dog("task_group fiber owner cancelled after next() was woken", 30);
+  for (int round = 0; round < 4; ++round) {
+    CAPTURE(round);
+    race_seen seen;
+    async_event first;
+    async_event never;
+    canopy::executor_config config;
+    config.worker_count = 0;
+    executor pool(config);
+    auto handle = pool.spawn(canopy::fiber([&seen, &first, &never] {
+      struct gone_flag {
+        race_seen* seen;
+        ~gone_flag() { seen->owner_gone = 1; }
+      } gone{&seen};
+      task_group<int> group;
+      group.spawn(child_until(&first, &seen));
+      for (int index = 0; index < others; ++index) {
+        group.spawn(child_until(&never, &seen));
+      }
+      seen.waiting = true;
+      while (canopy::this_fiber::await(group.next())) {
+      }
+      canopy::this_fiber::await(group.close());
+      return 0;
+    }));
+    pool.run_until_idle();
+    REQUIRE(seen.waiting.load());
+    first.set();
+    REQUIRE(pool.run_once() == 1);  // the first child ends; the owner is woken
+    REQUIRE(seen.ended.load() == 1);
+    REQUIRE_FALSE(handle.ready());
+    CHECK(handle.cancel());
+    pool.run_until_idle();
+    REQUIRE(handle.ready());
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    CHECK(seen.ended.load() == 1 + others);
+    CHECK(seen.after_owner.load() == 0);
+  }
+}
