@@ -84,6 +84,10 @@ task<std::size_t> basic_stream<Protocol>::read_some(std::span<std::byte> buffer)
 template <class Protocol>
 task<void> basic_stream<Protocol>::write_all(std::span<const std::byte> data,
                                              std::error_code& error) {
+  if (data.empty()) {
+    empty_write(socket_.reg(), error);
+    co_return;
+  }
   co_await coop_point();
   std::size_t sent = 0;
   const io_result done = co_await canopy::wait_on(
@@ -101,8 +105,12 @@ task<void> basic_stream<Protocol>::write_all(std::span<const std::byte> data) {
 template <class Protocol>
 task<void> basic_stream<Protocol>::write_all(std::span<const std::span<const std::byte>> buffers,
                                              std::error_code& error) {
-  co_await coop_point();
   gather_cursor cursor(buffers);
+  if (cursor.done()) {
+    empty_write(socket_.reg(), error);
+    co_return;
+  }
+  co_await coop_point();
   const io_result done = co_await canopy::wait_on(
       protocol_ops<Protocol>::send_gathered(socket_.reg(), socket_.fd(), cursor));
   error = done.error;
@@ -122,6 +130,13 @@ task<void> basic_stream<Protocol>::write_all(std::span<const std::span<const std
 // scheduler tick (1-4 ms): such a receive waits on readiness instead.
 namespace {
 constexpr std::chrono::milliseconds near_deadline{5};
+
+// A write of nothing as a task, judged when it is awaited (as the other
+// writes are), not when it is made.
+task<void> empty_write_task(const registration& reg, std::error_code& error) {
+  empty_write(reg, error);
+  co_return;
+}
 }  // namespace
 
 template <class Protocol>
@@ -153,6 +168,11 @@ template <class Protocol>
 task<void> basic_stream<Protocol>::write_all_within(std::span<const std::byte> data,
                                                     std::chrono::milliseconds stall_limit,
                                                     std::error_code& error) {
+  if (data.empty()) {
+    // Not send_all_within's empty loop, which would report success on a
+    // stream that is not open, where write_all reports its error.
+    return empty_write_task(socket_.reg(), error);
+  }
   return send_all_within(
       [this](std::span<const std::byte> rest) noexcept {
         return protocol_ops<Protocol>::send_some(socket_.reg(), socket_.fd(), rest);

@@ -66,6 +66,10 @@ class basic_stream {
   task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
   task<std::size_t> read_some(std::span<std::byte> buffer);
   // Every byte, or an error (then some prefix may have been sent).
+  // Nothing to send (an empty buffer; gathered: no buffers, or only empty
+  // ones): ends at once without waiting for room, with no error on an open
+  // stream and errc::bad_file_descriptor on one not open, as a write of
+  // bytes there; write_all_within and the fiber forms alike.
   task<void> write_all(std::span<const std::byte> data, std::error_code& error);
   task<void> write_all(std::span<const std::byte> data);
   // Gathered: every byte of every buffer, in order, without copying them

@@ -170,6 +170,15 @@ inline std::size_t empty_read(const registration& reg, std::error_code& error) n
   return 0;
 }
 
+// A stream write of nothing (an empty buffer, a gathered write of none or
+// only empty ones, the bounded form alike): ends at once, never a wait. A
+// send of nothing would wait for room it does not need (for ever on a
+// connection whose peer stopped reading). errc::bad_file_descriptor on a
+// stream not open, as any write there, so that the forms agree.
+inline void empty_write(const registration& reg, std::error_code& error) noexcept {
+  error = reg.valid() ? std::error_code() : std::make_error_code(std::errc::bad_file_descriptor);
+}
+
 // The callback form: one attempt, never waits. EAGAIN clears readiness and
 // comes back as errc::resource_unavailable_try_again; wait for the next
 // edge (callback_registration) and call again.

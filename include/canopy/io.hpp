@@ -60,7 +60,9 @@
 //       them; docs/io.md, "Reads that lose a race", for a cancel that
 //       lands after the read completed);
 //       co_await write_all(bytes[, error]): every byte, or an error (a
-//       prefix may have gone); write_all(span of buffers[, error]): the
+//       prefix may have gone; nothing to send: at once, no wait, and
+//       errc::bad_file_descriptor on a stream not open, as any write,
+//       write_all_within too); write_all(span of buffers[, error]): the
 //       same, gathered (sendmsg; empty buffers skipped; the buffers and the
 //       span stay valid until it ends); bounded without a child task:
 //       co_await read_some_until(buffer, steady deadline, error) (0 with

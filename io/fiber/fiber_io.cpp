@@ -82,6 +82,10 @@ std::size_t read_stream(detail::basic_stream<Protocol>& stream, std::span<std::b
 template <class Protocol>
 void write_stream(detail::basic_stream<Protocol>& stream, std::span<const std::byte> data,
                   std::error_code& error) {
+  if (data.empty()) {
+    detail::empty_write(stream.reg(), error);
+    return;
+  }
   fiber_coop_point();
   std::size_t sent = 0;
   auto op =
@@ -92,8 +96,12 @@ void write_stream(detail::basic_stream<Protocol>& stream, std::span<const std::b
 template <class Protocol>
 void write_stream(detail::basic_stream<Protocol>& stream,
                   std::span<const std::span<const std::byte>> buffers, std::error_code& error) {
-  fiber_coop_point();
   detail::gather_cursor cursor(buffers);
+  if (cursor.done()) {
+    detail::empty_write(stream.reg(), error);
+    return;
+  }
+  fiber_coop_point();
   auto op =
       detail::protocol_ops<Protocol>::send_gathered(stream.reg(), stream.native_handle(), cursor);
   error = canopy::this_fiber::wait_on(op).error;
