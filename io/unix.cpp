@@ -11,6 +11,7 @@
 #include "coop_budget.hpp"
 #include "readiness.hpp"
 #include "socket_ops.hpp"
+#include "unix_probe.hpp"
 
 namespace canopy::io {
 
@@ -128,27 +129,6 @@ unix_stream detail::adopt_accepted_unix(const registration& listener, const io_r
 
 // ---------------------------------------------------------------- listener
 
-namespace {
-
-// The stale socket file rule (io/unix.hpp): a socket file nobody accepts on.
-bool is_stale_socket_file(const unix_endpoint& local) noexcept {
-  struct stat status {};
-  if (::lstat(local.to_string().c_str(), &status) != 0 || !S_ISSOCK(status.st_mode)) {
-    return false;
-  }
-  // Non-blocking: a live server whose backlog is full answers EAGAIN at
-  // once, where a blocking connect would wait for it to accept.
-  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (probe < 0) {
-    return false;
-  }
-  const bool refused = ::connect(probe, local.data(), local.size()) != 0 && errno == ECONNREFUSED;
-  ::close(probe);
-  return refused;
-}
-
-}  // namespace
-
 unix_listener::unix_listener(unix_listener&& other) noexcept
     : socket_(std::move(other.socket_)),
       local_(std::exchange(other.local_, unix_endpoint{})),
@@ -198,8 +178,9 @@ unix_listener unix_listener::bind(reactor& owner, const unix_endpoint& local,
   int failure = status != 0 ? errno : 0;
   if (failure == EADDRINUSE && !local.is_abstract()) {
     // The probe's own errno (EAGAIN from a live server's full backlog) is
-    // not bind's answer: EADDRINUSE stands unless the file was stale.
-    if (is_stale_socket_file(local)) {
+    // not bind's answer: EADDRINUSE stands unless the file was stale. The
+    // probe leaves a live server's accept queue alone (io/unix_probe.hpp).
+    if (detail::is_stale_socket_file(local)) {
       ::unlink(local.to_string().c_str());
       status = ::bind(fd, local.data(), local.size());
       failure = status != 0 ? errno : 0;

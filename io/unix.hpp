@@ -14,9 +14,11 @@
 // (errc::filename_too_long); a path with a NUL byte (errc::invalid_argument).
 //
 // The stale socket file rule. bind() on a path where a socket file exists:
-// if nobody accepts on it (a connect is refused: the file a crashed server
-// left), bind removes it and binds; if a server is live, or the path is
-// not a socket, bind fails with errc::address_in_use and touches nothing.
+// if nobody accepts on it (the file a crashed server left), bind removes it
+// and binds; if a server is live, or the path is not a socket, bind fails
+// with errc::address_in_use and touches nothing: a live server found in
+// the kernel's table of listening sockets is not connected to, so its
+// accept queue gets nothing (io/unix_probe.hpp says how it is asked).
 // The listener removes its own file when it is closed or destroyed (not
 // another server's, made at the path after its own was removed).
 //

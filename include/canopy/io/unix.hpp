@@ -15,8 +15,9 @@
 // makes it return 0; close() makes it end with errc::operation_canceled.
 // The stale socket file rule: bind() removes an existing
 // socket file nobody accepts on; a live server's file, or a file that is
-// not a socket, makes it fail with errc::address_in_use; a listener
-// removes its own file when closed.
+// not a socket, makes it fail with errc::address_in_use (the live server
+// is not connected to: its accept queue gets nothing, docs/io.md); a
+// listener removes its own file when closed.
 //
 // Reference (namespace canopy::io):
 //   unix_endpoint::path(file[, error]), unix_endpoint::abstract(name[,
