@@ -64,6 +64,32 @@ bool parse_length(std::string_view text, std::size_t& length) noexcept {
   return true;
 }
 
+// A version that is not HTTP/1.0 or HTTP/1.1: well formed ("HTTP/" digits,
+// then "." and digits or nothing, as nginx reads it) with a major version
+// other than 1 is one this server does not speak (505, RFC 9110 15.6.6:
+// HTTP/2.0, the preface of a client that assumes HTTP/2, HTTP/0.9); any
+// other text, and HTTP/1 with another minor, is malformed (400).
+parse_error other_version(std::string_view version) noexcept {
+  constexpr std::string_view name = "HTTP/";
+  if (!version.starts_with(name)) {
+    return parse_error::bad_version;
+  }
+  const auto is_digit = [](char c) noexcept { return c >= '0' && c <= '9'; };
+  const std::string_view number = version.substr(name.size());
+  const std::size_t dot = number.find('.');
+  const std::string_view major = number.substr(0, dot);
+  const std::string_view minor =
+      dot == std::string_view::npos ? std::string_view() : number.substr(dot + 1);
+  if (major.empty() || !std::all_of(major.begin(), major.end(), is_digit) ||
+      (dot != std::string_view::npos &&
+       (minor.empty() || !std::all_of(minor.begin(), minor.end(), is_digit)))) {
+    return parse_error::bad_version;
+  }
+  // Leading zeros do not make another version: "01" is major 1.
+  const bool major_one = major.find_first_not_of('0') == major.size() - 1 && major.back() == '1';
+  return major_one ? parse_error::bad_version : parse_error::unsupported_version;
+}
+
 parse_error parse_request_line(std::string_view line, request& out) noexcept {
   const std::size_t first_space = line.find(' ');
   if (first_space == std::string_view::npos) {
@@ -82,12 +108,11 @@ parse_error parse_request_line(std::string_view line, request& out) noexcept {
   if (out.target.empty() || !std::all_of(out.target.begin(), out.target.end(), is_target_char)) {
     return parse_error::bad_target;
   }
-  if (version.size() != 8 || version.substr(0, 7) != "HTTP/1." ||
-      (version[7] != '0' && version[7] != '1')) {
-    return parse_error::bad_version;
+  if (version == "HTTP/1.1" || version == "HTTP/1.0") {
+    out.version_minor = version[7] - '0';
+    return parse_error::none;
   }
-  out.version_minor = version[7] - '0';
-  return parse_error::none;
+  return other_version(version);
 }
 
 }  // namespace
@@ -354,6 +379,8 @@ int detail::status_of(parse_error error) noexcept {
       return 431;
     case parse_error::unsupported_transfer_encoding:
       return 501;
+    case parse_error::unsupported_version:
+      return 505;
     default:
       return 400;
   }
@@ -371,6 +398,8 @@ std::string_view detail::describe(parse_error error) noexcept {
       return "the request target is empty or holds a control character or a byte of 0x80 or above";
     case parse_error::bad_version:
       return "the version is not HTTP/1.0 or HTTP/1.1";
+    case parse_error::unsupported_version:
+      return "this server speaks HTTP/1.0 and HTTP/1.1 only, not the request's major version";
     case parse_error::bad_header:
       return "malformed header line";
     case parse_error::bad_content_length:

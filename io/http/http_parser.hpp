@@ -22,7 +22,9 @@
 //
 // What it accepts (RFC 9112, strictly): a request line `METHOD SP target SP
 // HTTP/1.x CRLF` (method a token, target visible ASCII: no control, space or
-// byte of 0x80 and above), header lines `name: value CRLF` (name a token;
+// byte of 0x80 and above; the version HTTP/1.0 or HTTP/1.1, while a
+// well-formed version of another major number, `HTTP/2.0`, is
+// unsupported_version: 505), header lines `name: value CRLF` (name a token;
 // value printable, obs-text, SP and HTAB; surrounding whitespace dropped; no
 // obsolete line folding), an empty line, and a body: Content-Length bytes,
 // or `Transfer-Encoding: chunked` (chunked_decoder.hpp: chunk extensions
@@ -117,7 +119,8 @@ enum class parse_error : std::uint8_t {
   bad_request_line,
   bad_method,
   bad_target,
-  bad_version,
+  bad_version,          // not HTTP/1.0 or HTTP/1.1, nor a well-formed other version: 400
+  unsupported_version,  // well formed, a major version other than 1 (HTTP/2.0): 505
   bad_header,
   bad_content_length,
   unsupported_transfer_encoding,

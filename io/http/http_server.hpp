@@ -46,7 +46,9 @@
 //     (max_head_bytes, max_headers; also a chunked body's trailers): `431
 //     Request Header Fields Too Large`, the same way; a transfer coding
 //     other than chunked alone (gzip, `gzip, chunked`, ...): `501 Not
-//     Implemented`, the same way;
+//     Implemented`, the same way; a request line whose version has a
+//     major number other than 1 (`HTTP/2.0`, `HTTP/0.9`): `505 HTTP
+//     Version Not Supported`, the same way;
 //   * a request that starts but does not arrive in full within
 //     request_timeout of the previous answer (or of the accept): `408
 //     Request Timeout` and close — so a client that sends its headers too

@@ -93,7 +93,12 @@ TEST_CASE("http parser: malformed requests name what is wrong") {
   CHECK(error_of("G(T / HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_method);
   CHECK(error_of(" / HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_method);
   CHECK(error_of("GET  HTTP/1.1\r\nHost: x\r\n\r\n") == parse_error::bad_target);
-  CHECK(error_of("GET / HTTP/2.0\r\n\r\n") == parse_error::bad_version);
+  CHECK(error_of("GET / HTTP/2.0\r\n\r\n") == parse_error::unsupported_version);
+  CHECK(error_of("GET / HTTP/0.9\r\n\r\n") == parse_error::unsupported_version);
+  CHECK(error_of("GET / HTTP/2\r\n\r\n") == parse_error::unsupported_version);
+  CHECK(error_of("GET / HTTP/01.1\r\n\r\n") == parse_error::bad_version);  // major 1
+  CHECK(error_of("GET / HTTP/1.2\r\n\r\n") == parse_error::bad_version);
+  CHECK(error_of("GET / HTTP/2.x\r\n\r\n") == parse_error::bad_version);
   CHECK(error_of("GET / HTTP/1.1 \r\n\r\n") == parse_error::bad_version);
   CHECK(error_of("GET / http/1.1\r\n\r\n") == parse_error::bad_version);
   CHECK(error_of("GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n") == parse_error::bad_header);
@@ -144,11 +149,12 @@ TEST_CASE("http parser: limits on the head, the header count and the body") {
         std::string::npos);
 }
 
-TEST_CASE("http parser: each limit has its status code, every other error 400 or 501") {
+TEST_CASE("http parser: each limit has its status code, every other error 400, 501 or 505") {
   using canopy::io::http::detail::status_of;
   CHECK(status_of(parse_error::body_too_large) == 413);
   CHECK(status_of(parse_error::head_too_large) == 431);
   CHECK(status_of(parse_error::unsupported_transfer_encoding) == 501);
+  CHECK(status_of(parse_error::unsupported_version) == 505);
   for (const parse_error error :
        {parse_error::bad_request_line, parse_error::bad_method, parse_error::bad_target,
         parse_error::bad_version, parse_error::bad_header, parse_error::bad_content_length,

@@ -4,8 +4,10 @@
 // (complete, appended and streamed answers; HEAD keeps its Content-Length);
 // a status outside 200-599 answered as 500; the registered reason phrases;
 // a request with two Host fields or an invalid one refused with 400 (one
-// without Host served, HTTP/1.1 too); a
-// max_headers over the parser's capacity refused when serving starts.
+// without Host served, HTTP/1.1 too); a request line with a version of
+// another major number (HTTP/2.0) refused with 505, a malformed version
+// with 400; a max_headers over the parser's capacity refused when serving
+// starts.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -267,6 +269,37 @@ TEST_CASE("http answers: two Host fields or an invalid Host get 400; none is ser
         exchange(server.port(), std::string(head) + "Connection: close\r\n\r\n");
     CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
   }
+}
+
+TEST_CASE("http answers: a version of another major number gets 505; a malformed one 400") {
+  const watchdog guard("http answers: version", 60 * timeout_scale());
+  http_test_server server({}, answers());
+  for (const char* head : {
+           "GET / HTTP/2.0\r\nHost: a\r\n\r\n", "GET / HTTP/3.0\r\nHost: a\r\n\r\n",
+           "GET / HTTP/0.9\r\n\r\n", "GET / HTTP/2\r\nHost: a\r\n\r\n",
+           "GET / HTTP/10.1\r\nHost: a\r\n\r\n",
+           "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",  // a client that assumes HTTP/2
+       }) {
+    CAPTURE(head);
+    const std::string got = exchange(server.port(), head);
+    CHECK(got.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"));
+    CHECK(got.find("Connection: close\r\n") != std::string::npos);
+  }
+  for (const char* head : {
+           "GET / HTTP/1.2\r\nHost: a\r\n\r\n",
+           "GET / HTTP/1\r\nHost: a\r\n\r\n",
+           "GET / HTTP/2.\r\nHost: a\r\n\r\n",
+           "GET / HTTP/.1\r\nHost: a\r\n\r\n",
+           "GET / HTTP/x.1\r\nHost: a\r\n\r\n",
+           "GET / HTTP/2.0 \r\nHost: a\r\n\r\n",
+           "GET / http/2.0\r\nHost: a\r\n\r\n",
+           "GET / HTTPS/2.0\r\nHost: a\r\n\r\n",
+       }) {
+    CAPTURE(head);
+    const std::string got = exchange(server.port(), head);
+    CHECK(got.starts_with("HTTP/1.1 400 Bad Request\r\n"));
+  }
+  CHECK(exchange(server.port(), "GET / HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200 OK\r\n"));
 }
 
 TEST_CASE("http answers: limits at SIZE_MAX (no limit) serve a body larger than the defaults") {

@@ -328,7 +328,7 @@ TEST_CASE("http server: a malformed request gets 400 and the connection closed")
   }
   SUBCASE("a good request, then a bad one: the first is answered, the second gets 400") {
     client peer(server.port());
-    peer.send("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/9.9\r\n\r\n");
+    peer.send("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.x\r\n\r\n");
     const std::string all = peer.read_to_eof();
     CHECK(all.rfind(hello_response, 0) == 0);
     CHECK(all.find("HTTP/1.1 400 Bad Request") != std::string::npos);

@@ -200,7 +200,8 @@
 //     a body over max_body_bytes (from the Content-Length, or as a chunked
 //     body grows); 431 for a head over max_head_bytes or max_headers (also
 //     chunked trailers); 501 for a transfer coding other than chunked
-//     alone; 408 for a request begun but not complete within
+//     alone; 505 for a version of another major number than 1 (HTTP/2.0,
+//     HTTP/0.9; HTTP/1 with a minor other than 0 or 1 is 400); 408 for a request begun but not complete within
 //     request_timeout of the previous answer (or the accept);
 //   * closed quietly: a connection idle for request_timeout (no 408 the
 //     client did not ask for); a write that makes no progress for
