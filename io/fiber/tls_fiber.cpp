@@ -144,6 +144,12 @@ void do_write_all(tls_stream<Stream>& stream, std::span<const std::byte> data,
     return;
   }
   operation_claim claim(engine, tls_operation::write);
+  if (data.empty()) {  // as the task form: an error only on a closed stream
+    if (!stream.next_layer().is_open()) {
+      error = std::make_error_code(std::errc::bad_file_descriptor);
+    }
+    return;
+  }
   claim.risky = true;
   while (!data.empty()) {
     const std::span<const std::byte> chunk =

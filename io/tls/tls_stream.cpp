@@ -248,6 +248,14 @@ task<void> tls_stream<Stream>::write_all_within(std::span<const std::byte> data,
     co_return;
   }
   operation_claim claim(*engine_, tls_operation::write);
+  if (data.empty()) {
+    // Nothing to encrypt or send: as the next layer's write of nothing,
+    // at once, and an error only where that layer is not open.
+    if (!next_.is_open()) {
+      error = std::make_error_code(std::errc::bad_file_descriptor);
+    }
+    co_return;
+  }
   claim.risky = true;
   while (!data.empty()) {
     const std::span<const std::byte> chunk =

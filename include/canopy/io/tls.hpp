@@ -70,6 +70,11 @@
 //   * read_some of an empty buffer does what a tcp_stream's does: waits
 //     until a byte can be read (or the end or an error comes), returns 0
 //     and takes nothing; 0 means EOF only for a non-empty buffer;
+//   * write_all and write_all_within of nothing (an empty buffer) end at
+//     once, as a tcp_stream's: after the checks every write makes
+//     (not_handshaken, unusable, a write already running), no error on an
+//     open stream and std::errc::bad_file_descriptor on one whose next
+//     layer is closed, as a write of bytes there; the stream stays usable;
 //   * the cancel rule: a task cancelled (with_timeout, race, a handle's
 //     cancel) during handshake(), write_all() or shutdown(), or during the
 //     rare send a read makes, may leave a handshake or a record half sent:

@@ -3,7 +3,10 @@
 // coroutine server and a coroutine client against a fiber server, each
 // moving bytes both ways at once and ending with close_notify; both sides
 // fibers over a Unix-domain stream; a refused certificate in a fiber; a
-// call outside a fiber.
+// call outside a fiber; a write of nothing (task and fiber forms, bounded
+// too) ends at once, without error while the stream is open and with
+// bad_file_descriptor once it is closed, as a write of bytes there.
+// (Those empty writes used to succeed on a closed stream.)
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -236,6 +239,77 @@ TEST_CASE("tls fibers: a refused certificate in a fiber; a call outside a fiber"
   tls idle(tcp_stream(), client_context(certs), "localhost");
   CHECK_THROWS_AS(fiber_io::handshake(idle), std::logic_error);
   CHECK(idle.usable());
+}
+
+// Every empty write form on `stream`: each error compared with `expected`.
+task<void> empty_writes(tls* stream, std::error_code expected) {
+  std::error_code error = std::make_error_code(std::errc::io_error);
+  co_await stream->write_all(std::span<const std::byte>(), error);
+  CHECK_MESSAGE(error == expected, "write_all: ", error.message());
+  for (const std::chrono::milliseconds limit : {std::chrono::milliseconds::max(), 1000ms, 0ms}) {
+    error = std::make_error_code(std::errc::io_error);
+    co_await stream->write_all_within(std::span<const std::byte>(), limit, error);
+    CHECK_MESSAGE(error == expected, "write_all_within, limit ", limit.count(),
+                  " ms: ", error.message());
+  }
+  CHECK(stream->usable());
+}
+
+TEST_CASE("tls: a write of nothing ends at once; on a closed stream bad_file_descriptor") {
+  const watchdog guard("tls empty writes", 60 * timeout_scale());
+  const test_certificates certs;
+  loopback net;
+  const std::error_code bad_fd = std::make_error_code(std::errc::bad_file_descriptor);
+  // Two connections, each served until the client goes (its bytes then
+  // end without close_notify: the server's read fails, as expected here).
+  auto server = net.pool.spawn([](tcp_listener& listener, tls_context context) -> task<int> {
+    int served = 0;
+    for (int i = 0; i < 2; ++i) {
+      tls stream(co_await listener.accept(), context);
+      std::error_code error;
+      co_await stream.handshake(error);
+      std::byte buffer[16];
+      (void)co_await stream.read_some(buffer, error);
+      served += error ? 1 : 0;
+    }
+    co_return served;
+  }(net.listener, server_context(certs)));
+
+  run(
+      net.pool,
+      [](endpoint address, tls_context context, std::error_code bad_fd) -> task<void> {
+        tls stream(co_await tcp_stream::connect(address), context, "localhost");
+        co_await stream.handshake();
+        co_await empty_writes(&stream, std::error_code());
+        stream.close();
+        co_await empty_writes(&stream, bad_fd);
+        bool threw = false;
+        try {
+          co_await stream.write_all(std::span<const std::byte>());
+        } catch (const std::system_error& failure) {
+          threw = failure.code() == bad_fd;
+        }
+        CHECK(threw);
+      }(net.address, client_context(certs), bad_fd),
+      "the task client");
+
+  io::reactor& owner = io::reactor::of(net.pool);
+  auto client = net.pool.spawn(canopy::fiber(
+      [&owner, &net, bad_fd, context = client_context(certs)] {
+        tls stream(fiber_io::connect(owner, net.address), context, "localhost");
+        fiber_io::handshake(stream);
+        std::error_code open_error = std::make_error_code(std::errc::io_error);
+        fiber_io::write_all(stream, std::span<const std::byte>(), open_error);
+        stream.close();
+        std::error_code closed_error;
+        fiber_io::write_all(stream, std::span<const std::byte>(), closed_error);
+        return !open_error && closed_error == bad_fd && stream.usable();
+      },
+      tls_fiber_stack));
+  REQUIRE(client.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))));
+  CHECK(client.get());
+  REQUIRE(server.wait_for(10s));
+  CHECK(server.get() == 2);
 }
 
 }  // namespace
