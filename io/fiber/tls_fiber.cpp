@@ -95,10 +95,15 @@ std::size_t do_read_some(tls_stream<Stream>& stream, std::span<std::byte> buffer
     return 0;
   }
   operation_claim claim(engine, tls_operation::read);
-  const bool peek = buffer.empty();  // waits for a byte and takes none (as TCP's)
+  if (buffer.empty()) {  // as the task form: 0 at once, an error only on a closed stream
+    if (!stream.next_layer().is_open()) {
+      error = std::make_error_code(std::errc::bad_file_descriptor);
+    }
+    return 0;
+  }
   for (;;) {
     std::size_t got = 0;
-    const tls_step step = peek ? engine.peek(error) : engine.read(buffer, got, error);
+    const tls_step step = engine.read(buffer, got, error);
     if (engine.claim_output_if_pending()) {  // a KeyUpdate's answer
       std::error_code flushed;
       claim.risky = true;
@@ -111,7 +116,7 @@ std::size_t do_read_some(tls_stream<Stream>& stream, std::span<std::byte> buffer
     }
     switch (step) {
       case tls_step::done:
-        return peek ? 0 : got;
+        return got;
       case tls_step::eof:
       case tls_step::failed:
         return 0;

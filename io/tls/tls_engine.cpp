@@ -161,14 +161,6 @@ tls_step tls_engine::read(std::span<std::byte> into, std::size_t& got,
   return after_read(SSL_read_ex(ssl_of(ssl_), into.data(), into.size(), &got), got, error);
 }
 
-tls_step tls_engine::peek(std::error_code& error) noexcept {
-  const std::lock_guard lock(mutex_);
-  ERR_clear_error();
-  std::byte probe[1];
-  std::size_t got = 0;
-  return after_read(SSL_peek_ex(ssl_of(ssl_), probe, sizeof probe, &got), got, error);
-}
-
 // The caller holds mutex_.
 tls_step tls_engine::after_read(int result, std::size_t& got, std::error_code& error) noexcept {
   if (result == 1) {

@@ -52,8 +52,6 @@ class tls_engine {
 
   tls_step handshake(std::error_code& error) noexcept;
   tls_step read(std::span<std::byte> into, std::size_t& got, std::error_code& error) noexcept;
-  // As read, but consumes nothing: done once a decrypted byte waits.
-  tls_step peek(std::error_code& error) noexcept;
   tls_step write(std::span<const std::byte> data, std::error_code& error) noexcept;
   tls_step shutdown(std::error_code& error) noexcept;
   // Bytes that arrived from the socket (after a want_read).

@@ -160,12 +160,17 @@ task<std::size_t> tls_stream<Stream>::read_some_until(std::span<std::byte> buffe
     co_return 0;
   }
   operation_claim claim(*engine_, tls_operation::read);
-  // An empty buffer waits, as a TCP stream's does, until a byte can be
-  // read (or the end or an error comes), and takes nothing.
-  const bool peek = buffer.empty();
+  if (buffer.empty()) {
+    // As a tcp_stream's: 0 at once, nothing taken, not EOF. A wait for a
+    // byte it cannot take would last for ever on an idle connection.
+    if (!next_.is_open()) {
+      error = std::make_error_code(std::errc::bad_file_descriptor);
+    }
+    co_return 0;
+  }
   for (;;) {
     std::size_t got = 0;
-    const tls_step step = peek ? engine_->peek(error) : engine_->read(buffer, got, error);
+    const tls_step step = engine_->read(buffer, got, error);
     // A read may produce records (a KeyUpdate's answer): they go out now
     // unless a writer holds the socket, which then sends them with its own.
     if (engine_->claim_output_if_pending()) {
@@ -180,7 +185,7 @@ task<std::size_t> tls_stream<Stream>::read_some_until(std::span<std::byte> buffe
     }
     switch (step) {
       case tls_step::done:
-        co_return peek ? 0 : got;
+        co_return got;
       case tls_step::eof:
         co_return 0;
       case tls_step::failed:

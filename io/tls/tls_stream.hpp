@@ -48,9 +48,9 @@ class tls_stream {
   task<void> handshake();
   // At least one byte, or 0 at the peer's close_notify (EOF). A peer that
   // closes the connection without it: tls_errc::truncated. An empty
-  // buffer (as a tcp_stream's): waits until a byte can be read, or the
-  // end or an error comes, then 0, taking nothing; so 0 is EOF only for a
-  // non-empty buffer.
+  // buffer (as a tcp_stream's): 0 at once, taking nothing and not EOF
+  // (std::errc::bad_file_descriptor where the next layer is closed); so 0
+  // is EOF only for a non-empty buffer. read_some_until alike.
   task<std::size_t> read_some(std::span<std::byte> buffer, std::error_code& error);
   task<std::size_t> read_some(std::span<std::byte> buffer);
   task<void> write_all(std::span<const std::byte> data, std::error_code& error);

@@ -67,9 +67,10 @@
 //     without close_notify: tls_errc::truncated (a clean close_notify is a
 //     read of 0 bytes, EOF); during the handshake:
 //     tls_errc::closed_in_handshake. Renegotiation is refused;
-//   * read_some of an empty buffer does what a tcp_stream's does: waits
-//     until a byte can be read (or the end or an error comes), returns 0
-//     and takes nothing; 0 means EOF only for a non-empty buffer;
+//   * read_some (and read_some_until) of an empty buffer does what a
+//     tcp_stream's does: returns 0 at once and takes nothing, on an idle
+//     stream too (std::errc::bad_file_descriptor where the next layer is
+//     closed); 0 means EOF only for a non-empty buffer;
 //   * write_all and write_all_within of nothing (an empty buffer) end at
 //     once, as a tcp_stream's: after the checks every write makes
 //     (not_handshaken, unusable, a write already running), no error on an

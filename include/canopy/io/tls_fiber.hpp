@@ -17,8 +17,8 @@
 // <canopy/io/tls.hpp>: handshake first and alone, then one read and one
 // write at once (a fiber and a task may share a stream, one direction
 // each); the same errors in a std::error_code& form and a throwing form
-// (std::system_error); an empty buffer's read waits for a byte and returns
-// 0; the cancel rule with "a fiber cancelled or dropped" for "a task
+// (std::system_error); an empty buffer's read returns 0 at once, taking
+// nothing; the cancel rule with "a fiber cancelled or dropped" for "a task
 // cancelled" (unwinding from handshake, write_all or shutdown, or from a
 // read's rare send, leaves the stream unusable; from a read's wait for the
 // socket, loses nothing). Built where both TLS and fibers are; link

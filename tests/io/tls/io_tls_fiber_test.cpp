@@ -5,8 +5,9 @@
 // fibers over a Unix-domain stream; a refused certificate in a fiber; a
 // call outside a fiber; a write of nothing (task and fiber forms, bounded
 // too) ends at once, without error while the stream is open and with
-// bad_file_descriptor once it is closed, as a write of bytes there.
-// (Those empty writes used to succeed on a closed stream.)
+// bad_file_descriptor once it is closed, as a write of bytes there (those
+// empty writes used to succeed on a closed stream), and so does a fiber's
+// read into an empty buffer (which used to wait for a byte).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -190,7 +191,7 @@ TEST_CASE("tls fibers: a fiber server and a fiber client over a Unix-domain stre
         unix_tls stream(fiber_io::connect(owner, name), context, "localhost");
         fiber_io::handshake(stream);
         fiber_io::write_all(stream, bytes_of("ping"));
-        // An empty read waits for the echo and takes none of it.
+        // An empty read returns 0 at once and takes nothing.
         CHECK(fiber_io::read_some(stream, std::span<std::byte>()) == 0);
         std::string answer;
         std::byte buffer[16];
@@ -300,10 +301,16 @@ TEST_CASE("tls: a write of nothing ends at once; on a closed stream bad_file_des
         fiber_io::handshake(stream);
         std::error_code open_error = std::make_error_code(std::errc::io_error);
         fiber_io::write_all(stream, std::span<const std::byte>(), open_error);
+        // An empty read on this idle stream: 0 at once, as the task form's.
+        std::error_code read_error = std::make_error_code(std::errc::io_error);
+        const std::size_t read = fiber_io::read_some(stream, std::span<std::byte>(), read_error);
         stream.close();
         std::error_code closed_error;
         fiber_io::write_all(stream, std::span<const std::byte>(), closed_error);
-        return !open_error && closed_error == bad_fd && stream.usable();
+        std::error_code closed_read_error;
+        (void)fiber_io::read_some(stream, std::span<std::byte>(), closed_read_error);
+        return !open_error && read == 0 && !read_error && closed_error == bad_fd &&
+               closed_read_error == bad_fd && stream.usable();
       },
       tls_fiber_stack));
   REQUIRE(client.wait_for(std::chrono::milliseconds(static_cast<long>(30'000 * timeout_scale()))));
