@@ -1,4 +1,5 @@
-// http_hello — an HTTP/1.1 server on Canopy: `GET /` answers "Hello, World!".
+// http_hello — an HTTP/1.1 server on Canopy: `GET /` answers "Hello, World!"
+// (the path decides: `GET /?name=x` too; any other path gets 404).
 //
 //   http_hello [PORT] [--threads N] [--request-timeout MS] [--write-timeout MS]
 //              [--coroutine]
@@ -42,7 +43,7 @@ namespace http = canopy::io::http;
 // adds Connection: keep-alive for an HTTP/1.0 request kept alive.
 void hello(const http::request& req, std::string& out) {
   const bool close = !req.keep_alive;
-  if (req.target != "/") {
+  if (req.path() != "/") {
     http::append_response(out, 404, "Not Found", "text/plain", "Not Found", close);
   } else if (req.method != "GET" && req.method != "HEAD") {
     http::append_response(out, 405, "Method Not Allowed", "text/plain", "Method Not Allowed",
@@ -57,7 +58,7 @@ http::handler counting_coroutine(std::atomic<unsigned long>& answered) {
   return [&answered](const http::request& req) -> canopy::task<http::response> {
     answered.fetch_add(1, std::memory_order_relaxed);
     http::response answer;
-    if (req.target != "/") {
+    if (req.path() != "/") {
       answer.status = 404;
       answer.body = "Not Found";
     } else if (req.method != "GET" && req.method != "HEAD") {

@@ -153,6 +153,25 @@ std::string_view request::find(std::string_view name) const noexcept {
   return {};
 }
 
+// An absolute-form target's path follows its authority (RFC 9110 4.2.3:
+// an empty one is "/"); any other target's starts at its first byte.
+std::string_view request::path() const noexcept {
+  std::string_view path = target;
+  if (const std::size_t scheme_end = path.find("://");
+      !path.starts_with('/') && scheme_end != std::string_view::npos) {
+    path.remove_prefix(scheme_end + 3);
+    const std::size_t path_start = path.find_first_of("/?");
+    path.remove_prefix(path_start == std::string_view::npos ? path.size() : path_start);
+  }
+  path = path.substr(0, path.find('?'));
+  return path.empty() ? "/" : path;
+}
+
+std::string_view request::query() const noexcept {
+  const std::size_t mark = target.find('?');
+  return mark == std::string_view::npos ? std::string_view{} : target.substr(mark + 1);
+}
+
 namespace {
 
 // What the Transfer-Encoding fields of a request list, in order.

@@ -100,6 +100,14 @@ struct request {
 
   // The first header of that name (case-insensitive), or an empty view.
   [[nodiscard]] std::string_view find(std::string_view name) const noexcept;
+  // The target's path (RFC 9112 3.2), what a router matches: before '?';
+  // of an absolute-form target ("http://host:port/p?q", sent through a
+  // proxy), what follows the authority; "/" where that is empty. "*"
+  // (OPTIONS *) stays "*". A view into `target`; no percent-decoding.
+  [[nodiscard]] std::string_view path() const noexcept;
+  // What follows the first '?' of the target (without it), or an empty
+  // view. No decoding.
+  [[nodiscard]] std::string_view query() const noexcept;
 };
 
 // The parser itself: the connection loop's (io/http/http_connection_loop.hpp).

@@ -199,28 +199,9 @@ router& router::add(std::string_view method, std::string_view path, handler resp
   return *this;
 }
 
-namespace {
-
-// The path of a request target (RFC 9112 3.2): before '?'; of the
-// absolute-form ("http://host:port/path?query", what a client sends
-// through a proxy, and which a server must accept, 3.2.2), what follows
-// the authority, an empty one being "/" (RFC 9110 4.2.3).
-std::string_view path_of(std::string_view target) noexcept {
-  if (const std::size_t scheme_end = target.find("://");
-      !target.starts_with('/') && scheme_end != std::string_view::npos) {
-    target.remove_prefix(scheme_end + 3);
-    const std::size_t path_start = target.find_first_of("/?");
-    target.remove_prefix(path_start == std::string_view::npos ? target.size() : path_start);
-  }
-  target = target.substr(0, target.find('?'));
-  return target.empty() ? "/" : target;
-}
-
-}  // namespace
-
 task<response> router::operator()(const request& req, std::string& out,
                                   detail::body_sink* sink) const {
-  const std::string_view path = path_of(req.target);
+  const std::string_view path = req.path();
   const bool head = req.method == "HEAD";
   std::string allow;
   for (const route& each : routes_) {

@@ -247,3 +247,27 @@ TEST_CASE("http parser: at most one Host, and any Host must be host[:port]") {
     CHECK(parse_request(head + "\r\n", req).status == parse_status::complete);
   }
 }
+
+TEST_CASE("request::path and request::query split the target as the router does") {
+  struct expectation {
+    std::string_view target, path, query;
+  };
+  const expectation cases[] = {
+      {"/", "/", ""},
+      {"/a/b?x=1&y=2", "/a/b", "x=1&y=2"},
+      {"/?q", "/", "q"},
+      {"/p?", "/p", ""},
+      {"/p?a?b", "/p", "a?b"},
+      {"http://host:8080/p/q?r=1", "/p/q", "r=1"},
+      {"http://host", "/", ""},
+      {"http://host?x", "/", "x"},
+      {"*", "*", ""},
+  };
+  for (const expectation& each : cases) {
+    CAPTURE(each.target);
+    canopy::io::http::request req;
+    req.target = each.target;
+    CHECK(req.path() == each.path);
+    CHECK(req.query() == each.query);
+  }
+}

@@ -674,6 +674,16 @@ TEST_CASE("http_hello, the example: HEAD (curl -I), HTTP/1.0 keep-alive (ab -k),
   CHECK(count(curl.output, "< Content-Length: 13") == 2);
   CHECK(curl.output.find("Excess") == std::string::npos);
 
+  // The path decides, not the query: "/?name=x" is "/", "/missing" is not.
+  const program_run query =
+      run_program({"curl", "--silent", "--show-error", "--max-time", "20", "--output", "/dev/null",
+                   "--write-out", "code=%{http_code}\n", url(port) + "?name=x",
+                   "--output", "/dev/null", url(port) + "missing"},
+                  30);
+  INFO("curl said:\n", query.output);
+  CHECK(query.status == 0);
+  CHECK(query.output == "code=200\ncode=404\n");
+
   const program_run ab = run_program({"ab", "-k", "-n", "3", "-c", "1", "-s", "60", url(port)}, 90);
   INFO("ab said:\n", ab.output);
   CHECK(ab.status == 0);
@@ -681,8 +691,8 @@ TEST_CASE("http_hello, the example: HEAD (curl -I), HTTP/1.0 keep-alive (ab -k),
   CHECK(ab_field(ab.output, "Keep-Alive requests:") == 3);
   CHECK(ab.took < std::chrono::duration<double>(4 * canopy::testing::timeout_scale()));
 
-  // SIGTERM: the example stops and prints its counters; 5 requests served.
+  // SIGTERM: the example stops and prints its counters; 7 requests served.
   server.signal(SIGTERM);
   CHECK(server.wait(60) == 0);
-  CHECK(server.output().find(" requests=5 bad_requests=0 timeouts=0") != std::string::npos);
+  CHECK(server.output().find(" requests=7 bad_requests=0 timeouts=0") != std::string::npos);
 }
