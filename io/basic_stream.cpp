@@ -187,10 +187,15 @@ template <class Protocol>
 std::size_t basic_stream<Protocol>::try_read_some(std::span<std::byte> buffer,
                                                   std::error_code& error) noexcept {
   const registration& reg = socket_.reg();
+  if (buffer.empty()) {
+    // As read_some's: nothing to take is not "try again" (a recv of
+    // nothing on an idle TCP socket says EAGAIN).
+    return empty_read(reg, error);
+  }
   if constexpr (Protocol::completion_requests) {
     // Bytes a receive that lost a race kept come before the socket's: only
     // a registration whose receives are completion requests keeps any.
-    if (reg.completions() && !buffer.empty()) {
+    if (reg.completions()) {
       if (const std::size_t kept = reg.owner()->take_kept(reg.id(), buffer); kept > 0) {
         error.clear();
         return kept;

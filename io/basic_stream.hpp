@@ -120,7 +120,9 @@ class basic_stream {
   // when it would block. For callback-style code (io/callback.hpp). A read
   // returns bytes an earlier read kept (read_some above) without a recv;
   // readiness (readable(), a callback's edge) does not count those, so
-  // after a read lost a race, read before waiting for the next edge.
+  // after a read lost a race, read before waiting for the next edge. A
+  // read into an empty buffer returns 0 with no error (bad_file_descriptor
+  // on a stream not open), as read_some's does.
   std::size_t try_read_some(std::span<std::byte> buffer, std::error_code& error) noexcept;
   std::size_t try_write_some(std::span<const std::byte> data, std::error_code& error) noexcept;
 

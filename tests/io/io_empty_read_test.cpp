@@ -1,5 +1,5 @@
 // A stream read into an empty buffer (tcp_stream, unix_stream: read_some,
-// read_some_until, this_fiber::read_some) ends at once with 0 and no error:
+// read_some_until, try_read_some, this_fiber::read_some) ends at once with 0 and no error:
 // nothing was read, and the stream is not at EOF. Such a read used to wait
 // for the socket to become readable (for ever on an idle connection), then
 // return 0 as if at EOF. Runs on the backend CANOPY_IO_BACKEND names (run.sh
@@ -54,8 +54,15 @@ task<std::size_t> empty_reads(Stream* idle, Stream* peer) {
   const auto far = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   CHECK(co_await idle->read_some_until(std::span<std::byte>(), far, error) == 0);
   CHECK_FALSE(error);
+  // Without waiting, the same: 0 and no error, not "try again".
+  error = std::make_error_code(std::errc::io_error);
+  CHECK(idle->try_read_some(std::span<std::byte>(), error) == 0);
+  CHECK_FALSE(error);
   Stream closed;  // never open: the error of any read there
   CHECK(co_await closed.read_some(std::span<std::byte>(), error) == 0);
+  CHECK(error == std::errc::bad_file_descriptor);
+  error.clear();
+  CHECK(closed.try_read_some(std::span<std::byte>(), error) == 0);
   CHECK(error == std::errc::bad_file_descriptor);
   co_await peer->write_all(bytes_of("x"));
   std::array<std::byte, 4> buffer{};
