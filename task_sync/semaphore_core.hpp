@@ -194,14 +194,24 @@ class basic_semaphore {
     return n;
   }
 
-  // Under the lock, after hand_out: an emptied queue clears bit 0 and
-  // stores the leftover permits; otherwise (I) holds as is (count 0).
+  // Under the lock, after hand_out: an emptied queue clears bit 0 and adds
+  // the leftover permits; otherwise (I) holds as is (count 0).
+  // Not a plain store: hand_out drops the lock to wake a full batch, and
+  // meanwhile the waiters behind may all leave (disarm empties the queue
+  // and clears bit 0), after which fast-path releases and acquires change
+  // the count; a store would overwrite what they left there (permits a
+  // leaving waiter handed back, or released meanwhile, lost). With bit 0
+  // still set the count is 0 (I), so the CAS gives the word a store would.
   void publish_leftover(std::size_t leftover) noexcept {
-    if (queue_.empty()) {
-      // release: pairs with try_acquire()'s acquire CAS (a new holder sees
-      // what the releasers wrote). No fast path changes the word while bit 0
-      // is set, so a store is enough.
-      word_.store(std::uint64_t{leftover} << 1, atomics::release);
+    if (!queue_.empty()) {
+      return;
+    }
+    std::uint64_t seen = word_.load(atomics::relaxed);
+    // release: pairs with try_acquire()'s acquire CAS (a new holder sees
+    // what the releasers wrote); a failed CAS only re-reads the word.
+    while (!word_.compare_exchange_weak(seen,
+                                        (seen & ~std::uint64_t{1}) + (std::uint64_t{leftover} << 1),
+                                        atomics::release, atomics::relaxed)) {
     }
   }
 

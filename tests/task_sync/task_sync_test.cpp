@@ -9,10 +9,12 @@
 #include <canopy/fiber.hpp>
 #include <canopy/sync.hpp>
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "task_sync/semaphore_core.hpp"
 #include "tests/owned_lambda.hpp"
 #include "tests/test_support.hpp"
 #include "tests/watchdog.hpp"
@@ -299,4 +301,42 @@ TEST_CASE("bad input: guard misuse, unlock of an unlocked mutex, too many permit
   CHECK_THROWS_AS(static_cast<void>(permits.acquire(3)), std::invalid_argument);
   CHECK_THROWS_AS(canopy::semaphore(3, 2), std::invalid_argument);
   CHECK_THROWS_AS(canopy::semaphore(0, 0), std::invalid_argument);
+}
+
+namespace {
+// A waker that runs a hook on its first wake: what another thread does
+// while a release wakes a full batch with the semaphore's lock dropped.
+struct hook_waker {
+  std::function<void()>* hook = nullptr;
+  void wake() const noexcept {
+    if (hook != nullptr && *hook) {
+      std::exchange(*hook, nullptr)();
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("semaphore: a release that wakes a full batch keeps permits released meanwhile") {
+  using core = canopy::detail::basic_semaphore<hook_waker>;
+  core permits(0, 100);
+  std::function<void()> hook;
+  std::vector<core::waiter> nodes(10);
+  for (auto& node : nodes) {
+    node.needed = 1;
+    REQUIRE(permits.arm(node, hook_waker{&hook}));
+  }
+  // While release(9) wakes its first batch of 8 (lock dropped), the last
+  // two waiters leave (the queue empties) and another thread releases 1
+  // permit by the fast path.
+  hook = [&] {
+    permits.disarm(nodes[8]);
+    permits.disarm(nodes[9]);
+    permits.release(1);
+  };
+  permits.release(9);
+  for (std::size_t index = 0; index < 8; ++index) {
+    CHECK(nodes[index].observed() == canopy::detail::waiter_done);
+  }
+  CHECK(permits.waiting() == 0);
+  CHECK(permits.available() == 2);  // release(9)'s ninth and the other release's one
 }
