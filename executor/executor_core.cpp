@@ -213,6 +213,10 @@ void executor_core::shutdown() {
     if (config_.driver != nullptr) {
       config_.driver->unbind(*this);
     }
+    // 7. The host has no work left: the notify descriptor, made readable
+    //    by step 1 or by a spawn no host ran, must not stay so (a loop
+    //    polling it would spin while every run function returns 0).
+    host_->settle_after_shutdown();
   });
 }
 

@@ -65,6 +65,9 @@ class host_channel {
   std::optional<std::uint32_t> pop();
   // Host: every queued slot, for shutdown (the tasks are destroyed there).
   void clear() noexcept;
+  // After shutdown, when nobody waits on the descriptor any more: read away
+  // whatever was written, so that it is not readable (any thread).
+  void discard_readable() noexcept { static_cast<void>(descriptor_.take()); }
 
   // Host: about to stop running. Reads away counts already written, arms,
   // then calls `has_work()` (whose reads must be seq_cst: they are the

@@ -44,6 +44,12 @@ std::size_t host_runner::run(const host_budget& budget) {
   for (;;) {
     switch (take_role(holder::run_function)) {
       case role::shut_down:
+        // acquire: pairs with settle_after_shutdown's release; before it, a
+        // joiner or shutdown's own drain may still sleep on the descriptor,
+        // and reading it away could take the write meant to wake them.
+        if (settled_.load(atomics::acquire)) {
+          channel_.discard_readable();
+        }
         return 0;
       case role::held_by_run_function:
         throw std::system_error(make_error_code(errc::host_busy),
@@ -235,6 +241,13 @@ void host_runner::hold_for_shutdown() noexcept {
        current = static_cast<std::uint8_t>(holder::none)) {
     atomics::yield_thread();
   }
+}
+
+void host_runner::settle_after_shutdown() noexcept {
+  channel_.discard_readable();
+  // release: pairs with run()'s acquire load; the shutdown is done with the
+  // channel, and only then may run functions read the descriptor.
+  settled_.store(true, atomics::release);
 }
 
 void host_runner::drain() {

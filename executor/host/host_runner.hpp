@@ -70,6 +70,11 @@ class host_runner {
   // Shutdown step 2, drain policy, with the role held: run the pinned tasks
   // (and, with no owned workers, every task) until nothing is runnable.
   void drain();
+  // Shutdown's last step: no work for the host is left, so the descriptor
+  // must not stay readable (a host loop polling it would spin, its run
+  // functions returning 0 for good); from now on a run function that finds
+  // it readable (a late write) reads it away too.
+  void settle_after_shutdown() noexcept;
 
  private:
   // Who holds the host role (holder_).
@@ -104,6 +109,9 @@ class host_runner {
   // step 2 on (a holder). acquire/release: hands state_ and channel_'s
   // host-only members from one holder to the next.
   atomics::atomic<std::uint8_t> holder_{0};
+  // Set by settle_after_shutdown: nobody waits on the descriptor any more
+  // (a joiner's or shutdown's own wait), so reading it loses no wake.
+  atomics::atomic<bool> settled_{false};
 };
 
 }  // namespace canopy::detail
