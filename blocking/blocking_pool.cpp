@@ -49,6 +49,15 @@ bool blocking_job::try_start() noexcept {
   return true;
 }
 
+bool blocking_job::never_starts() const noexcept {
+  if (executor_shutting_down()) {
+    return true;
+  }
+  const std::lock_guard lock(guard_);
+  // As in try_start: the state is alive until the task abandons the call.
+  return abandoned_ || (cancel_state_ != nullptr && cancel_state_->cancel_requested());
+}
+
 bool blocking_job::executor_shutting_down() const noexcept {
   // Relaxed, as its store (executor_core::shutdown, step 1): it publishes
   // nothing. A pool thread freed by the stop request that the shutdown's
@@ -122,6 +131,9 @@ blocking_pool& blocking_pool::for_executor(detail::scheduler& core) {
 
 void blocking_pool::submit(std::shared_ptr<detail::blocking_job> job) {
   std::vector<std::thread> finished;
+  // Destroyed after the lock is released (also when at_capacity is thrown):
+  // the last reference to a dropped call may run its callable's destructor.
+  std::vector<std::shared_ptr<detail::blocking_job>> dropped;
   {
     const std::lock_guard lock(mutex_);
     if (shut_down_) {
@@ -133,9 +145,20 @@ void blocking_pool::submit(std::shared_ptr<detail::blocking_job> job) {
       throw std::system_error(make_error_code(errc::shut_down),
                               "canopy::run_blocking: the executor is shutting down");
     }
-    const bool thread_free = stats_.idle > queue_.size();
-    if (!thread_free && threads_.size() >= config_.max_threads && config_.max_queued != 0 &&
-        queue_.size() >= config_.max_queued) {
+    bool thread_free = stats_.idle > queue_.size();
+    const auto at_bound = [&] {
+      return !thread_free && threads_.size() >= config_.max_threads && config_.max_queued != 0 &&
+             queue_.size() >= config_.max_queued;
+    };
+    if (at_bound()) {
+      // Calls of cancelled or destroyed tasks stay queued until a thread
+      // pops and drops them; they wait for nothing, so they must not make
+      // a live call fail (a burst of timed-out calls would refuse every
+      // new one while a long call holds the threads).
+      drop_never_starting(dropped);
+      thread_free = stats_.idle > queue_.size();
+    }
+    if (at_bound()) {
       throw std::system_error(make_error_code(errc::at_capacity),
                               "canopy::run_blocking: every blocking thread is busy and " +
                                   std::to_string(queue_.size()) +
@@ -160,6 +183,17 @@ void blocking_pool::submit(std::shared_ptr<detail::blocking_job> job) {
     finished.swap(exited_);
   }
   reap(finished);
+}
+
+void blocking_pool::drop_never_starting(
+    std::vector<std::shared_ptr<detail::blocking_job>>& dropped) {
+  for (auto& queued : queue_) {
+    if (queued->never_starts()) {
+      dropped.push_back(std::move(queued));
+    }
+  }
+  std::erase(queue_, nullptr);
+  stats_.dropped += dropped.size();
 }
 
 void blocking_pool::thread_main(std::list<std::thread>::iterator self) {

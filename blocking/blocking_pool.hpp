@@ -126,6 +126,10 @@ class blocking_job {
   // decision every pool thread makes, under the pool's mutex, before it
   // starts a call; a call refused here is dropped unrun.
   [[nodiscard]] bool try_start() noexcept;
+  // Whether try_start() would refuse now, and will forever: the waiting
+  // task is gone, its cancel was requested, or its executor's shutdown
+  // began (each only ever becomes true). Marks nothing.
+  [[nodiscard]] bool never_starts() const noexcept;
   // Whether the submitting executor's shutdown began (submit refuses then).
   [[nodiscard]] bool executor_shutting_down() const noexcept;
 
@@ -180,6 +184,9 @@ class blocking_pool {
  private:
   explicit blocking_pool(blocking_pool_config config);  // the process default
   void thread_main(std::list<std::thread>::iterator self);
+  // Under mutex_: moves the queued calls that will never start into
+  // `dropped` (released by the caller outside the lock) and counts them.
+  void drop_never_starting(std::vector<std::shared_ptr<detail::blocking_job>>& dropped);
   static void reap(std::vector<std::thread>& finished);
 
   blocking_pool_config config_;

@@ -21,7 +21,8 @@
 // blocking_pool's members from any thread; its shutdown and destructor not
 // from one of its own threads nor a worker of its attached executor.
 // Errors: outside a task std::logic_error; std::system_error with
-// errc::at_capacity when max_queued calls already wait, errc::shut_down
+// errc::at_capacity when max_queued calls already wait (a queued call of
+// a cancelled or destroyed task waits for nothing: not counted), errc::shut_down
 // after the pool shut down or once the executor's shutdown began (thrown by
 // run_blocking itself, or at the co_await for a queued call the pool's
 // shutdown dropped); fn's exception is rethrown at the co_await.

@@ -180,6 +180,42 @@ TEST_CASE("at the maximum calls queue in order; past max_queued: at_capacity") {
   }
 }
 
+TEST_CASE("queued calls whose tasks were cancelled do not count against max_queued") {
+  watchdog dog("run_blocking max_queued after cancels", 30);
+  executor pool(config_with(2));
+  blocking_pool blocking(pool, small_pool(1, 2));
+  gate opened;
+  std::atomic<int> started{0};
+  auto call = [&](int index) -> task<int> {
+    co_return co_await canopy::run_blocking([&, index] {
+      started.fetch_add(1);
+      opened.wait();
+      return index;
+    });
+  };
+  auto running = pool.spawn(call(0));
+  REQUIRE(eventually([&] { return blocking.stats().running == 1; }));
+  // Two calls queue (the bound), then their tasks are cancelled (as a
+  // with_timeout over a queued call does): neither will ever start.
+  auto first = pool.spawn(call(1));
+  REQUIRE(eventually([&] { return blocking.stats().queued == 1; }));
+  auto second = pool.spawn(call(2));
+  REQUIRE(eventually([&] { return blocking.stats().queued == 2; }));
+  CHECK(first.cancel());
+  CHECK(second.cancel());
+  CHECK_THROWS_AS(first.get(), canopy::task_cancelled);
+  CHECK_THROWS_AS(second.get(), canopy::task_cancelled);
+  // Nothing waits for a thread now: a new call is queued, not refused.
+  auto accepted = pool.spawn(call(3));
+  CHECK_FALSE(accepted.wait_for(20ms));  // queued behind the running call
+  CHECK(blocking.stats().queued == 1);
+  opened.open = true;
+  CHECK(running.get() == 0);
+  CHECK(accepted.get() == 3);
+  CHECK(started.load() == 2);
+  CHECK(blocking.stats().dropped == 2);
+}
+
 TEST_CASE("cancelling a task while fn runs: stop requested; the task ends only after fn returned") {
   watchdog dog("run_blocking cancel", 60);
   for (std::size_t workers : {1, 2}) {
