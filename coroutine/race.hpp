@@ -289,7 +289,14 @@ race_result<Ts...> make_race_result(std::size_t winner, std::tuple<race_slot<Ts>
       }
     };
     (check_winner(std::get<I>(slots), I), ...);
-    ((std::get<I>(result.values_) = std::move(std::get<I>(slots).value)), ...);
+    // emplace, not assignment: a value type need only be move-constructible
+    // (as a channel's is), and result's optionals are all empty here.
+    const auto take = [](auto& into, auto& slot) {
+      if (slot.value) {
+        into.emplace(std::move(*slot.value));
+      }
+    };
+    (take(std::get<I>(result.values_), std::get<I>(slots)), ...);
   }
   (std::index_sequence_for<Ts...>{});
   return result;

@@ -231,3 +231,33 @@ TEST_CASE("race over sleep_for and stopped(token): the sleep's timer is released
   };
   CHECK(pool.spawn(short_sleep()).get() == 0);
 }
+
+namespace {
+// What a channel accepts: nothrow move-constructible, not assignable.
+struct unassignable {
+  explicit unassignable(int value) : value(value) {}
+  unassignable(unassignable&&) noexcept = default;
+  unassignable& operator=(unassignable&&) = delete;
+  int value;
+};
+}  // namespace
+
+TEST_CASE("race over values that cannot be assigned: a channel's recv() and a task") {
+  const canopy::testing::watchdog guard("race unassignable", 60);
+  executor pool = make_pool();
+  canopy::channel<unassignable> values(1);
+  REQUIRE(values.try_send(unassignable(7)));
+  std::stop_source never;
+  auto receiver = [&]() -> task<int> {
+    auto got = co_await canopy::race(values.recv(), canopy::stopped(never.get_token()));
+    co_return got.get<0>()->value;
+  };
+  CHECK(pool.spawn(receiver()).get() == 7);
+  auto make = [](int value) -> task<unassignable> { co_return unassignable(value); };
+  auto both = [&]() -> task<int> {
+    auto got = co_await canopy::race(make(1), make(2));
+    co_return got.value().value;
+  };
+  const int winner = pool.spawn(both()).get();
+  CHECK((winner == 1 || winner == 2));
+}
