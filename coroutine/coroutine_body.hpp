@@ -129,16 +129,13 @@ struct coroutine_body {
   // (completion_kept) resumes and is cancelled at its next suspension, in
   // this run; any other is released and destroyed. Out of run(), as below.
   [[gnu::noinline]] detail::run_outcome run_cancelled() {
-    if (context.kind != wait_kind::custom || !context.custom_ops->completion_kept) {
-      return cancel_now();
-    }
-    // Disarmed first (such a disarm is idempotent), the source cannot
-    // complete any more: ready() then says for good whether it did.
-    context.custom_ops->disarm(context.waiting_on);
-    if (!wait_over()) {
+    if (!completed_for_good()) {
       return cancel_now();
     }
     context.clear_wait();
+    // Its next wait's awaited tasks must be asked to stop in turn (a
+    // forwarded cancel went to those of the wait that completed).
+    context.cancel_forwarded = false;
     resume_body();
     switch (context.signal) {
       case detail::run_outcome::completed:
@@ -149,6 +146,24 @@ struct coroutine_body {
       default:
         return context.signal;  // a yield: the next run finds the cancel
     }
+  }
+
+  // Whether the wait of a task being cancelled completed with something it
+  // must see: a custom wait source's completion_kept, or a link that fired
+  // whose source says so (race with a contender's value: destroying the
+  // frame would destroy that value, taken from a channel).
+  bool completed_for_good() noexcept {
+    if (context.kind == wait_kind::link) {
+      const auto& link = *static_cast<const wait_link*>(context.waiting_on);
+      return link.completion_kept != nullptr && link.has_fired() && link.completion_kept(link);
+    }
+    if (context.kind != wait_kind::custom || !context.custom_ops->completion_kept) {
+      return false;
+    }
+    // Disarmed first (such a disarm is idempotent), the source cannot
+    // complete any more: ready() then says for good whether it did.
+    context.custom_ops->disarm(context.waiting_on);
+    return wait_over();
   }
 
   detail::run_outcome cancel_now() noexcept {
@@ -185,6 +200,12 @@ struct coroutine_body {
     if (context.kind == wait_kind::link) {
       auto& link = *static_cast<wait_link*>(context.waiting_on);
       if (link.has_fired()) {
+        if (link.completion_kept != nullptr && link.completion_kept(link)) {
+          // Fired since run_cancelled looked, with a completion to keep:
+          // stay; fire()'s wake runs the task again, and run_cancelled
+          // resumes it.
+          return false;
+        }
         if (link.rearm == nullptr || !link.rearm(link)) {
           return true;
         }

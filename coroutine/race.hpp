@@ -14,6 +14,8 @@
 // A racing task cancelled (or dropped at shutdown) while it waits hands the
 // cancel on through the link's disarm hook and ends only once the link
 // fired (coroutine/coroutine_body.hpp, awaited_end_reached): its children end first.
+// A cancelled one whose contenders left a value resumes with the result
+// instead of being destroyed (the link's completion_kept hook).
 #pragma once
 
 #include <array>
@@ -81,15 +83,18 @@ class first_end_awaiter {
   using canopy_awaiter = void;
   static constexpr std::size_t no_winner = N;
 
-  first_end_awaiter(std::array<join_handle<void>, N>& handles, std::size_t count) noexcept
-      : handles_(&handles), count_(count) {
+  // `any_value(values)`: whether a contender has left a value in race's
+  // slots (read once the link fired).
+  first_end_awaiter(std::array<join_handle<void>, N>& handles, std::size_t count,
+                    bool (*any_value)(const void*) noexcept, const void* values) noexcept
+      : handles_(&handles), count_(count), any_value_(any_value), values_(values) {
     for (std::size_t index = 0; index < N; ++index) {
       entries_[index] = entry{this, index};
     }
   }
   // g++ may move an awaiter before it suspends; nothing in it is live yet.
   first_end_awaiter(first_end_awaiter&& other) noexcept
-      : first_end_awaiter(*other.handles_, other.count_) {}
+      : first_end_awaiter(*other.handles_, other.count_, other.any_value_, other.values_) {}
   first_end_awaiter& operator=(first_end_awaiter&&) = delete;
   ~first_end_awaiter() = default;
 
@@ -106,6 +111,7 @@ class first_end_awaiter {
     link_.arm_for_current_task();
     link_.disarm = &cancel_all;
     link_.source = this;
+    link_.completion_kept = &value_kept;
     context.suspend_on(self, wait_kind::link, &link_);
     std::uint32_t settled = 1;  // our own share
     for (std::size_t index = 0; index < count_; ++index) {
@@ -184,8 +190,18 @@ class first_end_awaiter {
     return false;
   }
 
+  // The racing task cancelled after every contender ended: a value one of
+  // them returned before its cancel landed (a channel's value, taken) is
+  // race's result, not dropped with the frame; the task resumes with it.
+  static bool value_kept(const wait_link& link) noexcept {
+    const auto* const self = static_cast<const first_end_awaiter*>(link.source);
+    return self->any_value_(self->values_);
+  }
+
   std::array<join_handle<void>, N>* handles_;
   std::size_t count_;
+  bool (*any_value_)(const void*) noexcept;
+  const void* values_;
   std::array<entry, N> entries_{};
   atomics::atomic<std::size_t> winner_{no_winner};
   atomics::atomic<std::uint32_t> remaining_{0};
@@ -194,6 +210,13 @@ class first_end_awaiter {
 
 template <class... Ts>
 race_result<Ts...> make_race_result(std::size_t winner, std::tuple<race_slot<Ts>...>& slots);
+
+// first_end_awaiter's any_value for race's slots.
+template <class... Ts>
+bool race_any_value(const void* values) noexcept {
+  return std::apply([](const auto&... slot) { return (slot.value.has_value() || ...); },
+                    *static_cast<const std::tuple<race_slot<Ts>...>*>(values));
+}
 
 }  // namespace detail
 
@@ -368,7 +391,8 @@ requires(sizeof...(Ts) > 0) task<race_result<Ts...>> race(task<Ts>... contenders
       handles[index].cancel();
     }
   }
-  const std::size_t winner = co_await detail::first_end_awaiter<count>(handles, spawned);
+  const std::size_t winner = co_await detail::first_end_awaiter<count>(
+      handles, spawned, &detail::race_any_value<Ts...>, &slots);
   if (spawn_failure) {
     std::rethrow_exception(spawn_failure);
   }

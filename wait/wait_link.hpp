@@ -43,7 +43,10 @@ struct wait_link {
   // g++ 12 may move an awaiter that holds a link before it is armed
   // (`co_await std::move(x)`); a move copies nothing that is live.
   wait_link(const wait_link& other) noexcept
-      : disarm(other.disarm), rearm(other.rearm), source(other.source) {}
+      : disarm(other.disarm),
+        rearm(other.rearm),
+        source(other.source),
+        completion_kept(other.completion_kept) {}
   wait_link& operator=(const wait_link&) = delete;
 
   // Point the link at the task running on this thread; state := armed.
@@ -113,6 +116,13 @@ struct wait_link {
   // `disarm` applies as to any armed link), false if the task may go now.
   bool (*rearm)(wait_link&) noexcept = nullptr;
   void* source = nullptr;
+  // Set by a source whose completion can carry something the waiting task
+  // must not lose (race: a contender's value, taken from a channel): asked
+  // only after the link fired, for a task whose cancel was requested; true
+  // makes the task resume with its wait's result and be cancelled at its
+  // next suspension (coroutine/coroutine_body.hpp, run_cancelled), as a custom
+  // wait's completion_kept does.
+  bool (*completion_kept)(const wait_link&) noexcept = nullptr;
   // Written by abandon() only.
   void (*reclaim)(void*) noexcept = nullptr;
   void* owner = nullptr;

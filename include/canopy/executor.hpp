@@ -72,7 +72,8 @@
 //       once (its destructors run; a fiber's stack unwinds); a running one
 //       at its next suspension (a plain callable that started runs to its
 //       end), as is one whose channel send a receiver took before the
-//       cancel landed (it resumes with that); one queued for the host
+//       cancel landed, or whose race a contender won with a value (it
+//       resumes with that); one queued for the host
 //       (resume_on_host) when a host next runs, on the host thread
 //       (include/canopy/task.hpp). get() then throws task_cancelled.
 //     detach(), or dropping the handle: the task runs on, its result is

@@ -42,6 +42,10 @@
 //     on_detached_exception;
 //   * a racing task that is itself cancelled (or dropped at shutdown) while
 //     it waits cancels every contender and ends only after all of them did.
+//     If one of them returned a value before its cancel landed (a channel's
+//     recv() that took a value), the cancelled task resumes with race's
+//     result, so that the value is not dropped, and is cancelled at its
+//     next suspension (at shutdown it is destroyed with the rest);
 // Cancel-safety follows the contenders': a read_some that loses a race
 // keeps the bytes it took for the stream's next read (docs/io.md).
 // A fiber (or any join handle) races inside a task that awaits it; that
