@@ -105,9 +105,9 @@
 //       callback (not from inside it), after which it never runs again; the
 //       descriptor stays the caller's. The callback must not throw (that
 //       goes to on_detached_exception and stops the registration).
-//   timer_thread(pool): timers for an executor without a reactor; destroy
-//       it after the tasks that sleep on it ended (shut the executor down
-//       first).
+//   timer_thread(pool): timers for an executor without a reactor; its
+//       destructor shuts the executor down first (declare it after the
+//       executor), as reactor_timers' does.
 //   TLS and HTTPS (not included here: <canopy/io/tls.hpp>, link canopy-tls;
 //       docs/tls.md): tls_context, tls_stream<tcp_stream> (handshake,
 //       read_some, write_all, shutdown), http::serve(listener, tls_context, ...).

@@ -9,6 +9,10 @@ timer_thread::timer_thread(executor& pool) : core_(&pool.core()) {
 }
 
 timer_thread::~timer_thread() {
+  // Sleeping tasks hold timers in this queue: the executor's shutdown
+  // (idempotent) destroys them, and they disarm, while the queue lives, as
+  // ~reactor_timers does.
+  core_->shutdown();
   {
     const std::lock_guard lock(mutex_);
     stopping_ = true;

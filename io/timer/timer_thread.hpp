@@ -7,11 +7,14 @@
 //
 //   canopy::executor pool;
 //   canopy::io::timer_thread timers(pool);   // before any sleep_for in pool's tasks
-//   ...
-//   pool.shutdown();                         // before ~timer_thread if tasks still sleep
+//   ...                                      // ~timer_thread, then ~executor
 //
-// Destroy it after the tasks that sleep on it have ended (shutdown the
-// executor first): a task woken by nothing would sleep forever.
+// ~timer_thread shuts the executor down first (shutdown() is idempotent),
+// as ~reactor_timers does: sleeping tasks hold timers in this queue, so
+// they are destroyed, and disarm their timers, while the queue still
+// lives. Declared after the executor, it is destroyed first and that is
+// all it takes. Destroy it on a thread that is not one of the executor's
+// workers (as the executor itself).
 #pragma once
 
 #include <condition_variable>

@@ -684,3 +684,52 @@ TEST_CASE("a due timer fires while every worker is busy, long before driver_poll
   CHECK(rounds < static_cast<long>(config.driver_poll_interval) / 2);
   CHECK(timers.queue().pending() == 0);
 }
+
+namespace {
+
+// Records, as it is destroyed, how many sleepers had ended by then.
+struct ended_probe {
+  const std::atomic<int>* ended;
+  int* seen;
+  ~ended_probe() { *seen = ended->load(); }
+};
+
+}  // namespace
+
+TEST_CASE("a timer_thread destroyed before its executor ends the sleeping tasks first") {
+  // The natural order: the executor, then its timer_thread, both left by
+  // scope; the timer_thread goes first. Tasks still sleeping are destroyed
+  // (their timers disarmed) before the queue goes, not after (a
+  // use-after-free of the queue).
+  canopy::testing::watchdog guard("timer_thread destroyed first", 30);
+  std::atomic<int> ended{0};
+  std::atomic<int> armed{0};
+  int seen_after_timers = -1;
+  canopy::join_handle<void> sleeper;
+  canopy::join_handle<int> fiber_sleeper;
+  {
+    executor pool(config_with(2));
+    const ended_probe probe{&ended, &seen_after_timers};
+    canopy::io::timer_thread timers(pool);
+    struct count_end {
+      std::atomic<int>* ended;
+      ~count_end() { ended->fetch_add(1); }
+    };
+    sleeper = pool.spawn([](std::atomic<int>* ended, std::atomic<int>* armed) -> task<void> {
+      const count_end guard{ended};
+      armed->fetch_add(1);
+      co_await canopy::sleep_for(1h);
+    }(&ended, &armed));
+    fiber_sleeper = pool.spawn(canopy::fiber([&ended, &armed] {
+      const count_end guard{&ended};
+      armed.fetch_add(1);
+      canopy::this_fiber::sleep_for(1h);
+      return 1;
+    }));
+    REQUIRE(canopy::testing::eventually([&] { return timers.queue().pending() == 2; }));
+    REQUIRE(armed.load() == 2);
+  }
+  CHECK(seen_after_timers == 2);
+  CHECK_THROWS_AS(sleeper.get(), canopy::task_cancelled);
+  CHECK_THROWS_AS(fiber_sleeper.get(), canopy::task_cancelled);
+}
