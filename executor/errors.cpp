@@ -13,7 +13,8 @@ class executor_error_category final : public std::error_category {
       case errc::shut_down:
         return "canopy: the executor is shut down and accepts no new tasks";
       case errc::at_capacity:
-        return "canopy: every task slot is taken (executor at max_leaves capacity)";
+        return "canopy: at capacity (every task slot is taken, max_leaves; or a bounded "
+               "queue is full, as run_blocking's max_queued)";
       case errc::cancelled:
         return "canopy: the task was cancelled (destroyed without completing)";
       case errc::worker_thread:

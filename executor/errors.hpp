@@ -9,7 +9,8 @@ namespace canopy {
 
 enum class errc {
   shut_down = 1,      // spawn after shutdown() began
-  at_capacity = 2,    // try_spawn (or a spawn from a worker) found every slot taken
+  at_capacity = 2,    // try_spawn (or a spawn from a worker) found every slot taken;
+                      // run_blocking found max_queued calls waiting
   cancelled = 3,      // the task was destroyed without completing
   worker_thread = 4,  // a blocking call (join, wait_for, block_on, shutdown) on a worker thread
   host_busy = 5,      // run_once/run_for/... while another thread runs the executor as its host
