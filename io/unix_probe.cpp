@@ -31,7 +31,7 @@ constexpr unsigned accepting_flag = 0x10000;
 // misbehaving kernel from holding bind() for long.
 constexpr int max_receives = 100'000;
 constexpr std::chrono::seconds dump_time_limit{2};
-constexpr std::size_t dump_buffer_size = 32 * 1024;
+constexpr std::size_t dump_buffer_size = std::size_t{32} * 1024;
 
 // The kernel's own encoding of a device number (what sock_diag reports):
 // 12 bits of major above 20 of minor, unlike glibc's dev_t.
