@@ -10,6 +10,8 @@
 // * A task<T> owns its coroutine frame; it is move-only. A task runs once:
 //   co_await consumes it (an awaited lvalue task is empty afterwards), and
 //   its frame, parameters included, is gone when the co_await yields.
+//   co_await of an empty task (default-made, moved from, already awaited)
+//   throws std::invalid_argument in the awaiting task.
 // * An exception leaving the body is stored and rethrown where the task is
 //   co_awaited (inline) or joined (spawned).
 //
@@ -33,6 +35,7 @@
 #include <exception>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -409,7 +412,15 @@ class [[nodiscard]] task {
     task& awaited;
     detail::inline_result<T> result{};
 
-    bool await_ready() const noexcept { return false; }
+    // An empty task has no frame to resume: refused here, where the
+    // exception still reaches the awaiting coroutine (await_suspend is
+    // noexcept and would jump to a null frame).
+    bool await_ready() const {
+      if (!awaited.handle_) [[unlikely]] {
+        refuse_empty();
+      }
+      return false;
+    }
     template <class Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> parent) noexcept {
       if constexpr (!detail::is_task_promise<Promise>()) {
@@ -424,6 +435,11 @@ class [[nodiscard]] task {
     T await_resume() {
       awaited.handle_ = {};  // the frame freed itself at its end
       return result.take();
+    }
+    [[noreturn, gnu::cold, gnu::noinline]] static void refuse_empty() {
+      throw std::invalid_argument(
+          "canopy: co_await on an empty canopy::task (default-made, moved from or already "
+          "awaited)");
     }
   };
   awaiter operator co_await() && noexcept { return awaiter{*this}; }
