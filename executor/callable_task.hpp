@@ -4,6 +4,14 @@
 // bytes, alignment <= 16) and in one heap box otherwise. If a join state is
 // attached the result or exception goes there; a detached task's exception
 // goes to the executor's on_detached_exception handler.
+//
+// The join state completes only after the callable (and what it captured)
+// was destroyed, as a coroutine's frame is before its state completes: a
+// joiner told that the task ended (get(), wait_for(), ready(), an awaiting
+// coroutine) finds what the task held released (a file it wrote closed, a
+// shared_ptr's count down, a lock's guard gone). run() leaves the result
+// or exception in the state; body_vtable::destroy destroys the body, then
+// publishes (callable_body::publish_end).
 #pragma once
 
 #include <exception>
@@ -26,55 +34,60 @@ struct callable_body {
 
   run_outcome run() {
     if (state != nullptr && state->cancel_requested()) {
-      state->complete(join_state_base::outcome::cancelled);
+      // Not run; publish_end's complete() finds the cancel bit and makes
+      // the outcome "cancelled".
       return run_outcome::completed;
     }
     std::exception_ptr failure;
     try {
       if constexpr (std::is_void_v<Result>) {
         std::invoke(fn);
-        if (state != nullptr) {
-          state->complete(join_state_base::outcome::value);
-        }
       } else if (state != nullptr) {
         state->set_value(std::invoke(fn));
-        state->complete(join_state_base::outcome::value);
       } else {
         static_cast<void>(std::invoke(fn));
       }
     } catch (...) {
       failure = std::current_exception();
     }
-    // Published after the handler ended: the catch's own reference to the
+    // Stored after the handler ended: the catch's own reference to the
     // exception is gone by then, so the thread that joins holds the last one
-    // and frees the exception itself. (Published inside the handler, the
+    // and frees the exception itself. (Stored inside the handler, the
     // worker's end of the catch could free it after the joiner had read it;
     // libstdc++'s reference count is invisible to ThreadSanitizer, which then
     // reports a race on the exception object.)
     if (failure) [[unlikely]] {
-      publish_failure(std::move(failure));
+      keep_failure(std::move(failure));
     }
     return run_outcome::completed;
   }
 
   // Out of line and cold: inline, it grew run() enough that GCC stopped
   // inlining the callable into it, on the path every callable task takes.
-  [[gnu::cold, gnu::noinline]] void publish_failure(std::exception_ptr failure) {
+  [[gnu::cold, gnu::noinline]] void keep_failure(std::exception_ptr failure) {
     if (state != nullptr) {
-      state->set_error(std::move(failure));
-      state->complete_with_error(*current_worker()->core);
+      state->set_error(std::move(failure));  // published by publish_end
     } else {
       current_worker()->core->report_detached_exception(failure);
     }
   }
 
-  void finish(task_end end) noexcept {
-    if (state != nullptr) {
-      if (end == task_end::dropped) {
-        state->complete(join_state_base::outcome::cancelled);
-      }
-      state->release_ref();
+  // After the body (the callable) was destroyed: publish how the task
+  // ended, then drop the task's reference to the state.
+  static void publish_end(join_state<Result>* state, task_end end) noexcept {
+    if (state == nullptr) {
+      return;
     }
+    if (end == task_end::dropped) {
+      state->complete(join_state_base::outcome::cancelled);
+    } else if (state->failed()) [[unlikely]] {
+      // A completed end is on the thread that ran the task (a worker, or a
+      // host thread acting as one).
+      state->complete_with_error(*current_worker()->core);
+    } else {
+      state->complete(join_state_base::outcome::value);  // "cancelled" if asked before
+    }
+    state->release_ref();
   }
 };
 
@@ -111,8 +124,11 @@ template <class Body>
 struct body_vtable {
   static run_outcome run(void* storage) { return body_storage<Body>::get(storage).run(); }
   static void destroy(void* storage, task_end end) noexcept {
-    body_storage<Body>::get(storage).finish(end);
+    // The callable first, so that its end is published with what it held
+    // already released (the top of this file).
+    auto* const state = body_storage<Body>::get(storage).state;
     body_storage<Body>::destroy(storage);
+    Body::publish_end(state, end);
   }
   static constexpr task_vtable table{&run, &destroy};
 };

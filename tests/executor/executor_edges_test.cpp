@@ -8,6 +8,7 @@
 #include <canopy/canopy.hpp>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "tests/test_support.hpp"
@@ -53,4 +54,86 @@ TEST_CASE("co_await of an empty task (default-made, moved from, already awaited)
           }
           co_return value;
         }()) == 107);
+}
+
+namespace {
+
+// A capture whose destructor takes a while and then says it ran: a joiner
+// told of the task's end before the destructor finished sees `released`
+// still false.
+struct slow_release {
+  std::atomic<bool>* released;
+  explicit slow_release(std::atomic<bool>* flag) noexcept : released(flag) {}
+  slow_release(slow_release&& other) noexcept : released(std::exchange(other.released, nullptr)) {}
+  slow_release(const slow_release&) = delete;
+  slow_release& operator=(const slow_release&) = delete;
+  slow_release& operator=(slow_release&&) = delete;
+  ~slow_release() {
+    if (released != nullptr) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      released->store(true);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a callable task's captures are destroyed before its handle reports the end: value, "
+          "exception, cancel before the start") {
+  const watchdog guard("callable captures released before the end is reported", 60);
+  executor pool(config_with(1));
+  {
+    std::atomic<bool> released{false};
+    auto handle = pool.spawn([hold = slow_release(&released)] { return 5; });
+    CHECK(handle.get() == 5);
+    CHECK(released.load());
+  }
+  {
+    std::atomic<bool> released{false};
+    auto handle = pool.spawn([hold = slow_release(&released)]() -> int {
+      throw std::runtime_error("thrown");
+    });
+    CHECK_THROWS_AS(handle.get(), std::runtime_error);
+    CHECK(released.load());
+  }
+  {
+    std::atomic<bool> released{false};
+    auto handle = pool.spawn([hold = slow_release(&released)] {});
+    CHECK(handle.wait_for(std::chrono::seconds(10)));
+    CHECK(released.load());
+  }
+  {
+    // Cancelled before it started: it never runs, and its capture is gone
+    // when get() throws task_cancelled.
+    std::atomic<bool> go{false};
+    std::atomic<bool> blocking{false};
+    auto blocker = pool.spawn([&go, &blocking] {
+      blocking.store(true);
+      while (!go.load()) {
+        std::this_thread::yield();
+      }
+    });
+    while (!blocking.load()) {  // the one worker is held: the next task cannot start
+      std::this_thread::yield();
+    }
+    std::atomic<bool> released{false};
+    std::atomic<bool> ran{false};
+    auto handle = pool.spawn([hold = slow_release(&released), &ran] { ran.store(true); });
+    CHECK(handle.cancel());
+    go.store(true);
+    blocker.get();
+    CHECK_THROWS_AS(handle.get(), canopy::task_cancelled);
+    CHECK(released.load());
+    CHECK_FALSE(ran.load());
+  }
+  {
+    // A coroutine awaiting the handle resumes after the capture is gone.
+    std::atomic<bool> released{false};
+    const bool seen = canopy::block_on(pool, [](executor& on, std::atomic<bool>& flag) -> task<bool> {
+      auto handle = on.spawn([hold = slow_release(&flag)] { return 1; });
+      const int value = co_await handle;
+      co_return value == 1 && flag.load();
+    }(pool, released));
+    CHECK(seen);
+  }
 }
