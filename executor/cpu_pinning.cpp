@@ -11,7 +11,10 @@ namespace canopy::detail {
 
 std::vector<int> plan_worker_cpus(const executor_config& config) {
   std::vector<int> plan;
-  if (!config.pin_workers || config.worker_count == 0) {
+  // With no owned worker (worker_count = 0) nothing is pinned, but a
+  // worker_cpus list is still checked: a CPU the process may not use is
+  // refused whatever the worker count (config.hpp's promise).
+  if (!config.pin_workers || (config.worker_count == 0 && config.worker_cpus.empty())) {
     return plan;
   }
   cpu_set_t allowed;
@@ -40,6 +43,9 @@ std::vector<int> plan_worker_cpus(const executor_config& config) {
   }
   if (choices.empty()) {
     throw std::invalid_argument("canopy::executor_config: pin_workers: no CPU to pin to");
+  }
+  if (config.worker_count == 0) {
+    return plan;
   }
   plan.reserve(config.worker_count);
   for (std::size_t worker = 0; worker < config.worker_count; ++worker) {

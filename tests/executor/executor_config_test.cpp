@@ -92,6 +92,10 @@ TEST_CASE("executor_config: every documented range is checked, the field named")
   config.pin_workers = true;
   config.worker_cpus = {1 << 20};  // no process may use CPU 1048576
   check_refused(config, "worker_cpus");
+  config.worker_count = 0;  // no worker to pin, but the list is still checked
+  check_refused(config, "worker_cpus");
+  config.worker_cpus = {-1};
+  check_refused(config, "worker_cpus");
   // The edges of each range are accepted.
   config = base();
   config.signals_per_leaf = 1;
