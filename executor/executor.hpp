@@ -40,7 +40,9 @@
 // Errors:
 //   * spawn() after shutdown() began throws spawn_error(errc::shut_down).
 //   * At capacity (max_leaves full) spawn() blocks the calling thread until a
-//     slot frees (shutdown() releases it with errc::shut_down); on a worker
+//     slot frees (shutdown() releases it with errc::shut_down; with
+//     worker_count = 0 it runs the executor's tasks meanwhile, as get()
+//     does, unless another thread is running it); on a worker
 //     thread, where blocking could deadlock the pool, it throws
 //     spawn_error(errc::at_capacity) instead. try_spawn() — for every task
 //     kind: callables, coroutines, fibers (canopy::fiber(fn)) — never blocks

@@ -194,6 +194,9 @@ class executor_core final : public scheduler, private sleep_probe {
   // A free slot for a spawn: from `self`'s reservation when the caller is
   // that worker (null: a thread outside, through the external caches).
   spawn_status allocate(worker_state* self, spawn_mode mode, std::uint32_t& slot);
+  // A spawner at capacity on a host-driven executor: take the host role if
+  // it is free and run a task (true), else run nothing (false).
+  bool run_tasks_for_a_slot();
   bool reserve_anywhere(std::size_t first_partition, task_arena::reservation& into);
   bool allocate_unreserved(std::size_t first_partition, std::uint32_t& slot);
   void flush_external_caches() noexcept;

@@ -266,6 +266,15 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
   if (mode == spawn_mode::fail) {
     return spawn_status::at_capacity;
   }
+  // A host-driven executor (worker_count = 0) frees a slot only where a
+  // thread runs its tasks: a spawner that only waited would wait for ever
+  // when it is itself the thread that runs them (the loop thread, before
+  // its next run_* call). So it does what a joiner does there
+  // (join_state::wait_blocking_until): it borrows the host role when it is
+  // free and runs tasks until one ended, then tries again; while another
+  // thread holds the role, it waits for that thread to free a slot, taking
+  // the role again every host_role_retry in case that thread stopped.
+  const bool drive_host = config_.worker_count == 0;
   std::unique_lock lock(capacity_mutex_);
   // seq_cst: pairs with notify_capacity_waiters(): a worker frees a slot
   // (seq_cst RMW) then reads this count; we add ourselves, then retry.
@@ -281,11 +290,37 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
       break;
     }
     const std::uint64_t seen = capacity_epoch_;
-    capacity_cv_.wait(
-        lock, [&] { return capacity_epoch_ != seen || !accepting_.load(atomics::seq_cst); });
+    const auto slot_freed = [&] {
+      return capacity_epoch_ != seen || !accepting_.load(atomics::seq_cst);
+    };
+    if (drive_host) {
+      lock.unlock();  // the tasks run here free slots under this mutex
+      const bool ran = run_tasks_for_a_slot();
+      lock.lock();
+      if (!ran) {
+        capacity_cv_.wait_for(lock, host_role_retry, slot_freed);
+      }
+      continue;
+    }
+    capacity_cv_.wait(lock, slot_freed);
   }
   capacity_waiters_.fetch_sub(1, atomics::relaxed);
   return result;
+}
+
+bool executor_core::run_tasks_for_a_slot() {
+  // The host loop asks ready() before each task: false the first time, so
+  // that one task runs, true after it (the role is then handed back, and
+  // the slots the host kept with it).
+  int asked = 0;
+  const host_drive drive = host_->run_until(
+      [](const void* context) noexcept {
+        // const_cast: `asked` below is not const; run_until passes it as
+        // an opaque read-only context.
+        return ++*static_cast<int*>(const_cast<void*>(context)) > 1;
+      },
+      &asked, -1);
+  return drive == host_drive::ran;
 }
 
 void executor_core::flush_external_caches() noexcept {

@@ -28,7 +28,9 @@
 //     workers (default: one per hardware thread; 0: a host-driven executor,
 //     docs/embedding.md). Not copyable.
 //   spawn(fn or task) -> join_handle<R>: fn a callable, a canopy::task<T>
-//     or canopy::fiber(fn). Blocks at capacity (off a worker), throws
+//     or canopy::fiber(fn). Blocks at capacity (off a worker; with
+//     worker_count = 0 it runs the executor's tasks meanwhile, as get()
+//     does, unless a host is running it), throws
 //     spawn_error(errc::at_capacity) on a worker, errc::shut_down after
 //     shutdown() began.
 //   try_spawn(fn or task) -> spawn_attempt<handle>: never blocks nor throws

@@ -137,3 +137,35 @@ TEST_CASE("a callable task's captures are destroyed before its handle reports th
     CHECK(seen);
   }
 }
+
+TEST_CASE("a host-driven executor (worker_count = 0) at capacity: spawn from the loop thread runs "
+          "tasks to free a slot instead of waiting for ever") {
+  const watchdog guard("host-driven spawn at capacity", 60);
+  canopy::executor_config config = config_with(0);
+  config.max_leaves = 1;
+  config.signals_per_leaf = 1;  // 64 tasks
+  executor pool(config);
+  std::atomic<int> ran{0};
+  const std::size_t extra = 10;
+  for (std::size_t index = 0; index < pool.capacity() + extra; ++index) {
+    pool.spawn_detached([&ran] { ran.fetch_add(1); });  // past capacity: runs some of them first
+  }
+  auto last = pool.spawn([] { return 3; });
+  CHECK(last.get() == 3);
+  pool.run_until_idle();
+  CHECK(ran.load() == static_cast<int>(pool.capacity() + extra));
+  // Another thread as the host: the spawner waits for it to free a slot.
+  std::atomic<bool> stop{false};
+  std::thread host([&] {
+    while (!stop.load()) {
+      pool.run_for(std::chrono::milliseconds(1));
+    }
+  });
+  for (std::size_t index = 0; index < 4 * pool.capacity(); ++index) {
+    pool.spawn_detached([&ran] { ran.fetch_add(1); });
+  }
+  stop.store(true);
+  host.join();
+  pool.shutdown();  // drain: what is left runs
+  CHECK(ran.load() == static_cast<int>(5 * pool.capacity() + extra));
+}
