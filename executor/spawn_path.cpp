@@ -274,7 +274,10 @@ spawn_status executor_core::allocate(worker_state* self, spawn_mode mode, std::u
   // free and runs tasks until one ended, then tries again; while another
   // thread holds the role, it waits for that thread to free a slot, taking
   // the role again every host_role_retry in case that thread stopped.
-  const bool drive_host = config_.worker_count == 0;
+  // Not on a thread running another executor's tasks (a worker, or a host
+  // in a task), which blocks here as before rather than nest this
+  // executor's tasks inside its own.
+  const bool drive_host = config_.worker_count == 0 && this_thread_worker == nullptr;
   std::unique_lock lock(capacity_mutex_);
   // seq_cst: pairs with notify_capacity_waiters(): a worker frees a slot
   // (seq_cst RMW) then reads this count; we add ourselves, then retry.
