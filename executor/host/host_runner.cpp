@@ -176,6 +176,14 @@ std::size_t host_runner::loop(const host_budget& budget, bool pinned_only) {
         hand_over_local_work();  // what the task spawned or yielded is the pool's
       }
       core.poll_driver_if_due(state);
+      // A bounded run (run_for, run_until, a joiner's wait_for) ends at its
+      // deadline even while tasks stay ready (a task that yields is ready
+      // again at once): checked after each task, so that a run whose
+      // deadline has passed still makes one. Unbounded runs skip the clock.
+      if (budget.deadline != std::chrono::steady_clock::time_point::max() &&
+          !budget.until_shutdown && std::chrono::steady_clock::now() >= budget.deadline) {
+        break;
+      }
       continue;
     }
     if (!budget.wait_for_work) {

@@ -169,3 +169,46 @@ TEST_CASE("a host-driven executor (worker_count = 0) at capacity: spawn from the
   pool.shutdown();  // drain: what is left runs
   CHECK(ran.load() == static_cast<int>(5 * pool.capacity() + extra));
 }
+
+TEST_CASE("a host-driven executor's bounded runs (run_for, run_until, wait_for) return at their "
+          "deadline while a task stays runnable") {
+  const watchdog guard("host deadlines with a yielding task", 60);
+  executor pool(config_with(0));
+  std::atomic<bool> stop{false};
+  pool.spawn_detached([](std::atomic<bool>& flag) -> task<void> {
+    while (!flag.load()) {
+      co_await canopy::yield_now();  // always runnable again
+    }
+  }(stop));
+  canopy::async_event never;
+  auto waiting = pool.spawn([](canopy::async_event& event) -> task<int> {
+    co_await event;
+    co_return 1;
+  }(never));
+  // Without the deadline check between tasks each call below ran until the
+  // yielding task stopped: the releaser ends that after 5 s at the latest.
+  std::thread releaser([&stop] {
+    for (int tick = 0; tick < 500 && !stop.load(); ++tick) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    stop.store(true);
+  });
+  using clock = std::chrono::steady_clock;
+  const auto bound = std::chrono::seconds(2);
+  auto started = clock::now();
+  CHECK(pool.run_for(std::chrono::milliseconds(20)) > 0);
+  CHECK(clock::now() - started < bound);
+  started = clock::now();
+  CHECK(pool.run_until(clock::now() + std::chrono::milliseconds(20)) > 0);
+  CHECK(clock::now() - started < bound);
+  started = clock::now();
+  CHECK_FALSE(waiting.wait_for(std::chrono::milliseconds(20)));
+  CHECK(clock::now() - started < bound);
+  started = clock::now();
+  CHECK_FALSE(waiting.wait_until(clock::now() + std::chrono::milliseconds(20)));
+  CHECK(clock::now() - started < bound);
+  stop.store(true);
+  releaser.join();
+  never.set();
+  CHECK(waiting.get() == 1);
+}
