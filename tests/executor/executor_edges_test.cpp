@@ -25,8 +25,9 @@ task<int> seven() { co_return 7; }
 
 }  // namespace
 
-TEST_CASE("co_await of an empty task (default-made, moved from, already awaited) throws "
-          "std::invalid_argument in the awaiting task instead of crashing") {
+TEST_CASE(
+    "co_await of an empty task (default-made, moved from, already awaited) throws "
+    "std::invalid_argument in the awaiting task instead of crashing") {
   const watchdog guard("co_await an empty task", 60);
   executor pool(config_with(2));
   CHECK_THROWS_AS(canopy::block_on(pool,
@@ -78,8 +79,9 @@ struct slow_release {
 
 }  // namespace
 
-TEST_CASE("a callable task's captures are destroyed before its handle reports the end: value, "
-          "exception, cancel before the start") {
+TEST_CASE(
+    "a callable task's captures are destroyed before its handle reports the end: value, "
+    "exception, cancel before the start") {
   const watchdog guard("callable captures released before the end is reported", 60);
   executor pool(config_with(1));
   {
@@ -90,9 +92,8 @@ TEST_CASE("a callable task's captures are destroyed before its handle reports th
   }
   {
     std::atomic<bool> released{false};
-    auto handle = pool.spawn([hold = slow_release(&released)]() -> int {
-      throw std::runtime_error("thrown");
-    });
+    auto handle = pool.spawn(
+        [hold = slow_release(&released)]() -> int { throw std::runtime_error("thrown"); });
     CHECK_THROWS_AS(handle.get(), std::runtime_error);
     CHECK(released.load());
   }
@@ -129,17 +130,19 @@ TEST_CASE("a callable task's captures are destroyed before its handle reports th
   {
     // A coroutine awaiting the handle resumes after the capture is gone.
     std::atomic<bool> released{false};
-    const bool seen = canopy::block_on(pool, [](executor& on, std::atomic<bool>& flag) -> task<bool> {
-      auto handle = on.spawn([hold = slow_release(&flag)] { return 1; });
-      const int value = co_await handle;
-      co_return value == 1 && flag.load();
-    }(pool, released));
+    const bool seen =
+        canopy::block_on(pool, [](executor& on, std::atomic<bool>& flag) -> task<bool> {
+          auto handle = on.spawn([hold = slow_release(&flag)] { return 1; });
+          const int value = co_await handle;
+          co_return value == 1 && flag.load();
+        }(pool, released));
     CHECK(seen);
   }
 }
 
-TEST_CASE("a host-driven executor (worker_count = 0) at capacity: spawn from the loop thread runs "
-          "tasks to free a slot instead of waiting for ever") {
+TEST_CASE(
+    "a host-driven executor (worker_count = 0) at capacity: spawn from the loop thread runs "
+    "tasks to free a slot instead of waiting for ever") {
   const watchdog guard("host-driven spawn at capacity", 60);
   canopy::executor_config config = config_with(0);
   config.max_leaves = 1;
@@ -170,8 +173,9 @@ TEST_CASE("a host-driven executor (worker_count = 0) at capacity: spawn from the
   CHECK(ran.load() == static_cast<int>(5 * pool.capacity() + extra));
 }
 
-TEST_CASE("a host-driven executor's bounded runs (run_for, run_until, wait_for) return at their "
-          "deadline while a task stays runnable") {
+TEST_CASE(
+    "a host-driven executor's bounded runs (run_for, run_until, wait_for) return at their "
+    "deadline while a task stays runnable") {
   const watchdog guard("host deadlines with a yielding task", 60);
   executor pool(config_with(0));
   std::atomic<bool> stop{false};
