@@ -108,7 +108,8 @@ parse_error parse_request_line(std::string_view line, request& out) noexcept {
   if (out.target.empty() || !std::all_of(out.target.begin(), out.target.end(), is_target_char)) {
     return parse_error::bad_target;
   }
-  if (version == "HTTP/1.1" || version == "HTTP/1.0") {
+  if (version.size() == 8 && version.substr(0, 7) == "HTTP/1." &&
+      (version[7] == '0' || version[7] == '1')) {
     out.version_minor = version[7] - '0';
     return parse_error::none;
   }
@@ -153,17 +154,20 @@ std::string_view request::find(std::string_view name) const noexcept {
   return {};
 }
 
-// An absolute-form target's path follows its authority (RFC 9110 4.2.3:
-// an empty one is "/"); any other target's starts at its first byte.
 std::string_view request::path() const noexcept {
   std::string_view path = target;
-  if (const std::size_t scheme_end = path.find("://");
-      !path.starts_with('/') && scheme_end != std::string_view::npos) {
-    path.remove_prefix(scheme_end + 3);
-    const std::size_t path_start = path.find_first_of("/?");
-    path.remove_prefix(path_start == std::string_view::npos ? path.size() : path_start);
+  if (!path.starts_with('/')) [[unlikely]] {
+    // An absolute-form target's path follows its authority (RFC 9110
+    // 4.2.3: an empty one is "/"); "*" and the like stay as they are.
+    if (const std::size_t scheme_end = path.find("://"); scheme_end != std::string_view::npos) {
+      path.remove_prefix(scheme_end + 3);
+      const std::size_t path_start = path.find_first_of("/?");
+      path.remove_prefix(path_start == std::string_view::npos ? path.size() : path_start);
+    }
   }
-  path = path.substr(0, path.find('?'));
+  if (const std::size_t mark = path.find('?'); mark != std::string_view::npos) {
+    path = path.substr(0, mark);
+  }
   return path.empty() ? "/" : path;
 }
 
