@@ -166,6 +166,33 @@ struct coroutine_body {
     return wait_over();
   }
 
+  // awaited_end_reached for a wait_link. Out of line: inline, the calls
+  // through the link's hooks grew run(), the path of every task run, by
+  // the register that holds the link across them.
+  [[gnu::noinline]] bool link_end_reached(wait_link& link) noexcept {
+    if (link.has_fired()) {
+      if (link.completion_kept != nullptr && link.completion_kept(link)) {
+        // Fired since run_cancelled looked, with a completion to keep:
+        // stay; fire()'s wake runs the task again, and run_cancelled
+        // resumes it.
+        return false;
+      }
+      if (link.rearm == nullptr || !link.rearm(link)) {
+        return true;
+      }
+      // Registered again: the cancel is passed on anew (below).
+      context.cancel_forwarded = false;
+    }
+    if (link.disarm == nullptr) {
+      return true;
+    }
+    if (!std::exchange(context.cancel_forwarded, true) && link.disarm(link)) {
+      context.clear_wait();  // unregistered: no fire() will come
+      return true;
+    }
+    return false;
+  }
+
   detail::run_outcome cancel_now() noexcept {
     if (!awaited_end_reached()) {
       return detail::run_outcome::suspended;  // the awaited task's end wakes it
@@ -198,28 +225,7 @@ struct coroutine_body {
       return false;
     }
     if (context.kind == wait_kind::link) {
-      auto& link = *static_cast<wait_link*>(context.waiting_on);
-      if (link.has_fired()) {
-        if (link.completion_kept != nullptr && link.completion_kept(link)) {
-          // Fired since run_cancelled looked, with a completion to keep:
-          // stay; fire()'s wake runs the task again, and run_cancelled
-          // resumes it.
-          return false;
-        }
-        if (link.rearm == nullptr || !link.rearm(link)) {
-          return true;
-        }
-        // Registered again: the cancel is passed on anew (below).
-        context.cancel_forwarded = false;
-      }
-      if (link.disarm == nullptr) {
-        return true;
-      }
-      if (!std::exchange(context.cancel_forwarded, true) && link.disarm(link)) {
-        context.clear_wait();  // unregistered: no fire() will come
-        return true;
-      }
-      return false;
+      return link_end_reached(*static_cast<wait_link*>(context.waiting_on));
     }
     if (context.kind == wait_kind::fork_region) {
       // The region's children still running borrow this frame (the join's
