@@ -273,7 +273,6 @@ TEST_CASE("readiness is delivered while every worker is busy (polled every 61 ta
   const std::size_t fds_before = open_fd_count();
   {
     executor pool(io_config(1));
-    reactor& owner = reactor::of(pool);
     pipe_pair pipe;
     std::atomic<bool> done{false};
     std::atomic<bool> waiting{false};
@@ -295,11 +294,14 @@ TEST_CASE("readiness is delivered while every worker is busy (polled every 61 ta
         }(pipe.read_end, &done, &waiting));
     REQUIRE(eventually([&] { return waiting.load(); }));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    const std::uint64_t polls_before = owner.stats().polls;
+    // No count of polls is asserted: epoll's counter moves as a poll
+    // starts, so the poll that sees the byte may have been counted before
+    // the put, and io_uring reaps its ring without a counted poll.
     pipe.put();
+    // Delivered while the only worker never ran out of work: the spinner
+    // stops only once the reader has its readiness.
     CHECK_FALSE(reader.get());
     CHECK(spinner.get() > 0);
-    CHECK(owner.stats().polls > polls_before);
   }
   CHECK(open_fd_count() == fds_before);
 }
