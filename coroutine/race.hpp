@@ -298,6 +298,22 @@ namespace detail {
 template <class... Ts>
 race_result<Ts...> make_race_result(std::size_t winner, std::tuple<race_slot<Ts>...>& slots) {
   race_result<Ts...> result;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    // A winner that ended cancelled, with neither a value nor an
+    // exception, won nothing: the racing task's own cancel reached every
+    // contender, and the first to end was one it stopped. A contender that
+    // still returned a value (one it took from a channel) is the result
+    // then, so that value is not dropped.
+    bool winner_cancelled = false;
+    static_cast<void>(((I == winner && (winner_cancelled = !std::get<I>(slots).value &&
+                                                          !std::get<I>(slots).error,
+                                        true)) ||
+                       ...));
+    if (winner_cancelled) {
+      static_cast<void>(((std::get<I>(slots).value && (winner = I, true)) || ...));
+    }
+  }
+  (std::index_sequence_for<Ts...>{});
   result.index_ = winner;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     const auto check_winner = [&](auto& slot, std::size_t index) {
