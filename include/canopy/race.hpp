@@ -45,7 +45,9 @@
 //     If one of them returned a value before its cancel landed (a channel's
 //     recv() that took a value), the cancelled task resumes with race's
 //     result, so that the value is not dropped, and is cancelled at its
-//     next suspension (at shutdown it is destroyed with the rest);
+//     next suspension (at shutdown it is destroyed with the rest); that
+//     contender is then the winner (index()), even if one the cancel
+//     stopped ended first;
 // Cancel-safety follows the contenders': a read_some that loses a race
 // keeps the bytes it took for the stream's next read (docs/io.md).
 // A fiber (or any join handle) races inside a task that awaits it; that
